@@ -1,0 +1,53 @@
+# gpuwaste: `make demo` runs the product on its bundled sample, `make test` runs the checks.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PORT   ?= 8501
+SUDO   := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
+
+.PHONY: demo test lint typecheck pytest system-deps venv fuzz bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+# Debian's prometheus (with promtool) and chromium, for the real-component tests.
+system-deps:
+	@missing=""; \
+	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v promtool   >/dev/null 2>&1 || missing="$$missing prometheus"; \
+	command -v chromium   >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$(echo $$missing | tr ' ' '\n' | sort -u); \
+	fi
+
+demo: venv
+	PORT=$(PORT) $(BIN)/gpuwaste demo --port $(PORT)
+
+lint: venv
+	$(BIN)/ruff check gpuwaste tests bench
+
+typecheck: venv
+	$(BIN)/mypy
+
+pytest: venv system-deps
+	$(BIN)/pytest -q
+
+test: venv system-deps lint typecheck pytest
+
+fuzz: venv
+	GPUWASTE_FUZZ_EXAMPLES=200000 $(BIN)/pytest -q tests/reliability -k fuzz
+
+bench: venv system-deps
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) gpuwaste-data test-output .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,277 @@
+"""Result tables written by `gpuwaste analyze`: the contract between analyses and the dashboard.
+
+Each table is one file per (cluster, key) under `<data_dir>/parquet/<table>/cluster=<c>/`.
+Summary tables carry a `vc` column in which the value `ALL_VCS` ("(all)") is every VC together.
+Percentages are 0-100; durations are seconds; memory is MiB unless the name says otherwise.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from gpuwaste.warehouse.schema import UTC_TS, Table, register_result
+
+ALL_VCS = "(all)"
+SIZE_CLASSES = ("1", "2-4", "5-8", ">8")
+
+S, F, N, B, T = pl.String(), pl.Float64(), pl.Int64(), pl.Boolean(), UTC_TS
+
+
+def _result(name: str, doc: str, key: tuple[str, ...], /, **cols: pl.DataType) -> Table:
+    return register_result(
+        Table(
+            name, {"cluster": S, **cols}, layout="cluster", key=key, sort=key, doc=doc, result=True
+        )
+    )
+
+
+JOB_GPU_USAGE = _result(
+    "job_gpu_usage",
+    "One row per job x attempt x GPU [ICSE24 §3.2, CloudBrain §IV-C]. "
+    "idle_slot_s + never_used_s + busy_s + missing_s = alloc_s.",
+    ("job_id", "attempt", "host", "gpu"),
+    job_id=S,
+    attempt=pl.Int16(),
+    host=S,
+    gpu=pl.Int16(),
+    start_ts=T,
+    end_ts=T,
+    alloc_s=F,
+    observed_s=F,
+    missing_s=F,
+    busy_s=F,
+    idle_slot_s=F,
+    idle_slots=N,
+    never_used=B,
+    never_used_s=F,
+    util_mean=F,
+    util_max=F,
+    mem_used_mean_mib=F,
+    mem_used_max_mib=F,
+    mem_total_mib=F,
+    n_phases=N,
+    n_stable_phases=N,
+)
+
+JOB_USAGE = _result(
+    "job_usage",
+    "One row per job: the GPU rows rolled up, host CPU and memory, flags and diagnoses.",
+    ("job_id",),
+    job_id=S,
+    user=S,
+    vc=S,
+    name=S,
+    state=S,
+    raw_state=S,
+    running=B,
+    gpus=N,
+    size_class=S,
+    n_hosts=N,
+    is_debug=B,
+    is_debug_declared=B,
+    is_debug_inferred=B,
+    submit_ts=T,
+    start_ts=T,
+    end_ts=T,
+    duration_s=F,
+    queue_delay_s=F,
+    gpu_s=F,
+    observed_share=F,
+    low_data=B,
+    util_mean=F,
+    util_max=F,
+    mem_util_mean=F,
+    mem_util_max=F,
+    cpu_util_mean=F,
+    cpu_util_max=F,
+    host_mem_util_mean=F,
+    host_mem_util_max=F,
+    idle_slot_gpu_s=F,
+    idle_slots=N,
+    never_used_gpu_s=F,
+    never_used_gpus=N,
+    idle_share=F,
+    n_phases=N,
+    n_stable_phases=N,
+    phase_level_spread_mib=F,
+    fluctuating=B,
+    hit_time_limit=B,
+    diagnoses=S,
+)
+
+IDLE_SLOTS = _result(
+    "idle_slots",
+    "One row per idle slot: a run of util = 0 and memory <= floor longer than the minimum "
+    "[CloudBrain §IV-C]. Never-used GPUs have none (their whole time is never-used).",
+    ("job_id", "attempt", "host", "gpu", "start_ts"),
+    job_id=S,
+    attempt=pl.Int16(),
+    host=S,
+    gpu=pl.Int16(),
+    start_ts=T,
+    end_ts=T,
+    duration_s=F,
+)
+
+STABLE_PHASES = _result(
+    "stable_phases",
+    "One row per memory phase of a job x GPU [CloudBrain §IV-B]; `stable` under the default "
+    "smallest (t, m); the grid table has every (t, m).",
+    ("job_id", "attempt", "host", "gpu", "start_ts"),
+    job_id=S,
+    attempt=pl.Int16(),
+    host=S,
+    gpu=pl.Int16(),
+    start_ts=T,
+    end_ts=T,
+    duration_s=F,
+    mem_level_mib=F,
+    mem_max_mib=F,
+    mem_total_mib=F,
+    idle_mem_mib=F,
+    stable=B,
+)
+
+WASTE_BY_VC = _result(
+    "waste_by_vc",
+    "CloudBrain Table IV per VC: idle-slot and never-used GPU time among own jobs and among all.",
+    ("vc", "kind"),
+    vc=S,
+    kind=S,  # kind: debugging | non-debugging | total
+    jobs=N,
+    gpu_s=F,
+    idle_slot_gpu_s=F,
+    never_used_gpu_s=F,
+    idle_slot_pct_own=F,
+    never_used_pct_own=F,
+    idle_slot_pct_all=F,
+    never_used_pct_all=F,
+)
+
+NEVER_USED_BY_SIZE = _result(
+    "never_used_by_size",
+    "CloudBrain Table V: jobs with at least one never-used GPU, by GPUs requested.",
+    ("vc", "gpus_requested"),
+    vc=S,
+    gpus_requested=S,  # 1 | 2 | 4 | 8 | 16 | other
+    jobs=N,
+    jobs_with_never_used=N,
+    share_pct=F,
+)
+
+STABLE_PHASE_GRID = _result(
+    "stable_phase_grid",
+    "CloudBrain Table III: percent of all GPU time in stable phases for each (t, m).",
+    ("vc", "t_s", "m_gib"),
+    vc=S,
+    t_s=F,
+    m_gib=F,
+    stable_gpu_s=F,
+    gpu_s=F,
+    pct=F,
+)
+
+SPATIAL_SUMMARY = _result(
+    "spatial_summary",
+    "CloudBrain §IV-A/B: means and maxima, threshold shares, mismatch shares, fluctuating jobs. "
+    "One row per (vc, metric); value is a percent of jobs, or a mean percent for 'mean_*'.",
+    ("vc", "metric"),
+    vc=S,
+    metric=S,
+    value=F,
+    jobs=N,
+)
+
+DEBUG_JOBS = _result(
+    "debug_jobs",
+    "CloudBrain §IV-C1: debugging jobs, declared and inferred kept apart.",
+    ("vc", "kind"),
+    vc=S,
+    kind=S,  # declared | inferred | any
+    jobs=N,
+    gpu_s=F,
+    hit_time_limit_pct=F,
+    idle_ge_threshold_pct=F,
+    idle_gpu_s=F,
+)
+
+UTIL_BY_SIZE_STATUS = _result(
+    "util_by_size_status",
+    "Philly Table 3: mean GPU utilization by job size x final status (GPU-minute weighted).",
+    ("vc", "size", "state"),
+    vc=S,
+    size=S,
+    state=S,
+    jobs=N,
+    gpu_minutes=F,
+    util_mean=F,
+)
+
+UTIL_MINUTE_HIST = _result(
+    "util_minute_hist",
+    "Philly Figure 5: per-minute GPU utilization histogram (1-point buckets 0..100) by size "
+    "class x state; cumulate for the CDF.",
+    ("vc", "size", "state", "bucket"),
+    vc=S,
+    size=S,
+    state=S,
+    bucket=pl.Int16(),
+    gpu_minutes=F,
+)
+
+UTIL_BY_SPREAD = _result(
+    "util_by_spread",
+    "Philly Table 5: GPU utilization of 16-GPU jobs by number of servers.",
+    ("vc", "servers"),
+    vc=S,
+    servers=N,
+    jobs=N,
+    util_mean=F,
+    util_p50=F,
+    util_p90=F,
+    util_p95=F,
+)
+
+JOBS_BY_STATUS = _result(
+    "jobs_by_status",
+    "Philly Table 6: jobs and GPU time by final status.",
+    ("vc", "state"),
+    vc=S,
+    state=S,
+    jobs=N,
+    jobs_pct=F,
+    gpu_s=F,
+    gpu_time_pct=F,
+)
+
+QUEUEING_DELAY = _result(
+    "queueing_delay",
+    "Philly §3: delay from submission to first start, by size class and VC.",
+    ("vc", "size_class"),
+    vc=S,
+    size_class=S,
+    jobs=N,
+    delay_mean_s=F,
+    delay_p50_s=F,
+    delay_p90_s=F,
+    delay_p99_s=F,
+)
+
+WASTE_DAILY = _result(
+    "waste_daily",
+    "GPU hours per UTC day by kind, for the dashboard's trend: allocated, busy, idle-slot, "
+    "never-used, no-data, and the GPU time of debugging, failed and killed jobs.",
+    ("vc", "day"),
+    vc=S,
+    day=pl.Date(),
+    alloc_gpu_h=F,
+    busy_gpu_h=F,
+    idle_slot_gpu_h=F,
+    never_used_gpu_h=F,
+    missing_gpu_h=F,
+    debug_gpu_h=F,
+    failed_gpu_h=F,
+    killed_gpu_h=F,
+)
+
+__all__ = ["ALL_VCS", "SIZE_CLASSES"]

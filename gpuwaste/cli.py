@@ -1,0 +1,112 @@
+"""The `gpuwaste` command: a thin layer over the library; each command calls one function.
+
+Operator mistakes (a wrong file, an unreachable server, a bad key) raise GpuwasteError and are
+printed as one sentence on stderr with exit status 1, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import duckdb
+import typer
+
+from gpuwaste.analyses.cli import register as register_analyses
+from gpuwaste.cli_common import ConfigOpt, DataDirOpt, FormatOpt, settings
+from gpuwaste.dashboard.cli import register as register_dashboard
+from gpuwaste.errors import GpuwasteError
+from gpuwaste.ingest.cli import ingest_app
+from gpuwaste.render import OutputFormat, render
+
+app = typer.Typer(
+    name="gpuwaste",
+    help="Where do our GPU hours go? Ingest GPU telemetry and scheduler records, analyze waste, "
+    "and show it.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(ingest_app, name="ingest")
+register_analyses(app)
+register_dashboard(app)
+
+
+@app.command()
+def sql(
+    query: Annotated[
+        str, typer.Argument(help='One read-only query, e.g. "select count(*) from gpu_samples".')
+    ],
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    fmt: FormatOpt = OutputFormat.table,
+) -> None:
+    """Run one read-only SQL query against the warehouse."""
+    from gpuwaste.warehouse.readonly import run_query
+
+    s = settings(config, data_dir)
+    if not s.data_dir.is_dir():
+        raise GpuwasteError(
+            f"no warehouse at {s.data_dir}: run `gpuwaste demo` or `gpuwaste ingest` first."
+        )
+    try:
+        rel = run_query(s.data_dir, query)
+        df = rel.pl() if rel is not None else None
+    except duckdb.Error as exc:
+        raise GpuwasteError(f"query failed: {str(exc).strip()}") from None
+    if df is not None:
+        render(df, fmt)
+
+
+@app.command()
+def generate(
+    out: Annotated[Path, typer.Option("--out", help="Folder to write the cluster into.")],
+    seed: Annotated[
+        int, typer.Option(help="Random seed: the same seed gives identical files.")
+    ] = 0,
+    gpus: Annotated[int, typer.Option(help="Number of GPUs (8 per host).")] = 32,
+    days: Annotated[float, typer.Option(help="Length of the window in days.")] = 1.0,
+    interval_s: Annotated[
+        int, typer.Option("--interval-s", help="Sampling interval, seconds.")
+    ] = 15,
+    start: Annotated[
+        str | None, typer.Option(help="Window start, ISO 8601 (default 2026-10-31T12:00Z).")
+    ] = None,
+    cluster: Annotated[str, typer.Option(help="Cluster name.")] = "demo",
+    gzip: Annotated[
+        bool, typer.Option("--gzip", help="Write metrics.om.gz instead of metrics.om.")
+    ] = False,
+) -> None:
+    """Write a synthetic multi-tenant cluster in the sources' own formats, with its planted truth."""
+    from gpuwaste.generate.cli import generate_command
+
+    generate_command(out, seed, gpus, days, interval_s, start, cluster, gzip)
+
+
+@app.command()
+def demo(
+    data_dir: DataDirOpt = None,
+    no_serve: Annotated[bool, typer.Option("--no-serve", help="Stop after the summary.")] = False,
+    port: Annotated[int, typer.Option(envvar="PORT", help="Dashboard port.")] = 8501,
+    host: Annotated[str, typer.Option(help="Dashboard address.")] = "127.0.0.1",
+) -> None:
+    """Bundled sample -> warehouse -> analyses -> summary -> dashboard on localhost."""
+    from gpuwaste.demo import run_demo
+
+    run_demo(data_dir or Path("gpuwaste-data"), serve=not no_serve, port=port, host=host)
+
+
+def main() -> None:
+    try:
+        app()
+    except GpuwasteError as exc:
+        print(f"gpuwaste: {exc}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print("gpuwaste: interrupted.", file=sys.stderr)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,244 @@
+"""Configuration: one TOML file (`gpuwaste.toml`), validated by pydantic.
+
+The file is found from `--config`, else `$GPUWASTE_CONFIG`, else `./gpuwaste.toml` when it exists;
+with none, every default applies and sources come from command-line flags alone.
+
+Secrets never live here: a source names the *environment variable* that holds its token or
+password (`token_env`, `password_env`), and `secrets.py` reads it at the moment of use.
+
+Every **choice** of docs/definitions.md is a field of `Thresholds`, with the study's default.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from gpuwaste.errors import GpuwasteError
+
+DEFAULT_DATA_DIR = Path("gpuwaste-data")
+CONFIG_ENV = "GPUWASTE_CONFIG"
+DATA_DIR_ENV = "GPUWASTE_DATA_DIR"
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+NonNegFloat = Annotated[float, Field(ge=0)]
+Share = Annotated[float, Field(ge=0, le=1)]
+Percent = Annotated[float, Field(ge=0, le=100)]
+
+
+class ConfigError(GpuwasteError):
+    """A configuration problem, phrased as one sentence for the operator."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Thresholds(_Strict):
+    """The studies' parameters; each default is the one definitions.md gives."""
+
+    # Basic quantities [ICSE24 §3.2]: a gap longer than this many sampling intervals is no data.
+    missing_gap_intervals: PositiveFloat = 3.0
+    # Spatial underutilization [CloudBrain §IV-A/B].
+    low_share_pct: Percent = 50.0
+    very_low_pct: Percent = 20.0
+    mismatch_high_pct: Percent = 80.0
+    mismatch_low_pct: Percent = 20.0
+    fluctuation_window_s: PositiveFloat = 120.0
+    fluctuation_range_pct: Percent = 90.0
+    fluctuation_job_share: Share = 0.75
+    # Stable phases [CloudBrain §IV-B, Table III].
+    phase_tolerance_mib: PositiveFloat = 512.0
+    stable_phase_lengths_s: list[PositiveFloat] = Field(
+        default_factory=lambda: [60.0, 120.0, 240.0, 480.0, 960.0]
+    )
+    stable_phase_idle_gib: list[PositiveFloat] = Field(default_factory=lambda: [1.0, 2.0, 4.0, 8.0])
+    # Idle slots and never-used GPUs [CloudBrain §IV-C].
+    idle_slot_min_s: PositiveFloat = 60.0
+    idle_mem_floor_mib: NonNegFloat = 0.0
+    # Debugging jobs [CloudBrain §IV-C1, ICSE24 §4.1].
+    infer_debug_idle_share: Share = 0.5
+    infer_debug_min_slots: Annotated[int, Field(ge=1)] = 3
+    debug_max_duration_h: PositiveFloat = 8.0
+    debug_unused_share: Share = 0.8
+    # Telemetry-visible causes [ICSE24 Table 1].
+    low_util_pct: Percent = 50.0
+    batch_mem_peak_pct: Percent = 50.0
+    insufficient_mem_peak_pct: Percent = 80.0
+    unreleased_min_s: PositiveFloat = 600.0
+    slow_start_min_s: PositiveFloat = 600.0
+    checkpoint_min_dips: Annotated[int, Field(ge=2)] = 3
+    checkpoint_spacing_tolerance: Share = 0.2
+    # A job observed for less than this share of its allocation is flagged, not judged.
+    min_observed_share: Share = 0.5
+
+
+class PrometheusLabels(_Strict):
+    """Label names of the DCGM exporter series, with the variants seen in the wild."""
+
+    host: list[str] = Field(default_factory=lambda: ["Hostname", "hostname"])
+    gpu: str = "gpu"
+    uuid: str = "UUID"
+    job: str = "hpc_job"
+    pod: list[str] = Field(default_factory=lambda: ["pod", "exported_pod", "pod_name"])
+    namespace: list[str] = Field(
+        default_factory=lambda: ["namespace", "exported_namespace", "pod_namespace"]
+    )
+    node_instance: str = "instance"
+
+
+class KubernetesJobs(_Strict):
+    """Jobs from kube-state-metrics in the same Prometheus."""
+
+    enabled: bool = False
+    gpu_resource: str = "nvidia_com_gpu"
+    vc_label: str | None = None  # a pod label (e.g. a queue); default: the namespace
+    debug_label: str | None = None  # a pod label whose presence/truthy value marks a notebook
+    debug_namespaces: list[str] = Field(default_factory=list)
+
+
+class PrometheusSource(_Strict):
+    url: str
+    label_filter: str = ""  # e.g. '{cluster="a"}' or 'cluster="a"'
+    token_env: str | None = None  # name of the env var holding a bearer token
+    username_env: str | None = None
+    password_env: str | None = None
+    verify_tls: bool = True
+    timeout_s: PositiveFloat = 30.0
+    retries: Annotated[int, Field(ge=0, le=10)] = 3
+    scrape_interval_s: PositiveFloat = 15.0
+    max_points_per_query: Annotated[int, Field(ge=100, le=11000)] = 11000
+    labels: PrometheusLabels = Field(default_factory=PrometheusLabels)
+    kubernetes: KubernetesJobs = Field(default_factory=KubernetesJobs)
+    jobs_from_labels: bool = True
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("expected an http:// or https:// URL")
+        return v.rstrip("/")
+
+
+class SlurmSource(_Strict):
+    file: Path | None = None
+    command: list[str] | None = None  # e.g. ["sacct", "--parsable2", "--allocations", ...]
+    scontrol_file: Path | None = None
+    vc_from: Literal["partition", "account"] = "account"
+    debug_partitions: list[str] = Field(default_factory=lambda: ["debug", "interactive"])
+    debug_qos: list[str] = Field(default_factory=list)
+    debug_name_pattern: str = r"^(_?interactive|bash|sh|zsh|jupyter.*|sys/dashboard.*)$"
+
+
+class PhillySource(_Strict):
+    dir: Path
+    timezone: str = "America/Los_Angeles"
+
+
+class OpenMetricsSource(_Strict):
+    file: Path
+
+
+class CsvSource(_Strict):
+    samples: Path | None = None
+    jobs: Path | None = None
+    mapping: Path
+
+
+class ClusterConfig(_Strict):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+    timezone: str = "UTC"
+    prometheus: PrometheusSource | None = None
+    slurm: SlurmSource | None = None
+    philly: PhillySource | None = None
+    openmetrics: OpenMetricsSource | None = None
+    csv: CsvSource | None = None
+    parquet: CsvSource | None = None
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str) -> str:
+        from zoneinfo import ZoneInfo
+
+        try:
+            ZoneInfo(v)
+        except Exception as exc:  # ZoneInfoNotFoundError, ValueError
+            raise ValueError(
+                f"expected an IANA time zone such as UTC or Europe/Paris ({exc})"
+            ) from None
+        return v
+
+
+class Settings(_Strict):
+    data_dir: Path = DEFAULT_DATA_DIR
+    clusters: list[ClusterConfig] = Field(default_factory=list)
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+    source_path: Path | None = Field(default=None, exclude=True)
+
+    def cluster(self, name: str) -> ClusterConfig:
+        for c in self.clusters:
+            if c.name == name:
+                return c
+        known = ", ".join(c.name for c in self.clusters) or "none"
+        where = self.source_path or "the configuration"
+        raise ConfigError(f"no cluster named '{name}' in {where} (configured: {known}).")
+
+
+def _describe(err: dict[str, Any]) -> str:
+    loc = ".".join(str(p) for p in err.get("loc", ()))
+    kind = err.get("type", "")
+    if kind == "extra_forbidden":
+        return f"unknown key '{loc}'"
+    if kind == "missing":
+        return f"missing required key '{loc}'"
+    msg = str(err.get("msg", "invalid value"))
+    msg = msg.removeprefix("Value error, ")
+    given = err.get("input")
+    shown = repr(given) if not isinstance(given, dict | list) else type(given).__name__
+    return f"key '{loc}': {msg[0].lower() + msg[1:] if msg else msg}, got {shown}"
+
+
+def parse_settings(data: dict[str, Any], source: Path | str = "<config>") -> Settings:
+    """Validate a parsed TOML document; errors become one ConfigError naming key and file."""
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        first = _describe(dict(errors[0]))
+        more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+        raise ConfigError(f"{source}: {first}{more}.") from None
+    names = [c.name for c in settings.clusters]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"{source}: key 'clusters': cluster name '{dupes[0]}' appears twice.")
+    return settings.model_copy(update={"source_path": Path(source)})
+
+
+def load_settings(path: Path | None = None, data_dir: Path | None = None) -> Settings:
+    """Load the configuration file (if any) and apply a `--data-dir` override."""
+    if path is None and os.environ.get(CONFIG_ENV):
+        path = Path(os.environ[CONFIG_ENV])
+    if path is None and Path("gpuwaste.toml").is_file():
+        path = Path("gpuwaste.toml")
+    if path is None:
+        settings = Settings()
+    else:
+        if not path.is_file():
+            raise ConfigError(f"configuration file {path} does not exist.")
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: not valid TOML ({exc}).") from None
+        settings = parse_settings(data, path)
+        if not settings.data_dir.is_absolute():
+            # A relative data_dir is relative to the file that names it.
+            settings = settings.model_copy(update={"data_dir": path.parent / settings.data_dir})
+    if data_dir is None and os.environ.get(DATA_DIR_ENV):
+        data_dir = Path(os.environ[DATA_DIR_ENV])
+    if data_dir is not None:
+        settings = settings.model_copy(update={"data_dir": data_dir})
+    return settings

@@ -1,0 +1,1 @@
+"""Imports every ingestor module so each registers its source (see base.register_source)."""

@@ -1,0 +1,129 @@
+"""The DuckDB side of a data directory: views over the parquet, in memory or in a catalog file.
+
+`<data_dir>/gpuwaste.duckdb` holds only view definitions, so `duckdb <data_dir>/gpuwaste.duckdb`
+answers ad hoc SQL with no set-up. It is rewritten (new file, then rename) only when the set of
+tables with data changes, and written with storage compatibility v1.5.0 so that the standalone
+`duckdb` command-line tool (1.5.x) opens it as well as the Python package (2.x).
+
+Readers inside gpuwaste never hold the catalog file open: `connect()` builds the same views in an
+in-memory connection, so ingest and analyze can run while the dashboard reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+import gpuwaste.analyses.tables  # noqa: F401  (registers the result tables)
+from gpuwaste.warehouse.schema import UTC_TS, Table, all_tables
+from gpuwaste.warehouse.store import Warehouse
+
+CATALOG_FILE = "gpuwaste.duckdb"
+SIGNATURE_FILE = "catalog.json"
+STORAGE_COMPAT = "v1.5.0"
+
+
+def _duck_type(dtype: pl.DataType) -> str:
+    if dtype == UTC_TS:
+        return "TIMESTAMPTZ"
+    mapping: dict[type[pl.DataType], str] = {
+        pl.String: "VARCHAR",
+        pl.Int16: "SMALLINT",
+        pl.Int32: "INTEGER",
+        pl.Int64: "BIGINT",
+        pl.Float64: "DOUBLE",
+        pl.Float32: "FLOAT",
+        pl.Boolean: "BOOLEAN",
+        pl.Date: "DATE",
+        pl.Datetime: "TIMESTAMP",
+    }
+    for cls, name in mapping.items():
+        if isinstance(dtype, cls):
+            return name
+    raise TypeError(f"no DuckDB type for {dtype}")
+
+
+def _quote(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def view_sql(wh: Warehouse, t: Table) -> str:
+    """`SELECT` that a view of table `t` is defined as (typed and empty when it has no files)."""
+    cols = [f'CAST("{c}" AS {_duck_type(d)}) AS "{c}"' for c, d in t.columns.items()]
+    if t.layout == "dated":
+        cols.append('CAST("date" AS DATE) AS "date"')
+    if not wh.has_files(t.name):
+        nulls = [f'CAST(NULL AS {_duck_type(d)}) AS "{c}"' for c, d in t.columns.items()]
+        if t.layout == "dated":
+            nulls.append('CAST(NULL AS DATE) AS "date"')
+        return f"SELECT {', '.join(nulls)} WHERE false"
+    glob = wh.table_dir(t.name) / ("*/*/*.parquet" if t.layout == "dated" else "*/*.parquet")
+    hive = (
+        "{'cluster': 'VARCHAR', 'date': 'DATE'}"
+        if t.layout == "dated"
+        else "{'cluster': 'VARCHAR'}"
+    )
+    return (
+        f"SELECT {', '.join(cols)} FROM read_parquet({_quote(glob)}, hive_partitioning = true, "
+        f"hive_types = {hive}, union_by_name = true)"
+    )
+
+
+def create_views(con: duckdb.DuckDBPyConnection, wh: Warehouse) -> None:
+    for t in all_tables().values():
+        con.execute(f'CREATE OR REPLACE VIEW "{t.name}" AS {view_sql(wh, t)}')
+
+
+def connect(data_dir: Path) -> duckdb.DuckDBPyConnection:
+    """An in-memory connection with a view per warehouse table (UTC session)."""
+    wh = Warehouse(data_dir)
+    con = duckdb.connect(":memory:")
+    con.execute("SET TimeZone = 'UTC'")
+    create_views(con, wh)
+    return con
+
+
+def _signature(wh: Warehouse) -> dict[str, object]:
+    return {
+        "root": str(wh.root.resolve()),
+        "tables": {
+            name: {"has_files": wh.has_files(name), "columns": list(t.columns)}
+            for name, t in sorted(all_tables().items())
+        },
+    }
+
+
+def refresh_catalog(data_dir: Path, *, force: bool = False) -> bool:
+    """Rewrite `<data_dir>/gpuwaste.duckdb` if the set of tables changed; True if rewritten."""
+    wh = Warehouse(data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    sig = _signature(wh)
+    sig_path = data_dir / SIGNATURE_FILE
+    dest = data_dir / CATALOG_FILE
+    if not force and dest.exists() and sig_path.exists():
+        try:
+            if json.loads(sig_path.read_text()) == sig:
+                return False
+        except (OSError, ValueError):
+            pass
+    tmp = data_dir / f".{CATALOG_FILE}.tmp-{uuid.uuid4().hex}"
+    try:
+        con = duckdb.connect(str(tmp), config={"storage_compatibility_version": STORAGE_COMPAT})
+        try:
+            con.execute("SET TimeZone = 'UTC'")
+            create_views(con, wh)
+        finally:
+            con.close()
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+        Path(str(tmp) + ".wal").unlink(missing_ok=True)
+    sig_tmp = sig_path.with_name(sig_path.name + ".tmp")
+    sig_tmp.write_text(json.dumps(sig, indent=1, sort_keys=True))
+    os.replace(sig_tmp, sig_path)
+    return True

@@ -1,0 +1,199 @@
+"""The warehouse contract: every table's columns and types, declared once.
+
+Fact tables are written by the ingestors, result tables by `gpuwaste analyze`. All timestamps are
+UTC (`timestamp[us, UTC]`). Partition columns (`cluster`, `date`) are not stored inside the parquet
+files: they come from the hive path `<table>/cluster=<c>/date=<yyyy-mm-dd>/`.
+
+Layouts:
+- `dated`:   `<table>/cluster=<c>/date=<d>/data.parquet`, one file per (cluster, UTC day),
+             replaced whole for a time window (sample tables).
+- `cluster`: `<table>/cluster=<c>/<key>.parquet`, one file per (cluster, key) where key names
+             the writer (a source or an analysis), replaced whole or upserted by primary key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import polars as pl
+
+UTC_TS = pl.Datetime("us", "UTC")
+
+Layout = Literal["dated", "cluster"]
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: dict[str, pl.DataType]
+    layout: Layout
+    key: tuple[str, ...] = ()  # primary key within (cluster, file key), for upserts
+    sort: tuple[str, ...] = ()
+    doc: str = ""
+    result: bool = False
+    partition_cols: tuple[str, ...] = field(default=("cluster",))
+
+    @property
+    def schema(self) -> pl.Schema:
+        return pl.Schema(self.columns)
+
+    @property
+    def stored_columns(self) -> dict[str, pl.DataType]:
+        """Columns inside the parquet files (partition columns live in the path)."""
+        return {k: v for k, v in self.columns.items() if k not in self.partition_cols}
+
+
+GPU_SAMPLES = Table(
+    "gpu_samples",
+    {
+        "cluster": pl.String(),
+        "host": pl.String(),
+        "gpu": pl.Int16(),
+        "ts": UTC_TS,
+        "util": pl.Float64(),
+        "mem_used_mib": pl.Float64(),
+        "mem_total_mib": pl.Float64(),
+        "job_id": pl.String(),
+        "sm_active": pl.Float64(),
+        "tensor_active": pl.Float64(),
+        "power_w": pl.Float64(),
+        "util_source": pl.String(),
+        "uuid": pl.String(),
+        "source": pl.String(),
+    },
+    layout="dated",
+    key=("host", "gpu", "ts", "job_id"),
+    sort=("host", "gpu", "ts"),
+    doc="One row per GPU per sample. util 0-100 from the best metric present (util_source).",
+    partition_cols=("cluster", "date"),
+)
+
+HOST_SAMPLES = Table(
+    "host_samples",
+    {
+        "cluster": pl.String(),
+        "host": pl.String(),
+        "ts": UTC_TS,
+        "cpu_util": pl.Float64(),
+        "mem_used_frac": pl.Float64(),
+        "source": pl.String(),
+    },
+    layout="dated",
+    key=("host", "ts"),
+    sort=("host", "ts"),
+    doc="One row per host per sample: CPU utilization 0-100 and host memory used (0-1).",
+    partition_cols=("cluster", "date"),
+)
+
+JOBS = Table(
+    "jobs",
+    {
+        "cluster": pl.String(),
+        "job_id": pl.String(),
+        "user": pl.String(),
+        "vc": pl.String(),
+        "name": pl.String(),
+        "state": pl.String(),  # passed | killed | unsuccessful | running
+        "raw_state": pl.String(),
+        "submit_ts": UTC_TS,
+        "start_ts": UTC_TS,
+        "end_ts": UTC_TS,
+        "gpus": pl.Int32(),
+        "is_debug": pl.Boolean(),
+        "source": pl.String(),
+    },
+    layout="cluster",
+    key=("job_id",),
+    sort=("job_id",),
+    doc="One row per job, upserted by job_id: a job seen again with a new state is updated.",
+)
+
+JOB_GPUS = Table(
+    "job_gpus",
+    {
+        "cluster": pl.String(),
+        "job_id": pl.String(),
+        "attempt": pl.Int16(),
+        "host": pl.String(),
+        "gpu": pl.Int16(),
+        "start_ts": UTC_TS,
+        "end_ts": UTC_TS,
+    },
+    layout="cluster",
+    key=("job_id", "attempt", "host", "gpu"),
+    sort=("job_id", "attempt", "host", "gpu"),
+    doc="One row per job x attempt x GPU: the allocation intervals that join jobs to samples.",
+)
+
+INGEST_STATE = Table(
+    "ingest_state",
+    {
+        "cluster": pl.String(),
+        "source": pl.String(),
+        "watermark": UTC_TS,
+        "updated_at": UTC_TS,
+        "detail": pl.String(),
+    },
+    layout="cluster",
+    key=("source",),
+    sort=("source",),
+    doc="One row per (cluster, source): how far ingestion has reached.",
+)
+
+QUARANTINE = Table(
+    "quarantine",
+    {
+        "cluster": pl.String(),
+        "source": pl.String(),
+        "batch": pl.String(),
+        "location": pl.String(),
+        "reason": pl.String(),
+        "raw": pl.String(),
+        "ingested_at": UTC_TS,
+    },
+    layout="cluster",
+    key=("source", "batch", "location", "reason"),
+    sort=("source", "batch", "location"),
+    doc="Every refused input record with where it was and why; replaced per (source, batch).",
+)
+
+FACT_TABLES: dict[str, Table] = {
+    t.name: t for t in (GPU_SAMPLES, HOST_SAMPLES, JOBS, JOB_GPUS, INGEST_STATE, QUARANTINE)
+}
+
+# Result tables register themselves here (see gpuwaste.analyses); the catalog makes a view for
+# every registered table that has files.
+RESULT_TABLES: dict[str, Table] = {}
+
+
+def register_result(table: Table) -> Table:
+    RESULT_TABLES[table.name] = table
+    return table
+
+
+def all_tables() -> dict[str, Table]:
+    return {**FACT_TABLES, **RESULT_TABLES}
+
+
+def table(name: str) -> Table:
+    tables = all_tables()
+    if name not in tables:
+        raise KeyError(f"unknown table '{name}' (known: {', '.join(sorted(tables))})")
+    return tables[name]
+
+
+def conform(df: pl.DataFrame, t: Table, *, stored: bool = False) -> pl.DataFrame:
+    """Select and cast `df` to the table's columns; missing optional columns become nulls."""
+    cols = t.stored_columns if stored else t.columns
+    exprs = []
+    for name, dtype in cols.items():
+        if name in df.columns:
+            exprs.append(pl.col(name).cast(dtype).alias(name))
+        else:
+            exprs.append(pl.lit(None, dtype=dtype).alias(name))
+    return df.select(exprs)
+
+
+def empty(t: Table) -> pl.DataFrame:
+    return pl.DataFrame(schema=t.schema)

@@ -1,0 +1,211 @@
+"""Partitioned parquet writes that replace a whole (table, cluster, window) atomically.
+
+Every write goes to a temporary file in the destination folder, is flushed to disk, and is then
+renamed over the old file (`os.replace`), so a reader sees the old partition or the new one and
+never half of either. Writing the same window twice leaves one copy: the window's old rows are
+dropped before the new ones are added.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterable
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+
+from gpuwaste.errors import GpuwasteError
+from gpuwaste.warehouse.schema import Table, conform, table
+
+DATA_FILE = "data.parquet"
+TMP_MARK = ".tmp-"
+
+
+class WarehouseError(GpuwasteError):
+    """A warehouse read or write failed; the message names the path and the cause."""
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write_parquet(df: pl.DataFrame, dest: Path) -> None:
+    """Write `df` to `dest` through a temporary file and a rename; on failure `dest` is intact."""
+    tmp = dest.with_name(f"{dest.name}{TMP_MARK}{uuid.uuid4().hex}")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        df.write_parquet(tmp, compression="zstd", statistics=True)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, dest)
+        _fsync_dir(dest.parent)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise WarehouseError(f"could not write {dest}: {exc.strerror or exc}.") from exc
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _read_file(path: Path, t: Table) -> pl.DataFrame:
+    try:
+        df = pl.read_parquet(path)
+    except FileNotFoundError:
+        return conform(pl.DataFrame(), t, stored=True).clear()
+    except Exception as exc:  # corrupt file: say which
+        raise WarehouseError(f"could not read {path}: {exc}.") from exc
+    return conform(df, t, stored=True)
+
+
+def _days(start: datetime, end: datetime) -> list[date]:
+    """UTC calendar days touched by the half-open window [start, end)."""
+    d = start.astimezone(UTC).date()
+    last = (end.astimezone(UTC) - timedelta(microseconds=1)).date()
+    out = []
+    while d <= last:
+        out.append(d)
+        d += timedelta(days=1)
+    return out
+
+
+class Warehouse:
+    """The parquet side of a data directory: `<data_dir>/parquet/<table>/cluster=<c>/...`."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = Path(data_dir)
+        self.root = self.data_dir / "parquet"
+
+    # ----------------------------------------------------------------- paths
+    def table_dir(self, name: str) -> Path:
+        return self.root / name
+
+    def cluster_dir(self, name: str, cluster: str) -> Path:
+        return self.table_dir(name) / f"cluster={cluster}"
+
+    def files(self, name: str) -> list[Path]:
+        t = table(name)
+        base = self.table_dir(name)
+        pattern = "*/*/*.parquet" if t.layout == "dated" else "*/*.parquet"
+        return sorted(p for p in base.glob(pattern) if TMP_MARK not in p.name)
+
+    def has_files(self, name: str) -> bool:
+        return bool(self.files(name))
+
+    def clusters(self, name: str) -> list[str]:
+        base = self.table_dir(name)
+        if not base.is_dir():
+            return []
+        return sorted(p.name.split("=", 1)[1] for p in base.glob("cluster=*") if p.is_dir())
+
+    # ---------------------------------------------------------------- writes
+    def replace_window(
+        self,
+        name: str,
+        cluster: str,
+        start: datetime,
+        end: datetime,
+        rows: pl.DataFrame,
+        *,
+        source: str | None = None,
+    ) -> int:
+        """Replace the rows of a dated table in [start, end) for one cluster (and source).
+
+        Rows already stored in the window (of the same `source`, when given) are dropped and
+        `rows` put in their place, one UTC day file at a time. Returns rows written.
+        """
+        t = table(name)
+        if t.layout != "dated":
+            raise ValueError(f"{name} is not a dated table")
+        if end <= start:
+            return 0
+        rows = conform(rows, t, stored=True)
+        outside = rows.filter((pl.col("ts") < start) | (pl.col("ts") >= end))
+        if outside.height:
+            raise ValueError(f"{outside.height} row(s) of {name} lie outside [{start}, {end})")
+        written = 0
+        for day in _days(start, end):
+            day_start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+            lo, hi = max(start, day_start), min(end, day_start + timedelta(days=1))
+            new = rows.filter((pl.col("ts") >= lo) & (pl.col("ts") < hi))
+            path = self.cluster_dir(name, cluster) / f"date={day.isoformat()}" / DATA_FILE
+            old = _read_file(path, t)
+            drop = (pl.col("ts") >= lo) & (pl.col("ts") < hi)
+            if source is not None:
+                drop = drop & (pl.col("source") == source)
+            kept = old.filter(~drop.fill_null(False))
+            merged = pl.concat([kept, new], how="vertical_relaxed")
+            if merged.height == 0 and not path.exists():
+                continue
+            if t.sort:
+                merged = merged.sort(list(t.sort))
+            atomic_write_parquet(merged, path)
+            written += new.height
+        return written
+
+    def replace_file(self, name: str, cluster: str, key: str, rows: pl.DataFrame) -> int:
+        """Replace the whole file `<table>/cluster=<c>/<key>.parquet` with `rows`."""
+        t = table(name)
+        if t.layout != "cluster":
+            raise ValueError(f"{name} is not a per-cluster table")
+        rows = conform(rows, t, stored=True)
+        if t.sort:
+            rows = rows.sort(list(t.sort))
+        atomic_write_parquet(rows, self.cluster_dir(name, cluster) / f"{key}.parquet")
+        return rows.height
+
+    def upsert(self, name: str, cluster: str, key: str, rows: pl.DataFrame) -> int:
+        """Insert or update rows of `<table>/cluster=<c>/<key>.parquet` by the table's key."""
+        t = table(name)
+        if not t.key:
+            raise ValueError(f"{name} has no key to upsert on")
+        rows = conform(rows, t, stored=True).unique(subset=list(t.key), keep="last")
+        path = self.cluster_dir(name, cluster) / f"{key}.parquet"
+        old = _read_file(path, t)
+        kept = old.join(rows.select(t.key), on=list(t.key), how="anti", nulls_equal=True)
+        return self.replace_file(name, cluster, key, pl.concat([kept, rows])) - kept.height
+
+    def replace_rows_where(
+        self, name: str, cluster: str, key: str, match: pl.Expr, rows: pl.DataFrame
+    ) -> int:
+        """Drop the rows of one per-cluster file that satisfy `match`, then add `rows`."""
+        t = table(name)
+        path = self.cluster_dir(name, cluster) / f"{key}.parquet"
+        old = _read_file(path, t)
+        kept = old.filter(~match.fill_null(False))
+        new = conform(rows, t, stored=True)
+        self.replace_file(name, cluster, key, pl.concat([kept, new]))
+        return new.height
+
+    # ----------------------------------------------------------------- reads
+    def read(self, name: str, cluster: str | None = None, key: str | None = None) -> pl.DataFrame:
+        """Read a table (optionally one cluster, one file key) with its partition columns."""
+        t = table(name)
+        clusters = [cluster] if cluster is not None else self.clusters(name)
+        frames: list[pl.DataFrame] = []
+        for c in clusters:
+            base = self.cluster_dir(name, c)
+            if t.layout == "dated":
+                paths: Iterable[Path] = sorted(base.glob(f"date=*/{DATA_FILE}"))
+            elif key is not None:
+                paths = [base / f"{key}.parquet"]
+            else:
+                paths = sorted(p for p in base.glob("*.parquet") if TMP_MARK not in p.name)
+            for p in paths:
+                if not p.exists():
+                    continue
+                df = _read_file(p, t).with_columns(pl.lit(c).alias("cluster"))
+                frames.append(conform(df, t))
+        if not frames:
+            return conform(pl.DataFrame(), t).clear()
+        return pl.concat(frames, how="vertical_relaxed")
