@@ -30,3 +30,13 @@ def ingest_all(
     ctx.obj = {"config": config, "data_dir": data_dir, "quiet": quiet}
     if ctx.invoked_subcommand is None:
         run_configured(settings(config, data_dir), None, quiet)
+
+
+def _register_subcommands() -> None:
+    from gpuwaste.ingest import files_cli, prometheus_cli
+
+    prometheus_cli.register(ingest_app)
+    files_cli.register(ingest_app)
+
+
+_register_subcommands()

@@ -1,0 +1,1 @@
+"""Source runners registered with gpuwaste.ingest.base.register_source."""
