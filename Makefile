@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 PORT   ?= 8501
 SUDO   := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 
-.PHONY: demo test lint typecheck pytest system-deps venv fuzz bench clean
+.PHONY: demo test lint typecheck pytest system-deps venv fuzz bench sample clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,11 @@ fuzz: venv
 
 bench: venv system-deps
 	$(BIN)/python bench/run_all.py
+
+# Regenerate the bundled sample (deterministic: the same files byte for byte).
+sample: venv
+	rm -rf sample_data/demo
+	$(BIN)/gpuwaste generate --out sample_data/demo --seed 7 --gpus 32 --days 1 --gzip
 
 clean:
 	rm -rf $(VENV) gpuwaste-data test-output .pytest_cache .mypy_cache .ruff_cache

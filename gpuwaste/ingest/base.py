@@ -38,13 +38,24 @@ class IngestResult:
 # source name -> (is it configured for this cluster?, run it)
 Runner = Callable[[Settings, ClusterConfig, bool], IngestResult]  # (settings, cluster, quiet)
 SOURCES: dict[str, tuple[Callable[[ClusterConfig], bool], Runner]] = {}
+# Telemetry runs before scheduler records, so that a scheduler source can take GPU indices from
+# the samples' job labels (Slurm's sacct knows hosts, not GPU indices).
+TELEMETRY, SCHEDULER = 10, 20
+_PRIORITY: dict[str, int] = {}
 
 
 def register_source(
-    name: str, configured: Callable[[ClusterConfig], bool]
+    name: str, configured: Callable[[ClusterConfig], bool], priority: int = SCHEDULER
 ) -> Callable[[Runner], Runner]:
+    """Register a runner; `priority` orders a run of every source (TELEMETRY first)."""
+
     def deco(fn: Runner) -> Runner:
         SOURCES[name] = (configured, fn)
+        _PRIORITY[name] = priority
         return fn
 
     return deco
+
+
+def sources_in_order() -> list[str]:
+    return sorted(SOURCES, key=lambda n: (_PRIORITY.get(n, SCHEDULER), n))

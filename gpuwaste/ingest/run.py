@@ -6,7 +6,7 @@ import sys
 
 from gpuwaste.config import ClusterConfig, Settings
 from gpuwaste.errors import GpuwasteError
-from gpuwaste.ingest.base import SOURCES, IngestResult
+from gpuwaste.ingest.base import SOURCES, IngestResult, sources_in_order
 from gpuwaste.warehouse.catalog import refresh_catalog
 from gpuwaste.warehouse.lock import writer_lock
 
@@ -49,7 +49,8 @@ def run_configured(
     with writer_lock(settings.data_dir):
         try:
             for cluster in settings.clusters:
-                for name, (configured, runner) in SOURCES.items():
+                for name in sources_in_order():
+                    configured, runner = SOURCES[name]
                     if (sources and name not in sources) or not configured(cluster):
                         continue
                     try:
