@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gpuwaste.errors import GpuwasteError
+from gpuwaste.text import printable
 
 DEFAULT_DATA_DIR = Path("gpuwaste-data")
 CONFIG_ENV = "GPUWASTE_CONFIG"
@@ -43,6 +44,10 @@ class Thresholds(_Strict):
 
     # Basic quantities [ICSE24 §3.2]: a gap longer than this many sampling intervals is no data.
     missing_gap_intervals: PositiveFloat = 3.0
+    # The sampling interval those gaps are counted in: None = the median spacing of each job x
+    # GPU's own samples; a job x GPU with fewer than two samples uses `fallback_interval_s`.
+    sampling_interval_s: PositiveFloat | None = None
+    fallback_interval_s: PositiveFloat = 30.0
     # Spatial underutilization [CloudBrain §IV-A/B].
     low_share_pct: Percent = 50.0
     very_low_pct: Percent = 20.0
@@ -64,6 +69,8 @@ class Thresholds(_Strict):
     infer_debug_idle_share: Share = 0.5
     infer_debug_min_slots: Annotated[int, Field(ge=1)] = 3
     debug_max_duration_h: PositiveFloat = 8.0
+    # A job "reaches" the limit when it ran at least limit - this tolerance (or ended in TIMEOUT).
+    debug_limit_tolerance_s: NonNegFloat = 60.0
     debug_unused_share: Share = 0.8
     # Telemetry-visible causes [ICSE24 Table 1].
     low_util_pct: Percent = 50.0
@@ -132,6 +139,11 @@ class SlurmSource(_Strict):
     debug_partitions: list[str] = Field(default_factory=lambda: ["debug", "interactive"])
     debug_qos: list[str] = Field(default_factory=list)
     debug_name_pattern: str = r"^(_?interactive|bash|sh|zsh|jupyter.*|sys/dashboard.*)$"
+    # For output without a header line (`sacct -n`): its columns; default: the command's --format.
+    columns: list[str] | None = None
+    delimiter: str | None = None  # default: detected (`|`, `;|;`, `^|^`)
+    command_timeout_s: PositiveFloat = 300.0
+    first_window_days: PositiveFloat = 7.0  # how far back the first `command` run reaches
 
 
 class PhillySource(_Strict):
@@ -189,7 +201,7 @@ class Settings(_Strict):
 
 
 def _describe(err: dict[str, Any]) -> str:
-    loc = ".".join(str(p) for p in err.get("loc", ()))
+    loc = printable(".".join(str(p) for p in err.get("loc", ())))
     kind = err.get("type", "")
     if kind == "extra_forbidden":
         return f"unknown key '{loc}'"
@@ -199,7 +211,10 @@ def _describe(err: dict[str, Any]) -> str:
     msg = msg.removeprefix("Value error, ")
     given = err.get("input")
     shown = repr(given) if not isinstance(given, dict | list) else type(given).__name__
-    return f"key '{loc}': {msg[0].lower() + msg[1:] if msg else msg}, got {shown}"
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    msg = printable(msg[0].lower() + msg[1:] if msg else msg)
+    return f"key '{loc}': {msg}, got {printable(shown)}"
 
 
 def parse_settings(data: dict[str, Any], source: Path | str = "<config>") -> Settings:

@@ -8,7 +8,6 @@ clear the screen or forge lines.
 from __future__ import annotations
 
 import json
-import re
 import sys
 from datetime import date, datetime
 from enum import StrEnum
@@ -19,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+from gpuwaste.text import printable
 
 
 class OutputFormat(StrEnum):
@@ -36,13 +35,7 @@ def safe_text(value: object) -> str:
         return f"{value:.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
     if isinstance(value, datetime):
         return value.isoformat(sep=" ", timespec="seconds")
-    s = str(value)
-
-    def esc(m: re.Match[str]) -> str:
-        c = ord(m.group(0))
-        return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
-
-    return _CONTROL.sub(esc, s.replace("\n", "\\n").replace("\t", "\\t"))
+    return printable(str(value))
 
 
 def _json_default(value: Any) -> Any:
