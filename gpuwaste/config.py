@@ -25,10 +25,10 @@ DEFAULT_DATA_DIR = Path("gpuwaste-data")
 CONFIG_ENV = "GPUWASTE_CONFIG"
 DATA_DIR_ENV = "GPUWASTE_DATA_DIR"
 
-PositiveFloat = Annotated[float, Field(gt=0)]
-NonNegFloat = Annotated[float, Field(ge=0)]
-Share = Annotated[float, Field(ge=0, le=1)]
-Percent = Annotated[float, Field(ge=0, le=100)]
+PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Share = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Percent = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
 
 
 class ConfigError(GpuwasteError):
