@@ -79,7 +79,7 @@ def generate(
     ] = False,
 ) -> None:
     """Write a synthetic multi-tenant cluster in the sources' own formats, with its planted truth."""
-    from gpuwaste.generate.cli import generate_command
+    from gpuwaste.generate.cli import generate_command  # type: ignore[import-not-found]
 
     generate_command(out, seed, gpus, days, interval_s, start, cluster, gzip)
 
@@ -92,7 +92,7 @@ def demo(
     host: Annotated[str, typer.Option(help="Dashboard address.")] = "127.0.0.1",
 ) -> None:
     """Bundled sample -> warehouse -> analyses -> summary -> dashboard on localhost."""
-    from gpuwaste.demo import run_demo
+    from gpuwaste.demo import run_demo  # type: ignore[import-not-found]
 
     run_demo(data_dir or Path("gpuwaste-data"), serve=not no_serve, port=port, host=host)
 
