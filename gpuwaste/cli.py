@@ -79,7 +79,7 @@ def generate(
     ] = False,
 ) -> None:
     """Write a synthetic multi-tenant cluster in the sources' own formats, with its planted truth."""
-    from gpuwaste.generate.cli import generate_command  # type: ignore[import-not-found]
+    from gpuwaste.generate.cli import generate_command
 
     generate_command(out, seed, gpus, days, interval_s, start, cluster, gzip)
 

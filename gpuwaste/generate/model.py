@@ -1,0 +1,210 @@
+"""The in-memory model of a synthetic cluster: spec, hosts, jobs, per-job plans, gaps.
+
+All times inside the model are integer seconds relative to the window start `spec.start`
+("t0"); sample k is taken at t0 + k * interval_s, for 0 <= k < spec.n_samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from gpuwaste.generate import params
+
+# Sample modes of a plan segment.
+IDLE = 0  # utilization 0 and memory 0: the GPU is not used at all
+BUSY = 1  # utilization around the segment's mean, memory at the phase level
+STALL = 2  # utilization 0, memory held at the phase level (not idle)
+FLUCT = 3  # utilization alternating between ~0 and ~100, memory at the phase level
+
+I32 = npt.NDArray[np.int32]
+I8 = npt.NDArray[np.int8]
+F32 = npt.NDArray[np.float32]
+F64 = npt.NDArray[np.float64]
+U8 = npt.NDArray[np.uint8]
+B = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class GeneratorSpec:
+    """What to generate. `start` must be timezone-aware and on a whole second."""
+
+    seed: int = 0
+    gpus: int = 32  # rounded up to a multiple of 8 (hosts have 8 GPUs each)
+    days: float = 1.0
+    start: datetime = datetime(2026, 10, 31, 12, 0, tzinfo=UTC)
+    interval_s: int = 15
+    cluster: str = "demo"
+    timezone: str = "UTC"  # zone in which sacct timestamps are printed (no suffix, as Slurm)
+    gpu_mem_mib: int = 81920
+
+    def __post_init__(self) -> None:
+        if self.start.tzinfo is None:
+            raise ValueError("GeneratorSpec.start must be timezone-aware")
+        if self.start.microsecond != 0:
+            raise ValueError("GeneratorSpec.start must be on a whole second")
+        if self.gpus < 1 or self.days <= 0 or self.interval_s < 1:
+            raise ValueError("gpus, days and interval_s must be positive")
+        if self.gpu_mem_mib < 4 * params.MIN_LEVEL_JUMP_MIB:
+            raise ValueError("gpu_mem_mib is too small for distinct memory phases")
+
+    @property
+    def n_hosts(self) -> int:
+        return -(-self.gpus // params.GPUS_PER_HOST)
+
+    @property
+    def n_gpus(self) -> int:
+        return self.n_hosts * params.GPUS_PER_HOST
+
+    @property
+    def t0(self) -> int:
+        """Window start, epoch seconds."""
+        return int(self.start.timestamp())
+
+    @property
+    def n_samples(self) -> int:
+        return max(1, round(self.days * 86400 / self.interval_s))
+
+    @property
+    def duration_s(self) -> int:
+        """Window length in seconds; the window is [t0, t0 + duration_s)."""
+        return self.n_samples * self.interval_s
+
+
+@dataclass(frozen=True)
+class Host:
+    index: int
+    name: str  # gpu-node-001
+    philly_machine: str  # m17
+    uuids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """What a job's GPUs do, sample by sample, as a run-length list of segments.
+
+    The plan covers samples i0 .. i0 + n - 1 (the sample times t with start <= t < end, or up
+    to the window end for running jobs). Every allocated GPU follows the segments, except the
+    slots in `never_used`, which are idle throughout. GPU slot s holds memory
+    `seg_level + gpu_offset[s]` (plus noise) wherever seg_level > 0.
+    """
+
+    i0: int
+    n: int
+    seg_len: I32
+    seg_mode: I8
+    seg_level: I32  # MiB, 0 exactly where seg_mode == IDLE
+    seg_mu: F32  # mean utilization of BUSY segments
+    never_used: frozenset[int]
+    gpu_offset: I32  # per allocation slot, MiB
+    cpu_per_gpu: float  # host CPU percent per busy GPU
+    hostmem_per_gpu: float  # fraction of host memory per allocated GPU
+    tags: frozenset[str]
+
+
+@dataclass
+class Job:
+    """One Slurm job (one allocation). Times are seconds from t0."""
+
+    index: int
+    job_id: str  # JobIDRaw: the join key everywhere (DCGM hpc_job, jobs.job_id)
+    slurm_job_id: str  # JobID as sacct prints it: "1234" or "1200_3" for array tasks
+    user: str
+    uid: int
+    vc: str
+    name: str
+    partition: str  # "gpu" or "debug"
+    qos: str
+    is_debug: bool
+    gpus: int
+    submit: int
+    start: int  # == end for jobs cancelled before they started
+    end: int | None  # None while running at the window end
+    # COMPLETED, CANCELLED by <uid>, FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY or RUNNING
+    raw_state: str
+    exit_code: str
+    timelimit_s: int
+    alloc: list[tuple[int, int]]  # (host index, gpu index), sorted
+    chain: int  # jobs of one retry chain share it (one Philly job)
+    chain_pos: int
+    array_id: int | None = None
+    array_task: int | None = None
+    typed_gres: bool = False
+    steps: tuple[str, ...] = ()
+    plan: JobPlan | None = None
+
+    @property
+    def state(self) -> str:
+        return final_state(self.raw_state)
+
+    @property
+    def ran(self) -> bool:
+        return bool(self.alloc)
+
+
+def final_state(raw_state: str) -> str:
+    """Slurm state -> passed | killed | unsuccessful | running (definitions.md, Final status)."""
+    if raw_state == "COMPLETED":
+        return "passed"
+    if raw_state.startswith("CANCELLED"):
+        return "killed"
+    if raw_state == "RUNNING":
+        return "running"
+    return "unsuccessful"
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Samples gpu_global, k0 <= k < k1 are absent from the GPU exporter's series."""
+
+    gpu: int  # global index host * 8 + gpu
+    k0: int
+    k1: int
+
+
+@dataclass
+class Window:
+    """Per-GPU arrays for samples k0 .. k1-1; shape (n_gpus, k1 - k0)."""
+
+    k0: int
+    k1: int
+    util: U8
+    mem: I32
+    job: I32  # Job.index, -1 where unallocated
+    present: B  # False inside data gaps
+    cpu: F32  # host CPU percent this GPU's job puts on its host
+
+
+@dataclass
+class Cluster:
+    spec: GeneratorSpec
+    hosts: list[Host]
+    vcs: list[str]
+    users: dict[str, tuple[int, str]]  # name -> (uid, home vc)
+    jobs: list[Job]
+    gaps: list[Gap] = field(default_factory=list)
+    cache: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
+
+    def host_of(self, gpu_global: int) -> Host:
+        return self.hosts[gpu_global // params.GPUS_PER_HOST]
+
+    def gpu_window(self, k0: int = 0, k1: int | None = None) -> Window:
+        from gpuwaste.generate.series import gpu_window
+
+        return gpu_window(self, k0, self.spec.n_samples if k1 is None else k1)
+
+    def jobs_frame(self) -> pl.DataFrame:
+        """One row per Slurm job (see frames.jobs_frame)."""
+        from gpuwaste.generate.frames import jobs_frame
+
+        return jobs_frame(self)
+
+    def job_gpus_frame(self) -> pl.DataFrame:
+        """One row per job x allocated GPU (see frames.job_gpus_frame)."""
+        from gpuwaste.generate.frames import job_gpus_frame
+
+        return job_gpus_frame(self)

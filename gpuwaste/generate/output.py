@@ -1,0 +1,54 @@
+"""write_all: every source format of one generated cluster, plus truth.json."""
+
+from __future__ import annotations
+
+import gzip as gzip_mod
+import io
+from pathlib import Path
+
+from gpuwaste.generate.model import Cluster, GeneratorSpec
+from gpuwaste.generate.openmetrics import write_openmetrics
+from gpuwaste.generate.philly import job_log_text, machine_list_text, philly_view, write_util_files
+from gpuwaste.generate.sacct import sacct_text
+from gpuwaste.generate.series import host_window
+from gpuwaste.generate.simulate import simulate
+from gpuwaste.generate.truth import truth_dict, truth_text
+
+
+def write_all(spec: GeneratorSpec, out: Path, *, gzip: bool = False) -> None:
+    """Write out/metrics.om (or metrics.om.gz), out/sacct.txt, out/philly/* and out/truth.json.
+    Same spec, same bytes."""
+    write_cluster(simulate(spec), Path(out), gzip=gzip)
+
+
+def write_cluster(cluster: Cluster, out: Path, *, gzip: bool = False) -> dict[str, int]:
+    """As write_all, for a cluster already simulated; returns the OpenMetrics sample counts."""
+    out.mkdir(parents=True, exist_ok=True)
+    win = cluster.gpu_window()
+    host_cpu, host_mem = host_window(cluster, win)
+    if gzip:
+        path = out / "metrics.om.gz"
+        with (
+            path.open("wb") as raw,
+            gzip_mod.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz,
+            io.TextIOWrapper(gz, encoding="utf-8", newline="\n") as fh,
+        ):
+            counts = write_openmetrics(cluster, fh, win, host_cpu, host_mem)
+    else:
+        with (out / "metrics.om").open(
+            "w", encoding="utf-8", newline="\n", buffering=1 << 22
+        ) as fh:
+            counts = write_openmetrics(cluster, fh, win, host_cpu, host_mem)
+    (out / "sacct.txt").write_text(sacct_text(cluster), encoding="utf-8")
+    pdir = out / "philly"
+    pdir.mkdir(exist_ok=True)
+    view = philly_view(cluster)
+    (pdir / "cluster_job_log").write_text(job_log_text(view), encoding="utf-8")
+    row_quirks = write_util_files(cluster, pdir, win, host_cpu, host_mem)
+    machines, wrong = machine_list_text(cluster)
+    (pdir / "cluster_machine_list").write_text(machines, encoding="utf-8")
+    extra: dict[str, object] = {**row_quirks, "machine_list_wrong_gpu_count": wrong}
+    truth = truth_dict(cluster, view, extra)
+    truth["openmetrics_samples"] = counts
+    (out / "truth.json").write_text(truth_text(truth), encoding="utf-8")
+    return counts
