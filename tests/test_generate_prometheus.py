@@ -7,10 +7,6 @@ number of samples Prometheus serves back.
 from __future__ import annotations
 
 import json
-import signal
-import socket
-import subprocess
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -20,18 +16,11 @@ from typing import Any
 import pytest
 
 from gpuwaste.generate import GeneratorSpec, write_all
-from tests.support.components import require
+from tests.support.prometheus import running_prometheus
 
 pytestmark = [pytest.mark.prometheus]
 
 SPEC = GeneratorSpec(seed=2, gpus=16, days=0.5)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def ep(s: str) -> int:
@@ -40,45 +29,11 @@ def ep(s: str) -> int:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, Any]]]:
-    require("promtool")
-    require("prometheus")
     d = tmp_path_factory.mktemp("prom")
     write_all(SPEC, d / "gen")
-    data = d / "data"
-    subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", "--max-block-duration=24h",
-         str(d / "gen" / "metrics.om"), str(data)],
-        check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
-    (d / "prometheus.yml").write_text("global: {}\nscrape_configs: []\n")
-    port = _free_port()
-    proc = subprocess.Popen(
-        ["prometheus", f"--config.file={d / 'prometheus.yml'}", f"--storage.tsdb.path={data}",
-         "--storage.tsdb.retention.time=100y", f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                raise RuntimeError("prometheus did not become ready")
-            time.sleep(0.1)
-        truth = json.loads((d / "gen" / "truth.json").read_text())
-        yield url, truth
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    truth = json.loads((d / "gen" / "truth.json").read_text())
+    with running_prometheus(d / "gen" / "metrics.om", d / "server") as prom:
+        yield prom.url, truth
 
 
 def query(url: str, q: str, at: int) -> list[dict[str, Any]]:

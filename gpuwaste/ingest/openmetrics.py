@@ -1,0 +1,220 @@
+"""OpenMetrics / Prometheus text exposition -> series by metric name (pure: text in, frames out).
+
+The `openmetrics` file source (and `make demo`) loads DCGM and node-exporter samples from a file
+without any server, through the same row builders as the Prometheus source
+(`prometheus_rows.gpu_rows` / `host_rows`).
+
+Format rules kept:
+- OpenMetrics (text ends with `# EOF`): sample timestamps are in seconds (may be fractional);
+  the Prometheus text format (no `# EOF`): timestamps are integer milliseconds.
+- A sample without a timestamp takes `default_ts` (a scrape saved to a file: the scrape time);
+  with no `default_ts` it is refused.
+- `# HELP` / `# TYPE` / `# UNIT` lines and blank lines are skipped; label values may contain
+  spaces, commas, braces and the escapes `\\\\`, `\\"`, `\\n`; `, ` and `,` both separate labels;
+  a trailing comma is allowed. Anything else (documentation elisions such as `...`, a line cut
+  short) is refused with its line number, never guessed at.
+- Values are kept as written (`NaN`, `+Inf`, `9.2e+18`): the row builders decide what is valid.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+import polars as pl
+
+from gpuwaste.ingest.prometheus_parse import MAX_TS_S, MIN_TS_S, SAMPLE_SCHEMA, SeriesSet
+from gpuwaste.warehouse.bookkeeping import Refused
+from gpuwaste.warehouse.schema import UTC_TS
+
+_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(,|(?=\}))')
+_UNESCAPE = re.compile(r"\\(.)")
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """Series by metric name, and the lines that were refused."""
+
+    series: dict[str, SeriesSet]
+    refused: list[Refused]
+    lines: int
+
+
+def _unescape(value: str) -> str:
+    if "\\" not in value:
+        return value
+    return _UNESCAPE.sub(lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
+
+
+def parse_labels(text: str) -> dict[str, str] | None:
+    """`a="1", b="x y"` (the inside of the braces) -> dict; None when malformed."""
+    out: dict[str, str] = {}
+    pos = 0
+    body = text + "}"  # lookahead anchor for the last label
+    end = len(text)
+    while pos < end:
+        if body[pos:end].strip() == "":
+            break
+        m = _LABEL.match(body, pos)
+        if m is None:
+            return None
+        out[m.group(1)] = _unescape(m.group(2))
+        pos = m.end()
+    return out
+
+
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def _split_series(line: str) -> tuple[str, str] | None:
+    """`name{labels} rest` -> (series text, rest), honouring braces inside quoted values."""
+    brace = line.find("{")
+    space = min((i for i in (line.find(" "), line.find("\t")) if i >= 0), default=-1)
+    if brace < 0 or (0 <= space < brace):
+        if space < 0:
+            return None
+        return line[:space], line[space:]
+    i, n, in_quotes = brace + 1, len(line), False
+    while i < n:
+        c = line[i]
+        if in_quotes:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                in_quotes = False
+        elif c == '"':
+            in_quotes = True
+        elif c == "}":
+            return line[: i + 1], line[i + 1 :]
+        i += 1
+    return None
+
+
+def parse_text(
+    text: str,
+    *,
+    location: str = "<text>",
+    default_ts: datetime | None = None,
+    metrics: set[str] | None = None,
+) -> Parsed:
+    """Exposition text -> series by metric name (only `metrics` when given) and refused lines.
+
+    A series' samples are consecutive lines, so a line that starts with the previous line's
+    series text and a blank is that series: the series text is split and its labels parsed
+    once per series, not once per line.
+    """
+    openmetrics = text.rstrip().endswith("# EOF")
+    ts_scale = 1.0 if openmetrics else 0.001
+    default_s = default_ts.timestamp() if default_ts is not None else None
+    series_ids: dict[str, int] = {}
+    series_metric: list[str] = []
+    series_labels: list[dict[str, str]] = []
+    sids: list[int] = []
+    ts: list[float] = []
+    values: list[str] = []
+    refused: list[Refused] = []
+    lines = text.split("\n")
+    prev_key = ""  # no series yet (a "\x00" sentinel matched a line "\x00 0": fuzzing)
+    prev_sid = -1
+    prev_len = 1
+    for lineno, raw in enumerate(lines, start=1):
+        line = raw.strip()
+        if not line or line[0] == "#":
+            continue
+        if prev_key and line.startswith(prev_key) and line[prev_len : prev_len + 1] in (" ", "\t"):
+            sid, rest = prev_sid, line[prev_len:]
+        else:
+            head = _split_series(line)
+            if head is None:
+                refused.append(Refused(f"{location}:{lineno}", "malformed line", raw))
+                continue
+            key, rest = head
+            if rest[:1] not in (" ", "\t"):
+                refused.append(Refused(f"{location}:{lineno}", "malformed line", raw))
+                continue
+            found = series_ids.get(key)
+            if found is None:
+                brace = key.find("{")
+                name = key if brace < 0 else key[:brace]
+                labels = {} if brace < 0 else parse_labels(key[brace + 1 : -1])
+                if not _NAME.fullmatch(name) or labels is None:
+                    refused.append(
+                        Refused(f"{location}:{lineno}", "malformed series name or labels", raw)
+                    )
+                    continue
+                if metrics is not None and name not in metrics:
+                    found = -1
+                else:
+                    found = len(series_metric)
+                    series_metric.append(name)
+                    series_labels.append(labels)
+                series_ids[key] = found
+            sid = found
+            prev_key, prev_sid, prev_len = key, sid, len(key)
+        if sid < 0:
+            continue
+        parts = rest.split()
+        if not parts or len(parts) > 2:  # value [timestamp]; exemplars are not kept
+            refused.append(Refused(f"{location}:{lineno}", "malformed sample", raw))
+            continue
+        if len(parts) == 2:
+            try:
+                t = float(parts[1]) * ts_scale
+            except ValueError:
+                refused.append(Refused(f"{location}:{lineno}", "malformed timestamp", raw))
+                continue
+            if not MIN_TS_S <= t <= MAX_TS_S:  # NaN, inf, outside years 1-9999 (fuzzing)
+                refused.append(Refused(f"{location}:{lineno}", "timestamp out of range", raw))
+                continue
+        elif default_s is not None:
+            t = default_s
+        else:
+            refused.append(Refused(f"{location}:{lineno}", "sample without timestamp", raw))
+            continue
+        sids.append(sid)
+        ts.append(t)
+        values.append(parts[0])
+    return Parsed(
+        _group(
+            series_metric,
+            series_labels,
+            pl.Series(sids, dtype=pl.UInt32),
+            pl.Series(ts, dtype=pl.Float64),
+            pl.Series(values, dtype=pl.String),
+        ),
+        refused,
+        len(lines),
+    )
+
+
+def _group(
+    series_metric: list[str],
+    series_labels: list[dict[str, str]],
+    sids: pl.Series,
+    ts: pl.Series,
+    values: pl.Series,
+) -> dict[str, SeriesSet]:
+    samples = pl.DataFrame(
+        {"sid": sids, "ts": ts, "text": values},
+        schema={"sid": pl.UInt32, "ts": pl.Float64, "text": pl.String},
+    ).select(
+        "sid",
+        (pl.col("ts") * 1_000_000).round().cast(pl.Int64).cast(UTC_TS).alias("ts"),
+        pl.col("text").cast(pl.Float64, strict=False).alias("value"),
+        "text",
+    )
+    by_metric: dict[str, list[int]] = {}
+    for sid, name in enumerate(series_metric):
+        by_metric.setdefault(name, []).append(sid)
+    out: dict[str, SeriesSet] = {}
+    for name, global_sids in by_metric.items():
+        local = pl.DataFrame(
+            {"sid": global_sids, "local": range(len(global_sids))},
+            schema={"sid": pl.UInt32, "local": pl.UInt32},
+        )
+        frame = samples.join(local, on="sid", how="inner").select(
+            pl.col("local").alias("sid"), "ts", "value", "text"
+        )
+        out[name] = SeriesSet([series_labels[s] for s in global_sids], frame.cast(SAMPLE_SCHEMA))
+    return out

@@ -1,0 +1,430 @@
+"""Series of DCGM and node-exporter metrics -> `gpu_samples` / `host_samples` rows (pure).
+
+Shared by the Prometheus source (JSON answers) and the `openmetrics` file source (text), so both
+give identical rows for identical series.
+
+GPU rows. One row per (host, gpu, job_id, ts); several jobs on one GPU repeat the series (DCGM
+`hpc_job`), so `job_id` is part of the key. Utilization comes from the best metric present *for
+that series*, in the order of `UTIL_METRICS`; the ratios (`DCGM_FI_PROF_*`, 0-1) are scaled to
+0-100 and `util_source` names the metric used. `sm_active` and `tensor_active` are percent (0-100),
+`power_w` watts. Memory total is used + free + reserved (reserved counts as 0 when not exported).
+
+Label variants: host from the first of `labels.host` present (`Hostname`, `hostname`), else the
+`instance` label without its port. job from `labels.job` (`hpc_job`), else the pod: a ServiceMonitor
+renames the workload's `pod` to `exported_pod` when the exporter's own `pod` label is attached,
+so `exported_*` wins when present; a pod whose name starts with the scrape `job` label (e.g.
+`dcgm-exporter-zxgzh` under `job="dcgm-exporter"`) is the exporter itself, not a workload. A pod is
+named `namespace/pod` when a namespace label is present, as in the `jobs` table of Kubernetes.
+Empty label values count as absent.
+
+Refused, with a reason, never written: a series without host or GPU index; a value that is not a
+number, NaN, infinite, negative, or above the metric's range (e.g. DCGM's int64 "not supported"
+sentinel 9223372036854775794).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+import polars as pl
+
+from gpuwaste.config import PrometheusLabels
+from gpuwaste.ingest.prometheus_parse import SeriesSet
+from gpuwaste.warehouse.bookkeeping import Refused
+from gpuwaste.warehouse.schema import GPU_SAMPLES, HOST_SAMPLES, UTC_TS, conform
+
+SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
+GR_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
+FB_USED = "DCGM_FI_DEV_FB_USED"
+FB_FREE = "DCGM_FI_DEV_FB_FREE"
+FB_RESERVED = "DCGM_FI_DEV_FB_RESERVED"
+TENSOR_ACTIVE = "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
+POWER = "DCGM_FI_DEV_POWER_USAGE"
+UTIL_METRICS = (SM_ACTIVE, GR_ACTIVE, GPU_UTIL)
+GPU_METRICS = (*UTIL_METRICS, FB_USED, FB_FREE, FB_RESERVED, TENSOR_ACTIVE, POWER)
+
+NODE_CPU = "node_cpu_seconds_total"
+NODE_MEM_AVAILABLE = "node_memory_MemAvailable_bytes"
+NODE_MEM_TOTAL = "node_memory_MemTotal_bytes"
+HOST_METRICS = (NODE_CPU, NODE_MEM_AVAILABLE, NODE_MEM_TOTAL)
+IDLE_MODES = ("idle", "iowait")
+
+MAX_MIB = 16 * 1024 * 1024  # 16 TiB of GPU memory: anything above is a sentinel, not a reading
+
+# metric -> (column, scale, maximum of the raw value)
+_GPU_COLUMNS: dict[str, tuple[str, float, float]] = {
+    SM_ACTIVE: ("sm_active", 100.0, 1.0),
+    GR_ACTIVE: ("gr_active", 100.0, 1.0),
+    GPU_UTIL: ("gpu_util", 1.0, 100.0),
+    FB_USED: ("mem_used_mib", 1.0, MAX_MIB),
+    FB_FREE: ("fb_free", 1.0, MAX_MIB),
+    FB_RESERVED: ("fb_reserved", 1.0, MAX_MIB),
+    TENSOR_ACTIVE: ("tensor_active", 100.0, 1.0),
+    POWER: ("power_w", 1.0, 100_000.0),
+}
+_RATIO_SLACK = 1e-6  # DCGM ratios are printed with six decimals; 1.000001 is still 100 %
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Rows for one table and the records refused on the way."""
+
+    frame: pl.DataFrame
+    refused: list[Refused]
+
+
+def _present(labels: Mapping[str, str], name: str) -> str | None:
+    value = labels.get(name)
+    return value if value else None
+
+
+def host_of(labels: Mapping[str, str], cfg: PrometheusLabels) -> str | None:
+    for name in (*cfg.host, "nodename"):
+        value = _present(labels, name)
+        if value:
+            return value
+    instance = _present(labels, cfg.node_instance)
+    if instance is None:
+        return None
+    if instance.startswith("["):  # [ipv6]:port
+        return instance.split("]", 1)[0] + "]"
+    return instance.rsplit(":", 1)[0] if instance.count(":") == 1 else instance
+
+
+def job_of(labels: Mapping[str, str], cfg: PrometheusLabels) -> str | None:
+    """`hpc_job`, else the workload pod as `namespace/pod` (see the module docstring)."""
+    job = _present(labels, cfg.job)
+    if job:
+        return job
+    pod_names = sorted(cfg.pod, key=lambda n: not n.startswith("exported_"))
+    ns_names = sorted(cfg.namespace, key=lambda n: not n.startswith("exported_"))
+    for name in pod_names:
+        pod = _present(labels, name)
+        if pod is None:
+            continue
+        scrape_job = _present(labels, "job")
+        if not name.startswith("exported_") and scrape_job and pod.startswith(scrape_job):
+            continue  # the exporter's own pod
+        exported = name.startswith("exported_")
+        ns = next(
+            (
+                _present(labels, n)
+                for n in ns_names
+                if n.startswith("exported_") == exported and _present(labels, n)
+            ),
+            None,
+        )
+        return f"{ns}/{pod}" if ns else pod
+    return None
+
+
+def describe(metric: str, labels: Mapping[str, str]) -> str:
+    inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()) if k != "__name__")
+    return f"{metric}{{{inner}}}"
+
+
+def _bad_value_rows(
+    samples: pl.DataFrame, maximum: float, slack: float
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Split samples into (good, bad with a `reason` column)."""
+    v = pl.col("value")
+    fine = v.is_not_null() & v.is_finite() & (v >= 0) & (v <= maximum + slack)
+    if samples.select(fine.all()).item():
+        return samples, samples.clear().with_columns(pl.lit(None, dtype=pl.String).alias("reason"))
+    reason = (
+        pl.when(v.is_null())
+        .then(pl.lit("not a number"))
+        .when(v.is_nan())
+        .then(pl.lit("NaN"))
+        .when(v.is_infinite())
+        .then(pl.lit("infinite"))
+        .when(v < 0)
+        .then(pl.lit("negative"))
+        .when(v > maximum + slack)
+        .then(pl.lit(f"above range: more than {maximum:g}"))
+        .otherwise(pl.lit(None, dtype=pl.String))
+        .alias("reason")
+    )
+    marked = samples.with_columns(reason)
+    bad = marked.filter(pl.col("reason").is_not_null())
+    if bad.height == 0:
+        return samples, bad
+    return marked.filter(pl.col("reason").is_null()).drop("reason"), bad
+
+
+def _refuse_samples(
+    bad: pl.DataFrame, metric: str, labels: list[dict[str, str]], source: str
+) -> list[Refused]:
+    out = []
+    rows = bad.select("sid", "ts", "value", "text", "reason").iter_rows()
+    for sid, ts, value, text, reason in rows:
+        where = f"{source}: {describe(metric, labels[sid])} at {ts.isoformat()}"
+        out.append(Refused(where, f"{reason}: {metric}", text if text is not None else _fmt(value)))
+    return out
+
+
+def _fmt(value: float | None) -> str:
+    """A value as Prometheus writes it (for quarantine when the raw text was not kept)."""
+    if value is None:
+        return ""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "+Inf" if value > 0 else "-Inf"
+    return f"{value:.17g}"
+
+
+def _in_window(df: pl.DataFrame, window: tuple[datetime, datetime] | None) -> pl.DataFrame:
+    if window is None:
+        return df
+    start, end = window
+    return df.filter((pl.col("ts") >= start) & (pl.col("ts") < end))
+
+
+def gpu_rows(
+    sets: Mapping[str, SeriesSet],
+    cfg: PrometheusLabels,
+    *,
+    source: str,
+    window: tuple[datetime, datetime] | None = None,
+) -> Rows:
+    """DCGM series by metric name -> `gpu_samples` rows (stored columns + cluster-free)."""
+    refused: list[Refused] = []
+    keys: dict[tuple[str, int, str | None, str | None], int] = {}
+    per_metric: list[tuple[str, pl.DataFrame]] = []
+    for metric in GPU_METRICS:
+        s = sets.get(metric)
+        if s is None or not s.labels:
+            continue
+        column, scale, maximum = _GPU_COLUMNS[metric]
+        gid_of_sid: list[int | None] = []
+        for labels in s.labels:
+            host = host_of(labels, cfg)
+            gpu_text = _present(labels, cfg.gpu)
+            gpu: int | None = None
+            if gpu_text is not None:
+                try:
+                    gpu = int(gpu_text)
+                except ValueError:
+                    gpu = None
+            if host is None or gpu is None or not 0 <= gpu < 32768:
+                n = s.samples.filter(pl.col("sid") == len(gid_of_sid)).height
+                what = "no host label" if host is None else f"no GPU index in label '{cfg.gpu}'"
+                refused.append(
+                    Refused(
+                        f"{source}: {describe(metric, labels)}",
+                        f"{what}: {n} sample(s) of {metric}",
+                        describe(metric, labels),
+                    )
+                )
+                gid_of_sid.append(None)
+                continue
+            key = (host, gpu, job_of(labels, cfg), _present(labels, cfg.uuid))
+            gid_of_sid.append(keys.setdefault(key, len(keys)))
+        samples = _in_window(s.samples, window)
+        gid = pl.Series("gid", gid_of_sid, dtype=pl.UInt32).gather(samples["sid"])
+        samples = samples.with_columns(gid)
+        if None in gid_of_sid:
+            samples = samples.filter(pl.col("gid").is_not_null())
+        slack = _RATIO_SLACK if maximum == 1.0 else 0.0
+        good, bad = _bad_value_rows(samples, maximum, slack)
+        refused.extend(_refuse_samples(bad, metric, s.labels, source))
+        valid = [g for g in gid_of_sid if g is not None]
+        if len(set(valid)) < len(valid):  # several series for one (host, gpu, job): dedupe
+            good = good.unique(subset=["gid", "ts"], keep="first", maintain_order=True)
+        value = (pl.col("value") * scale) if scale != 1.0 else pl.col("value")
+        if maximum == 1.0:
+            value = value.clip(upper_bound=100.0)
+        per_metric.append((column, good.select("gid", "ts", value.alias(column))))
+
+    if not per_metric:
+        return Rows(conform(pl.DataFrame(), GPU_SAMPLES, stored=True).clear(), refused)
+
+    merged = per_metric[0][1]
+    for column, frame in per_metric[1:]:
+        if frame["gid"].equals(merged["gid"]) and frame["ts"].equals(merged["ts"]):
+            # the usual case: the exporter's families share series order and scrape times
+            merged = merged.with_columns(frame[column])
+        else:
+            merged = merged.join(frame, on=["gid", "ts"], how="full", coalesce=True)
+    have = {c for c, _ in per_metric}
+    col = {c: (pl.col(c) if c in have else pl.lit(None, dtype=pl.Float64)) for c in _COLS}
+    util_order = [("sm_active", SM_ACTIVE), ("gr_active", GR_ACTIVE), ("gpu_util", GPU_UTIL)]
+    util_source = pl.lit(None, dtype=pl.String)
+    for c, name in reversed(util_order):
+        util_source = pl.when(col[c].is_not_null()).then(pl.lit(name)).otherwise(util_source)
+    key_frame = pl.DataFrame(
+        {
+            "gid": list(keys.values()),
+            "host": [k[0] for k in keys],
+            "gpu": [k[1] for k in keys],
+            "job_id": [k[2] for k in keys],
+            "uuid": [k[3] for k in keys],
+        },
+        schema={
+            "gid": pl.UInt32,
+            "host": pl.String,
+            "gpu": pl.Int16,
+            "job_id": pl.String,
+            "uuid": pl.String,
+        },
+    )
+    out = merged.select(
+        "gid",
+        pl.col("ts").cast(UTC_TS),
+        pl.coalesce(col["sm_active"], col["gr_active"], col["gpu_util"]).alias("util"),
+        col["mem_used_mib"].alias("mem_used_mib"),
+        (col["mem_used_mib"] + col["fb_free"] + col["fb_reserved"].fill_null(0.0)).alias(
+            "mem_total_mib"
+        ),
+        col["sm_active"].alias("sm_active"),
+        col["tensor_active"].alias("tensor_active"),
+        col["power_w"].alias("power_w"),
+        util_source.alias("util_source"),
+    ).join(key_frame, on="gid", how="left")
+    out = out.with_columns(pl.lit(source).alias("source"))
+    # One row per (host, gpu, ts, job): a file with repeated samples, or a replaced GPU whose
+    # old and new UUID report at the same instant, must not count twice (tests/reliability).
+    row_key = ["host", "gpu", "ts", "job_id"]
+    if out.height and out.select(pl.struct(row_key).is_duplicated().any()).item():
+        out = out.unique(subset=row_key, keep="first", maintain_order=True)
+    return Rows(conform(out, GPU_SAMPLES, stored=True), refused)
+
+
+_COLS = (
+    "sm_active",
+    "gr_active",
+    "gpu_util",
+    "mem_used_mib",
+    "fb_free",
+    "fb_reserved",
+    "tensor_active",
+    "power_w",
+)
+
+
+def _host_series(
+    s: SeriesSet,
+    metric: str,
+    cfg: PrometheusLabels,
+    source: str,
+    refused: list[Refused],
+    host_ids: dict[str, int],
+) -> pl.DataFrame:
+    """Samples with a `hid` column (index into `host_ids`); series without a host are refused."""
+    hids: list[int | None] = []
+    for labels in s.labels:
+        h = host_of(labels, cfg)
+        if h is None:
+            refused.append(
+                Refused(
+                    f"{source}: {describe(metric, labels)}",
+                    f"no host label: series of {metric}",
+                    describe(metric, labels),
+                )
+            )
+            hids.append(None)
+        else:
+            hids.append(host_ids.setdefault(h, len(host_ids)))
+    df = s.samples.with_columns(pl.Series("hid", hids, dtype=pl.UInt32).gather(s.samples["sid"]))
+    return df.filter(pl.col("hid").is_not_null()) if None in hids else df
+
+
+def _in_series_order(df: pl.DataFrame) -> pl.DataFrame:
+    """Sorted by (sid, ts) without duplicates: a no-op check for Prometheus answers."""
+    step = pl.col("ts").diff()
+    unordered = (pl.col("sid").diff() < 0) | ((pl.col("sid").diff() == 0) & (step <= 0))
+    if df.select(unordered.any()).item():
+        return df.unique(subset=["sid", "ts"], keep="first").sort("sid", "ts")
+    return df
+
+
+def host_rows(
+    sets: Mapping[str, SeriesSet],
+    cfg: PrometheusLabels,
+    *,
+    source: str,
+    window: tuple[datetime, datetime] | None = None,
+) -> Rows:
+    """node exporter series -> `host_samples` rows.
+
+    CPU utilization at a scrape is 100 x (1 - d(idle + iowait) / d(all modes)) over the interval
+    since the previous scrape of the same host, summed over CPUs; the first scrape of a series
+    has no interval and gives no CPU value (give the counters' query one extra interval before
+    the window). A counter reset makes that interval null. Memory used is 1 - available / total.
+    """
+    refused: list[Refused] = []
+    frames: list[pl.DataFrame] = []
+    host_ids: dict[str, int] = {}
+    cpu = sets.get(NODE_CPU)
+    if cpu is not None and cpu.samples.height:
+        df = _host_series(cpu, NODE_CPU, cfg, source, refused, host_ids)
+        good, bad = _bad_value_rows(df, float("inf"), 0.0)
+        refused.extend(_refuse_samples(bad, NODE_CPU, cpu.labels, source))
+        idle_of_sid = pl.Series(
+            [lb.get("mode", "") in IDLE_MODES for lb in cpu.labels], dtype=pl.Boolean
+        )
+        good = _in_series_order(good)
+        delta = pl.col("value").diff()
+        same = pl.col("sid").diff() == 0
+        deltas = good.select(
+            "hid",
+            "ts",
+            pl.when(same & (delta >= 0)).then(delta).alias("delta"),
+            idle_of_sid.gather(good["sid"]).alias("idle"),
+            same.fill_null(False).alias("has_prev"),
+        ).filter(pl.col("has_prev"))
+        per_host = (
+            deltas.group_by("hid", "ts")
+            .agg(
+                pl.col("delta").sum().alias("total"),
+                pl.when(pl.col("idle")).then(pl.col("delta")).otherwise(0.0).sum().alias("idle"),
+                pl.col("delta").null_count().alias("nulls"),
+            )
+            .filter((pl.col("nulls") == 0) & (pl.col("total") > 0))
+            .select(
+                "hid",
+                "ts",
+                (100.0 * (1.0 - pl.col("idle") / pl.col("total")))
+                .clip(0.0, 100.0)
+                .alias("cpu_util"),
+            )
+        )
+        frames.append(_in_window(per_host, window))
+    avail, total = sets.get(NODE_MEM_AVAILABLE), sets.get(NODE_MEM_TOTAL)
+    if avail is not None and total is not None and avail.samples.height and total.samples.height:
+        parts = []
+        for metric, s_, col in (
+            (NODE_MEM_AVAILABLE, avail, "avail"),
+            (NODE_MEM_TOTAL, total, "total"),
+        ):
+            df = _in_window(_host_series(s_, metric, cfg, source, refused, host_ids), window)
+            good, bad = _bad_value_rows(df, float("inf"), 0.0)
+            refused.extend(_refuse_samples(bad, metric, s_.labels, source))
+            parts.append(
+                good.unique(subset=["hid", "ts"], keep="first").select(
+                    "hid", "ts", pl.col("value").alias(col)
+                )
+            )
+        mem = (
+            parts[0]
+            .join(parts[1], on=["hid", "ts"], how="inner")
+            .filter(pl.col("total") > 0)
+            .select(
+                "hid",
+                "ts",
+                (1.0 - pl.col("avail") / pl.col("total")).clip(0.0, 1.0).alias("mem_used_frac"),
+            )
+        )
+        frames.append(mem)
+    if not frames:
+        return Rows(conform(pl.DataFrame(), HOST_SAMPLES, stored=True).clear(), refused)
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.join(f, on=["hid", "ts"], how="full", coalesce=True)
+    names = pl.Series("host", list(host_ids), dtype=pl.String)
+    out = out.with_columns(names.gather(out["hid"]).alias("host"), pl.lit(source).alias("source"))
+    return Rows(conform(out, HOST_SAMPLES, stored=True), refused)

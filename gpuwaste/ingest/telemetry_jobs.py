@@ -1,0 +1,76 @@
+"""Jobs and their GPUs from telemetry labels alone (pure: frames in, frames out).
+
+Where a cluster exports only DCGM series labelled with a job (`hpc_job`) or a pod, and has no
+scheduler source, the labels still say which job held which GPU and when:
+
+- `job_gpus`: one row per (job, host, gpu): start = first labelled sample, end = last labelled
+  sample + one scrape interval (a sample stands for the interval after it). Attempt 0.
+- `jobs`: one row per job: start and end over its GPUs, `gpus` = number of distinct GPUs,
+  `state` = `running` while the job was seen within `running_slack` of the newest data ingested,
+  else unknown (null; `raw_state` = `ended`): telemetry does not say how a job ended.
+  `is_debug` is false: nothing declared the job a debugging one (it may still be *inferred*
+  interactive by the analyses).
+
+Incremental: `merge_spans` folds a new window's spans into the stored ones (earliest start,
+latest end), so ingesting a window again changes nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import polars as pl
+
+from gpuwaste.warehouse.schema import JOB_GPUS, JOBS, UTC_TS, conform
+
+SPAN_COLUMNS = ("job_id", "attempt", "host", "gpu", "start_ts", "end_ts")
+
+
+def spans_from_samples(gpu_rows: pl.DataFrame, interval_s: float) -> pl.DataFrame:
+    """`gpu_samples` rows -> job_gpus rows for the samples that carry a job_id."""
+    step = timedelta(seconds=interval_s)
+    spans = (
+        gpu_rows.filter(pl.col("job_id").is_not_null())
+        .group_by("job_id", "host", "gpu")
+        .agg(pl.col("ts").min().alias("start_ts"), (pl.col("ts").max() + step).alias("end_ts"))
+        .with_columns(pl.lit(0, dtype=pl.Int16).alias("attempt"))
+    )
+    return conform(spans, JOB_GPUS, stored=True)
+
+
+def merge_spans(old: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
+    """Stored spans + a window's spans -> one span per (job, attempt, host, gpu)."""
+    both = pl.concat(
+        [conform(old, JOB_GPUS, stored=True), conform(new, JOB_GPUS, stored=True)],
+        how="vertical_relaxed",
+    )
+    merged = both.group_by("job_id", "attempt", "host", "gpu").agg(
+        pl.col("start_ts").min(), pl.col("end_ts").max()
+    )
+    return conform(merged, JOB_GPUS, stored=True).sort("job_id", "attempt", "host", "gpu")
+
+
+def jobs_from_spans(
+    spans: pl.DataFrame, *, newest: datetime, running_slack: timedelta, source: str
+) -> pl.DataFrame:
+    """job_gpus rows -> jobs rows (see the module docstring for state)."""
+    running = pl.col("end_ts") >= pl.lit(newest - running_slack).cast(UTC_TS)
+    jobs = (
+        spans.group_by("job_id")
+        .agg(
+            pl.col("start_ts").min(),
+            pl.col("end_ts").max(),
+            pl.struct("host", "gpu").n_unique().cast(pl.Int32).alias("gpus"),
+        )
+        .select(
+            "job_id",
+            "start_ts",
+            pl.when(running).then(None).otherwise(pl.col("end_ts")).alias("end_ts"),
+            "gpus",
+            pl.when(running).then(pl.lit("running")).otherwise(None).alias("state"),
+            pl.when(running).then(pl.lit("running")).otherwise(pl.lit("ended")).alias("raw_state"),
+            pl.lit(False).alias("is_debug"),  # no scheduler marked it (definitions.md)
+            pl.lit(source).alias("source"),
+        )
+    )
+    return conform(jobs, JOBS, stored=True).sort("job_id")
