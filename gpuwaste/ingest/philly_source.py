@@ -1,0 +1,307 @@
+"""The Philly source: a folder with the public trace's files -> jobs, job_gpus, samples.
+
+I/O and writes only; parsing is in `philly_parse`. The utilization files (3 GB of CSV in the real
+trace) are read in byte chunks cut at line ends (`CHUNK_BYTES`), each chunk parsed by polars'
+CSV reader (`parse_chunk`: clean rows in bulk, odd rows line by line) and written at once to a
+staging folder inside the data directory, one parquet file per chunk and UTC
+day; memory therefore stays bounded by one chunk and, at the end, one day of samples. Then, day by
+day, the staged rows replace the window [first sample, last sample] of `gpu_samples` and
+`host_samples` for source `philly` (`Warehouse.replace_window`), so a re-run writes the same rows
+again and never doubles them. Jobs are upserted by job_id; each job's `job_gpus` rows are
+replaced whole.
+
+Before anything is written every present file's header (and the whole job log) is checked: a file
+that is not the declared Philly file is refused with one sentence naming it. The job log is
+required; a missing utilization file is reported in the run's note. `cluster_machine_list` is
+not read (it is known to be wrong).
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from gpuwaste.config import ClusterConfig, Settings
+from gpuwaste.ingest.base import IngestError, IngestResult
+from gpuwaste.ingest.philly_parse import (
+    CPU_UTIL,
+    GPU_UTIL,
+    JOB_LOG,
+    MEM_UTIL,
+    SOURCE,
+    PhillyFormatError,
+    PhillyJobs,
+    check_header,
+    parse_chunk,
+    parse_job_log,
+)
+from gpuwaste.warehouse.bookkeeping import Refused, set_watermark, write_quarantine
+from gpuwaste.warehouse.schema import UTC_TS
+from gpuwaste.warehouse.store import Warehouse
+
+CHUNK_BYTES = 32 * 1024 * 1024
+
+
+def iter_byte_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
+    """(first line number, block of whole lines) of about `chunk_bytes`, after the header line.
+
+    Line numbers are 1-based (the header is line 1), counted with `\n` as in the file.
+    """
+    with open(path, "rb") as fh:
+        fh.readline()  # the header, checked already
+        lineno = 2
+        rest = b""
+        while True:
+            block = fh.read(chunk_bytes)
+            if not block:
+                if rest:
+                    yield lineno, rest
+                return
+            buf = rest + block
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                rest = buf
+                continue
+            data, rest = buf[: cut + 1], buf[cut + 1 :]
+            yield lineno, data
+            lineno += data.count(b"\n")
+
+
+def first_line(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return fh.readline(4096).decode("utf-8", errors="replace")
+
+
+def _stage(df: pl.DataFrame, folder: Path, part: int) -> None:
+    if df.height == 0:
+        return
+    df = df.with_columns(pl.col("ts").dt.date().alias("_day"))
+    for (day,), piece in df.partition_by("_day", as_dict=True).items():
+        dest = folder / f"date={day}" / f"part-{part:06d}.parquet"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        piece.drop("_day").write_parquet(dest, compression="lz4", statistics=False)
+
+
+def stage_file(
+    path: Path, kind: str, folder: Path, timezone: str, chunk_bytes: int = CHUNK_BYTES
+) -> tuple[int, pl.DataFrame]:
+    """Parse one utilization file chunk by chunk into staged parquet; (records, refused)."""
+    records = 0
+    refused: list[pl.DataFrame] = []
+    for part, (first, data) in enumerate(iter_byte_chunks(path, chunk_bytes)):
+        good, bad, n = parse_chunk(kind, data, first, str(path), timezone)
+        records += n
+        if bad.height:
+            refused.append(bad)
+        _stage(good, folder, part)
+    if refused:
+        return records, pl.concat(refused)
+    return records, pl.DataFrame(
+        schema={"location": pl.String, "reason": pl.String, "raw": pl.String}
+    )
+
+
+def _days(folder: Path) -> list[str]:
+    return sorted(p.name.split("=", 1)[1] for p in folder.glob("date=*")) if folder.is_dir() else []
+
+
+def _read_day(folder: Path, day: str) -> pl.DataFrame | None:
+    d = folder / f"date={day}"
+    if not d.is_dir():
+        return None
+    return pl.read_parquet(sorted(d.glob("*.parquet")))
+
+
+def _window(day: str, lo: datetime, hi: datetime) -> tuple[datetime, datetime]:
+    start = datetime.fromisoformat(day).replace(tzinfo=UTC)
+    return max(start, lo), min(start + timedelta(days=1), hi)
+
+
+def _bounds(folders: list[Path]) -> tuple[datetime, datetime] | None:
+    lo: datetime | None = None
+    hi: datetime | None = None
+    for f in folders:
+        if not f.is_dir():
+            continue
+        b = (
+            pl.scan_parquet(f / "date=*" / "*.parquet")
+            .select(pl.col("ts").min().alias("lo"), pl.col("ts").max().alias("hi"))
+            .collect()
+        )
+        a, z = b["lo"][0], b["hi"][0]
+        if isinstance(a, datetime):
+            lo = a if lo is None else min(lo, a)
+        if isinstance(z, datetime):
+            hi = z if hi is None else max(hi, z)
+    if lo is None or hi is None:
+        return None
+    return lo, hi + timedelta(microseconds=1)
+
+
+def order_last_wins(rows: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Rows sorted by (host, *keys) with one row per key, the last in file order winning.
+
+    The shared writer sorts by (host, gpu, ts) with string comparisons, which is slow on millions
+    of rows; sorting here on one integer key (the ranks of host, gpu and ts combined) is several
+    times faster, and the writer's sort of rows already in order is cheap. The sort is stable, so
+    duplicates (a machine row repeated in the file) end up adjacent in file order and the last
+    one is kept.
+    """
+    if rows.height == 0:
+        return rows
+    cols = ["host", *keys]
+    ranks: list[str] = []
+    sizes: list[int] = []
+    df = rows
+    for c in cols:
+        values = df.select(pl.col(c).unique().sort()).with_row_index(f"_r_{c}")
+        df = df.join(values, on=c, how="left", maintain_order="left")
+        ranks.append(f"_r_{c}")
+        sizes.append(values.height)
+    if float(np.prod([float(x) for x in sizes])) >= 2.0**62:  # cannot pack: sort on the ranks
+        df = df.sort(ranks, maintain_order=True)
+    else:
+        key = pl.lit(0, dtype=pl.Int64())
+        for r, n in zip(ranks, sizes, strict=True):
+            key = key * n + pl.col(r).cast(pl.Int64())
+        df = df.with_columns(key.alias("_key")).sort("_key", maintain_order=True)
+        ranks = ["_key", *ranks]
+    same_next = pl.all_horizontal([pl.col(r) == pl.col(r).shift(-1) for r in ranks])
+    return df.filter(~same_next.fill_null(False)).drop(ranks)
+
+
+def write_samples(wh: Warehouse, cluster: str, stage: Path) -> dict[str, int]:
+    """Replace gpu_samples and host_samples of source philly, one UTC day at a time."""
+    written = {"gpu_samples": 0, "host_samples": 0}
+    gpu_dir, cpu_dir, mem_dir = stage / GPU_UTIL, stage / CPU_UTIL, stage / MEM_UTIL
+    gb = _bounds([gpu_dir])
+    if gb is not None:
+        for day in _days(gpu_dir):
+            rows = _read_day(gpu_dir, day)
+            assert rows is not None
+            # A machine row repeated in the file gives one sample per (host, gpu, ts).
+            rows = order_last_wins(rows, ["gpu", "ts"]).with_columns(
+                pl.lit(SOURCE).alias("source"), pl.lit("philly_gpu_util").alias("util_source")
+            )
+            lo, hi = _window(day, *gb)
+            written["gpu_samples"] += wh.replace_window(
+                "gpu_samples", cluster, lo, hi, rows, source=SOURCE
+            )
+    hb = _bounds([cpu_dir, mem_dir])
+    if hb is not None:
+        for day in sorted(set(_days(cpu_dir)) | set(_days(mem_dir))):
+            cpu = _read_day(cpu_dir, day)
+            mem = _read_day(mem_dir, day)
+            if cpu is None:
+                cpu = pl.DataFrame(schema={"host": pl.String, "ts": UTC_TS, "cpu_util": pl.Float64})
+            if mem is None:
+                mem = pl.DataFrame(
+                    schema={"host": pl.String, "ts": UTC_TS, "mem_used_frac": pl.Float64}
+                )
+            cpu = order_last_wins(cpu, ["ts"])
+            mem = order_last_wins(mem, ["ts"])
+            rows = order_last_wins(
+                cpu.join(mem, on=["host", "ts"], how="full", coalesce=True), ["ts"]
+            ).with_columns(pl.lit(SOURCE).alias("source"))
+            lo, hi = _window(day, *hb)
+            written["host_samples"] += wh.replace_window(
+                "host_samples", cluster, lo, hi, rows, source=SOURCE
+            )
+    return written
+
+
+def load_job_log(path: Path, timezone: str) -> PhillyJobs:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise IngestError(f"{path} is not a text file; expected the Philly JSON job log.") from None
+    except OSError as exc:
+        raise IngestError(f"could not read {path}: {exc.strerror or exc}.") from None
+    try:
+        return parse_job_log(text, timezone, str(path))
+    except PhillyFormatError as exc:
+        raise IngestError(f"{path} is not the Philly job log: {exc}.") from None
+
+
+def _to_refused(df: pl.DataFrame) -> list[Refused]:
+    return [Refused(loc, reason, raw or "") for loc, reason, raw in df.iter_rows()]
+
+
+def ingest_philly(
+    settings: Settings,
+    cluster: ClusterConfig,
+    *,
+    chunk_bytes: int = CHUNK_BYTES,
+) -> IngestResult:
+    cfg = cluster.philly
+    if cfg is None:
+        raise IngestError(f"cluster '{cluster.name}' has no [philly] source configured.")
+    folder = cfg.dir
+    if not folder.is_dir():
+        raise IngestError(f"Philly trace folder {folder} does not exist or is not a folder.")
+    job_log = folder / JOB_LOG
+    if not job_log.is_file():
+        raise IngestError(
+            f"{folder} has no {JOB_LOG}: expected the unpacked Philly trace "
+            f"({JOB_LOG}, {GPU_UTIL}, {CPU_UTIL}, {MEM_UTIL})."
+        )
+    present = [k for k in (GPU_UTIL, CPU_UTIL, MEM_UTIL) if (folder / k).is_file()]
+    missing = [k for k in (GPU_UTIL, CPU_UTIL, MEM_UTIL) if k not in present]
+    # Refuse a wrong file before writing anything.
+    for kind in present:
+        try:
+            check_header(kind, first_line(folder / kind))
+        except PhillyFormatError as exc:
+            raise IngestError(f"{folder / kind}: {exc}.") from None
+    jobs = load_job_log(job_log, cfg.timezone)
+
+    wh = Warehouse(settings.data_dir)
+    stage = settings.data_dir / ".staging" / f"philly-{uuid.uuid4().hex}"
+    refused: list[Refused] = list(jobs.refused)
+    records = jobs.accepted + len(jobs.refused)
+    by_file: dict[str, list[Refused]] = {str(job_log): list(jobs.refused)}
+    try:
+        for kind in present:
+            n, bad = stage_file(folder / kind, kind, stage / kind, cfg.timezone, chunk_bytes)
+            records += n
+            r = _to_refused(bad)
+            by_file[str(folder / kind)] = r
+            refused.extend(r)
+        written = write_samples(wh, cluster.name, stage)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    if jobs.jobs.height:
+        written["jobs"] = wh.upsert("jobs", cluster.name, SOURCE, jobs.jobs)
+        written["job_gpus"] = wh.replace_rows_where(
+            "job_gpus",
+            cluster.name,
+            SOURCE,
+            pl.col("job_id").is_in(jobs.jobs["job_id"].implode()),
+            jobs.job_gpus,
+        )
+    for batch, rows in by_file.items():
+        write_quarantine(wh, cluster.name, SOURCE, batch, rows)
+    marks = [jobs.jobs["end_ts"].max(), jobs.jobs["start_ts"].max()]
+    mark = max((m for m in marks if isinstance(m, datetime)), default=None)
+    if mark is not None:
+        set_watermark(wh, cluster.name, SOURCE, mark, {"dir": str(folder)})
+    note = f"{jobs.jobs.height} jobs, {jobs.job_gpus.height} job x GPU rows"
+    note += f", {written.get('gpu_samples', 0)} GPU samples, {written.get('host_samples', 0)} host samples"
+    if jobs.attempts_without_interval:
+        note += f", {jobs.attempts_without_interval} attempts without start or end"
+    if missing:
+        note += f"; not in the folder: {', '.join(missing)}"
+    return IngestResult(
+        source=SOURCE,
+        cluster=cluster.name,
+        accepted=records - len(refused),
+        refused=refused,
+        written=written,
+        note=note,
+    )

@@ -1,0 +1,557 @@
+"""Parse `sacct --parsable2` output into `jobs` rows and refused records. Pure: text in, rows out.
+
+What real output contains, and what this parser does with it:
+
+- **Delimiters**: `|` (the default), or any `--delimiter`, including multi-character ones such as
+  `;|;` and `^|^`; detected from the first line unless given. `-p`/`--parsable` ends every line
+  with the delimiter: one trailing empty field is dropped.
+- **Header**: with one (the default), columns come from it; with none (`-n`), the caller passes
+  the column list (the `--format` of the command that made the file), else the file is refused.
+- **Steps** (`123.batch`, `123.extern`, `123.0`, `123_4.batch`, `123+1.0`) fold into their job:
+  each step line counts as accepted; a step whose job row is absent makes the job from its steps
+  (earliest start, latest end, the batch step's state, else the last step's).
+- **Job ids**: `job_id` is JobIDRaw when the output has it (it is what `SLURM_JOB_ID`, hence the
+  DCGM `hpc_job` label, holds: unique for every array task `123_4` and het component `123+0`),
+  else the printed JobID; `slurm_job_id` is the JobID as printed (`123_4`, `123+1`). Steps fold
+  by the printed id. A pending array `123_[5-9]` is a pending job (skipped).
+- **States**: COMPLETED -> passed; CANCELLED (and `CANCELLED by 1234`), PREEMPTED, REVOKED ->
+  killed; FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, BOOT_FAIL, DEADLINE -> unsuccessful;
+  RUNNING, REQUEUED, SUSPENDED, COMPLETING and the other live states -> running; PENDING jobs
+  held no GPU yet and are skipped (counted as accepted). The raw state is kept. **choice**:
+  PREEMPTED counts as killed (ended from outside, not by its own failure).
+- **Times** without a zone are in the cluster's time zone (configuration) and become UTC;
+  `Unknown`, `None` and empty are null; all digits are epoch seconds (`SLURM_TIME_FORMAT=%s`).
+  In the hour repeated when clocks go back, the reading of Start/End whose difference equals
+  `Elapsed` is taken (when the output has that column), else the first occurrence unless the end
+  would precede the start (`resolve_times`).
+- **GPUs** from `AllocTRES` (`gres/gpu=4`; `gres/gpu:a100=4` summed over types when the untyped
+  total is absent), else `AllocGRES` (`gpu:4`, `gpu:tesla:2`); where nothing was allocated (a
+  job cancelled before it started) from `ReqTRES` when the output has it; 0 when the columns are
+  there and name no GPU, null when no such column exists.
+- **Refused** (to quarantine, with file:line and reason): wrong field count, an unknown state,
+  an unparseable time, end before start, a negative GPU count, a bad host list, no job id.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import polars as pl
+
+from gpuwaste.ingest.hostlist import HostListError, expand_hostlist
+from gpuwaste.warehouse.bookkeeping import Refused
+from gpuwaste.warehouse.schema import UTC_TS
+
+SOURCE = "slurm"
+CANDIDATE_DELIMITERS = (";|;", "^|^", "|")
+
+PASSED = "passed"
+KILLED = "killed"
+UNSUCCESSFUL = "unsuccessful"
+RUNNING = "running"
+PENDING = "pending"  # internal: not written
+
+STATE_MAP: dict[str, str] = {
+    "COMPLETED": PASSED,
+    "CANCELLED": KILLED,
+    "PREEMPTED": KILLED,
+    "REVOKED": KILLED,
+    "FAILED": UNSUCCESSFUL,
+    "TIMEOUT": UNSUCCESSFUL,
+    "NODE_FAIL": UNSUCCESSFUL,
+    "OUT_OF_MEMORY": UNSUCCESSFUL,
+    "BOOT_FAIL": UNSUCCESSFUL,
+    "DEADLINE": UNSUCCESSFUL,
+    "RUNNING": RUNNING,
+    "REQUEUED": RUNNING,
+    "REQUEUE_HOLD": RUNNING,
+    "REQUEUE_FED": RUNNING,
+    "SUSPENDED": RUNNING,
+    "COMPLETING": RUNNING,
+    "CONFIGURING": RUNNING,
+    "RESIZING": RUNNING,
+    "SIGNALING": RUNNING,
+    "STAGE_OUT": RUNNING,
+    "STOPPED": RUNNING,
+    "SPECIAL_EXIT": RUNNING,
+    "PENDING": PENDING,
+    "RESV_DEL_HOLD": PENDING,
+}
+
+NULL_TIMES = frozenset({"", "Unknown", "None", "N/A", "(null)"})
+_JOBID = re.compile(r"^(?P<job>\d+(?:_(?:\d+|\[[^\]]*\]))?(?:\+\d+)?)(?:\.(?P<step>.+))?$")
+_DURATION = re.compile(
+    r"^(?:(?P<d>\d+)-)?(?P<a>\d+):(?P<b>\d+(?:\.\d+)?)(?::(?P<c>\d+(?:\.\d+)?))?$"
+)
+_HEADER_FIELD = re.compile(r"^[A-Za-z][A-Za-z0-9:/_]*$")
+_TRES_GPU = re.compile(r"(?:^|,)gres/gpu(?::(?P<type>[^=,]+))?=(?P<n>-?\d+)")
+_GRES_GPU = re.compile(r"(?:^|,)gpu(?::(?P<type>[A-Za-z][^:,()]*))?:(?P<n>-?\d+)")
+
+JOB_SCHEMA: dict[str, pl.DataType] = {
+    "job_id": pl.String(),
+    "slurm_job_id": pl.String(),
+    "user": pl.String(),
+    "vc": pl.String(),
+    "name": pl.String(),
+    "state": pl.String(),
+    "raw_state": pl.String(),
+    "submit_ts": UTC_TS,
+    "start_ts": UTC_TS,
+    "end_ts": UTC_TS,
+    "gpus": pl.Int32(),
+    "is_debug": pl.Boolean(),
+    "hosts": pl.List(pl.String()),
+    "source": pl.String(),
+}
+
+
+class SacctFormatError(ValueError):
+    """The text is not sacct parsable output at all (message: one sentence, no file name)."""
+
+
+@dataclass(frozen=True)
+class SacctOptions:
+    """How to read one cluster's sacct output (from `SlurmSource` and `ClusterConfig`)."""
+
+    timezone: str = "UTC"
+    vc_from: str = "account"  # "partition" | "account"
+    debug_partitions: tuple[str, ...] = ("debug", "interactive")
+    debug_qos: tuple[str, ...] = ()
+    debug_name_pattern: str = r"^(_?interactive|bash|sh|zsh|jupyter.*|sys/dashboard.*)$"
+    delimiter: str | None = None  # None: detect
+    columns: tuple[str, ...] | None = None  # for output without a header line
+
+
+@dataclass
+class SacctParse:
+    """Jobs (one row per job, JOB_SCHEMA) and the records that were refused."""
+
+    jobs: pl.DataFrame
+    refused: list[Refused] = field(default_factory=list)
+    accepted: int = 0  # input records (job and step lines) accepted
+    pending: int = 0  # pending jobs skipped
+    delimiter: str = "|"
+    columns: tuple[str, ...] = ()
+
+
+@dataclass
+class _Row:
+    job_id: str
+    job_id_raw: str | None
+    user: str | None
+    vc: str | None
+    name: str | None
+    state: str
+    raw_state: str
+    submit: datetime | None
+    start: datetime | None
+    end: datetime | None
+    gpus: int | None
+    is_debug: bool
+    hosts: list[str]
+
+
+def detect_delimiter(first_line: str) -> str | None:
+    for d in CANDIDATE_DELIMITERS:
+        if d in first_line:
+            return d
+    return None
+
+
+def _fields(line: str, delim: str) -> list[str]:
+    return line.split(delim)
+
+
+def _is_header(fields: list[str]) -> bool:
+    names = [f.strip() for f in fields if f.strip()]
+    if not names or not all(_HEADER_FIELD.match(n) for n in names):
+        return False
+    lower = {n.lower() for n in names}
+    return "jobid" in lower or "jobidraw" in lower
+
+
+def parse_time(text: str, tz: ZoneInfo, fold: int = 0) -> datetime | None:
+    """A sacct timestamp as UTC; None for Unknown/None/empty. Raises ValueError if unparseable.
+
+    A local time in the hour repeated when clocks go back is read as its first occurrence
+    (fold=0) or its second (fold=1).
+    """
+    text = text.strip()
+    if text in NULL_TIMES:
+        return None
+    if text.isdigit():
+        return datetime.fromtimestamp(int(text), UTC)
+    dt = datetime.fromisoformat(text)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=tz, fold=fold)
+    return dt.astimezone(UTC)
+
+
+def parse_duration(text: str) -> timedelta | None:
+    """sacct's `[D-]HH:MM:SS`, `MM:SS` or `MM:SS.mmm`; None when empty or not a duration."""
+    m = _DURATION.match(text.strip())
+    if m is None:
+        return None
+    d, a, b, c = m.group("d"), m.group("a"), m.group("b"), m.group("c")
+    if c is None:  # MM:SS[.fff]
+        h, mi, sec = 0, int(a), float(b)
+    else:
+        h, mi, sec = int(a), int(b), float(c)
+    return timedelta(days=int(d or 0), hours=h, minutes=mi, seconds=sec)
+
+
+def _base_number(job_id: str) -> int:
+    digits = re.match(r"\d+", job_id)
+    return int(digits.group(0)) if digits else 0
+
+
+def resolve_times(
+    submit_s: str | None,
+    start_s: str | None,
+    end_s: str | None,
+    elapsed: timedelta | None,
+    tz: ZoneInfo,
+    floor: datetime | None = None,
+) -> tuple[datetime | None, datetime | None, datetime | None]:
+    """Submit, start, end in UTC, choosing the reading of times in a repeated (fall-back) hour.
+
+    Submit: the first reading not before `floor` (the latest submit time of the jobs submitted
+    before this one). Start: the first reading not before the submit time. End: the reading whose
+    difference to the start equals Elapsed when the output has it, else the first reading not
+    before the start. Outside a repeated hour every time has one reading and this changes nothing.
+    """
+
+    def both(text: str | None) -> list[datetime]:
+        if text is None:
+            return []
+        a = parse_time(text, tz, 0)
+        if a is None:
+            return []
+        b = parse_time(text, tz, 1)
+        return [a] if b is None or b == a else [a, b]
+
+    def pick(cands: list[datetime], lower: datetime | None) -> datetime | None:
+        if not cands:
+            return None
+        ok = [x for x in cands if lower is None or x >= lower]
+        return ok[0] if ok else cands[0]
+
+    submits, starts, ends = both(submit_s), both(start_s), both(end_s)
+    submit = pick(submits, floor)
+    if len(starts) > 1 and len(ends) >= 1 and elapsed is not None:
+        exact = [(s, e) for s in starts for e in ends if e - s == elapsed]
+        if len(exact) == 1:
+            return submit, exact[0][0], exact[0][1]
+    start = pick(starts, submit)
+    if elapsed is not None and start is not None and len(ends) > 1:
+        exact_end = [e for e in ends if e - start == elapsed]
+        if exact_end:
+            return submit, start, exact_end[0]
+    return submit, start, pick(ends, start)
+
+
+def gpu_count(tres: str, gres_style: bool = False) -> int:
+    """GPUs named in an AllocTRES (`gres/gpu=4,...`) or AllocGRES (`gpu:a100:4`) value."""
+    pattern = _GRES_GPU if gres_style else _TRES_GPU
+    total: int | None = None
+    typed = 0
+    for m in pattern.finditer(tres.strip()):
+        n = int(m.group("n"))
+        if m.group("type") is None:
+            total = n if total is None else total + n
+        else:
+            typed += n
+    return total if total is not None else typed
+
+
+def map_state(raw: str) -> str | None:
+    """passed | killed | unsuccessful | running | pending, or None for an unknown state."""
+    word = raw.strip().split(" ", 1)[0].rstrip("+").upper()
+    return STATE_MAP.get(word)
+
+
+class _Columns:
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+        lower = [n.strip().lower() for n in names]
+
+        def idx(*cands: str) -> int | None:
+            for c in cands:
+                if c in lower:
+                    return lower.index(c)
+            return None
+
+        self.jobid = idx("jobid")
+        self.jobidraw = idx("jobidraw")
+        self.state = idx("state")
+        self.user = idx("user")
+        self.account = idx("account")
+        self.partition = idx("partition")
+        self.qos = idx("qos")
+        self.name = idx("jobname")
+        self.submit = idx("submit")
+        self.start = idx("start")
+        self.end = idx("end")
+        self.elapsed = idx("elapsed")
+        self.alloctres = idx("alloctres")
+        self.allocgres = idx("allocgres")
+        self.reqtres = idx("reqtres")
+        self.nodelist = idx("nodelist")
+
+
+def _get(fields: list[str], i: int | None) -> str | None:
+    if i is None:
+        return None
+    v = fields[i].strip()
+    return v if v else None
+
+
+def _resolve_columns(
+    lines: list[tuple[int, str]], opts: SacctOptions
+) -> tuple[str, tuple[str, ...], bool]:
+    """(delimiter, columns, first line is a header) or SacctFormatError."""
+    first = lines[0][1]
+    delim = opts.delimiter or detect_delimiter(first)
+    if delim is None:
+        if _is_header([first]) or (opts.columns is not None and len(opts.columns) == 1):
+            delim = "|"
+        else:
+            raise SacctFormatError(
+                "not sacct parsable output: no '|' (or ';|;', '^|^') delimiter in the first line "
+                "(expected `sacct --parsable2` output)"
+            )
+    fields = _fields(first, delim)
+    if _is_header(fields):
+        cols = tuple(f.strip() for f in fields)
+        if cols and cols[-1] == "":
+            cols = cols[:-1]
+        header = True
+    elif opts.columns is not None:
+        cols, header = tuple(opts.columns), False
+    else:
+        raise SacctFormatError(
+            "sacct output without a header line: give its columns (the --format list of the "
+            "sacct command that wrote it)"
+        )
+    lower = {c.lower() for c in cols}
+    if not ({"jobid", "jobidraw"} & lower) or "state" not in lower:
+        raise SacctFormatError(
+            f"sacct output must have a JobID (or JobIDRaw) and a State column; got {', '.join(cols)}"
+        )
+    return delim, cols, header
+
+
+def _split_id(job: str) -> tuple[str, str | None] | None:
+    m = _JOBID.match(job)
+    if m is None:
+        return None
+    return m.group("job"), m.group("step")
+
+
+def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sacct") -> SacctParse:
+    """Parse sacct parsable output; `location` names the input in refused records (file:line)."""
+    opts = opts or SacctOptions()
+    tz = ZoneInfo(opts.timezone)
+    debug_name = re.compile(opts.debug_name_pattern) if opts.debug_name_pattern else None
+    # Lines as the file counts them (`\n`), so that quarantine locations are exact.
+    lines = [(i + 1, ln.rstrip("\r")) for i, ln in enumerate(text.split("\n")) if ln.strip()]
+    if not lines:
+        return SacctParse(jobs=pl.DataFrame(schema=JOB_SCHEMA))
+    delim, cols, header = _resolve_columns(lines, opts)
+    if header:
+        lines = lines[1:]
+    c = _Columns(cols)
+    ncol = len(cols)
+    refused: list[Refused] = []
+    jobs: dict[str, _Row] = {}
+    steps: dict[str, list[_Row]] = {}
+    accepted = 0
+    pending_ids: set[str] = set()
+    # Stage 1: shape, id and state of every line.
+    staged: list[tuple[int, str, list[str], str, str | None, str, str]] = []
+    for lineno, line in lines:
+        where = f"{location}:{lineno}"
+        fields = _fields(line, delim)
+        if len(fields) == ncol + 1 and fields[-1] == "":
+            fields = fields[:-1]  # --parsable trailing delimiter
+        if len(fields) != ncol:
+            refused.append(
+                Refused(where, f"wrong field count: expected {ncol}, got {len(fields)}", line)
+            )
+            continue
+        if header and _is_header(fields):  # a repeated header (concatenated outputs)
+            refused.append(Refused(where, "repeated header line", line))
+            continue
+        shown = _get(fields, c.jobid) or _get(fields, c.jobidraw)
+        if shown is None:
+            refused.append(Refused(where, "no job id", line))
+            continue
+        parts = _split_id(shown)
+        if parts is None:
+            refused.append(Refused(where, f"bad job id: {shown!r}", line))
+            continue
+        raw_state = _get(fields, c.state) or ""
+        state = map_state(raw_state)
+        if state is None:
+            refused.append(Refused(where, f"unknown state: {raw_state!r}", line))
+            continue
+        staged.append((lineno, line, fields, parts[0], parts[1], raw_state, state))
+
+    # Stage 2, in order of submission (the job id before `_`/`+`): times, then the rest. The
+    # running latest submit time reads a repeated fall-back hour the way the order implies.
+    staged.sort(key=lambda r: (_base_number(r[3]), r[0]))
+    latest_submit: datetime | None = None
+    for lineno, line, fields, job_id, step, raw_state, state in staged:
+        where = f"{location}:{lineno}"
+
+        def refuse(reason: str, where: str = where, line: str = line) -> None:
+            refused.append(Refused(where, reason, line))
+
+        try:
+            submit, start, end = resolve_times(
+                fields[c.submit] if c.submit is not None else None,
+                fields[c.start] if c.start is not None else None,
+                fields[c.end] if c.end is not None else None,
+                parse_duration(fields[c.elapsed]) if c.elapsed is not None else None,
+                tz,
+                latest_submit,
+            )
+        except (ValueError, OverflowError, OSError):
+            refuse("unparseable time")
+            continue
+        if submit is not None and step is None:
+            latest_submit = submit if latest_submit is None else max(latest_submit, submit)
+        if start is not None and end is not None and end < start:
+            refuse(f"end before start: {end.isoformat()} < {start.isoformat()}")
+            continue
+        gpus: int | None = None
+        if c.alloctres is not None:
+            gpus = gpu_count(fields[c.alloctres])
+        elif c.allocgres is not None:
+            gpus = gpu_count(fields[c.allocgres], gres_style=True)
+        if c.reqtres is not None and (gpus is None or not _get(fields, c.alloctres)):
+            gpus = gpu_count(fields[c.reqtres])  # nothing allocated (yet): the request
+        if gpus is not None and gpus < 0:
+            refuse(f"negative GPU count: {gpus}")
+            continue
+        try:
+            hosts = expand_hostlist(fields[c.nodelist]) if c.nodelist is not None else []
+        except HostListError as exc:
+            refuse(f"bad host list: {exc}")
+            continue
+        raw_id = _get(fields, c.jobidraw)
+        if raw_id is not None:
+            raw_parts = _split_id(raw_id)
+            raw_id = raw_parts[0] if raw_parts else raw_id
+        partition = _get(fields, c.partition)
+        account = _get(fields, c.account)
+        qos = _get(fields, c.qos)
+        name = _get(fields, c.name)
+        is_debug = (
+            (partition is not None and partition in opts.debug_partitions)
+            or (qos is not None and qos in opts.debug_qos)
+            or (name is not None and debug_name is not None and bool(debug_name.match(name)))
+        )
+        row = _Row(
+            job_id=job_id,
+            job_id_raw=raw_id,
+            user=_get(fields, c.user),
+            vc=partition if opts.vc_from == "partition" else account,
+            name=name,
+            state=state,
+            raw_state=raw_state,
+            submit=submit,
+            start=start,
+            end=end,
+            gpus=gpus,
+            is_debug=is_debug,
+            hosts=hosts,
+        )
+        accepted += 1
+        if step is None:
+            jobs[job_id] = row  # a job printed twice (--duplicates, requeue): the last wins
+        else:
+            steps.setdefault(job_id, []).append(row)
+
+    refused.sort(key=lambda r: int(r.location.rsplit(":", 1)[1]))
+    for job_id, rows in steps.items():
+        if job_id not in jobs:
+            jobs[job_id] = _job_from_steps(rows)
+    out = []
+    for job_id, r in jobs.items():
+        if r.state == PENDING:
+            pending_ids.add(job_id)
+            continue
+        out.append(r)
+    frame = pl.DataFrame(
+        {
+            "job_id": [r.job_id_raw or r.job_id for r in out],
+            "slurm_job_id": [r.job_id for r in out],
+            "user": [r.user for r in out],
+            "vc": [r.vc for r in out],
+            "name": [r.name for r in out],
+            "state": [r.state for r in out],
+            "raw_state": [r.raw_state for r in out],
+            "submit_ts": [r.submit for r in out],
+            "start_ts": [r.start for r in out],
+            "end_ts": [r.end for r in out],
+            "gpus": [r.gpus for r in out],
+            "is_debug": [r.is_debug for r in out],
+            "hosts": [r.hosts for r in out],
+            "source": [SOURCE] * len(out),
+        },
+        schema=JOB_SCHEMA,
+    )
+    return SacctParse(
+        jobs=frame,
+        refused=refused,
+        accepted=accepted,
+        pending=len(pending_ids),
+        delimiter=delim,
+        columns=cols,
+    )
+
+
+def _job_from_steps(rows: list[_Row]) -> _Row:
+    """A job whose allocation row is missing, rebuilt from its steps."""
+    batch = [r for r in rows if r.name == "batch"] or rows[-1:]
+    lead = batch[0]
+    starts = [r.start for r in rows if r.start is not None]
+    ends = [r.end for r in rows if r.end is not None]
+    hosts: list[str] = []
+    for r in rows:
+        hosts.extend(h for h in r.hosts if h not in hosts)
+    gpus = [r.gpus for r in rows if r.gpus is not None]
+    return _Row(
+        job_id=lead.job_id,
+        job_id_raw=lead.job_id_raw,
+        user=next((r.user for r in rows if r.user), None),
+        vc=next((r.vc for r in rows if r.vc), None),
+        name=lead.name,
+        state=lead.state,
+        raw_state=lead.raw_state,
+        submit=min((r.submit for r in rows if r.submit is not None), default=None),
+        start=min(starts) if starts else None,
+        end=max(ends) if ends and lead.state not in (RUNNING, PENDING) else None,
+        gpus=max(gpus) if gpus else None,
+        is_debug=any(r.is_debug for r in rows),
+        hosts=hosts,
+    )
+
+
+def columns_from_command(command: list[str]) -> tuple[str, ...] | None:
+    """The `--format`/`-o` column list of a sacct command line, if it has one."""
+    for i, arg in enumerate(command):
+        value: str | None = None
+        if arg in ("--format", "-o") and i + 1 < len(command):
+            value = command[i + 1]
+        elif arg.startswith("--format="):
+            value = arg.split("=", 1)[1]
+        elif arg.startswith("-o") and len(arg) > 2:
+            value = arg[2:]
+        if value:
+            return tuple(v.split("%", 1)[0].strip() for v in value.split(",") if v.strip())
+    return None
