@@ -51,6 +51,18 @@ JOB_GPU_USAGE = _result(
     mem_total_mib=F,
     n_phases=N,
     n_stable_phases=N,
+    interval_s=F,  # the sampling interval the gaps were judged by
+    low_data=B,
+)
+
+JOB_UTIL_HIST = _result(
+    "job_util_hist",
+    "Per job: GPU-minutes by per-minute GPU utilization bucket (0..100), the input of Philly "
+    "Table 3, Table 5 and Figure 5 (minutes counted from each attempt's start).",
+    ("job_id", "bucket"),
+    job_id=S,
+    bucket=pl.Int16(),
+    gpu_minutes=F,
 )
 
 JOB_USAGE = _result(

@@ -1,0 +1,171 @@
+"""Benchmark `gpuwaste analyze --rebuild` against (a) one DuckDB lag/lead pass that finds runs of
+zero utilization (the floor, docs components.md) and (b) a pandas groupby-apply of the per-job
+metrics (what a notebook would do). Each runs in its own process; peak memory is its max RSS.
+
+    python bench/analyze.py --gpus 512 --days 14 --work /tmp/bench   # >= 40 M samples
+    python bench/analyze.py --gpus 64 --days 2 --skip-pandas          # quick
+
+Figures go to stdout as a markdown table (copy into bench/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+
+BASELINE_DUCKDB = """
+import duckdb, sys
+con = duckdb.connect()
+con.execute("set memory_limit = '1500MB'")
+glob = sys.argv[1]
+rows = con.sql(f'''
+with s as (
+  select host, gpu, ts, util = 0 and mem_used_mib = 0 as idle from read_parquet('{glob}', hive_partitioning = true)
+), w as (
+  select host, gpu, ts, idle,
+         lag(idle) over g as prev_idle, lead(idle) over g as next_idle,
+         lag(ts) over g as prev_ts
+  from s window g as (partition by host, gpu order by ts)
+), b as (
+  select host, gpu, ts, prev_ts, prev_idle is distinct from idle as run_start,
+         next_idle is distinct from idle as run_end
+  from w where idle and (prev_idle is distinct from idle or next_idle is distinct from idle)
+), r as (
+  select host, gpu, coalesce(prev_ts, ts) as start_ts,
+         case when run_end then ts else lead(ts) over (partition by host, gpu order by ts) end as end_ts, run_start
+  from b
+)
+select count(*) from r where run_start and epoch(end_ts - start_ts) > 60
+''').fetchall()
+print(rows[0][0])
+"""
+
+BASELINE_PANDAS = """
+import sys, glob
+import pandas as pd
+files = sorted(glob.glob(sys.argv[1]))
+s = pd.concat([pd.read_parquet(f, columns=['host','gpu','ts','util','mem_used_mib','job_id']) for f in files])
+s = s[s['job_id'].notna()]
+def per_gpu(g):
+    g = g.sort_values('ts')
+    dt = g['ts'].diff().dt.total_seconds().fillna(0)
+    idle = (g['util'] == 0) & (g['mem_used_mib'] == 0)
+    run = (idle != idle.shift()).cumsum()
+    runs = dt[idle].groupby(run[idle]).sum()
+    return pd.Series({
+        'util_mean': (g['util'] * dt).sum() / max(dt.sum(), 1e-9),
+        'util_max': g['util'].max(),
+        'mem_max': g['mem_used_mib'].max(),
+        'never_used': bool(idle.all()),
+        'idle_slot_s': runs[runs > 60].sum(),
+    })
+out = s.groupby(['job_id', 'host', 'gpu']).apply(per_gpu)
+print(len(out))
+"""
+
+
+def timed(cmd: list[str]) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS (GiB) and stdout of one child process (GNU time gives each
+    child's own peak; without it, the max over the children so far)."""
+    gnu_time = shutil.which("time") or ("/usr/bin/time" if Path("/usr/bin/time").exists() else None)
+    if gnu_time:
+        cmd = [gnu_time, "-f", "PEAK_KB %M", *cmd]
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd[:5]} failed:\n{proc.stderr[-2000:]}")
+    peaks = [line for line in proc.stderr.splitlines() if line.startswith("PEAK_KB ")]
+    if peaks:
+        peak = int(peaks[-1].split()[1]) / 1024 / 1024
+    else:
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024 / 1024
+    return wall, peak, proc.stdout.strip()
+
+
+def prepare(work: Path, gpus: int, days: float, seed: int) -> int:
+    from gpuwaste.generate import (
+        GeneratorSpec,
+        job_gpus_frame,
+        jobs_frame,
+        simulate,
+        write_samples_parquet,
+    )
+    from gpuwaste.warehouse.schema import GPU_SAMPLES, conform
+    from gpuwaste.warehouse.store import DATA_FILE, Warehouse, atomic_write_parquet
+
+    spec = GeneratorSpec(seed=seed, gpus=gpus, days=days, cluster="bench")
+    data = work / "warehouse"
+    samples_dir = data / "parquet" / "gpu_samples" / "cluster=bench"
+    if not samples_dir.exists():
+        raw = work / "raw"
+        write_samples_parquet(spec, raw)
+        for day in sorted(raw.glob("date=*")):  # into the warehouse contract, a day at a time
+            df = conform(pl.read_parquet(day / "part-0.parquet"), GPU_SAMPLES, stored=True)
+            atomic_write_parquet(df, samples_dir / day.name / DATA_FILE)
+            (day / "part-0.parquet").unlink()
+        cluster = simulate(spec)
+        wh = Warehouse(data)
+        wh.upsert("jobs", "bench", "gen", jobs_frame(cluster))
+        wh.upsert("job_gpus", "bench", "gen", job_gpus_frame(cluster))
+    import duckdb
+
+    con = duckdb.connect()
+    n = con.execute(f"select count(*) from read_parquet('{samples_dir}/*/*.parquet')").fetchall()
+    return int(n[0][0])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--gpus", type=int, default=512)
+    ap.add_argument("--days", type=float, default=14.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/gpuwaste-bench"))
+    ap.add_argument("--skip-pandas", action="store_true")
+    ap.add_argument("--batch-days", type=int, default=7, help="gpuwaste analyze --batch-days")
+    args = ap.parse_args()
+    samples = prepare(args.work, args.gpus, args.days, args.seed)
+    data = args.work / "warehouse"
+    glob = str(data / "parquet" / "gpu_samples" / "cluster=bench" / "*" / "*.parquet")
+    py = sys.executable
+    results = [("duckdb lag/lead pass (a)", *timed([py, "-c", BASELINE_DUCKDB, glob]))]
+    gw = str(Path(py).with_name("gpuwaste"))
+    results.append(
+        (
+            "gpuwaste analyze --rebuild",
+            *timed(
+                [
+                    gw,
+                    "analyze",
+                    "--rebuild",
+                    "--quiet",
+                    "--batch-days",
+                    str(args.batch_days),
+                    "--data-dir",
+                    str(data),
+                ]
+            ),
+        )
+    )
+    if not args.skip_pandas:
+        results.append(("pandas groupby-apply (b)", *timed([py, "-c", BASELINE_PANDAS, glob])))
+    print(f"{samples:,} GPU samples ({args.gpus} GPUs x {args.days} days at 15 s)\n")
+    print("| implementation | wall s | M samples/s | peak RSS GiB |")
+    print("| --- | --- | --- | --- |")
+    for name, wall, peak, _ in results:
+        print(f"| {name} | {wall:.1f} | {samples / wall / 1e6:.2f} | {peak:.2f} |")
+    a = results[0][1]
+    print(f"\nanalyze / floor (a): {results[1][1] / a:.1f}x (target <= 4x)")
+    if len(results) > 2:
+        print(f"pandas (b) / analyze: {results[2][1] / results[1][1]:.1f}x (target >= 5x)")
+
+
+if __name__ == "__main__":
+    main()

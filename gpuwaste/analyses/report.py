@@ -1,0 +1,103 @@
+"""`gpuwaste report`: a result table as the study prints it, for one cluster and VC.
+
+Summaries are read as written by `gpuwaste analyze`; with `since`, they are recomputed on the spot
+by the same SQL over the jobs that started on or after that day (so a report "since" never
+disagrees with the definitions). Per-job tables are filtered the same way.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from gpuwaste.analyses.per_job import PER_JOB_TABLES
+from gpuwaste.analyses.run import SUMMARIES
+from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
+from gpuwaste.analyses.tables import ALL_VCS
+from gpuwaste.config import Settings
+from gpuwaste.errors import GpuwasteError
+from gpuwaste.warehouse.catalog import connect, view_sql
+from gpuwaste.warehouse.schema import table
+from gpuwaste.warehouse.store import Warehouse
+
+REPORTS = (*SUMMARIES, *PER_JOB_TABLES)
+TITLES = {
+    "waste_by_vc": "Idle slots and never-used GPUs, % of GPU time (CloudBrain Table IV)",
+    "never_used_by_size": "Jobs with a never-used GPU by GPUs requested (CloudBrain Table V)",
+    "stable_phase_grid": "% of GPU time in stable phases, t x m (CloudBrain Table III)",
+    "spatial_summary": "Spatial underutilization (CloudBrain §IV-A, §IV-B)",
+    "debug_jobs": "Debugging jobs (CloudBrain §IV-C1)",
+    "util_by_size_status": "Mean GPU utilization by size and status (Philly Table 3)",
+    "util_minute_hist": "Per-minute GPU utilization, GPU-minutes (Philly Figure 5)",
+    "util_by_spread": "16-GPU jobs by number of servers (Philly Table 5)",
+    "jobs_by_status": "Jobs and GPU time by final status (Philly Table 6)",
+    "queueing_delay": "Queueing delay, seconds (Philly §3)",
+    "waste_daily": "GPU hours per UTC day by kind",
+}
+
+
+def _since_views(con: duckdb.DuckDBPyConnection, wh: Warehouse, since: date) -> None:
+    """Redefine the per-job views to the jobs that started on or after `since`."""
+    jobs_sql = view_sql(wh, table("job_usage"))
+    con.execute(
+        f"create or replace view job_usage as select * from ({jobs_sql}) "
+        f"where start_ts >= '{since.isoformat()}'::timestamptz"
+    )
+    for name in ("job_gpu_usage", "job_util_hist", "stable_phases", "idle_slots"):
+        inner = view_sql(wh, table(name))
+        con.execute(
+            f"create or replace view {name} as select * from ({inner}) as t "
+            "where (t.cluster, t.job_id) in (select cluster, job_id from job_usage)"
+        )
+
+
+def report(
+    settings: Settings,
+    name: str,
+    *,
+    cluster: str | None = None,
+    vc: str | None = None,
+    since: date | None = None,
+) -> pl.DataFrame:
+    """The rows of result table `name` (optionally one cluster, one VC, jobs since a day)."""
+    if name not in REPORTS:
+        raise GpuwasteError(f"no report named '{name}' (known: {', '.join(REPORTS)}).")
+    data_dir: Path = settings.data_dir
+    wh = Warehouse(data_dir)
+    if not wh.has_files(name):
+        raise GpuwasteError(f"no {name} table in {data_dir}: run `gpuwaste analyze` first.")
+    clusters = [cluster] if cluster else wh.clusters(name)
+    if cluster and cluster not in wh.clusters(name):
+        raise GpuwasteError(
+            f"no {name} rows for cluster '{cluster}' in {data_dir} "
+            f"(clusters: {', '.join(wh.clusters(name))})."
+        )
+    con = connect(data_dir)
+    try:
+        if since is not None:
+            _since_views(con, wh, since)
+        frames = []
+        for c in clusters:
+            if since is not None and name in SUMMARIES:
+                set_variables(con, {**threshold_variables(settings.thresholds), "cluster": c})
+                df = SUMMARIES[name](con).with_columns(pl.lit(c).alias("cluster"))
+            else:
+                df = con.sql(f'select * from "{name}" where cluster = $1', params=[c]).pl()
+            frames.append(df)
+    finally:
+        con.close()
+    out = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+    if vc is not None and "vc" in out.columns:
+        out = out.filter(pl.col("vc") == vc)
+    t = table(name)
+    cols = [c for c in t.columns if c in out.columns]
+    out = out.select(cols)
+    if t.sort:
+        out = out.sort([c for c in ("cluster", *t.sort) if c in out.columns], nulls_last=True)
+    return out
+
+
+__all__ = ["ALL_VCS", "REPORTS", "TITLES", "report"]

@@ -1,0 +1,267 @@
+"""`gpuwaste analyze`: recompute the result tables for what changed, under the writer lock.
+
+Per cluster: find the jobs whose inputs changed since the last run (their record or allocations,
+a sample partition their allocation overlaps, or, for running jobs, the watermark), run the
+per-job pass over them in batches of jobs by start day and, inside a batch, of hosts (bounded
+memory; each host range reads only its own row groups), replace exactly their
+rows in the per-job tables, then recompute the summaries from the per-job tables and record the
+state. `rebuild=True` recomputes every job and gives the same tables.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from gpuwaste.analyses import (
+    debug_jobs,
+    jobs_by_status,
+    never_used_by_size,
+    queueing_delay,
+    spatial_summary,
+    stable_phase_grid,
+    state,
+    util_by_size_status,
+    util_by_spread,
+    util_minute_hist,
+    waste_by_vc,
+    waste_daily,
+)
+from gpuwaste.analyses.per_job import PER_JOB_TABLES, BatchResult, run_batch
+from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
+from gpuwaste.config import Settings
+from gpuwaste.errors import GpuwasteError
+from gpuwaste.warehouse.catalog import connect, refresh_catalog
+from gpuwaste.warehouse.lock import writer_lock
+from gpuwaste.warehouse.store import Warehouse
+
+FILE_KEY = "analyze"
+# Floats are written rounded to this many decimals: parallel aggregation sums in varying order,
+# and without rounding a rebuild could differ from an incremental run in the 14th digit.
+DECIMALS = 6
+
+
+def _stable(df: pl.DataFrame) -> pl.DataFrame:
+    return df.with_columns(pl.col(pl.Float64).round(DECIMALS))
+
+
+SUMMARIES: dict[str, Callable[[duckdb.DuckDBPyConnection], pl.DataFrame]] = {
+    m.NAME: m.compute
+    for m in (
+        waste_by_vc,
+        never_used_by_size,
+        stable_phase_grid,
+        spatial_summary,
+        debug_jobs,
+        util_by_size_status,
+        util_minute_hist,
+        util_by_spread,
+        jobs_by_status,
+        queueing_delay,
+        waste_daily,
+    )
+}
+
+
+@dataclass
+class ClusterRun:
+    cluster: str
+    jobs_total: int = 0
+    jobs_recomputed: int = 0
+    jobs_removed: int = 0
+    unresolved_gpus: int = 0
+    rebuilt: bool = False
+    rows: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        what = "rebuilt" if self.rebuilt else "incremental"
+        line = (
+            f"{self.cluster}: {self.jobs_recomputed} of {self.jobs_total} jobs recomputed "
+            f"({what}), {self.jobs_removed} removed"
+        )
+        if self.unresolved_gpus:
+            line += (
+                f"; {self.unresolved_gpus} allocation(s) without GPU index and without labelled "
+                "samples skipped"
+            )
+        return line
+
+
+def _as_of(con: duckdb.DuckDBPyConnection, cluster: str) -> datetime:
+    """How far the data of `cluster` reaches: its latest ingest watermark, else its latest
+    sample, else its latest job event."""
+    for sql in (
+        "select max(watermark) from ingest_state where cluster = $1",
+        "select max(ts) + interval 1 microsecond from gpu_samples where cluster = $1",
+        "select max(greatest(coalesce(end_ts, start_ts), start_ts)) from jobs where cluster = $1",
+    ):
+        row = con.execute(sql, [cluster]).fetchall()[0]
+        if row and row[0] is not None:
+            value: datetime = row[0]
+            return value.astimezone(UTC)
+    return datetime.now(UTC)
+
+
+def _batches(dirty: pl.DataFrame, batch_days: int) -> list[list[str]]:
+    """Jobs grouped by start day, `batch_days` days per batch."""
+    if dirty.height == 0:
+        return []
+    ordered = dirty.sort(["first_day", "job_id"])
+    first = ordered["first_day"].min()
+    assert isinstance(first, date)
+    groups = ordered.with_columns(
+        ((pl.col("first_day") - pl.lit(first)).dt.total_days() // batch_days).alias("batch")
+    ).partition_by("batch", maintain_order=True)
+    return [g["job_id"].to_list() for g in groups]
+
+
+def _dirty_jobs(
+    fps: pl.DataFrame,
+    prev: tuple[state.AnalyzeState, pl.DataFrame] | None,
+    parts: dict[str, list[int]],
+    as_of: datetime,
+    since: date | None,
+) -> tuple[pl.DataFrame, list[str]]:
+    if prev is None:
+        return fps, []
+    old_state, old_fps = prev
+    changed = fps.join(
+        old_fps.select("job_id", "fingerprint"), on=["job_id", "fingerprint"], how="anti"
+    )
+    removed = old_fps.join(fps, on="job_id", how="anti")["job_id"].to_list()
+    days = sorted(state.changed_days(old_state.partitions, parts))
+    touched = pl.lit(False)
+    for d in days:
+        touched = touched | ((pl.col("first_day") <= d) & (pl.col("last_day") >= d))
+    masks = [touched]
+    if old_state.as_of != as_of.isoformat():
+        masks.append(pl.col("running"))
+    if since is not None:
+        masks.append(pl.col("last_day") >= since)
+    mask = masks[0]
+    for m in masks[1:]:
+        mask = mask | m
+    dirty = pl.concat([changed, fps.filter(mask)]).unique("job_id", keep="first")
+    return dirty, removed
+
+
+def analyze_cluster(
+    settings: Settings,
+    cluster: str,
+    *,
+    rebuild: bool = False,
+    since: date | None = None,
+    batch_days: int = 7,
+    batch_hosts: int = 8,
+    memory_limit: str = "1500MB",
+) -> ClusterRun:
+    wh = Warehouse(settings.data_dir)
+    t = settings.thresholds
+    con = connect(settings.data_dir)
+    con.execute(f"set memory_limit = '{memory_limit}'")
+    con.execute("set preserve_insertion_order = false")
+    as_of = _as_of(con, cluster)
+    parts = state.partition_signatures(wh, cluster)
+    fps = state.job_fingerprints(con, cluster, as_of)
+    thresholds_json = t.model_dump_json()
+    prev = None if rebuild else state.load(settings.data_dir, cluster)
+    if prev is not None and prev[0].thresholds != thresholds_json:
+        prev = None
+    run = ClusterRun(cluster=cluster, jobs_total=fps.height, rebuilt=prev is None)
+    dirty, removed = _dirty_jobs(fps, prev, parts, as_of, since)
+    run.jobs_recomputed, run.jobs_removed = dirty.height, len(removed)
+
+    if dirty.height or removed or prev is None:
+        result = BatchResult()
+        for ids in _batches(dirty, batch_days):
+            result.add(run_batch(con, cluster, ids, t, as_of, batch_hosts))
+        run.unresolved_gpus = result.unresolved_gpus
+        run.seconds = result.seconds
+        touched = dirty["job_id"].to_list() + removed
+        for name in PER_JOB_TABLES:
+            combined = result.combined(name)
+            rows = _stable(combined) if combined is not None else pl.DataFrame()
+            if prev is None:
+                run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, rows)
+            else:
+                run.rows[name] = wh.replace_rows_where(
+                    name, cluster, FILE_KEY, pl.col("job_id").is_in(touched), rows
+                )
+        con.close()
+        refresh_catalog(settings.data_dir)
+        con = connect(settings.data_dir)
+        set_variables(con, {**threshold_variables(t), "cluster": cluster})
+        for name, compute in SUMMARIES.items():
+            run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, _stable(compute(con)))
+    con.close()
+    state.save(
+        settings.data_dir,
+        cluster,
+        state.AnalyzeState(thresholds=thresholds_json, as_of=as_of.isoformat(), partitions=parts),
+        fps,
+    )
+    return run
+
+
+def analyze(
+    settings: Settings,
+    *,
+    clusters: list[str] | None = None,
+    rebuild: bool = False,
+    since: date | None = None,
+    batch_days: int = 7,
+    batch_hosts: int = 8,
+    quiet: bool = False,
+) -> list[ClusterRun]:
+    """Analyze every cluster with jobs (or only `clusters`); one writer at a time."""
+    data_dir: Path = settings.data_dir
+    wh = Warehouse(data_dir)
+    known = wh.clusters("jobs")
+    if not known:
+        raise GpuwasteError(
+            f"no jobs in the warehouse at {data_dir}: run `gpuwaste ingest` (or `gpuwaste demo`) "
+            "first."
+        )
+    chosen = clusters or known
+    unknown = sorted(set(chosen) - set(known))
+    if unknown:
+        raise GpuwasteError(
+            f"no jobs for cluster '{unknown[0]}' in {data_dir} (clusters with jobs: "
+            f"{', '.join(known)})."
+        )
+    runs: list[ClusterRun] = []
+    with writer_lock(data_dir, "analyze"):
+        for c in chosen:
+            run = analyze_cluster(
+                settings,
+                c,
+                rebuild=rebuild,
+                since=since,
+                batch_days=batch_days,
+                batch_hosts=batch_hosts,
+            )
+            runs.append(run)
+            if not quiet:
+                print(run.summary(), file=sys.stdout)
+        refresh_catalog(data_dir)
+    return runs
+
+
+def since_date(text: str | None) -> date | None:
+    """`--since` as a date (YYYY-MM-DD, or an ISO timestamp), or None."""
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text).date()
+    except ValueError:
+        raise GpuwasteError(f"--since '{text}' is not a date such as 2026-11-01.") from None
+
+
+__all__ = ["SUMMARIES", "analyze", "analyze_cluster", "since_date"]

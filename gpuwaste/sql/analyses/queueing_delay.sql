@@ -1,0 +1,33 @@
+-- grain: one row per VC (and '(all)') x size class (1, 2-4, 5-8, >8, all) [Philly §3]: delay
+--        from submission to the start of the first attempt, mean and percentiles (seconds).
+-- sources: job_usage.
+-- variables: cluster.
+with
+
+jobs as (
+    select coalesce(vc, '(none)') as vc, size_class, queue_delay_s
+    from job_usage
+    where cluster = getvariable('cluster') and queue_delay_s is not null
+),
+
+expanded as (
+    select * from jobs
+    union all select * replace ('(all)' as vc) from jobs
+),
+
+sized as (
+    select * from expanded
+    union all select * replace ('all' as size_class) from expanded
+),
+
+final as (
+    select vc, size_class, count(*) as jobs,
+        avg(queue_delay_s) as delay_mean_s,
+        quantile_cont(queue_delay_s, 0.5) as delay_p50_s,
+        quantile_cont(queue_delay_s, 0.9) as delay_p90_s,
+        quantile_cont(queue_delay_s, 0.99) as delay_p99_s
+    from sized
+    group by vc, size_class
+)
+
+select * from final

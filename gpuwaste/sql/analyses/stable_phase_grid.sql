@@ -1,0 +1,57 @@
+-- grain: one row per VC (and '(all)') x length threshold t x idle-memory threshold m
+--        [CloudBrain §IV-B, Table III]: percent of all GPU time in stable phases, i.e. phases
+--        longer than t whose idle memory (capacity - highest memory used) exceeds m GiB.
+-- sources: stable_phases, job_usage.
+-- variables: cluster, stable_phase_lengths_s, stable_phase_idle_gib.
+with
+
+jobs as (
+    select job_id, coalesce(vc, '(none)') as vc, gpu_s
+    from job_usage
+    where cluster = getvariable('cluster')
+),
+
+phases as (
+    select p.job_id, j.vc, p.duration_s, p.idle_mem_mib
+    from stable_phases as p
+    join jobs as j using (job_id)
+    where p.cluster = getvariable('cluster')
+),
+
+grid as (
+    select t_s, m_gib
+    from unnest(getvariable('stable_phase_lengths_s')) as l(t_s)
+    cross join unnest(getvariable('stable_phase_idle_gib')) as m(m_gib)
+),
+
+vcs as (
+    select vc, sum(gpu_s) as gpu_s from jobs group by vc
+    union all
+    select '(all)' as vc, sum(gpu_s) as gpu_s from jobs
+),
+
+stable as (
+    select p.vc, g.t_s, g.m_gib, sum(p.duration_s) as stable_gpu_s
+    from phases as p
+    join grid as g on p.duration_s > g.t_s and p.idle_mem_mib > g.m_gib * 1024
+    group by p.vc, g.t_s, g.m_gib
+),
+
+stable_all as (
+    select * from stable
+    union all
+    select '(all)' as vc, t_s, m_gib, sum(stable_gpu_s) from stable group by t_s, m_gib
+),
+
+final as (
+    select
+        v.vc, g.t_s, g.m_gib,
+        coalesce(s.stable_gpu_s, 0) as stable_gpu_s,
+        v.gpu_s,
+        100 * coalesce(s.stable_gpu_s, 0) / nullif(v.gpu_s, 0) as pct
+    from vcs as v
+    cross join grid as g
+    left join stable_all as s on s.vc = v.vc and s.t_s = g.t_s and s.m_gib = g.m_gib
+)
+
+select * from final

@@ -1,0 +1,36 @@
+-- grain: one row per VC (and '(all)') x job size (1, 4, 8, 16, all) x final status (and 'all')
+--        x 1-point utilization bucket [Philly §3, Figure 5]: GPU-minutes; cumulate for the CDF.
+-- sources: job_util_hist, job_usage.
+-- variables: cluster.
+with
+
+minutes as (
+    select coalesce(j.vc, '(none)') as vc, cast(j.gpus as varchar) as size, j.state,
+           h.bucket, h.gpu_minutes
+    from job_util_hist as h
+    join job_usage as j on j.job_id = h.job_id and j.cluster = h.cluster
+    where h.cluster = getvariable('cluster')
+),
+
+sized as (
+    select * from minutes where size in ('1', '4', '8', '16')
+    union all select * replace ('all' as size) from minutes
+),
+
+expanded as (
+    select * from sized
+    union all select * replace ('(all)' as vc) from sized
+),
+
+states as (
+    select * from expanded
+    union all select * replace ('all' as state) from expanded
+),
+
+final as (
+    select vc, size, state, bucket, sum(gpu_minutes) as gpu_minutes
+    from states
+    group by vc, size, state, bucket
+)
+
+select * from final

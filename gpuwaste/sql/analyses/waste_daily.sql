@@ -1,0 +1,58 @@
+-- grain: one row per VC (and '(all)') x UTC day: GPU hours allocated, busy, in idle slots,
+--        never used, without data, and the GPU hours of debugging, failed and killed jobs.
+-- sources: job_gpu_usage, job_usage.
+-- variables: cluster.
+-- An allocation's figures are split across the days it spans in proportion to its overlap with
+-- each day (exact for allocated hours; a day's share of the others assumes they spread evenly).
+with
+
+gpus as (
+    select
+        g.start_ts, g.end_ts, g.alloc_s, g.busy_s, g.idle_slot_s, g.never_used_s, g.missing_s,
+        coalesce(j.vc, '(none)') as vc, j.is_debug, j.state
+    from job_gpu_usage as g
+    join job_usage as j on j.cluster = g.cluster and j.job_id = g.job_id
+    where g.cluster = getvariable('cluster') and g.alloc_s > 0
+),
+
+days as (
+    select
+        *,
+        unnest(
+            generate_series(
+                date_trunc('day', start_ts), end_ts - interval 1 microsecond, interval 1 day
+            )
+        ) as day_start
+    from gpus
+),
+
+shares as (
+    select
+        *,
+        epoch(least(end_ts, day_start + interval 1 day) - greatest(start_ts, day_start))
+            / alloc_s as share
+    from days
+),
+
+expanded as (
+    select * from shares
+    union all select * replace ('(all)' as vc) from shares
+),
+
+final as (
+    select
+        vc,
+        cast(day_start as date) as day,
+        sum(share * alloc_s) / 3600 as alloc_gpu_h,
+        sum(share * busy_s) / 3600 as busy_gpu_h,
+        sum(share * idle_slot_s) / 3600 as idle_slot_gpu_h,
+        sum(share * never_used_s) / 3600 as never_used_gpu_h,
+        sum(share * missing_s) / 3600 as missing_gpu_h,
+        sum(share * alloc_s) filter (where is_debug) / 3600 as debug_gpu_h,
+        sum(share * alloc_s) filter (where state = 'unsuccessful') / 3600 as failed_gpu_h,
+        sum(share * alloc_s) filter (where state = 'killed') / 3600 as killed_gpu_h
+    from expanded
+    group by vc, cast(day_start as date)
+)
+
+select * from final

@@ -1,0 +1,151 @@
+"""`gpuwaste analyze` and `gpuwaste report` through the real command line."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from gpuwaste.cli import app
+from gpuwaste.warehouse.store import Warehouse
+
+T0 = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def warehouse(data_dir: Path) -> Path:
+    wh = Warehouse(data_dir)
+    rows = []
+    for k in range(1, 81):
+        idle = 20 <= k < 40
+        for gpu, vc_util in ((0, 70.0), (1, 0.0)):
+            rows.append(
+                {
+                    "host": "h",
+                    "gpu": gpu,
+                    "ts": T0 + timedelta(seconds=15 * k),
+                    "util": 0.0 if idle or gpu == 1 else vc_util,
+                    "mem_used_mib": 0.0 if idle or gpu == 1 else 3000.0,
+                    "mem_total_mib": 40960.0,
+                }
+            )
+    samples = pl.DataFrame(rows).with_columns(pl.col("ts").dt.cast_time_unit("us"))
+    wh.replace_window("gpu_samples", "c", T0, T0 + timedelta(hours=1), samples)
+    end = T0 + timedelta(seconds=1200)
+    wh.upsert(
+        "jobs",
+        "c",
+        "t",
+        pl.DataFrame(
+            {
+                "job_id": ["a", "b"],
+                "user": ["ann", "bob\x1b[2J"],
+                "vc": ["vision", "speech"],
+                "state": ["passed", "killed"],
+                "submit_ts": [T0 - timedelta(minutes=2), T0 - timedelta(days=3)],
+                "start_ts": [T0, T0],
+                "end_ts": [end, end],
+                "gpus": [1, 1],
+                "is_debug": [False, True],
+            }
+        ),
+    )
+    wh.upsert(
+        "job_gpus",
+        "c",
+        "t",
+        pl.DataFrame(
+            {
+                "job_id": ["a", "b"],
+                "attempt": [0, 0],
+                "host": ["h", "h"],
+                "gpu": [0, 1],
+                "start_ts": [T0, T0],
+                "end_ts": [end, end],
+            }
+        ),
+    )
+    result = CliRunner().invoke(app, ["analyze", "--data-dir", str(data_dir)])
+    assert result.exit_code == 0, result.output
+    assert "2 of 2 jobs recomputed" in result.output
+    return data_dir
+
+
+def test_report_formats(warehouse: Path) -> None:
+    runner = CliRunner()
+    table = runner.invoke(app, ["report", "waste_by_vc", "--data-dir", str(warehouse)])
+    assert table.exit_code == 0, table.output
+    assert "Table IV" in table.output and "vision" in table.output
+    out = runner.invoke(
+        app, ["report", "waste_by_vc", "--data-dir", str(warehouse), "--format", "csv"]
+    )
+    rows = list(csv.DictReader(io.StringIO(out.output)))
+    total = next(r for r in rows if r["vc"] == "(all)" and r["kind"] == "total")
+    assert float(total["gpu_s"]) == 2400
+    assert float(total["idle_slot_gpu_s"]) == 300  # job a: 20 zero samples of 15 s
+    assert float(total["never_used_gpu_s"]) == 1200  # job b's GPU
+    out = runner.invoke(
+        app,
+        [
+            "report",
+            "jobs_by_status",
+            "--data-dir",
+            str(warehouse),
+            "--vc",
+            "speech",
+            "--format",
+            "json",
+        ],
+    )
+    data = json.loads(out.output)
+    assert [(r["vc"], r["state"], r["jobs"]) for r in data] == [("speech", "killed", 1)]
+
+
+def test_report_since_and_per_job_tables(warehouse: Path) -> None:
+    runner = CliRunner()
+    out = runner.invoke(
+        app,
+        [
+            "report",
+            "job_usage",
+            "--data-dir",
+            str(warehouse),
+            "--format",
+            "json",
+            "--since",
+            "2026-11-02",
+        ],
+    )
+    assert out.exit_code == 0 and json.loads(out.output) == []
+    out = runner.invoke(
+        app,
+        [
+            "report",
+            "queueing_delay",
+            "--data-dir",
+            str(warehouse),
+            "--since",
+            "2026-11-01",
+            "--format",
+            "json",
+        ],
+    )
+    rows = {(r["vc"], r["size_class"]): r for r in json.loads(out.output)}
+    assert rows[("vision", "1")]["delay_mean_s"] == 120
+    assert rows[("speech", "1")]["delay_mean_s"] == 3 * 86400
+
+
+def test_mistakes_are_one_sentence(warehouse: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = runner.invoke(app, ["report", "nope", "--data-dir", str(warehouse)])
+    assert out.exit_code != 0 and "no report named 'nope'" in str(out.exception)
+    out = runner.invoke(app, ["analyze", "--data-dir", str(tmp_path / "empty")])
+    assert out.exit_code != 0 and "no jobs in the warehouse" in str(out.exception)
+    out = runner.invoke(app, ["report", "--data-dir", str(warehouse), "--cluster", "zz"])
+    assert out.exit_code != 0 and "cluster 'zz'" in str(out.exception)
