@@ -1,0 +1,1 @@
+"""The operator dashboard: a Streamlit app over the result tables (`gpuwaste dashboard`)."""

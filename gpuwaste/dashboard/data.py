@@ -1,0 +1,140 @@
+"""The dashboard's one way to the data: a cached read-only DuckDB connection, polars frames out.
+
+The connection comes from gpuwaste.warehouse.readonly.read_only_connection (in-memory views over
+the parquet, no file access outside the warehouse), so `gpuwaste ingest` and `gpuwaste analyze`
+can write while the dashboard is open. It is cached per (data dir, warehouse version): the version
+changes when a table gains or loses files or a result file is rewritten, which also expires the
+cached query results. Each query runs on its own cursor, so concurrent sessions do not share a
+result set.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+import streamlit as st
+
+from gpuwaste.config import DATA_DIR_ENV, load_settings
+from gpuwaste.dashboard import queries
+from gpuwaste.errors import GpuwasteError
+from gpuwaste.warehouse.readonly import read_only_connection
+from gpuwaste.warehouse.schema import all_tables
+from gpuwaste.warehouse.store import TMP_MARK, Warehouse
+
+RUN_DEMO = "`gpuwaste demo` (bundled sample data)"
+RUN_INGEST = "`gpuwaste ingest`"
+RUN_ANALYZE = "`gpuwaste analyze`"
+
+
+def data_dir() -> Path:
+    """The warehouse folder: $GPUWASTE_DATA_DIR (set by `gpuwaste dashboard`), else the config."""
+    env = os.environ.get(DATA_DIR_ENV)
+    if env:
+        return Path(env)
+    try:
+        return load_settings().data_dir
+    except GpuwasteError:
+        return Path("gpuwaste-data")
+
+
+def _any_file(base: Path) -> Path | None:
+    for p in base.glob("**/*.parquet"):
+        if TMP_MARK not in p.name:
+            return p
+    return None
+
+
+def warehouse_version(root: Path) -> tuple[tuple[str, float], ...]:
+    """Which tables have files, and when each result / bookkeeping table was last rewritten."""
+    wh = Warehouse(root)
+    out: list[tuple[str, float]] = []
+    for name, t in sorted(all_tables().items()):
+        base = wh.table_dir(name)
+        if not base.is_dir():
+            continue
+        if t.layout == "dated":
+            if _any_file(base) is not None:
+                out.append((name, 0.0))
+            continue
+        files = [p for p in base.glob("*/*.parquet") if TMP_MARK not in p.name]
+        if files:
+            out.append((name, max(p.stat().st_mtime for p in files)))
+    return tuple(out)
+
+
+@st.cache_data(ttl=5, show_spinner=False)
+def _version(root: str) -> tuple[tuple[str, float], ...]:
+    """warehouse_version, looked at no more than every 5 s."""
+    return warehouse_version(Path(root))
+
+
+@dataclass(frozen=True)
+class Status:
+    """Whether the pages can draw, and if not, what the operator should run."""
+
+    ok: bool
+    message: str = ""
+
+
+def status(root: Path, version: tuple[tuple[str, float], ...]) -> Status:
+    have = {name for name, _ in version}
+    if not root.is_dir():
+        return Status(
+            False,
+            f"No warehouse at {root}. Run {RUN_DEMO} to try it, or {RUN_INGEST} then "
+            f"{RUN_ANALYZE} for your cluster; then reload this page.",
+        )
+    if "job_usage" not in have:
+        facts = sorted(have & {"gpu_samples", "jobs", "host_samples", "job_gpus"})
+        if facts:
+            return Status(
+                False,
+                f"The warehouse at {root} has ingested data ({', '.join(facts)}) but no results "
+                f"yet: run {RUN_ANALYZE}, then reload this page.",
+            )
+        return Status(
+            False,
+            f"The warehouse at {root} is empty. Run {RUN_DEMO}, or {RUN_INGEST} then "
+            f"{RUN_ANALYZE}; then reload this page.",
+        )
+    return Status(True)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def _connection(root: str, version: tuple[tuple[str, float], ...]) -> duckdb.DuckDBPyConnection:
+    return read_only_connection(Path(root))
+
+
+def connection() -> duckdb.DuckDBPyConnection:
+    """A fresh cursor on the cached read-only connection (close it when done)."""
+    root = data_dir()
+    return _connection(str(root), _version(str(root))).cursor()
+
+
+@st.cache_data(ttl=600, max_entries=512, show_spinner=False)
+def _cached(
+    root: str, version: tuple[tuple[str, float], ...], name: str, args: tuple[Any, ...]
+) -> pl.DataFrame:
+    fn: Callable[..., pl.DataFrame] = getattr(queries, name)
+    cur = _connection(root, version).cursor()
+    try:
+        return fn(cur, *args)
+    finally:
+        cur.close()
+
+
+def fetch(fn: Callable[..., pl.DataFrame], *args: Any) -> pl.DataFrame:
+    """Run `queries.<fn>(cursor, *args)` with its result cached until the warehouse changes."""
+    root = data_dir()
+    return _cached(str(root), _version(str(root)), fn.__name__, args)
+
+
+def current_status() -> Status:
+    root = data_dir()
+    return status(root, _version(str(root)))

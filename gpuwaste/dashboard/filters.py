@@ -1,0 +1,126 @@
+"""The view's filters (cluster, VC, period, user, job size, state) and the SQL they become.
+
+Pure: no Streamlit here. `Filters.from_state` reads the widget values (whose keys are also the
+URL query parameters, see `widgets.sidebar_filters`), and the `*_where` methods turn them into
+parameterized WHERE clauses over the result tables' columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from typing import Any
+
+from gpuwaste.analyses.tables import ALL_VCS, SIZE_CLASSES
+
+STATES = ("passed", "killed", "unsuccessful", "running")
+
+# Widget keys, which are also the URL query parameter names.
+CLUSTER, VC, PERIOD, USER, SIZE, STATE = "cluster", "vc", "period", "user", "size", "state"
+FILTER_KEYS = (CLUSTER, VC, PERIOD, USER, SIZE, STATE)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """One view of the warehouse. Empty tuples and None mean "no restriction"."""
+
+    cluster: str | None = None
+    vcs: tuple[str, ...] = ()
+    start: date | None = None  # first UTC day of the period
+    end: date | None = None  # last UTC day of the period (inclusive)
+    user: str | None = None
+    sizes: tuple[str, ...] = ()
+    states: tuple[str, ...] = ()
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> Filters:
+        period = state.get(PERIOD) or ()
+        if isinstance(period, date):
+            period = (period,)
+        days = [d for d in period if isinstance(d, date)]
+        user = (state.get(USER) or "").strip() or None
+        return cls(
+            cluster=state.get(CLUSTER) or None,
+            vcs=tuple(state.get(VC) or ()),
+            start=days[0] if days else None,
+            end=days[-1] if days else None,
+            user=user,
+            sizes=tuple(s for s in state.get(SIZE) or () if s in SIZE_CLASSES),
+            states=tuple(s for s in state.get(STATE) or () if s in STATES),
+        )
+
+    # ------------------------------------------------------------ derived
+    @property
+    def period_start(self) -> datetime | None:
+        return datetime.combine(self.start, time(), UTC) if self.start else None
+
+    @property
+    def period_end(self) -> datetime | None:
+        """Exclusive end of the period: midnight after its last day."""
+        return datetime.combine(self.end, time(), UTC) + timedelta(days=1) if self.end else None
+
+    @property
+    def summary_vcs(self) -> tuple[str, ...]:
+        """VC values to read from summary tables: the selected VCs, else the all-VCs rows."""
+        return self.vcs or (ALL_VCS,)
+
+    @property
+    def job_filters_active(self) -> bool:
+        """True when a filter applies that summary tables (per cluster x VC) cannot honor."""
+        return bool(self.user or self.sizes or self.states or self.start or self.end)
+
+    def describe(self) -> str:
+        parts = [f"cluster {self.cluster}" if self.cluster else "all clusters"]
+        parts.append(f"VC {', '.join(self.vcs)}" if self.vcs else "all VCs")
+        if self.start:
+            parts.append(f"{self.start} to {self.end}")
+        if self.user:
+            parts.append(f"user {self.user}")
+        if self.sizes:
+            parts.append(f"size {', '.join(self.sizes)}")
+        if self.states:
+            parts.append(f"state {', '.join(self.states)}")
+        return "; ".join(parts)
+
+    # ------------------------------------------------------------ SQL
+    def jobs_where(self, prefix: str = "") -> tuple[str, list[Any]]:
+        """WHERE clause over job_usage (or any table with its columns), jobs overlapping the
+        period."""
+        p = f"{prefix}." if prefix else ""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if self.cluster:
+            clauses.append(f"{p}cluster = ?")
+            params.append(self.cluster)
+        if self.vcs:
+            clauses.append(f"{p}vc IN ({', '.join('?' * len(self.vcs))})")
+            params.extend(self.vcs)
+        if self.period_start is not None and self.period_end is not None:
+            clauses.append(f"{p}start_ts < ? AND coalesce({p}end_ts, {p}start_ts) >= ?")
+            params.extend([self.period_end, self.period_start])
+        if self.user:
+            clauses.append(f'{p}"user" = ?')
+            params.append(self.user)
+        if self.sizes:
+            clauses.append(f"{p}size_class IN ({', '.join('?' * len(self.sizes))})")
+            params.extend(self.sizes)
+        if self.states:
+            clauses.append(f"{p}state IN ({', '.join('?' * len(self.states))})")
+            params.extend(self.states)
+        return (" AND ".join(clauses) or "true"), params
+
+    def summary_where(self, *, days: bool = False) -> tuple[str, list[Any]]:
+        """WHERE clause over a summary table (cluster, vc[, day])."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if self.cluster:
+            clauses.append("cluster = ?")
+            params.append(self.cluster)
+        vcs = self.summary_vcs
+        clauses.append(f"vc IN ({', '.join('?' * len(vcs))})")
+        params.extend(vcs)
+        if days and self.start and self.end:
+            clauses.append("day BETWEEN ? AND ?")
+            params.extend([self.start, self.end])
+        return " AND ".join(clauses), params

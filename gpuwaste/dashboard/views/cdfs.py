@@ -1,0 +1,80 @@
+"""Utilization CDFs per virtual cluster [CloudBrain §IV-A] and per-minute GPU utilization by job
+size and final status [Philly Fig. 5]. Curves are quantiles computed in DuckDB."""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from gpuwaste.analyses.tables import SIZE_CLASSES
+from gpuwaste.dashboard import charts, data, widgets
+from gpuwaste.dashboard import queries as q
+from gpuwaste.dashboard.filters import STATES
+
+RESOURCES = {
+    "GPU utilization": "util",
+    "GPU memory": "mem_util",
+    "CPU": "cpu_util",
+    "Host memory": "host_mem_util",
+}
+
+f = widgets.current_filters()
+st.title("Utilization CDFs")
+widgets.show_view(f)
+
+c1, c2, c3 = st.columns([2, 2, 1])
+with c1:
+    resource = st.radio("Resource", list(RESOURCES), key="resource", bind="query-params",
+                        horizontal=True)  # fmt: skip
+with c2:
+    threshold = st.slider("Threshold (%)", 0, 100, 50, key="threshold", bind="query-params",
+                          help="The legend reads the share of jobs at or below it off each curve.")  # fmt: skip
+with c3:
+    side = st.toggle("Side by side", key="side", bind="query-params")
+
+stem = RESOURCES[resource or "GPU utilization"]
+shares: list[dict[str, object]] = []
+cols = st.columns(2)
+for col, kind in zip(cols, ("mean", "max"), strict=True):
+    column = f"{stem}_{kind}"
+    curves = data.fetch(q.job_cdf, f, column)
+    with col:
+        if curves.height == 0:
+            st.info(f"No job in this view has {column}.")
+            continue
+        groups = curves["vc"].unique(maintain_order=True).to_list()
+        groups = [g for g in groups if g != "(all)"] + (["(all)"] if "(all)" in groups else [])
+        title = f"CDF of job {q.CDF_COLUMNS[column]}"
+        widgets.plot(
+            charts.cdf(curves, title, f"{q.CDF_COLUMNS[column]} (%)", float(threshold), bool(side),
+                       groups),
+            key=f"cdf_{kind}",
+        )  # fmt: skip
+        for g in groups:
+            c = curves.filter(pl.col("vc") == g).sort("p")
+            shares.append(
+                {"vc": g, "statistic": q.CDF_COLUMNS[column], "jobs": int(c["jobs"][0]),
+                 f"share ≤ {threshold}%": round(100 * charts.share_below(c, float(threshold)), 1)}
+            )  # fmt: skip
+if shares:
+    st.caption("Share of jobs at or below the threshold, read off the curves above.")
+    st.dataframe(pl.DataFrame(shares), hide_index=True)
+
+st.subheader("Per-minute GPU utilization")
+st.caption("From util_minute_hist, per cluster and VC over the analyzed window: the period and user "
+           "filters do not apply; size and state do.")  # fmt: skip
+left, right = st.columns(2)
+with left:
+    h = data.fetch(q.minute_cdf, f, "size")
+    if h.height:
+        widgets.plot(charts.minute_cdf(h, "Per-minute GPU utilization by job size (GPUs)",
+                                       SIZE_CLASSES), key="minute_size")  # fmt: skip
+    else:
+        st.info("No per-minute utilization for this view.")
+with right:
+    h = data.fetch(q.minute_cdf, f, "state")
+    if h.height:
+        widgets.plot(charts.minute_cdf(h, "Per-minute GPU utilization by final status", STATES),
+                     key="minute_state")  # fmt: skip
+    else:
+        st.info("No per-minute utilization for this view.")

@@ -1,0 +1,99 @@
+"""Job: find a job, see each GPU's utilization and memory over time with idle slots and stable
+phases shaded and never-used GPUs marked, and the job's figures and flags."""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from gpuwaste.dashboard import charts, data, widgets
+from gpuwaste.dashboard import queries as q
+from gpuwaste.render import safe_text
+
+f = widgets.current_filters()
+st.title("Job")
+
+search = st.text_input("Search jobs by id or user", key="q", bind="query-params",
+                       placeholder="job id prefix or part of a user name")  # fmt: skip
+picked = st.session_state.get(widgets.JOB) or st.query_params.get(widgets.JOB)
+with st.expander("Matching jobs in this view (most GPU hours lost first)", expanded=not picked):
+    if picked and not search:
+        # a job is open and nothing searched: skip the list (a top-200 over every job in view)
+        st.caption("Type in the search box to list jobs.")
+    else:
+        widgets.job_table(data.fetch(q.search_jobs, f, search or ""), key="search_table",
+                          height=250)  # fmt: skip
+
+job_id = (st.text_input("Job id", key=widgets.JOB, bind="query-params") or "").strip()
+if not job_id:
+    st.info("Pick a job: search above, type its id, or select a row in any job table.")
+    st.stop()
+
+rows = data.fetch(q.job, f.cluster, job_id)
+if rows.height == 0:
+    st.warning("No such job in the selected cluster:")
+    st.text(safe_text(job_id))
+    st.stop()
+job = rows.row(0, named=True)
+cluster = str(job["cluster"])
+
+st.text(f"Job {safe_text(job_id)}  ·  user {safe_text(job['user'])}  ·  VC {safe_text(job['vc'])}  ·  "
+        f"{safe_text(job['name'])}")  # fmt: skip
+c = st.columns(6)
+c[0].metric(
+    "GPUs", f"{job['gpus']}", f"{job['n_hosts']} host(s)", delta_color="off", delta_arrow="off"
+)
+c[1].metric(
+    "Duration",
+    f"{(job['duration_s'] or 0) / 3600:.2f} h",
+    str(job["state"]),
+    delta_color="off",
+    delta_arrow="off",
+)
+c[2].metric("GPU hours", f"{(job['gpu_s'] or 0) / 3600:,.2f}")
+c[3].metric("GPU utilization", f"{job['util_mean'] or 0:.1f}%", f"max {job['util_max'] or 0:.0f}%",
+            delta_color="off", delta_arrow="off")  # fmt: skip
+c[4].metric("Idle-slot GPU hours", f"{(job['idle_slot_gpu_s'] or 0) / 3600:,.2f}",
+            f"{job['idle_slots']} slot(s)", delta_color="off", delta_arrow="off")  # fmt: skip
+c[5].metric("Never-used GPUs", f"{job['never_used_gpus']}",
+            f"{(job['never_used_gpu_s'] or 0) / 3600:,.2f} GPU h", delta_color="off", delta_arrow="off")  # fmt: skip
+
+gpus = data.fetch(q.job_rows, "job_gpu_usage", cluster, job_id)
+slots = data.fetch(q.job_rows, "idle_slots", cluster, job_id)
+phases = data.fetch(q.job_rows, "stable_phases", cluster, job_id)
+samples = data.fetch(q.job_timeline, cluster, job_id)
+if gpus.height == 0:
+    st.info("No per-GPU rows (job_gpu_usage) for this job.")
+else:
+    if samples.height == 0:
+        st.info("No GPU samples in the warehouse for this job's GPUs and interval.")
+    title = f"GPU utilization and memory per GPU (job {charts.label(job_id)})"
+    widgets.plot(charts.timeline(samples, gpus, slots, phases, title), key="timeline")
+    st.caption("Red: idle slots. Green: stable phases. Grey: a GPU never used during the job.")
+
+flags = {
+    "debugging": job["is_debug"],
+    "declared debugging": job["is_debug_declared"],
+    "inferred debugging": job["is_debug_inferred"],
+    "hit the time limit": job["hit_time_limit"],
+    "fluctuating": job["fluctuating"],
+    "too little data": job["low_data"],
+    "diagnoses": job["diagnoses"],
+}
+left, right = st.columns(2)
+with left:
+    st.caption("Flags and diagnoses")
+    st.dataframe(pl.DataFrame({"flag": list(flags), "value": [safe_text(v) for v in flags.values()]}),
+                 hide_index=True)  # fmt: skip
+with right:
+    st.caption("All figures (job_usage)")
+    st.dataframe(
+        pl.DataFrame({"field": list(job), "value": [safe_text(v) for v in job.values()]}),
+        hide_index=True, height=300,
+    )  # fmt: skip
+with st.expander(f"Per GPU ({gpus.height})"):
+    widgets.table(gpus, "No rows.")
+with st.expander(f"Idle slots ({slots.height})"):
+    widgets.table(slots, "No idle slots.")
+with st.expander(f"Memory phases ({phases.height})"):
+    widgets.table(phases, "No phases.")

@@ -1,0 +1,51 @@
+"""SQL: one read-only query over the warehouse, with the table list and an example per table."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from gpuwaste.dashboard import data, sqlbox
+from gpuwaste.warehouse.schema import all_tables
+
+DEFAULT = sqlbox.example(all_tables()["job_usage"])
+
+st.title("SQL")
+st.caption(
+    "One read-only query (SELECT, WITH, DESCRIBE, SUMMARIZE...) over the warehouse views. "
+    "Writes, COPY, ATTACH, INSTALL, LOAD and files outside the warehouse are refused. "
+    f"At most {sqlbox.MAX_ROWS:,} rows, {sqlbox.TIMEOUT_S:g} s."
+)
+
+
+def _use_example() -> None:
+    name = st.session_state.get("example_table")
+    if name:
+        st.session_state["sql"] = sqlbox.example(all_tables()[name])
+
+
+left, right = st.columns([3, 2])
+with right:
+    st.selectbox("Example for table", sorted(all_tables()), key="example_table", index=None,
+                 placeholder="choose a table", on_change=_use_example)  # fmt: skip
+    st.dataframe(sqlbox.table_list(), hide_index=True, height=360)
+with left:
+    if "sql" not in st.session_state and "sql" not in st.query_params:
+        st.session_state["sql"] = DEFAULT
+    query = st.text_area("Query", key="sql", bind="query-params", height=200)
+    st.button("Run", type="primary")
+
+if query and query.strip():
+    cur = data.connection()
+    try:
+        out = sqlbox.run(cur, query)
+    finally:
+        cur.close()
+    if out.error is not None:
+        st.error("The query did not run:")
+        st.code(out.error, language=None)
+    elif out.frame is not None:
+        note = f"{out.frame.height:,} row(s) in {out.elapsed_s:.2f} s"
+        if out.truncated:
+            note += f" (first {sqlbox.MAX_ROWS:,} shown)"
+        st.caption(note)
+        st.dataframe(out.frame, hide_index=True)

@@ -1,0 +1,168 @@
+"""The dashboard in a real browser: `gpuwaste dashboard` on a free loopback port, Debian's
+chromium driven by Playwright. Every page is visited; each expected chart must show with traces,
+no exception box may appear, and a screenshot of each page is saved in the test's output folder
+(or in $GPUWASTE_SCREENSHOT_DIR, which is how docs/screenshots are made).
+
+Which warehouse the pages read is decided by the `warehouse` fixture alone.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuwaste.warehouse.readonly import read_only_connection
+from tests.support.browser import (
+    browser_page,
+    charts,
+    dashboard_server,
+    exception_boxes,
+    require_browser,
+    wait_for_charts,
+)
+from tests.support.result_warehouse import build_demo_warehouse, build_result_warehouse
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+# Switch to "demo" once `gpuwaste demo --no-serve` writes the result tables (one line to change).
+WAREHOUSE = os.environ.get("GPUWASTE_DASHBOARD_WAREHOUSE", "built")
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    require_browser()
+    d = tmp_path_factory.mktemp("dashboard") / "data"
+    if WAREHOUSE == "demo":
+        build_demo_warehouse(d)
+    else:
+        build_result_warehouse(d, n_jobs=800, seed=5)
+    return d
+
+
+@pytest.fixture(scope="module")
+def session(warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
+    log = tmp_path_factory.mktemp("server") / "dashboard.log"
+    with dashboard_server(warehouse, log) as url, browser_page() as page:
+        yield url, page
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = os.environ.get("GPUWASTE_SCREENSHOT_DIR")
+    d = Path(out) if out else tmp_path_factory.mktemp("screenshots")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def _busiest_job(warehouse: Path) -> str:
+    con = read_only_connection(warehouse)
+    try:
+        rows = con.sql(
+            "SELECT u.job_id FROM job_usage u WHERE u.gpus BETWEEN 2 AND 8 "
+            "AND u.cluster = (SELECT min(cluster) FROM job_usage) "
+            "AND EXISTS (SELECT 1 FROM idle_slots s WHERE s.cluster = u.cluster "
+            "            AND s.job_id = u.job_id) "
+            "AND EXISTS (SELECT 1 FROM gpu_samples g WHERE g.cluster = u.cluster "
+            "            AND g.job_id = u.job_id) "
+            "ORDER BY u.never_used_gpus DESC, u.duration_s < 43200 DESC, u.job_id LIMIT 1"
+        ).fetchall()
+    finally:
+        con.close()
+    assert rows, "no job with idle slots in the warehouse"
+    return str(rows[0][0])
+
+
+PAGES: list[tuple[str, str, list[str]]] = [
+    ("", "Overview", ["Where the GPU hours went", "GPU hours per day", "Top users by GPU hours lost"]),
+    ("cdfs", "Utilization CDFs", [
+        "CDF of job GPU utilization (mean)",
+        "CDF of job GPU utilization (max)",
+        "Per-minute GPU utilization by job size",
+        "Per-minute GPU utilization by final status",
+    ]),
+    ("waste", "Waste tables", [
+        "Idle-slot and never-used GPU time",
+        "Jobs with at least one never-used GPU",
+        "% of GPU time in stable phases",
+    ]),
+    ("job?job={job}", "Job", ["GPU utilization and memory per GPU"]),
+    ("sql", "SQL", []),
+]  # fmt: skip
+
+
+def _visit(page: Any, url: str, title: str, expected: list[str]) -> list[dict[str, Any]]:
+    page.goto(url)
+    page.get_by_role("heading", name=title, exact=True).first.wait_for(timeout=30_000)
+    found = wait_for_charts(page, expected)
+    assert exception_boxes(page) == []
+    assert page.get_by_text("Page not found").count() == 0
+    return found
+
+
+@pytest.mark.parametrize(("path", "title", "expected"), PAGES, ids=[p[1] for p in PAGES])
+def test_every_page_renders_its_charts(
+    session: tuple[str, Any],
+    warehouse: Path,
+    shots: Path,
+    path: str,
+    title: str,
+    expected: list[str],
+) -> None:
+    url, page = session
+    target = f"{url}/{path.format(job=_busiest_job(warehouse))}"
+    found = _visit(page, target, title, expected)
+    for want in expected:
+        match = [c for c in found if c["title"].startswith(want)]
+        assert match and all(c["traces"] > 0 and c["points"] > 0 for c in match), (want, found)
+    if title == "SQL":
+        grid = page.locator('[data-testid="stDataFrame"]')
+        grid.first.wait_for(timeout=30_000)
+    name = (path.split("?")[0] or "overview").replace("/", "_")
+    page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
+    assert (shots / f"{name}.png").stat().st_size > 10_000
+
+
+def _first_vc(warehouse: Path) -> str:
+    con = read_only_connection(warehouse)
+    try:
+        return str(con.sql("SELECT min(vc) FROM job_usage WHERE cluster = (SELECT min(cluster) "
+                           "FROM job_usage)").fetchall()[0][0])  # fmt: skip
+    finally:
+        con.close()
+
+
+def test_a_link_reproduces_the_view(session: tuple[str, Any], warehouse: Path) -> None:
+    url, page = session
+    vc = _first_vc(warehouse)
+    _visit(page, f"{url}/cdfs?vc={vc}&threshold=30&resource=CPU", "Utilization CDFs",
+           ["CDF of job CPU utilization (mean)"])  # fmt: skip
+    names = page.evaluate(
+        "() => Array.from(document.querySelectorAll('.js-plotly-plot'))[0].data.map(t => t.name)"
+    )
+    assert len(names) == 2, names
+    assert names[0].startswith(f"{vc} (") and names[1].startswith("(all) (")
+    assert all("≤ 30" in n for n in names)
+    # The URL keeps the view as the operator changes it.
+    assert "vc=" in page.url and "threshold=30" in page.url
+
+
+def test_selecting_a_job_row_opens_the_job(session: tuple[str, Any], warehouse: Path) -> None:
+    url, page = session
+    vc = _first_vc(warehouse)
+    _visit(page, f"{url}/?vc={vc}", "Overview", ["Top users by GPU hours lost"])
+    before = [c["title"] for c in charts(page)]
+    grid = page.locator('[data-testid="stDataFrame"]').nth(1)  # top users, then top jobs
+    grid.scroll_into_view_if_needed()
+    box = grid.bounding_box()
+    assert box is not None
+    # The row-selection checkbox of the first data row (header row is ~35 px high).
+    page.mouse.click(box["x"] + 16, box["y"] + 35 + 17)
+    page.get_by_role("heading", name="Job", exact=True).first.wait_for(timeout=30_000)
+    after = wait_for_charts(page, ["GPU utilization and memory per GPU"])
+    page.wait_for_url("**job=*", timeout=10_000)
+    assert f"vc={vc}" in page.url  # the filters travel with the job
+    assert [c["title"] for c in after] != before

@@ -1,0 +1,278 @@
+"""The dashboard's queries, filters, SQL box and charts on a real DuckDB over a built warehouse.
+
+Expected figures are computed independently with polars from the rows the builder wrote."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import date, timedelta
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from gpuwaste.analyses.tables import ALL_VCS
+from gpuwaste.dashboard import charts, data, sqlbox
+from gpuwaste.dashboard import queries as q
+from gpuwaste.dashboard.filters import Filters
+from gpuwaste.warehouse.readonly import read_only_connection
+from gpuwaste.warehouse.store import Warehouse
+from tests.support.result_warehouse import NASTY_USER, Built, build_result_warehouse
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    return build_result_warehouse(tmp_path_factory.mktemp("wh") / "data", n_jobs=600, seed=3)
+
+
+@pytest.fixture
+def con(built: Built) -> Iterator[duckdb.DuckDBPyConnection]:
+    c = read_only_connection(built.data_dir)
+    yield c
+    c.close()
+
+
+def _expected(jobs: pl.DataFrame, f: Filters) -> pl.DataFrame:
+    """The jobs a Filters selects, by polars (overlap with the period)."""
+    out = jobs
+    if f.vcs:
+        out = out.filter(pl.col("vc").is_in(f.vcs))
+    if f.user:
+        out = out.filter(pl.col("user") == f.user)
+    if f.sizes:
+        out = out.filter(pl.col("size_class").is_in(f.sizes))
+    if f.states:
+        out = out.filter(pl.col("state").is_in(f.states))
+    if f.period_start and f.period_end:
+        out = out.filter(
+            (pl.col("start_ts") < f.period_end)
+            & (pl.coalesce("end_ts", "start_ts") >= f.period_start)
+        )
+    return out
+
+
+def test_filter_options_list_every_vc(con: duckdb.DuckDBPyConnection, built: Built) -> None:
+    opts = q.filter_options(con)
+    assert opts["cluster"].unique().to_list() == [built.cluster]
+    assert sorted(opts["vc"].to_list()) == sorted(built.vcs)
+    counts = dict(built.jobs.group_by("vc").len().iter_rows())
+    assert dict(zip(opts["vc"], opts["jobs"], strict=True)) == counts
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        Filters(cluster="demo"),
+        Filters(cluster="demo", vcs=("nlp",)),
+        Filters(cluster="demo", sizes=("2-4", ">8"), states=("killed",)),
+        Filters(cluster="demo", start=date(2026, 10, 3), end=date(2026, 10, 4)),
+        Filters(cluster="demo", user=NASTY_USER),
+        Filters(cluster="elsewhere"),
+    ],
+)
+def test_job_filters_select_what_polars_selects(
+    con: duckdb.DuckDBPyConnection, built: Built, f: Filters
+) -> None:
+    want = _expected(built.jobs, f) if f.cluster == built.cluster else built.jobs.clear()
+    got = q.job_counts(con, f).row(0, named=True)
+    assert got["jobs"] == want.height
+    assert got["gpu_h"] == pytest.approx(want["gpu_s"].sum() / 3600)
+    top = q.top_jobs(con, f, limit=5)
+    assert set(top["job_id"]) <= set(want["job_id"])
+
+
+def test_period_filter_sums_daily_rows(con: duckdb.DuckDBPyConnection, built: Built) -> None:
+    daily = Warehouse(built.data_dir).read("waste_daily")
+    f = Filters(
+        cluster="demo", vcs=("nlp", "speech"), start=date(2026, 10, 2), end=date(2026, 10, 4)
+    )
+    want = daily.filter(
+        pl.col("vc").is_in(["nlp", "speech"]) & pl.col("day").is_between(f.start, f.end)
+    )
+    got = q.gpu_hours(con, f).row(0, named=True)
+    assert got["alloc_gpu_h"] == pytest.approx(want["alloc_gpu_h"].sum())
+    assert got["idle_slot_gpu_h"] == pytest.approx(want["idle_slot_gpu_h"].sum())
+    assert got["days"] == 3
+    # With no VC selected, the all-VC rows are read (not the VCs summed twice).
+    all_rows = daily.filter(pl.col("vc") == ALL_VCS)
+    total = q.gpu_hours(con, Filters(cluster="demo")).row(0, named=True)
+    assert total["alloc_gpu_h"] == pytest.approx(all_rows["alloc_gpu_h"].sum())
+    per_day = q.gpu_hours_daily(con, f)
+    assert f.start is not None
+    assert per_day["day"].to_list() == [f.start + timedelta(days=i) for i in range(3)]
+
+
+def test_top_users_rank_by_lost_hours(con: duckdb.DuckDBPyConnection, built: Built) -> None:
+    want = (
+        built.jobs.group_by("user")
+        .agg(((pl.col("idle_slot_gpu_s") + pl.col("never_used_gpu_s")).sum() / 3600).alias("lost"))
+        .sort("lost", descending=True)
+    )
+    got = q.top_users(con, Filters(cluster="demo"), limit=3)
+    assert got["user"].to_list() == want["user"].head(3).to_list()
+    assert got["lost_gpu_h"][0] == pytest.approx(want["lost"][0], abs=0.01)
+
+
+def test_cdf_is_a_few_hundred_points_per_vc(con: duckdb.DuckDBPyConnection, built: Built) -> None:
+    curves = q.job_cdf(con, Filters(cluster="demo"), "util_mean")
+    per_vc = dict(curves.group_by("vc").len().iter_rows())
+    assert per_vc == {**dict.fromkeys(built.vcs, q.CDF_POINTS), ALL_VCS: q.CDF_POINTS}
+    assert curves["vc"][-1] == ALL_VCS  # the all-VC curve is drawn last
+    for vc in (*built.vcs, ALL_VCS):
+        c = curves.filter(pl.col("vc") == vc).sort("x")
+        jobs = built.jobs if vc == ALL_VCS else built.jobs.filter(pl.col("vc") == vc)
+        util = jobs["util_mean"]
+        assert c["jobs"][0] == util.len()
+        ps = c["p"].to_list()
+        assert ps == sorted(ps) and ps[-1] == pytest.approx(1.0)  # a CDF never goes down
+        # every point is the exact share of jobs at or below x
+        for x, p in c.select("x", "p").gather_every(20).iter_rows():
+            assert p == pytest.approx((util <= x).mean()), (vc, x)
+        # reading the share at or below an integer threshold off the curve is exact
+        for t in (20.0, 50.0, 80.0):
+            assert charts.share_below(c, t) == pytest.approx((util <= t).mean())
+    one_vc = q.job_cdf(con, Filters(cluster="demo", vcs=("nlp",), sizes=("1",)), "cpu_util_max")
+    assert set(one_vc["vc"]) == {"nlp", ALL_VCS}
+    small = built.jobs.filter((pl.col("vc") == "nlp") & (pl.col("size_class") == "1"))
+    assert one_vc["jobs"][0] == small.height
+    assert q.job_cdf(con, Filters(cluster="nowhere"), "util_mean").height == 0
+    with pytest.raises(ValueError):
+        q.job_cdf(con, Filters(), "gpu_s; drop table x")
+
+
+def test_minute_cdf_cumulates_to_one(con: duckdb.DuckDBPyConnection) -> None:
+    for by in ("size", "state"):
+        h = q.minute_cdf(con, Filters(cluster="demo", sizes=("1", "5-8")), by)
+        assert h.height > 0
+        for _, g in h.group_by("grp"):
+            cdf = g.sort("bucket")["cdf"].to_list()
+            assert cdf == sorted(cdf)
+            assert cdf[-1] == pytest.approx(1.0)
+        if by == "size":
+            assert set(h["grp"]) <= {"1", "5-8"}
+
+
+def test_summary_tables_follow_the_vc_filter(con: duckdb.DuckDBPyConnection, built: Built) -> None:
+    for table in q.SUMMARY_ORDER:
+        everyone = q.summary(con, Filters(cluster="demo"), table)
+        assert set(everyone["vc"]) <= {ALL_VCS}, table
+        two = q.summary(con, Filters(cluster="demo", vcs=("nlp", "vision")), table)
+        assert set(two["vc"]) <= {"nlp", "vision"}, table
+    waste = q.summary(con, Filters(cluster="demo"), "waste_by_vc")
+    total = waste.filter(pl.col("kind") == "total").row(0, named=True)
+    assert total["gpu_s"] == pytest.approx(built.jobs["gpu_s"].sum())
+
+
+def test_job_lists_and_search(con: duckdb.DuckDBPyConnection, built: Built) -> None:
+    f = Filters(cluster="demo")
+    cond, order = q.JOB_LISTS["debug_time_limit"]
+    got = q.job_list(con, f, cond, order)
+    want = built.jobs.filter(pl.col("is_debug") & pl.col("hit_time_limit"))
+    assert sorted(got["job_id"]) == sorted(want["job_id"])
+    found = q.search_jobs(con, f, "mall")
+    assert found["user"].to_list() == [NASTY_USER]
+    assert q.search_jobs(con, f, "%").height == 0  # LIKE wildcards are literal
+    prefix = built.jobs.filter(pl.col("job_id").str.starts_with("1000")).height
+    assert q.search_jobs(con, f, "1000").height == min(200, prefix)
+    assert q.search_jobs(con, f, "").height == min(200, built.jobs.height)
+    assert q.search_jobs(con, f, "10002")["job_id"].str.starts_with("10002").all()
+
+
+def test_job_timeline_stays_on_the_jobs_gpus(con: duckdb.DuckDBPyConnection, built: Built) -> None:
+    job_id = built.drill_jobs[0]
+    gpus = q.job_rows(con, "job_gpu_usage", "demo", job_id)
+    tl = q.job_timeline(con, "demo", job_id)
+    assert tl.height > 0
+    keys = set(zip(gpus["host"], gpus["gpu"], strict=True))
+    assert set(zip(tl["host"], tl["gpu"], strict=True)) == keys
+    ts, starts, ends = tl["ts"].to_list(), gpus["start_ts"].to_list(), gpus["end_ts"].to_list()
+    assert min(ts) >= min(starts) - timedelta(minutes=1)
+    assert max(ts) <= max(ends)
+    coarse = q.job_timeline(con, "demo", job_id, points=10)
+    per_gpu = coarse.group_by("host", "gpu").len()["len"]
+    assert max(per_gpu.to_list()) <= 11
+    assert q.job_timeline(con, "demo", "no-such-job").height == 0
+    never = gpus.filter(pl.col("never_used"))
+    for host, gpu in never.select("host", "gpu").iter_rows():
+        mine = tl.filter((pl.col("host") == host) & (pl.col("gpu") == gpu))
+        assert mine["util"].max() == 0
+
+
+def test_freshness_counts_quarantine(con: duckdb.DuckDBPyConnection) -> None:
+    fr = q.freshness(con, Filters(cluster="demo"))
+    assert dict(zip(fr["source"], fr["quarantined"], strict=True)) == {"prometheus": 1, "slurm": 2}
+    assert fr["watermark"].null_count() == 0
+    reasons = q.quarantine_reasons(con, Filters(cluster="demo"))
+    assert reasons["records"].sum() == 3
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "COPY job_usage TO '/tmp/gpuwaste-dashboard-test.csv'",
+        "ATTACH '/tmp/x.duckdb' AS x",
+        "INSTALL httpfs",
+        "LOAD httpfs",
+        "INSERT INTO job_usage SELECT * FROM job_usage",
+        "CREATE TABLE t AS SELECT 1",
+        "SELECT 1; SELECT 2",
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "SELECT * FROM read_parquet('/etc/*.parquet')",
+        "SET enable_external_access = true",
+    ],
+)
+def test_sql_box_refuses_anything_but_a_read(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    out = sqlbox.run(con, sql)
+    assert out.frame is None
+    assert out.error
+    assert not Path("/tmp/gpuwaste-dashboard-test.csv").exists()
+
+
+def test_sql_box_runs_reads_and_shows_duckdbs_error(
+    con: duckdb.DuckDBPyConnection, built: Built
+) -> None:
+    ok = sqlbox.run(con, "SELECT vc, count(*) AS n FROM job_usage GROUP BY vc ORDER BY vc")
+    assert ok.error is None and ok.frame is not None
+    assert ok.frame["vc"].to_list() == sorted(built.vcs)
+    bad = sqlbox.run(con, "SELECT no_such_column FROM job_usage")
+    assert bad.error is not None and "no_such_column" in bad.error
+    capped = sqlbox.run(con, "SELECT * FROM job_usage", max_rows=7)
+    assert capped.frame is not None and capped.frame.height == 7 and capped.truncated
+    for t in sqlbox.table_list()["table"]:
+        from gpuwaste.warehouse.schema import all_tables
+
+        ex = sqlbox.run(con, sqlbox.example(all_tables()[t]))
+        assert ex.error is None, (t, ex.error)
+
+
+def test_status_says_what_to_run(tmp_path: Path, built: Built) -> None:
+    missing = data.status(tmp_path / "nowhere", ())
+    assert not missing.ok and "gpuwaste demo" in missing.message
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert "gpuwaste ingest" in data.status(empty, data.warehouse_version(empty)).message
+    facts = data.status(empty, (("gpu_samples", 0.0),))
+    assert not facts.ok and "gpuwaste analyze" in facts.message
+    assert data.status(built.data_dir, data.warehouse_version(built.data_dir)).ok
+
+
+def test_filters_from_url_values() -> None:
+    f = Filters.from_state(
+        {"cluster": "a", "vc": ["x", "y"], "period": (date(2026, 1, 2), date(2026, 1, 3)),
+         "user": "  bob ", "size": ["1", "nonsense"], "state": ["killed", "exploded"]}
+    )  # fmt: skip
+    assert f == Filters(
+        "a", ("x", "y"), date(2026, 1, 2), date(2026, 1, 3), "bob", ("1",), ("killed",)
+    )
+    assert Filters.from_state({"period": (date(2026, 1, 2),)}).end == date(2026, 1, 2)
+    assert Filters.from_state({}) == Filters()
+
+
+def test_chart_labels_are_text() -> None:
+    assert charts.label("<a href='x'>y</a>\x1b") == "&lt;a href=&#x27;x&#x27;&gt;y&lt;/a&gt;\\x1b"
+    users = pl.DataFrame(
+        {"user": [NASTY_USER], "idle_slot_gpu_h": [1.0], "never_used_gpu_h": [0.5]}
+    )
+    fig = charts.top_bar(users, "user", "t")
+    assert all("<b>" not in str(y) for tr in fig.data for y in tr.y)
