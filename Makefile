@@ -38,8 +38,9 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
+# Everything, slow tests included (CI runs this); a quick run is plain `.venv/bin/pytest`.
 pytest: venv system-deps
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -m 'slow or not slow'
 
 test: venv system-deps lint typecheck pytest
 

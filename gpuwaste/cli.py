@@ -43,7 +43,9 @@ def sql(
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Run one read-only SQL query against the warehouse."""
-    from gpuwaste.warehouse.readonly import run_query
+    import polars as pl
+
+    from gpuwaste.warehouse.readonly import read_retrying, run_query
 
     s = settings(config, data_dir)
     if not s.data_dir.is_dir():
@@ -51,8 +53,12 @@ def sql(
             f"no warehouse at {s.data_dir}: run `gpuwaste demo` or `gpuwaste ingest` first."
         )
     try:
-        rel = run_query(s.data_dir, query)
-        df = rel.pl() if rel is not None else None
+
+        def read() -> pl.DataFrame | None:
+            rel = run_query(s.data_dir, query)
+            return rel.pl() if rel is not None else None
+
+        df = read_retrying(read)  # a file replaced by a concurrent ingest: read again
     except duckdb.Error as exc:
         raise GpuwasteError(f"query failed: {str(exc).strip()}") from None
     if df is not None:
@@ -92,7 +98,7 @@ def demo(
     host: Annotated[str, typer.Option(help="Dashboard address.")] = "127.0.0.1",
 ) -> None:
     """Bundled sample -> warehouse -> analyses -> summary -> dashboard on localhost."""
-    from gpuwaste.demo import run_demo  # type: ignore[import-not-found]
+    from gpuwaste.demo import run_demo
 
     run_demo(data_dir or Path("gpuwaste-data"), serve=not no_serve, port=port, host=host)
 

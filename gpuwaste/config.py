@@ -70,7 +70,7 @@ class Thresholds(_Strict):
     infer_debug_min_slots: Annotated[int, Field(ge=1)] = 3
     debug_max_duration_h: PositiveFloat = 8.0
     # A job "reaches" the limit when it ran at least limit - this tolerance (or ended in TIMEOUT).
-    debug_limit_tolerance_s: NonNegFloat = 60.0
+    debug_limit_tolerance_s: NonNegFloat = 0.0
     debug_unused_share: Share = 0.8
     # Telemetry-visible causes [ICSE24 Table 1].
     low_util_pct: Percent = 50.0

@@ -44,6 +44,20 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+def _flat(df: pl.DataFrame) -> pl.DataFrame:
+    """Columns CSV cannot hold (nested, extension types) as JSON text."""
+    plain = (pl.String, pl.Boolean, pl.Date, pl.Datetime, pl.Duration, pl.Time, pl.Null)
+    return df.with_columns(
+        pl.Series(
+            c,
+            [None if v is None else json.dumps(v, default=_json_default) for v in df[c].to_list()],
+            pl.String,
+        )
+        for c, t in df.schema.items()
+        if not (t.is_numeric() or isinstance(t, plain))
+    )
+
+
 def render(
     df: pl.DataFrame,
     fmt: OutputFormat = OutputFormat.table,
@@ -54,7 +68,10 @@ def render(
 ) -> None:
     stream = out or sys.stdout
     if fmt == OutputFormat.csv:
-        stream.write(df.write_csv())
+        try:
+            stream.write(df.write_csv())
+        except pl.exceptions.ComputeError:  # lists, structs, variants: written as JSON text
+            stream.write(_flat(df).write_csv())
         return
     if fmt == OutputFormat.json:
         json.dump(df.to_dicts(), stream, default=_json_default, indent=1)

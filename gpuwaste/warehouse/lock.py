@@ -21,9 +21,15 @@ class WarehouseLocked(GpuwasteError):
 
 @contextmanager
 def writer_lock(data_dir: Path, what: str = "ingest") -> Iterator[None]:
-    data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / f".{what}.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:  # read-only, full, or not a directory: one sentence, no traceback
+        raise GpuwasteError(
+            f"cannot write to the data directory {data_dir} ({exc.strerror or exc}); "
+            "nothing was written."
+        ) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

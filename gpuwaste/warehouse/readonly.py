@@ -11,7 +11,10 @@ Two locks, each of which alone refuses most abuse:
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 
@@ -48,12 +51,45 @@ def read_only_connection(data_dir: Path) -> duckdb.DuckDBPyConnection:
     """An in-memory connection with the warehouse views that cannot reach outside the warehouse."""
     con = connect(data_dir)
     root = (Path(data_dir) / "parquet").resolve()
+    # DuckDB allows its temp directory too (default `<cwd>/.tmp`, readable with read_text):
+    # keep spill files inside the warehouse instead.
+    con.execute("SET temp_directory = ?", [str(Path(data_dir).resolve() / ".sql_tmp")])
     con.execute("SET allowed_directories = ?", [[str(root) + "/"]])
     con.execute("SET enable_external_access = false")
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
     con.execute("SET lock_configuration = true")
     return con
+
+
+T = TypeVar("T")
+_REPLACED_UNDERNEATH = (
+    "Prefetch registered for bytes outside file",
+    "TProtocolException",
+    "Invalid data",
+    "No magic bytes found",
+    "too small to be a Parquet file",
+    "don't know what type",  # Thrift, decoding a footer read across the rename
+    "Corrupt",
+)
+
+
+def read_retrying(read: Callable[[], T], attempts: int = 5) -> T:
+    """Run `read` (bind and fetch a query) again when a parquet file was replaced under it.
+
+    DuckDB opens a parquet file more than once in one query (the footer when binding, the row
+    groups when scanning); a writer's atomic rename in between makes the file read as corrupt
+    (tests/reliability/test_concurrency.py). The next attempt reads the new file whole.
+    """
+    for attempt in range(attempts):
+        try:
+            return read()
+        except duckdb.Error as exc:
+            text = str(exc)
+            if attempt == attempts - 1 or not any(m in text for m in _REPLACED_UNDERNEATH):
+                raise
+            time.sleep(0.02 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def run_query(data_dir: Path, sql: str) -> duckdb.DuckDBPyRelation | None:

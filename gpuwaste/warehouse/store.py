@@ -134,7 +134,15 @@ class Warehouse:
         if outside.height:
             raise ValueError(f"{outside.height} row(s) of {name} lie outside [{start}, {end})")
         written = 0
+        # Only days with new rows or a stored file can change: a window of decades (one sample
+        # from a wrong clock) must not read 20,000 absent files.
+        stored = {
+            p.parent.name for p in self.cluster_dir(name, cluster).glob(f"date=*/{DATA_FILE}")
+        }
+        with_rows = set(rows["ts"].dt.date().unique().to_list())
         for day in _days(start, end):
+            if day not in with_rows and f"date={day.isoformat()}" not in stored:
+                continue
             day_start = datetime(day.year, day.month, day.day, tzinfo=UTC)
             lo, hi = max(start, day_start), min(end, day_start + timedelta(days=1))
             new = rows.filter((pl.col("ts") >= lo) & (pl.col("ts") < hi))

@@ -1,0 +1,118 @@
+"""`gpuwaste demo`: the bundled sample -> warehouse -> analyses -> summary -> dashboard.
+
+The sample (`sample_data/demo/`) was made by `gpuwaste generate` (see sample_data/README.md). It
+goes through the same ingestors an operator uses: the DCGM/node-exporter OpenMetrics file through
+the `openmetrics` source, `sacct.txt` through the `slurm` source (cluster `demo`), and the Philly
+format files through the `philly` source (cluster `philly-sample`). No server is needed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import polars as pl
+
+from gpuwaste.config import (
+    ClusterConfig,
+    OpenMetricsSource,
+    PhillySource,
+    Settings,
+    SlurmSource,
+)
+from gpuwaste.errors import GpuwasteError
+
+SAMPLE_ENV = "GPUWASTE_SAMPLE_DIR"
+DEMO_CLUSTER = "demo"
+PHILLY_CLUSTER = "philly-sample"
+
+
+def sample_dir() -> Path:
+    """The bundled sample: `$GPUWASTE_SAMPLE_DIR`, else `sample_data/demo` beside the package."""
+    if os.environ.get(SAMPLE_ENV):
+        return Path(os.environ[SAMPLE_ENV])
+    return Path(__file__).resolve().parent.parent / "sample_data" / "demo"
+
+
+def demo_settings(data_dir: Path, sample: Path) -> Settings:
+    metrics = sample / "metrics.om.gz"
+    if not metrics.exists():
+        metrics = sample / "metrics.om"
+    for needed in (metrics, sample / "sacct.txt", sample / "philly"):
+        if not needed.exists():
+            raise GpuwasteError(
+                f"the bundled sample is incomplete: {needed} is missing "
+                "(regenerate it with `make sample`)."
+            )
+    return Settings(
+        data_dir=data_dir,
+        clusters=[
+            ClusterConfig(
+                name=DEMO_CLUSTER,
+                openmetrics=OpenMetricsSource(file=metrics),
+                slurm=SlurmSource(file=sample / "sacct.txt"),
+            ),
+            ClusterConfig(
+                name=PHILLY_CLUSTER,
+                philly=PhillySource(dir=sample / "philly"),
+            ),
+        ],
+    )
+
+
+def summary_lines(data_dir: Path) -> list[str]:
+    """A short, plain-text summary of where the GPU hours went, per cluster."""
+    from gpuwaste.warehouse.catalog import connect
+
+    con = connect(data_dir)
+    df = con.sql(
+        """
+        select cluster,
+               count(*) as jobs,
+               sum(gpu_s) / 3600 as gpu_h,
+               sum(gpu_s * util_mean / 100) / 3600 as util_h,
+               sum(idle_slot_gpu_s) / 3600 as idle_slot_h,
+               sum(never_used_gpu_s) / 3600 as never_used_h,
+               sum(case when is_debug then gpu_s else 0 end) / 3600 as debug_h
+        from job_usage
+        group by cluster
+        order by cluster
+        """
+    ).pl()
+    lines = []
+
+    def pct(part: float | None, whole: float) -> float:
+        return 100.0 * (part or 0.0) / whole if whole else 0.0
+
+    for r in df.iter_rows(named=True):
+        gpu_h = r["gpu_h"] or 0.0
+        lines.append(
+            f"{r['cluster']}: {r['jobs']} jobs, {gpu_h:,.0f} GPU hours allocated; "
+            f"mean GPU utilization {pct(r['util_h'], gpu_h):.0f}%; "
+            f"{pct(r['idle_slot_h'], gpu_h):.0f}% in idle slots, "
+            f"{pct(r['never_used_h'], gpu_h):.0f}% on never-used GPUs, "
+            f"{pct(r['debug_h'], gpu_h):.0f}% held by debugging jobs"
+        )
+    quarantined = con.sql("select count(*) from quarantine").fetchall()[0][0]
+    lines.append(f"quarantined input records: {quarantined} (see the `quarantine` table)")
+    return lines
+
+
+def run_demo(data_dir: Path, *, serve: bool, port: int, host: str) -> pl.DataFrame | None:
+    from gpuwaste.analyses.run import analyze
+    from gpuwaste.ingest.run import run_configured
+
+    sample = sample_dir()
+    settings = demo_settings(data_dir, sample)
+    print(f"gpuwaste demo: sample {sample} -> warehouse {data_dir}")
+    run_configured(settings)
+    analyze(settings)
+    for line in summary_lines(data_dir):
+        print("  " + line)
+    print(f'ad hoc SQL: gpuwaste sql --data-dir {data_dir} "select * from waste_by_vc"')
+    if serve:
+        from gpuwaste.dashboard.cli import serve as serve_dashboard
+
+        print(f"dashboard: http://{host}:{port}  (Ctrl-C to stop)")
+        serve_dashboard(data_dir, host, port)
+    return None

@@ -1,0 +1,110 @@
+"""Inputs the fuzzers found that a parser mishandled, kept as plain regression tests."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from gpuwaste.ingest.openmetrics import parse_text
+from gpuwaste.ingest.philly_parse import CPU_UTIL, GPU_UTIL, MEM_UTIL, parse_chunk
+from gpuwaste.ingest.prometheus_parse import ResponseError, parse_body
+from gpuwaste.ingest.tabular import JobsMapping, SamplesMapping, map_jobs, map_samples
+
+
+def test_philly_nan_and_infinite_values_are_refused_not_stored() -> None:
+    # Found by test_fuzz_philly_csv: "NaN" passed the 0-100 range check (NaN < 0 is false) and
+    # became a NaN sample; "inf" memory totals gave NaN used shares.
+    mem = b"2017-10-03 00:06:00 PDT,m29,NaN,2030730.6667\n2017-10-03 00:08:00 PDT,m29,inf,1.0\n"
+    good, refused, records = parse_chunk(MEM_UTIL, mem, 2, "m")
+    assert good.height == 0 and records == 2
+    assert refused["location"].to_list() == ["m:2", "m:3"]
+    cpu = b"2017-10-03 00:06:00 PDT,m29,NaN\n2017-10-03 00:07:00 PDT,m29,12.5\n"
+    good, refused, _ = parse_chunk(CPU_UTIL, cpu, 2, "c")
+    assert good["cpu_util"].to_list() == [12.5]
+    assert refused["location"].to_list() == ["c:2"]
+    gpu = b"2017-10-03 00:06:00 PDT,m29,nan,1,2,3,4,5,6,7,\n"
+    good, refused, _ = parse_chunk(GPU_UTIL, gpu, 2, "g")
+    assert good.height == 0 and refused.height == 1
+
+
+def test_prometheus_result_type_that_is_a_list_is_a_response_error() -> None:
+    # Found by test_fuzz_prometheus_json: `"resultType": [...]` raised TypeError (unhashable
+    # list in a set membership test) instead of the ResponseError every bad answer gets.
+    body = b'{"status":"success","data":{"resultType":[1],"result":[]}}'
+    with pytest.raises(ResponseError, match="neither matrix nor vector"):
+        parse_body(body)
+
+
+def test_generic_csv_nan_and_huge_numbers_are_refused_not_a_crash() -> None:
+    # Found by test_fuzz_generic_csv: a GPU index "NaN" passed the checks (NaN == NaN in polars)
+    # and the Int16 cast then raised InvalidOperationError for the whole file; NaN utilization
+    # and memory were stored as NaN.
+    m = SamplesMapping(time="t", host="h", gpu="g", util="u", mem_used_mib="mu", mem_total_mib="mt")
+    t = "2026-11-01T10:00:00Z"
+    df = pl.DataFrame(
+        {
+            "t": [t] * 6,
+            "h": ["n1"] * 6,
+            "g": ["NaN", "inf", "99999", "0", "0", "1"],
+            "u": ["1", "1", "1", "NaN", "5", "5"],
+            "mu": ["1", "1", "1", "1", "NaN", "1"],
+            "mt": ["2", "2", "2", "2", "2", "2"],
+        }
+    )
+    good, refused = map_samples(df, m, "f.csv", (pl.int_range(pl.len()) + 2).cast(pl.String))
+    assert good.height == 1 and good["gpu"].to_list() == [1]
+    assert [r.reason for r in refused] == [
+        "bad GPU index",
+        "bad GPU index",
+        "bad GPU index",
+        "utilization not a number in 0-100",
+        "memory not a number",
+    ]
+
+
+def test_openmetrics_line_starting_with_nul_is_refused_not_dropped() -> None:
+    # Found by test_fuzz_openmetrics: the "same series as the previous line" shortcut started
+    # with a "\x00" sentinel key, so a first line "\x00 0" matched it and vanished: neither a
+    # sample nor refused.
+    parsed = parse_text('\x00 0\nDCGM_FI_DEV_GPU_UTIL{gpu="0"} 5 1700000000000\n')
+    assert [r.location for r in parsed.refused] == ["<text>:1"]
+    assert sum(s.n_samples for s in parsed.series.values()) == 1
+
+
+@pytest.mark.parametrize("ts", ["9223372038055", "1e400", '"abc"', "null"])
+def test_prometheus_timestamp_out_of_range_or_not_a_number_is_a_response_error(ts: str) -> None:
+    # Found by test_fuzz_prometheus_json: a timestamp of 9.2e12 s overflowed the microsecond
+    # cast (polars InvalidOperationError); a string timestamp raised TypeError.
+    for key, pair in (("value", f'[{ts},"1"]'), ("values", f'[[{ts},"1"]]')):
+        body = f'{{"status":"success","data":{{"resultType":"matrix","result":[{{"metric":{{}},"{key}":{pair}}}]}}}}'
+        with pytest.raises(ResponseError, match="timestamp"):
+            parse_body(body.encode())
+
+
+def test_openmetrics_timestamp_out_of_range_is_refused_by_line() -> None:
+    parsed = parse_text('a 1 1e300\na 1 nan\na 1 -inf\na{x="1"} 1 5\n# EOF\n', location="f")
+    assert [(r.location, r.reason) for r in parsed.refused] == [
+        ("f:1", "timestamp out of range"),
+        ("f:2", "timestamp out of range"),
+        ("f:3", "timestamp out of range"),
+    ]
+    assert sum(s.n_samples for s in parsed.series.values()) == 1
+
+
+def test_generic_csv_epoch_before_year_one_is_refused_not_a_crash() -> None:
+    # Found by test_fuzz_generic_csv: an epoch of -99999999999 s (year -1199) passed the range
+    # check and map_jobs crashed turning it into a Python datetime.
+    m = JobsMapping(job_id="id", start="s", end="e", time_format="epoch_s")
+    df = pl.DataFrame({"id": ["j1", "j2"], "s": ["-99999999999", "1793527260"], "e": ["", ""]})
+    jobs, _gpus, refused = map_jobs(df, m, "j.csv", (pl.int_range(pl.len()) + 2).cast(pl.String))
+    assert jobs["job_id"].to_list() == ["j2"]
+    assert [r.location for r in refused] == ["j.csv:2"]
+
+
+def test_generic_csv_gpu_count_nan_is_refused_not_a_crash() -> None:
+    # Found by test_fuzz_generic_csv: a GPU count "NaN" failed the Int32 cast for the whole file.
+    m = JobsMapping(job_id="id", gpus="n")
+    df = pl.DataFrame({"id": ["j1", "j2", "j3"], "n": ["NaN", "inf", "2"]})
+    jobs, _gpus, refused = map_jobs(df, m, "j.csv", (pl.int_range(pl.len()) + 2).cast(pl.String))
+    assert jobs["gpus"].to_list() == [2]
+    assert [r.reason for r in refused] == ["GPU count not a number"] * 2
