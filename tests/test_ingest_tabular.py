@@ -21,6 +21,7 @@ from gpuwaste.ingest.tabular import (
     load_mapping,
     map_samples,
     parse_allocation,
+    split_csv,
 )
 from gpuwaste.warehouse.store import Warehouse
 
@@ -183,3 +184,16 @@ def test_samples_never_crash_and_every_row_is_accepted_or_refused(
     m = SamplesMapping(time="t", host="h", gpu="g", util="u", timezone="Europe/Berlin")
     good, refused = map_samples(df, m, "f", pl.int_range(pl.len()).cast(pl.String))
     assert good.height + len(refused) == df.height
+
+
+def test_csv_rows_with_a_wrong_field_count_are_quarantined_alone() -> None:
+    text = 'time,host\n2026-11-01T10:00:00Z,n1\n2026-11-01T10:00:15Z,n1,EXTRA\n"a\nb",n2\nshort\n'
+    df, loc, refused = split_csv(text, "s.csv")
+    assert df.with_columns(loc.alias("line")).rows() == [
+        ("2026-11-01T10:00:00Z", "n1", "2"),
+        ("a\nb", "n2", "4"),  # a quoted field spanning two lines keeps its first line number
+    ]
+    assert [(r.location, r.reason) for r in refused] == [
+        ("s.csv:3", "wrong field count: 3 fields, the header has 2"),
+        ("s.csv:6", "wrong field count: 1 fields, the header has 2"),
+    ]

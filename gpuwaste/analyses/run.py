@@ -39,6 +39,7 @@ from gpuwaste.config import Settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect, refresh_catalog
 from gpuwaste.warehouse.lock import writer_lock
+from gpuwaste.warehouse.schema import RESULT_TABLES
 from gpuwaste.warehouse.store import Warehouse
 
 FILE_KEY = "analyze"
@@ -238,6 +239,7 @@ def analyze(
         )
     runs: list[ClusterRun] = []
     with writer_lock(data_dir, "analyze"):
+        wh.remove_temp_files(RESULT_TABLES)
         for c in chosen:
             run = analyze_cluster(
                 settings,

@@ -96,6 +96,12 @@ class PrometheusClient:
             except requests.exceptions.ConnectionError as exc:
                 cause = f"cannot connect ({_short(exc)})"
                 continue
+            except (
+                requests.exceptions.ChunkedEncodingError,
+                requests.exceptions.ContentDecodingError,
+            ) as exc:
+                cause = f"the connection closed mid-answer ({_short(exc)})"
+                continue
             except requests.exceptions.RequestException as exc:
                 raise IngestError(
                     f"Prometheus at {self.url}: request failed ({_short(exc)})."

@@ -9,6 +9,8 @@ from gpuwaste.errors import GpuwasteError
 from gpuwaste.ingest.base import SOURCES, IngestResult, sources_in_order
 from gpuwaste.warehouse.catalog import refresh_catalog
 from gpuwaste.warehouse.lock import writer_lock
+from gpuwaste.warehouse.schema import FACT_TABLES
+from gpuwaste.warehouse.store import Warehouse
 
 
 def _load_sources() -> None:
@@ -21,6 +23,7 @@ def run_one(settings: Settings, cluster: ClusterConfig, source: str, quiet: bool
     _load_sources()
     _, runner = SOURCES[source]
     with writer_lock(settings.data_dir):
+        Warehouse(settings.data_dir).remove_temp_files(FACT_TABLES)
         try:
             result = runner(settings, cluster, quiet)
         finally:
@@ -47,6 +50,7 @@ def run_configured(
     results: list[IngestResult] = []
     failures: list[str] = []
     with writer_lock(settings.data_dir):
+        Warehouse(settings.data_dir).remove_temp_files(FACT_TABLES)
         try:
             for cluster in settings.clusters:
                 for name in sources_in_order():

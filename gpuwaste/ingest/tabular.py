@@ -19,6 +19,8 @@ an end before the start, an unknown state, an allocation string that does not pa
 
 from __future__ import annotations
 
+import csv
+import io
 import tomllib
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -399,16 +401,62 @@ def map_jobs(
     return jobs, job_gpus, refused
 
 
-def read_table(path: Path, kind: Kind) -> tuple[pl.DataFrame, pl.Expr]:
-    """The input file and an expression giving each row's location (line or row number)."""
+def split_csv(text: str, name: str) -> tuple[pl.DataFrame, pl.Expr, list[Refused]]:
+    """CSV text -> string columns, each row's line number, and the records refused for a field
+    count that differs from the header's (pure; quoted fields may span lines)."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, None)
+    if not header:
+        raise IngestError(f"{name} is not a readable csv file (no header line).")
+    dupes = sorted({h for h in header if header.count(h) > 1})
+    if dupes:
+        raise IngestError(f"{name} is not a readable csv file (column '{dupes[0]}' appears twice).")
+    rows: list[list[str]] = []
+    lines: list[str] = []
+    refused: list[Refused] = []
+    start = reader.line_num + 1
+    try:
+        for rec in reader:
+            if not rec:
+                start = reader.line_num + 1
+                continue
+            if len(rec) != len(header):
+                refused.append(
+                    Refused(
+                        f"{name}:{start}",
+                        f"wrong field count: {len(rec)} fields, the header has {len(header)}",
+                        ",".join(rec),
+                    )
+                )
+            else:
+                rows.append(rec)
+                lines.append(str(start))
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        raise IngestError(
+            f"{name} is not a readable csv file (line {reader.line_num}: {exc})."
+        ) from None
+    df = pl.DataFrame(rows, schema=dict.fromkeys(header, pl.String()), orient="row")
+    df = df.with_columns(pl.all().replace("", None))  # an empty field is a missing value
+    return df, pl.lit(pl.Series("line", lines, dtype=pl.String())), refused
+
+
+def read_table(path: Path, kind: Kind) -> tuple[pl.DataFrame, pl.Expr, list[Refused]]:
+    """The input file, an expression giving each row's location (line or row number), and the
+    records refused while reading it."""
     if not path.is_file():
         raise IngestError(f"{kind} input {path} does not exist.")
+    if kind == "csv":
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise IngestError(
+                f"{path} is not a readable csv file (not UTF-8 text: {exc.reason})."
+            ) from None
+        return split_csv(text, str(path))
     try:
-        if kind == "csv":
-            df = pl.read_csv(path, infer_schema=False, truncate_ragged_lines=False)
-            return df, (pl.int_range(pl.len()) + 2).cast(pl.String)
         df = pl.read_parquet(path)
-        return df, pl.lit("row ") + (pl.int_range(pl.len()) + 1).cast(pl.String)
+        return df, pl.lit("row ") + (pl.int_range(pl.len()) + 1).cast(pl.String), []
     except Exception as exc:  # polars raises several kinds for a wrong file
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise IngestError(f"{path} is not a readable {kind} file ({first}).") from None
@@ -438,14 +486,14 @@ def ingest_tabular(settings: Settings, cluster: ClusterConfig, kind: Kind) -> In
     accepted = 0
     try:
         if cfg.samples is not None and mapping.samples is not None:
-            df, loc = read_table(cfg.samples, kind)
+            df, loc, bad = read_table(cfg.samples, kind)
             samples, r = map_samples(df, mapping.samples, str(cfg.samples), loc)
-            refused[str(cfg.samples)] = r
+            refused[str(cfg.samples)] = bad + r
             accepted += samples.height
         if cfg.jobs is not None and mapping.jobs is not None:
-            df, loc = read_table(cfg.jobs, kind)
+            df, loc, bad = read_table(cfg.jobs, kind)
             jobs, job_gpus, r = map_jobs(df, mapping.jobs, str(cfg.jobs), loc)
-            refused[str(cfg.jobs)] = r
+            refused[str(cfg.jobs)] = bad + r
             accepted += df.height - len(r)
     except MappingError as exc:
         raise IngestError(f"{exc} ({cfg.mapping}).") from None

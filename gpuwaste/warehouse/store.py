@@ -108,6 +108,19 @@ class Warehouse:
             return []
         return sorted(p.name.split("=", 1)[1] for p in base.glob("cluster=*") if p.is_dir())
 
+    def remove_temp_files(self, names: Iterable[str]) -> int:
+        """Delete temporary files a killed writer left under these tables; call only while
+        holding the lock of the writer that owns them. Returns how many were removed."""
+        removed = 0
+        for name in names:
+            base = self.table_dir(name)
+            if not base.is_dir():
+                continue
+            for p in base.rglob(f"*{TMP_MARK}*"):
+                p.unlink(missing_ok=True)
+                removed += 1
+        return removed
+
     # ---------------------------------------------------------------- writes
     def replace_window(
         self,

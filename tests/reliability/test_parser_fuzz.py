@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuwaste.config import PrometheusLabels
+from gpuwaste.ingest.base import IngestError
 from gpuwaste.ingest.openmetrics import parse_text
 from gpuwaste.ingest.philly_parse import (
     CPU_UTIL,
@@ -42,7 +43,7 @@ from gpuwaste.ingest.prometheus_rows import (
 )
 from gpuwaste.ingest.scontrol_parse import ScontrolFormatError, parse_scontrol
 from gpuwaste.ingest.slurm_parse import SacctFormatError, SacctOptions, parse_sacct
-from gpuwaste.ingest.tabular import MappingError, load_mapping, map_jobs, map_samples
+from gpuwaste.ingest.tabular import MappingError, load_mapping, map_jobs, map_samples, split_csv
 from gpuwaste.warehouse.bookkeeping import Refused
 from tests.reliability.fuzzing import fuzz_settings
 from tests.reliability.mutations import TESTS_DATA, fixtures, line_texts, mutated
@@ -417,13 +418,12 @@ def _tabular(draw: st.DrawFn) -> tuple[str, str]:
     return kind, draw(mutated(TABULAR[kind], max_lines=12, extra_values=TAB_EXTRA))
 
 
-def _read_csv(text: str) -> pl.DataFrame | None:
+def _read_csv(text: str) -> tuple[pl.DataFrame, pl.Expr, list[Refused]] | None:
     """As `tabular.read_table` reads a CSV, from a string; None where it refuses the file."""
     try:
-        return pl.read_csv(
-            text.encode("utf-8", "surrogatepass"), infer_schema=False, truncate_ragged_lines=False
-        )
-    except Exception:  # read_table turns this into one IngestError sentence
+        return split_csv(text, "t.csv")
+    except IngestError as exc:  # the whole file refused: one sentence naming it
+        assert str(exc).startswith("t.csv is not a readable csv file") and "\n" not in str(exc)
         return None
 
 
@@ -433,10 +433,11 @@ def _read_csv(text: str) -> pl.DataFrame | None:
 )
 def test_fuzz_generic_csv(case: tuple[str, str]) -> None:
     kind, text = case
-    df = _read_csv(text)
-    if df is None:
+    read = _read_csv(text)
+    if read is None:
         return
-    loc = (pl.int_range(pl.len()) + 2).cast(pl.String)
+    df, loc, wrong_count = read
+    _check_refused(wrong_count)
     try:
         if kind == "samples":
             assert MAPPING.samples is not None

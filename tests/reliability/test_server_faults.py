@@ -82,8 +82,12 @@ CASES: dict[str, tuple[Plan, dict[str, float], str | None]] = {
         {"timeout_s": 1.0},
         "no answer within 1 s",
     ),
-    "connection closed mid-response": (at(FAULT_AT, "cut"), {}, ""),
-    "connection closed for good": (lambda n: "cut" if n >= FAULT_AT else "pass", {}, ""),
+    "connection closed mid-response": (at(FAULT_AT, "cut"), {}, None),
+    "connection closed for good": (
+        lambda n: "cut" if n >= FAULT_AT else "pass",
+        {},
+        "closed mid-answer",
+    ),
     "truncated JSON": (at(FAULT_AT, "truncated"), {}, ""),
     "error answer": (at(FAULT_AT, "error-json"), {}, "query failed"),
 }
