@@ -420,3 +420,34 @@ def test_jobs_sharing_a_gpu_each_see_its_samples(data_dir: Path) -> None:
     for job in ("a", "b"):
         assert gpu_row(wh, job)["observed_s"] == 600, job
     assert gpu_row(wh, "c")["observed_s"] == 300  # last sample at 1185 s holds the 15 s tail
+
+
+def _dipping(
+    dip_starts: list[int], end: int, busy: float = 30.0
+) -> list[tuple[float, float, float]]:
+    """A GPU busy at `busy` % every 15 s, dropping to 0 (memory held) for 60 s at each dip."""
+    zero = {t + k for t in dip_starts for k in range(0, 60, 15)}
+    return [(float(t), 0.0 if t in zero else busy, 4096.0) for t in range(15, end, 15)]
+
+
+@pytest.mark.parametrize(
+    ("dips", "expected"),
+    [
+        ([300, 600, 900], True),  # spacing 300, 300: regular
+        ([300, 615, 900], True),  # 315, 285: spread 30/300 = 10 % < 20 %
+        ([300, 450, 900], False),  # 150, 450: irregular
+        ([300, 600], False),  # two dips are not a period
+    ],
+)
+def test_synchronous_checkpointing(data_dir: Path, dips: list[int], expected: bool) -> None:
+    """ICSE24 Table 1: utilization drops to idle at a regular period (>= 3 dips, spacing within
+    20 %). The idle final stretch (t >= 1200) is unreleased time, not a dip."""
+    pts = _dipping(dips, 1200) + [(float(t), 0.0, 4096.0) for t in range(1200, 1500, 15)]
+    build(
+        data_dir,
+        series("h", 0, pts),
+        [{"job_id": "j", "start": at(0), "end": at(1500), "gpus": [("h", 0)]}],
+    )
+    job = run(data_dir).read("job_usage", "c").row(0, named=True)
+    assert job["checkpointing"] is expected
+    assert ("synchronous_checkpointing" in job["diagnoses"].split(",")) is expected

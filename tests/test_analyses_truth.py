@@ -3,6 +3,7 @@ memory phase, and no other (within one sampling interval at the edges)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import datetime, timedelta
 from typing import Any
@@ -132,3 +133,32 @@ def test_fluctuating_jobs(planted: tuple[Warehouse, dict[str, Any]]) -> None:
     mine = set(jobs.filter(pl.col("fluctuating"))["job_id"].to_list())
     expected = {j["job_id"] for j in truth["jobs"] if "fluctuating" in j["planted"]}
     assert expected and mine == expected
+
+
+def _regular_zero_runs(truth: dict[str, Any], job_id: str) -> bool:
+    """From the planted truth alone: does some GPU of the job have >= 3 zero runs, between busy
+    stretches, whose start-to-start spacing varies by under 20 % (the definition's choice)?"""
+    job = next(j for j in truth["jobs"] if j["job_id"] == job_id)
+    runs: dict[tuple[str, int], list[datetime]] = {}
+    for kind in ("idle_slots", "short_zero_runs"):
+        for r in truth[kind]:
+            if r["job_id"] == job_id and r["start"] > job["start"] and r["end"] < job["end"]:
+                runs.setdefault((r["host"], r["gpu"]), []).append(_ts(r["start"]))
+    for starts in runs.values():
+        starts.sort()
+        gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(starts)]
+        if len(starts) >= 3 and (max(gaps) - min(gaps)) / (sum(gaps) / len(gaps)) < 0.2:
+            return True
+    return False
+
+
+def test_checkpointing_jobs(planted: tuple[Warehouse, dict[str, Any]]) -> None:
+    wh, truth = planted
+    jobs = wh.read("job_usage", "g")
+    mine = set(jobs.filter(pl.col("checkpointing"))["job_id"].to_list())
+    expected = {j["job_id"] for j in truth["jobs"] if "checkpointing" in j["planted"]}
+    assert expected and expected <= mine
+    # Any other job flagged must be regular by the definition, judged from what was planted
+    # (random short zero runs can fall at a regular period by chance).
+    for job_id in mine - expected:
+        assert _regular_zero_runs(truth, job_id), job_id

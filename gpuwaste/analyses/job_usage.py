@@ -17,8 +17,12 @@ Definitions (docs/definitions.md):
 - diagnoses [ICSE24 Table 1] for jobs with U <= `low_util_pct` that have enough data:
   improper_batch_size, insufficient_gpu_memory, gpu_oversubscription, unreleased_job
   (idle over the final `unreleased_min_s`), slow_start (idle over the first `slow_start_min_s`),
-  non_dl_job (no GPU ever used while CPU utilization > `very_low_pct`), interactive_job.
-  Synchronous checkpointing is not diagnosed yet.
+  non_dl_job (no GPU ever used while CPU utilization > `very_low_pct`), interactive_job,
+  synchronous_checkpointing.
+- checkpointing [ICSE24 Table 1] **choice**: some GPU of the job drops to utilization 0 at least
+  `checkpoint_min_dips` (3) times between busy stretches, with dip-to-dip spacing varying by
+  under `checkpoint_spacing_tolerance` (20 %) of its mean (sql/staging/job_checkpoint.sql); kept
+  as its own flag for every job, and a diagnosis for the low-utilization ones.
 - a running job (no end yet) is analyzed up to the watermark and marked `running`.
 
 Grain: one row per job. Units: seconds, percent 0-100, MiB.

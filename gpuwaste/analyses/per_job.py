@@ -121,6 +121,7 @@ def _gpu_pass(
     phases = _conform(stable_phases.merge_phases(runs, alloc, thresholds), "stable_phases")
     lap("phase merge")
     _table(con, "util_minutes", "staging/util_minutes")
+    checkpoint = con.sql(load_sql("staging/job_checkpoint")).pl()
     con.execute("drop view sample_flags")
     con.execute("drop table job_samples")
     hist = job_util_hist.compute(con)
@@ -142,6 +143,7 @@ def _gpu_pass(
         "stable_phases": phases,
         "hist": hist,
         "fluct": fluct,
+        "checkpoint": checkpoint,
         "host_usage": host_usage,
     }
 
@@ -222,6 +224,12 @@ def run_batch(
             }
         )
     )
+    ckpt_parts = combined("checkpoint")
+    checkpoint = (
+        ckpt_parts.group_by("job_id").agg(pl.col("checkpointing_gpus").sum())
+        if ckpt_parts.height
+        else pl.DataFrame(schema={"job_id": pl.String, "checkpointing_gpus": pl.Int64})
+    )
     host_parts = combined("host_usage")
     host_usage = (
         host_parts
@@ -242,6 +250,7 @@ def run_batch(
     con.register("batch_gpu_usage", gpu_usage)
     con.register("batch_host_usage", host_usage)
     con.register("batch_fluctuation", fluct)
+    con.register("batch_checkpoint", checkpoint)
     con.register("batch_phases", phases)
     jobs = _conform(job_usage.compute(con), "job_usage")
     for name in (
@@ -249,6 +258,7 @@ def run_batch(
         "batch_gpu_usage",
         "batch_host_usage",
         "batch_fluctuation",
+        "batch_checkpoint",
         "batch_phases",
         "analyze_batch",
     ):

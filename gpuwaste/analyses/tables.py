@@ -107,6 +107,7 @@ JOB_USAGE = _result(
     n_stable_phases=N,
     phase_level_spread_mib=F,
     fluctuating=B,
+    checkpointing=B,
     hit_time_limit=B,
     diagnoses=S,
 )

@@ -1,7 +1,8 @@
 -- grain: one row per job of this batch: its GPU rows rolled up, host CPU and memory, flags
 --        and diagnoses [ICSE24 §3.2, Table 1; CloudBrain §III-B, §IV-B, §IV-C; Philly §3, §4].
 -- sources: jobs, analyze_batch, batch_gpu_usage (job_gpu_usage of this batch), batch_host_usage
---          (job_host_usage.sql), batch_fluctuation (job_fluctuation.sql), batch_idle_slots,
+--          (job_host_usage.sql), batch_fluctuation (job_fluctuation.sql), batch_checkpoint
+--          (job_checkpoint.sql), batch_idle_slots,
 --          batch_phases (stable_phases.py).
 -- variables: cluster, as_of and the thresholds named below.
 -- Job U = mean over its GPUs of U_i; GPU memory utilization = memory used / capacity, per GPU,
@@ -131,6 +132,7 @@ joined as (
         coalesce(g.n_stable_phases, 0) as n_stable_phases,
         p.phase_level_spread_mib,
         coalesce(f.fluctuating, false) as fluctuating,
+        coalesce(k.checkpointing_gpus, 0) > 0 as checkpointing,
         coalesce(e.slow_start, false) as slow_start,
         coalesce(e.unreleased, false) as unreleased
     from batch_jobs as j
@@ -138,6 +140,7 @@ joined as (
     left join first_attempt as fa using (job_id)
     left join host_usage as h using (job_id)
     left join batch_fluctuation as f using (job_id)
+    left join batch_checkpoint as k using (job_id)
     left join edges as e using (job_id)
     left join phase_spread as p using (job_id)
 ),
@@ -179,7 +182,8 @@ diagnosed as (
                 case when never_used_gpus > 0 and used_gpus = 0
                           and cpu_util_mean > getvariable('very_low_pct')::double
                      then 'non_dl_job' end,
-                case when is_debug_declared or is_debug_inferred then 'interactive_job' end
+                case when is_debug_declared or is_debug_inferred then 'interactive_job' end,
+                case when checkpointing then 'synchronous_checkpointing' end
             )
         end as diagnoses
     from flagged
@@ -193,8 +197,8 @@ final as (
         util_mean, util_max, mem_util_mean, mem_util_max,
         cpu_util_mean, cpu_util_max, host_mem_util_mean, host_mem_util_max,
         idle_slot_gpu_s, idle_slots, never_used_gpu_s, never_used_gpus, idle_share,
-        n_phases, n_stable_phases, phase_level_spread_mib, fluctuating, hit_time_limit,
-        diagnoses
+        n_phases, n_stable_phases, phase_level_spread_mib, fluctuating, checkpointing,
+        hit_time_limit, diagnoses
     from diagnosed
 )
 

@@ -92,6 +92,7 @@ final as (
         floor(epoch(ts - start_ts) / 60) as minute,
         floor(epoch(ts - start_ts) / getvariable('fluctuation_window_s')::double) as window_no,
         lag(idle) over w as prev_idle,
+        lag(util) over w as prev_util,
         lead(idle) over w as next_idle,
         lag(mem_used_mib) over w as prev_mem,
         lead(mem_used_mib) over w as next_mem
