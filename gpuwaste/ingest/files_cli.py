@@ -11,51 +11,20 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuwaste.cli_common import ConfigOpt, DataDirOpt, QuietOpt, settings
+from gpuwaste.cli_common import ConfigOpt, DataDirOpt, QuietOpt
 from gpuwaste.config import (
-    ClusterConfig,
-    ConfigError,
     CsvSource,
     PhillySource,
-    Settings,
     SlurmSource,
 )
 from gpuwaste.errors import GpuwasteError
+from gpuwaste.ingest.cli_options import ClusterName, common, one_off_cluster
 from gpuwaste.ingest.run import run_configured, run_one
 
-ClusterName = Annotated[
-    str | None, typer.Option("--cluster", help="Cluster name (needed with an input flag).")
-]
 TimezoneOpt = Annotated[
     str | None,
     typer.Option("--timezone", help="Time zone of times without one (default: UTC, or config)."),
 ]
-
-
-def _common(
-    ctx: typer.Context, config: Path | None, data_dir: Path | None, quiet: bool
-) -> tuple[Settings, bool]:
-    obj: dict[str, Any] = ctx.obj or {}
-    s = settings(config or obj.get("config"), data_dir or obj.get("data_dir"))
-    return s, quiet or bool(obj.get("quiet"))
-
-
-def _cluster(
-    s: Settings, name: str | None, what: str, timezone: str | None, **source: Any
-) -> ClusterConfig:
-    if not name:
-        raise GpuwasteError(f"{what} needs --cluster NAME to say which cluster the data is from.")
-    base: dict[str, Any] = {"name": name}
-    known = [c for c in s.clusters if c.name == name]
-    tz = timezone or (known[0].timezone if known else None)
-    if tz:
-        base["timezone"] = tz
-    try:
-        return ClusterConfig.model_validate({**base, **source})
-    except Exception as exc:  # pydantic ValidationError: one sentence
-        raise ConfigError(
-            f"{what}: invalid option ({str(exc).splitlines()[-1].strip()})."
-        ) from None
 
 
 def register(app: typer.Typer) -> None:
@@ -85,7 +54,7 @@ def register(app: typer.Typer) -> None:
         quiet: QuietOpt = False,
     ) -> None:
         """Slurm accounting (sacct) -> jobs and job_gpus."""
-        s, q = _common(ctx, config, data_dir, quiet)
+        s, q = common(ctx, config, data_dir, quiet)
         if file is None:
             run_configured(s, ["slurm"], q)
             return
@@ -95,7 +64,12 @@ def register(app: typer.Typer) -> None:
             columns=[c.strip() for c in columns.split(",")] if columns else None,
             vc_from="partition" if vc_from == "partition" else "account",
         )
-        run_one(s, _cluster(s, cluster, "ingest slurm --file", timezone, slurm=src), "slurm", q)
+        run_one(
+            s,
+            one_off_cluster(s, cluster, "ingest slurm --file", timezone=timezone, slurm=src),
+            "slurm",
+            q,
+        )
 
     @app.command("philly")
     def philly_cmd(
@@ -112,12 +86,12 @@ def register(app: typer.Typer) -> None:
         quiet: QuietOpt = False,
     ) -> None:
         """The Microsoft Philly trace -> jobs, job_gpus, gpu_samples, host_samples."""
-        s, q = _common(ctx, config, data_dir, quiet)
+        s, q = common(ctx, config, data_dir, quiet)
         if folder is None:
             run_configured(s, ["philly"], q)
             return
         src = PhillySource(dir=folder, timezone=timezone)
-        run_one(s, _cluster(s, cluster, "ingest philly DIR", None, philly=src), "philly", q)
+        run_one(s, one_off_cluster(s, cluster, "ingest philly DIR", philly=src), "philly", q)
 
     def _tabular(kind: str) -> None:
         @app.command(kind)
@@ -136,14 +110,14 @@ def register(app: typer.Typer) -> None:
             data_dir: DataDirOpt = None,
             quiet: QuietOpt = False,
         ) -> None:
-            s, q = _common(ctx, config, data_dir, quiet)
+            s, q = common(ctx, config, data_dir, quiet)
             if samples is None and jobs is None:
                 run_configured(s, [kind], q)
                 return
             if mapping is None:
                 raise GpuwasteError(f"ingest {kind} needs --mapping M.toml to name the columns.")
-            src = CsvSource(samples=samples, jobs=jobs, mapping=mapping)
-            run_one(s, _cluster(s, cluster, f"ingest {kind}", None, **{kind: src}), kind, q)
+            sources: dict[str, Any] = {kind: CsvSource(samples=samples, jobs=jobs, mapping=mapping)}
+            run_one(s, one_off_cluster(s, cluster, f"ingest {kind}", **sources), kind, q)
 
         tabular_cmd.__doc__ = f"Generic {kind} exports with a column mapping -> samples and jobs."
 

@@ -13,14 +13,10 @@ from typing import Annotated, Any
 
 import typer
 
-from gpuwaste.cli_common import ConfigOpt, DataDirOpt, QuietOpt, settings
-from gpuwaste.config import ClusterConfig, ConfigError, Settings
+from gpuwaste.cli_common import ConfigOpt, DataDirOpt, QuietOpt
 from gpuwaste.errors import GpuwasteError
+from gpuwaste.ingest.cli_options import ClusterName, common, one_off_cluster
 from gpuwaste.ingest.run import run_configured, run_one
-
-ClusterName = Annotated[
-    str | None, typer.Option("--cluster", help="Cluster name (needed with --url / --file).")
-]
 
 
 def parse_when(text: str | None, flag: str) -> datetime | None:
@@ -34,30 +30,6 @@ def parse_when(text: str | None, flag: str) -> datetime | None:
             f"{flag} {text!r} is not an ISO 8601 time such as 2026-11-01 or 2026-11-01T12:00Z."
         ) from None
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def _common(
-    ctx: typer.Context, config: Path | None, data_dir: Path | None, quiet: bool
-) -> tuple[Settings, bool]:
-    obj: dict[str, Any] = ctx.obj or {}
-    s = settings(config or obj.get("config"), data_dir or obj.get("data_dir"))
-    return s, quiet or bool(obj.get("quiet"))
-
-
-def _cluster(s: Settings, name: str | None, what: str, **source: Any) -> ClusterConfig:
-    if not name:
-        raise GpuwasteError(f"{what} needs --cluster NAME to say which cluster the data is from.")
-    known = [c for c in s.clusters if c.name == name]
-    try:
-        one_off = ClusterConfig.model_validate({"name": name, **source})
-    except Exception as exc:  # pydantic ValidationError -> one sentence
-        raise ConfigError(
-            f"{what}: invalid option ({str(exc).splitlines()[-1].strip()})."
-        ) from None
-    if not known:
-        return one_off
-    # A configured cluster keeps its other sources (they decide, e.g., where jobs come from).
-    return known[0].model_copy(update={k: getattr(one_off, k) for k in source})
 
 
 def register(app: typer.Typer) -> None:
@@ -105,7 +77,7 @@ def register(app: typer.Typer) -> None:
         """DCGM GPU series, node-exporter host series and (optionally) Kubernetes pods."""
         from gpuwaste.ingest.prometheus_runners import ONE_OFF_WINDOW
 
-        s, q = _common(ctx, config, data_dir, quiet)
+        s, q = common(ctx, config, data_dir, quiet)
         window = (parse_when(since, "--since"), parse_when(until, "--until"))
         if url is None:
             if cluster is not None:
@@ -133,7 +105,7 @@ def register(app: typer.Typer) -> None:
         }
         if token_env:
             source["token_env"] = token_env
-        c = _cluster(s, cluster, "gpuwaste ingest prometheus --url", prometheus=source)
+        c = one_off_cluster(s, cluster, "gpuwaste ingest prometheus --url", prometheus=source)
         token = ONE_OFF_WINDOW.set(window)
         try:
             run_one(s, c, "prometheus", q)
@@ -153,7 +125,7 @@ def register(app: typer.Typer) -> None:
         quiet: QuietOpt = False,
     ) -> None:
         """Saved DCGM / node-exporter samples from a file, with no server (the demo's path)."""
-        s, q = _common(ctx, config, data_dir, quiet)
+        s, q = common(ctx, config, data_dir, quiet)
         if file is None:
             if cluster is not None:
                 selected = s.cluster(cluster)
@@ -163,5 +135,7 @@ def register(app: typer.Typer) -> None:
             else:
                 run_configured(s, ["openmetrics"], q)
             return
-        c = _cluster(s, cluster, "gpuwaste ingest openmetrics --file", openmetrics={"file": file})
+        c = one_off_cluster(
+            s, cluster, "gpuwaste ingest openmetrics --file", openmetrics={"file": file}
+        )
         run_one(s, c, "openmetrics", q)
