@@ -265,6 +265,22 @@ def _ts_expr(col: str, timezone: str) -> tuple[pl.Expr, pl.Expr]:
     return ts, problem
 
 
+def _problem(shape_ok: pl.Expr, *checks: tuple[pl.Expr, str]) -> pl.Expr:
+    """A row's first problem, or null: the field count, the time, the machine id, then `checks`
+    (condition, reason) in order; shared by the three utilization files."""
+    chain = (
+        pl.when(~shape_ok)
+        .then(pl.lit("wrong field count: ") + pl.col("nfields").cast(pl.String))
+        .when(pl.col("ts_problem").is_not_null())
+        .then(pl.col("ts_problem"))
+        .when(pl.col("host").is_null() | (pl.col("host") == ""))
+        .then(pl.lit("no machine id"))
+    )
+    for cond, reason in checks:
+        chain = chain.when(cond).then(pl.lit(reason))
+    return chain.otherwise(pl.lit(None, dtype=pl.String())).alias("problem")
+
+
 def _refused_frame(df: pl.DataFrame, location: str) -> pl.DataFrame:
     return df.filter(pl.col("problem").is_not_null()).select(
         (pl.lit(location + ":") + pl.col("lineno").cast(pl.String)).alias("location"),
@@ -344,16 +360,10 @@ def parse_gpu_util_lines(
     ).drop("f")
     df = _numbers(df, raw, [f"g{k}" for k in range(N_GPU_COLS)], 0.0, 100.0)
     df = df.with_columns(
-        pl.when(~(pl.col("paired") | pl.col("plain")))
-        .then(pl.lit("wrong field count: ") + pl.col("nfields").cast(pl.String))
-        .when(pl.col("ts_problem").is_not_null())
-        .then(pl.col("ts_problem"))
-        .when((pl.col("host").is_null()) | (pl.col("host") == ""))
-        .then(pl.lit("no machine id"))
-        .when(pl.col("_bad"))
-        .then(pl.lit("utilization not a number in 0-100"))
-        .otherwise(pl.lit(None, dtype=pl.String()))
-        .alias("problem")
+        _problem(
+            pl.col("paired") | pl.col("plain"),
+            (pl.col("_bad"), "utilization not a number in 0-100"),
+        )
     )
     refused = _refused_frame(df, location)
     good = df.filter(pl.col("problem").is_null()).select(
@@ -380,16 +390,7 @@ def parse_cpu_util_lines(
     ).drop("f")
     df = _numbers(df, ["_r"], ["cpu_util"], 0.0, 100.0)
     df = df.with_columns(
-        pl.when(~pl.col("shape_ok"))
-        .then(pl.lit("wrong field count: ") + pl.col("nfields").cast(pl.String))
-        .when(pl.col("ts_problem").is_not_null())
-        .then(pl.col("ts_problem"))
-        .when(pl.col("host").is_null() | (pl.col("host") == ""))
-        .then(pl.lit("no machine id"))
-        .when(pl.col("_bad"))
-        .then(pl.lit("cpu utilization not a number in 0-100"))
-        .otherwise(pl.lit(None, dtype=pl.String()))
-        .alias("problem")
+        _problem(pl.col("shape_ok"), (pl.col("_bad"), "cpu utilization not a number in 0-100"))
     )
     refused = _refused_frame(df, location)
     good = (
@@ -416,18 +417,11 @@ def parse_mem_util_lines(
     ).drop("f")
     df = _numbers(df, ["_t", "_f"], ["total", "free"], 0.0, None)
     df = df.with_columns(
-        pl.when(~pl.col("shape_ok"))
-        .then(pl.lit("wrong field count: ") + pl.col("nfields").cast(pl.String))
-        .when(pl.col("ts_problem").is_not_null())
-        .then(pl.col("ts_problem"))
-        .when(pl.col("host").is_null() | (pl.col("host") == ""))
-        .then(pl.lit("no machine id"))
-        .when(pl.col("_bad"))
-        .then(pl.lit("memory not a non-negative number"))
-        .when((pl.col("free") > pl.col("total")).fill_null(False))
-        .then(pl.lit("mem_free larger than mem_total"))
-        .otherwise(pl.lit(None, dtype=pl.String()))
-        .alias("problem")
+        _problem(
+            pl.col("shape_ok"),
+            (pl.col("_bad"), "memory not a non-negative number"),
+            ((pl.col("free") > pl.col("total")).fill_null(False), "mem_free larger than mem_total"),
+        )
     )
     refused = _refused_frame(df, location)
     good = (
