@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import polars as pl
 import pytest
 
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import Settings, Thresholds
+from gpuwaste.warehouse.catalog import connect, refresh_catalog
 from gpuwaste.warehouse.store import Warehouse
 
 T0 = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
@@ -344,6 +347,41 @@ def test_rerun_changes_nothing_and_rebuild_is_identical(data_dir: Path) -> None:
     assert rebuilt.rebuilt and rebuilt.jobs_recomputed == 1
     for name, df in before.items():
         assert wh.read(name, "c").equals(df), name
+
+
+def test_results_of_an_older_version_are_read_then_rebuilt(data_dir: Path) -> None:
+    """A result column added by a newer gpuwaste (job_usage.checkpointing) is absent from files
+    an older one wrote: the views read it as NULL instead of failing to bind, and the next
+    analyze recomputes every job because the result tables changed."""
+    pts = [(15 * k, 50, 900) for k in range(1, 41)]
+    build(
+        data_dir,
+        series("h", 0, pts),
+        [{"job_id": "j", "start": at(0), "end": at(600), "gpus": [("h", 0)]}],
+    )
+    settings = Settings(data_dir=data_dir)
+    analyze(settings, quiet=True)
+    path = data_dir / "parquet" / "job_usage" / "cluster=c" / "analyze.parquet"
+    assert path.is_file()
+    pl.read_parquet(path).drop("checkpointing").write_parquet(path)  # as the older version
+    meta = data_dir / "analyze_state" / "c.json"
+    old_state = json.loads(meta.read_text())
+    del old_state["results_schema"]
+    meta.write_text(json.dumps(old_state))
+    con = connect(data_dir)
+    assert con.sql("select job_id, checkpointing from job_usage").fetchall() == [("j", None)]
+    con.close()
+    refresh_catalog(data_dir)
+    cat = duckdb.connect(str(data_dir / "gpuwaste.duckdb"), read_only=True)
+    assert cat.sql("select checkpointing from job_usage").fetchall() == [(None,)]
+    cat.close()
+    again = analyze(settings, quiet=True)[0]
+    assert again.rebuilt and again.jobs_recomputed == 1
+    assert pl.read_parquet(path)["checkpointing"].to_list() == [False]
+    cat = duckdb.connect(str(data_dir / "gpuwaste.duckdb"), read_only=True)
+    assert cat.sql("select checkpointing from job_usage").fetchall() == [(False,)]
+    cat.close()
+    assert analyze(settings, quiet=True)[0].jobs_recomputed == 0
 
 
 def test_incremental_recomputes_only_changed_jobs(data_dir: Path) -> None:

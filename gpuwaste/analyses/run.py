@@ -173,7 +173,10 @@ def analyze_cluster(
     fps = state.job_fingerprints(con, cluster, as_of)
     thresholds_json = t.model_dump_json()
     prev = None if rebuild else state.load(settings.data_dir, cluster)
-    if prev is not None and prev[0].thresholds != thresholds_json:
+    schema_now = state.results_schema(tuple(RESULT_TABLES))
+    if prev is not None and (
+        prev[0].thresholds != thresholds_json or prev[0].results_schema != schema_now
+    ):
         prev = None
     run = ClusterRun(cluster=cluster, jobs_total=fps.height, rebuilt=prev is None)
     dirty, removed = _dirty_jobs(fps, prev, parts, as_of, since)
@@ -205,7 +208,12 @@ def analyze_cluster(
     state.save(
         settings.data_dir,
         cluster,
-        state.AnalyzeState(thresholds=thresholds_json, as_of=as_of.isoformat(), partitions=parts),
+        state.AnalyzeState(
+            thresholds=thresholds_json,
+            as_of=as_of.isoformat(),
+            partitions=parts,
+            results_schema=schema_now,
+        ),
         fps,
     )
     return run

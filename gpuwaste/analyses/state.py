@@ -1,7 +1,8 @@
 """What the last `gpuwaste analyze` saw, so that the next one recomputes only what changed.
 
 Per cluster, `<data_dir>/analyze_state/<cluster>.json` records the thresholds, the watermark the
-running jobs were analyzed up to, and the (mtime, size) of every sample partition file; and
+running jobs were analyzed up to, the columns of the result tables (a gpuwaste version that adds
+one recomputes every job), and the (mtime, size) of every sample partition file; and
 `<cluster>.jobs.parquet` records a fingerprint of each job's record and allocations with the UTC
 days its allocation spans. Written last, after the result tables, so a crash only means more work
 next time, never a missed change.
@@ -18,6 +19,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from gpuwaste.warehouse.schema import table
 from gpuwaste.warehouse.store import Warehouse, atomic_write_parquet
 
 STATE_DIR = "analyze_state"
@@ -31,6 +33,15 @@ class AnalyzeState:
     as_of: str = ""
     partitions: dict[str, list[int]] = field(default_factory=dict)
     version: int = VERSION
+    results_schema: str = ""
+
+
+def results_schema(names: tuple[str, ...]) -> str:
+    """The result tables' names, columns and types, as one string to compare across runs."""
+    return ";".join(
+        f"{name}:" + ",".join(f"{c}={d}" for c, d in table(name).columns.items())
+        for name in sorted(names)
+    )
 
 
 def partition_signatures(wh: Warehouse, cluster: str) -> dict[str, list[int]]:

@@ -52,9 +52,35 @@ def _quote(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
+def stored_columns(wh: Warehouse, t: Table) -> frozenset[str]:
+    """Columns present in at least one of the table's files (read from the parquet footers),
+    plus the partition columns, which live in the paths.
+
+    A column added to a table in a later gpuwaste version is absent from files written before:
+    its view reads it as NULL until the table is rewritten, instead of failing to bind.
+    """
+    found: set[str] = set(t.partition_cols)
+    for path in wh.files(t.name):
+        try:
+            found.update(pl.read_parquet_schema(path))
+        except FileNotFoundError:
+            continue  # replaced or removed under us: the next read sees the new set
+        except Exception:  # unreadable footer: the query itself will name the file
+            return frozenset(t.columns)
+        if found >= t.columns.keys():
+            break
+    return frozenset(found)
+
+
 def view_sql(wh: Warehouse, t: Table) -> str:
     """`SELECT` that a view of table `t` is defined as (typed and empty when it has no files)."""
-    cols = [f'CAST("{c}" AS {_duck_type(d)}) AS "{c}"' for c, d in t.columns.items()]
+    present = stored_columns(wh, t)
+    cols = [
+        f'CAST("{c}" AS {_duck_type(d)}) AS "{c}"'
+        if c in present
+        else f'CAST(NULL AS {_duck_type(d)}) AS "{c}"'
+        for c, d in t.columns.items()
+    ]
     if t.layout == "dated":
         cols.append('CAST("date" AS DATE) AS "date"')
     if not wh.has_files(t.name):
@@ -92,7 +118,11 @@ def _signature(wh: Warehouse) -> dict[str, object]:
     return {
         "root": str(wh.root.resolve()),
         "tables": {
-            name: {"has_files": wh.has_files(name), "columns": list(t.columns)}
+            name: {
+                "has_files": wh.has_files(name),
+                "columns": list(t.columns),
+                "stored": sorted(stored_columns(wh, t)),
+            }
             for name, t in sorted(all_tables().items())
         },
     }
