@@ -17,7 +17,15 @@ from datetime import date, datetime
 import duckdb
 import polars as pl
 
-from gpuwaste.analyses import idle_slots, job_gpu_usage, job_usage, job_util_hist, stable_phases
+from gpuwaste.analyses import (
+    idle_slots,
+    job_gpu_usage,
+    job_samples,
+    job_usage,
+    job_util_hist,
+    sample_flags,
+    stable_phases,
+)
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
 from gpuwaste.warehouse.schema import conform, table
@@ -107,23 +115,31 @@ def _gpu_pass(
     if span is None:
         return {}
     set_variables(con, {"date_lo": span[0], "date_hi": span[1]})
-    _table(con, "job_samples", "staging/job_samples")
+    alloc_rows = con.sql("select alloc_id, host, gpu, start_ts, end_ts from analyze_alloc").pl()
+    samples = job_samples.compute(
+        con, alloc_rows, thresholds.idle_mem_floor_mib, thresholds.fluctuation_window_s
+    )
+    con.register("job_samples", samples)
     lap("window pass")
-    _table(con, "gpu_intervals", "staging/gpu_intervals")
-    _table(con, "sample_flags", "staging/sample_flags", kind="view")
+    flags = sample_flags.compute(samples, thresholds)
+    con.register("sample_flags", flags)
+    lap("flags")
     _table(con, "gpu_sample_stats", "staging/gpu_sample_stats")
     lap("gpu stats")
     slots = _conform(idle_slots.compute(con), "idle_slots")
     lap("idle slots")
-    runs = stable_phases.level_runs(con, thresholds)
+    runs = stable_phases.level_runs_frame(flags, thresholds)
     lap("memory runs")
     alloc = con.sql("select alloc_id, job_id, attempt, host, gpu from analyze_alloc").pl()
     phases = _conform(stable_phases.merge_phases(runs, alloc, thresholds), "stable_phases")
     lap("phase merge")
     _table(con, "util_minutes", "staging/util_minutes")
+    lap("util_minutes")
     checkpoint = con.sql(load_sql("staging/job_checkpoint")).pl()
-    con.execute("drop view sample_flags")
-    con.execute("drop table job_samples")
+    lap("checkpoint")
+    con.unregister("sample_flags")
+    con.unregister("job_samples")
+    del samples, flags
     hist = job_util_hist.compute(con)
     fluct = con.sql(load_sql("staging/job_fluctuation")).pl()
     con.execute("drop table util_minutes")
@@ -135,7 +151,6 @@ def _gpu_pass(
     con.unregister("batch_idle_slots")
     con.unregister("batch_phase_counts")
     con.execute("drop table gpu_sample_stats")
-    con.execute("drop table gpu_intervals")
     lap("gpu roll-up")
     return {
         "job_gpu_usage": gpu_usage,

@@ -37,9 +37,54 @@ STEP_FRACTION = 8  # readings closer than tolerance / 8 to the previous one stay
 
 def level_runs(con: duckdb.DuckDBPyConnection, t: Thresholds) -> pl.DataFrame:
     """Runs of near-equal memory readings of this batch, one row per run, in time order per
-    allocation (needs the `sample_flags` view)."""
+    allocation, by the SQL (needs `sample_flags`); `level_runs_frame` computes the same."""
     set_variables(con, {"phase_step_mib": t.phase_tolerance_mib / STEP_FRACTION})
     return con.sql(load_sql("analyses/stable_phases")).pl()
+
+
+def _micros(seconds: pl.Expr) -> pl.Expr:
+    return pl.duration(
+        microseconds=(seconds * 1e6).round(mode="half_away_from_zero").cast(pl.Int64)
+    )
+
+
+def level_runs_frame(flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
+    """Pure: the rows of `sql/analyses/stable_phases.sql` from sample_flags rows in allocation
+    and time order (as job_samples.py makes them). A run's readings are contiguous there, so a
+    running count of run openings numbers them: no join, no sort."""
+    step = t.phase_tolerance_mib / STEP_FRACTION
+    mem, prev_mem = pl.col("mem_used_mib"), pl.col("prev_mem")
+    readings = flags.filter(mem.is_not_null()).select(
+        "alloc_id",
+        "ts",
+        "mem_used_mib",
+        "mem_total_mib",
+        "gap_before",
+        (pl.col("covered_s") + pl.col("tail_covered_s")).alias("weight_s"),
+        (pl.col("ts") - _micros(pl.col("covered_s"))).alias("opens_at"),
+        (pl.col("ts") + _micros(pl.col("tail_covered_s"))).alias("closes_at"),
+        (prev_mem.is_null() | pl.col("gap_before") | ((mem - prev_mem).abs() > step)).alias(
+            "opens_run"
+        ),
+    )
+    return (
+        readings.with_columns(pl.col("opens_run").cum_sum().alias("run"))
+        .group_by("run", maintain_order=True)
+        .agg(
+            pl.col("alloc_id").first(),
+            pl.col("opens_at").min().alias("start_ts"),
+            pl.col("closes_at").max().alias("end_ts"),
+            pl.col("gap_before").first(),
+            pl.col("weight_s").sum(),
+            (pl.col("mem_used_mib") * pl.col("weight_s")).sum().alias("mem_x_s"),
+            pl.col("mem_used_mib").mean().alias("mem_mean"),
+            pl.col("mem_used_mib").min().alias("mem_min"),
+            pl.col("mem_used_mib").max().alias("mem_max"),
+            pl.col("mem_total_mib").max(),
+        )
+        .drop("run")
+        .sort("alloc_id", maintain_order=True)
+    )
 
 
 def _phase_numbers(

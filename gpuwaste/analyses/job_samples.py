@@ -1,0 +1,192 @@
+"""The per-sample window pass (`sql/staging/job_samples.sql`), computed in polars.
+
+`sql/staging/job_samples.sql` is the definition an operator reads and can run in `duckdb`: every
+sample of an allocated GPU inside its allocation [start_ts, end_ts), with its neighbours in time
+(lag/lead over the allocation, by ts) and the idle flag [CloudBrain §IV-C: utilization 0 and
+memory used at or under `idle_mem_floor_mib`]. This module computes exactly the same rows
+(tests/test_job_samples.py compares the two on generated data and on hypothesis cases) without
+the two sorts the SQL costs DuckDB (the ASOF join's and the window's):
+
+- the sample files are stored sorted by host, GPU and time within each UTC day, so the samples
+  of a batch, read in file order, are sorted by GPU with one stable sort on a small integer key
+  (checked, and sorted in full if the files are not in that order);
+- exclusive allocations of a GPU do not overlap, so after an as-of join (a linear merge on
+  sorted input) the samples of each allocation are contiguous and in time order, and lag/lead
+  are plain shifts masked at allocation edges. Allocations that share a GPU (rare) are joined
+  by range and appended, sorted.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import polars as pl
+
+from gpuwaste.warehouse.readonly import read_retrying
+
+COLUMNS = (
+    "alloc_id",
+    "ts",
+    "util",
+    "mem_used_mib",
+    "mem_total_mib",
+    "idle",
+    "is_first",
+    "dt_s",
+    "next_dt_s",
+    "tail_s",
+    "minute",
+    "window_no",
+    "prev_idle",
+    "prev_util",
+    "next_idle",
+    "prev_mem",
+    "next_mem",
+)
+
+GPU_KEY_SPAN = 1 << 16  # gk = (position of the host in the batch's host list) * span + gpu
+
+_SAMPLES = """
+select (list_position(?::varchar[], host) * 65536 + gpu)::bigint as gk,
+       ts, util, mem_used_mib, mem_total_mib
+from gpu_samples
+where cluster = getvariable('cluster')
+  and date between getvariable('date_lo')::date and getvariable('date_hi')::date
+  and host between getvariable('host_lo') and getvariable('host_hi')
+  and util is not null
+"""
+
+
+def _seconds(delta: pl.Expr) -> pl.Expr:
+    return delta.dt.total_microseconds().cast(pl.Float64) / 1e6
+
+
+def _shared_flags(alloc: pl.DataFrame) -> pl.DataFrame:
+    """Mark allocations that overlap another one on the same GPU (as the SQL's overlap_flags)."""
+    by_gpu = alloc.sort("gk", "start_ts", "alloc_id")
+    return by_gpu.with_columns(
+        (
+            (pl.col("end_ts").cum_max().shift(1).over("gk") > pl.col("start_ts")).fill_null(False)
+            | (pl.col("start_ts").shift(-1).over("gk") < pl.col("end_ts")).fill_null(False)
+        ).alias("shared")
+    )
+
+
+def _sorted_by_gpu(samples: pl.DataFrame) -> pl.DataFrame:
+    """Samples in (gk, ts) order: a stable sort by GPU keeps each day's time order, and days come
+    in order, so this is one cheap pass when the files are as stored; else a full sort."""
+    out = samples.sort("gk", maintain_order=True)
+    ordered = out.select(
+        ((pl.col("gk") != pl.col("gk").shift(1)) | (pl.col("ts") >= pl.col("ts").shift(1)))
+        .fill_null(True)
+        .all()
+    ).item()
+    return out if ordered else samples.sort("gk", "ts")
+
+
+def _keyed(frame: pl.DataFrame, hosts: list[str]) -> pl.DataFrame:
+    """`frame` with gk, the same integer key of (host, gpu) as _SAMPLES computes in SQL (null
+    for a host not in `hosts`), in place of host and gpu."""
+    position = pl.col("host").replace_strict(
+        hosts, list(range(1, len(hosts) + 1)), default=None, return_dtype=pl.Int64
+    )
+    return frame.with_columns(
+        (position * GPU_KEY_SPAN + pl.col("gpu").cast(pl.Int64)).alias("gk")
+    ).drop("host", "gpu")
+
+
+def _hosts(alloc: pl.DataFrame) -> list[str]:
+    return sorted(alloc.filter(pl.col("gpu") >= 0)["host"].unique().to_list())
+
+
+def _compute_keyed(
+    samples: pl.DataFrame, alloc: pl.DataFrame, idle_mem_floor_mib: float, window_s: float
+) -> pl.DataFrame:
+    """samples (gk, ts, util, mem_used_mib, mem_total_mib) in stored order and allocations
+    (alloc_id, gk, start_ts, end_ts) -> the rows of job_samples.sql."""
+    keyed = _shared_flags(alloc)
+    samples = samples.filter(
+        pl.col("util").is_not_null() & pl.col("gk").is_in(keyed["gk"].unique().implode())
+    )
+    samples = _sorted_by_gpu(samples)
+    bounds = ["alloc_id", "start_ts", "end_ts"]
+    exclusive = keyed.filter(~pl.col("shared")).select("gk", *bounds)
+    matched = samples.join_asof(
+        exclusive.sort("gk", "start_ts"),
+        left_on="ts",
+        right_on="start_ts",
+        by="gk",
+        strategy="backward",
+        check_sortedness=False,
+    ).filter(pl.col("ts") < pl.col("end_ts"))
+    shared = keyed.filter(pl.col("shared")).select("gk", *bounds)
+    if shared.height:
+        in_shared = (
+            samples.join(shared, on="gk")
+            .filter((pl.col("ts") >= pl.col("start_ts")) & (pl.col("ts") < pl.col("end_ts")))
+            .sort("alloc_id", "ts")
+        )
+        matched = pl.concat([matched, in_shared.select(matched.columns)])
+    idle = (pl.col("util") == 0) & (
+        pl.col("mem_used_mib").fill_null(0) <= pl.lit(idle_mem_floor_mib, pl.Float64)
+    )
+    flagged = matched.with_columns(
+        idle.alias("idle"),
+        (pl.col("alloc_id") == pl.col("alloc_id").shift(1)).fill_null(False).alias("_same_prev"),
+        (pl.col("alloc_id") == pl.col("alloc_id").shift(-1)).fill_null(False).alias("_same_next"),
+    )
+    same_prev, same_next = pl.col("_same_prev"), pl.col("_same_next")
+
+    def prev(name: str) -> pl.Expr:
+        return pl.when(same_prev).then(pl.col(name).shift(1)).alias(f"prev_{name}")
+
+    def nxt(name: str) -> pl.Expr:
+        return pl.when(same_next).then(pl.col(name).shift(-1)).alias(f"next_{name}")
+
+    since_start = _seconds(pl.col("ts") - pl.col("start_ts"))
+    return flagged.select(
+        pl.col("alloc_id").cast(pl.Int64),
+        "ts",
+        "util",
+        "mem_used_mib",
+        "mem_total_mib",
+        "idle",
+        (~same_prev).alias("is_first"),
+        _seconds(
+            pl.col("ts") - pl.when(same_prev).then(pl.col("ts").shift(1)).otherwise("start_ts")
+        ).alias("dt_s"),
+        _seconds(pl.when(same_next).then(pl.col("ts").shift(-1)) - pl.col("ts")).alias("next_dt_s"),
+        _seconds(pl.col("end_ts") - pl.col("ts")).alias("tail_s"),
+        (since_start / 60).floor().alias("minute"),
+        (since_start / pl.lit(float(window_s), pl.Float64)).floor().alias("window_no"),
+        prev("idle"),
+        prev("util"),
+        nxt("idle"),
+        prev("mem_used_mib").alias("prev_mem"),
+        nxt("mem_used_mib").alias("next_mem"),
+    )
+
+
+def compute_frame(
+    samples: pl.DataFrame, alloc: pl.DataFrame, idle_mem_floor_mib: float, window_s: float
+) -> pl.DataFrame:
+    """Pure: samples (host, gpu, ts, util, mem_used_mib, mem_total_mib), in stored order, and
+    allocations (alloc_id, host, gpu, start_ts, end_ts) -> the rows of job_samples.sql."""
+    hosts = _hosts(alloc)
+    alloc_keyed = _keyed(alloc.filter(pl.col("gpu") >= 0), hosts)
+    return _compute_keyed(_keyed(samples, hosts), alloc_keyed, idle_mem_floor_mib, window_s)
+
+
+def compute(
+    con: duckdb.DuckDBPyConnection, alloc: pl.DataFrame, idle_mem_floor_mib: float, window_s: float
+) -> pl.DataFrame:
+    """job_samples for `alloc` (the allocations of one host range), reading the samples of the
+    variables' cluster, dates and hosts in stored order, keyed by GPU in SQL (no strings cross
+    into polars)."""
+    hosts = _hosts(alloc)
+    con.execute("set preserve_insertion_order = true")
+    try:
+        samples = read_retrying(lambda: con.sql(_SAMPLES, params=[hosts]).pl())
+    finally:
+        con.execute("set preserve_insertion_order = false")
+    alloc_keyed = _keyed(alloc.filter(pl.col("gpu") >= 0), hosts)
+    return _compute_keyed(samples, alloc_keyed, idle_mem_floor_mib, window_s)

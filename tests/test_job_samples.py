@@ -1,0 +1,242 @@
+"""The polars per-sample pass equals its SQL definition: job_samples.py = staging/job_samples.sql,
+sample_flags.py = staging/gpu_intervals.sql + sample_flags.sql, stable_phases.level_runs_frame =
+analyses/stable_phases.sql, on hypothesis cases (irregular and duplicate-free timestamps, samples
+outside allocations, GPUs shared by two allocations, null memory, rows in any order) and on a
+generated cluster read from a real warehouse."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
+
+from gpuwaste.analyses import job_samples, sample_flags, stable_phases
+from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
+from gpuwaste.config import Thresholds
+from gpuwaste.warehouse.catalog import connect
+from gpuwaste.warehouse.store import Warehouse
+
+T0 = datetime(2026, 11, 1, 23, 50, tzinfo=UTC)  # crosses midnight
+HOSTS = ["h1", "h2", "h3"]
+SAMPLE_SCHEMA = {
+    "host": pl.String,
+    "gpu": pl.Int16,
+    "ts": pl.Datetime("us", "UTC"),
+    "util": pl.Float64,
+    "mem_used_mib": pl.Float64,
+    "mem_total_mib": pl.Float64,
+}
+ALLOC_SCHEMA = {
+    "alloc_id": pl.Int64,
+    "job_id": pl.String,
+    "attempt": pl.Int16,
+    "host": pl.String,
+    "gpu": pl.Int16,
+    "start_ts": pl.Datetime("us", "UTC"),
+    "end_ts": pl.Datetime("us", "UTC"),
+}
+KEYS = ["alloc_id", "ts"]
+
+
+def _sql_pass(
+    samples: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """job_samples, sample_flags and the level runs by the SQL files, in DuckDB."""
+    con = duckdb.connect()
+    con.execute("set TimeZone = 'UTC'")
+    con.register("samples_in", samples)
+    con.execute(
+        "create view gpu_samples as select *, 'c' as cluster, ts::date as date from samples_in"
+    )
+    con.register("analyze_alloc", alloc)
+    lo, hi = samples["ts"].min(), samples["ts"].max()
+    assert isinstance(lo, datetime) and isinstance(hi, datetime)
+    set_variables(
+        con,
+        {
+            **threshold_variables(t),
+            "cluster": "c",
+            "date_lo": lo.date(),
+            "date_hi": hi.date(),
+            "host_lo": "",
+            "host_hi": "~",
+        },
+    )
+    con.execute(f"create table job_samples as {load_sql('staging/job_samples')}")
+    con.execute(f"create table gpu_intervals as {load_sql('staging/gpu_intervals')}")
+    con.execute(f"create view sample_flags as {load_sql('staging/sample_flags')}")
+    flags = con.sql("select * from sample_flags").pl()
+    runs = stable_phases.level_runs(con, t)
+    return con.sql("select * from job_samples").pl(), flags, runs
+
+
+def _polars_pass(
+    samples: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    js = job_samples.compute_frame(samples, alloc, t.idle_mem_floor_mib, t.fluctuation_window_s)
+    flags = sample_flags.compute(js, t)
+    return js, flags, stable_phases.level_runs_frame(flags, t)
+
+
+def _assert_same(
+    fast: tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame],
+    sql: tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame],
+) -> None:
+    for name, a, b in zip(("job_samples", "sample_flags"), fast[:2], sql[:2], strict=True):
+        assert a.columns == b.columns, name
+        assert_frame_equal(a.sort(KEYS), b.sort(KEYS), check_exact=True)
+    # level runs: sums in another order may differ in the last bits
+    runs_fast, runs_sql = fast[2], sql[2]
+    assert runs_fast.columns == runs_sql.columns
+    assert_frame_equal(
+        runs_fast.sort("alloc_id", "start_ts"),
+        runs_sql.sort("alloc_id", "start_ts"),
+        check_exact=False,
+        rel_tol=1e-9,
+    )
+    # the phase merge needs runs in allocation and time order, as the SQL returns them
+    ordered = runs_fast.select("alloc_id", "start_ts")
+    assert ordered.equals(ordered.sort("alloc_id", "start_ts"))
+
+
+readings = st.lists(
+    st.tuples(
+        st.integers(min_value=1, max_value=90),  # seconds since the previous sample
+        st.sampled_from([0.0, 0.0, 0.0, 30.0, 100.0]),
+        st.sampled_from([0.0, 0.0, 100.0, 2000.0, 2040.0, 9000.0, None]),
+    ),
+    min_size=1,
+    max_size=40,
+)
+allocation = st.tuples(
+    st.integers(min_value=0, max_value=len(HOSTS) - 1),
+    st.integers(min_value=-1, max_value=2),  # -1: GPU index unknown (left out by both)
+    st.integers(min_value=0, max_value=900),  # start, seconds after T0
+    st.integers(min_value=1, max_value=1500),  # length
+)
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[pl.DataFrame, pl.DataFrame, Thresholds]:
+    rows = []
+    for host in HOSTS:
+        for gpu in range(3):
+            ts = T0
+            for step, util, mem in draw(readings):
+                ts += timedelta(seconds=step)
+                rows.append((host, gpu, ts, util, mem, 16384.0))
+    samples = pl.DataFrame(rows, schema=SAMPLE_SCHEMA, orient="row")
+    allocs = draw(st.lists(allocation, min_size=1, max_size=8))
+    alloc = pl.DataFrame(
+        [
+            (
+                i + 1,
+                f"j{i}",
+                0,
+                HOSTS[h],
+                g,
+                T0 + timedelta(seconds=s),
+                T0 + timedelta(seconds=s + n),
+            )
+            for i, (h, g, s, n) in enumerate(allocs)
+        ],
+        schema=ALLOC_SCHEMA,
+        orient="row",
+    )
+    order = draw(st.sampled_from(["stored", "shuffled", "reversed"]))
+    if order == "stored":  # as the warehouse keeps them: by day, then host, GPU, time
+        samples = samples.sort(pl.col("ts").dt.date(), "host", "gpu", "ts")
+    elif order == "shuffled":
+        samples = samples.sample(fraction=1.0, shuffle=True, seed=draw(st.integers(0, 99)))
+    else:
+        samples = samples.reverse()
+    t = Thresholds(
+        sampling_interval_s=draw(st.sampled_from([None, None, 20.0])),
+        fluctuation_window_s=draw(st.sampled_from([60.0, 120.0, 45.0])),
+        idle_mem_floor_mib=draw(st.sampled_from([0.0, 100.0])),
+    )
+    return samples, alloc, t
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=cases())
+def test_polars_pass_equals_sql(case: tuple[pl.DataFrame, pl.DataFrame, Thresholds]) -> None:
+    samples, alloc, t = case
+    _assert_same(_polars_pass(samples, alloc, t), _sql_pass(samples, alloc, t))
+
+
+def test_shared_gpu_rows_come_once_per_allocation() -> None:
+    """Two allocations overlapping on one GPU (a shared GPU) each get the samples inside them."""
+    samples = pl.DataFrame(
+        [("h1", 0, T0 + timedelta(seconds=15 * i), 10.0, 100.0, 16384.0) for i in range(1, 9)],
+        schema=SAMPLE_SCHEMA,
+        orient="row",
+    )
+    alloc = pl.DataFrame(
+        [
+            (1, "a", 0, "h1", 0, T0, T0 + timedelta(seconds=90)),
+            (2, "b", 0, "h1", 0, T0 + timedelta(seconds=45), T0 + timedelta(seconds=200)),
+        ],
+        schema=ALLOC_SCHEMA,
+        orient="row",
+    )
+    js = job_samples.compute_frame(samples, alloc, 0.0, 120.0)
+    counts = dict(js.group_by("alloc_id").len().iter_rows())
+    assert counts == {1: 5, 2: 6}  # 15..75 s and 45..120 s
+    _assert_same(
+        _polars_pass(samples, alloc, Thresholds()), _sql_pass(samples, alloc, Thresholds())
+    )
+
+
+generate = pytest.importorskip("gpuwaste.generate")
+
+
+def test_generated_cluster_from_the_warehouse(tmp_path: Path) -> None:
+    """The I/O path (samples read from parquet in stored order, keyed in SQL) on a generated
+    cluster equals the SQL, host range by host range."""
+    spec = generate.GeneratorSpec(seed=5, gpus=24, days=1.0, interval_s=15, cluster="c")
+    generate.write_samples_parquet(spec, tmp_path / "samples")
+    cluster = generate.simulate(spec)
+    wh = Warehouse(tmp_path / "wh")
+    samples = pl.read_parquet(tmp_path / "samples" / "*" / "*.parquet")
+    wh.replace_window("gpu_samples", "c", spec.start, spec.start + timedelta(days=1), samples)
+    wh.upsert("jobs", "c", "gen", generate.jobs_frame(cluster))
+    wh.upsert("job_gpus", "c", "gen", generate.job_gpus_frame(cluster))
+    t = Thresholds()
+    con = connect(tmp_path / "wh")
+    ids = pl.DataFrame({"job_id": [r[0] for r in con.sql("select job_id from jobs").fetchall()]})
+    con.register("analyze_batch", ids)
+    set_variables(con, {**threshold_variables(t), "cluster": "c", "as_of": spec.start})
+    set_variables(con, {"as_of": spec.start + timedelta(days=1)})
+    con.execute(f"create temp table analyze_alloc as {load_sql('staging/allocations')}")
+    lo, hi = con.sql(
+        "select min(start_ts)::date, max(end_ts - interval 1 microsecond)::date from analyze_alloc"
+    ).fetchall()[0]
+    set_variables(con, {"date_lo": lo, "date_hi": hi})
+    hosts = [r[0] for r in con.sql("select distinct host from analyze_alloc order by 1").fetchall()]
+    assert len(hosts) >= 3
+    compared = 0
+    for host_lo, host_hi in [(hosts[0], hosts[1]), (hosts[2], hosts[-1])]:
+        set_variables(con, {"host_lo": host_lo, "host_hi": host_hi})
+        alloc = con.sql(
+            "select alloc_id, host, gpu, start_ts, end_ts from analyze_alloc "
+            "where host between getvariable('host_lo') and getvariable('host_hi')"
+        ).pl()
+        fast = job_samples.compute(con, alloc, t.idle_mem_floor_mib, t.fluctuation_window_s)
+        con.execute(
+            "create or replace temp table range_alloc as select * from analyze_alloc "
+            "where host between getvariable('host_lo') and getvariable('host_hi')"
+        )
+        sql = con.sql(
+            load_sql("staging/job_samples").replace("from analyze_alloc", "from range_alloc")
+        ).pl()
+        assert fast.height > 1000
+        assert_frame_equal(fast.sort(KEYS), sql.sort(KEYS), check_exact=True)
+        compared += fast.height
+    assert compared > 10_000
