@@ -92,7 +92,7 @@ def test_gpu_util_rows_quirks() -> None:
     samples, refused = parse_gpu_util_lines(
         lines_frame((PHILLY / "cluster_gpu_util").read_text()).slice(1)
     )
-    by = {(h, g, t): u for h, g, t, u in samples.rows()}
+    by = {(h, g, t): u for h, g, t, u, _ in samples.rows()}
     assert by[("m29", 1, utc(2017, 10, 3, 7, 8))] == pytest.approx(99.366666667)
     assert ("m29", 1, utc(2017, 10, 3, 7, 9)) not in by  # NA
     assert {g for h, g, _ in by if h == "m412"} == {0, 1, 2}
@@ -301,3 +301,78 @@ def test_repeated_machine_rows_keep_the_last_and_sort(data_dir: Path, tmp_path: 
     for day in g.with_columns(pl.col("ts").dt.date().alias("d")).partition_by("d"):
         keys = day.select("host", "gpu", "ts")  # one file per UTC day, sorted
         assert keys.equals(keys.sort("host", "gpu", "ts"))
+
+
+@pytest.mark.parametrize("chunk_bytes", [1 << 20, 200])
+@pytest.mark.parametrize("later_is_odd", [True, False])
+def test_the_later_line_wins_whichever_parser_reads_it(
+    data_dir: Path, tmp_path: Path, chunk_bytes: int, later_is_odd: bool
+) -> None:
+    """Two rows for one machine and minute, one read in bulk and one by the exact parser (an
+    18-field row): the one later in the file wins, in either order and across blocks."""
+    plain = "2017-10-03 00:08:00 PDT,m29,1.0,2.0,3.0,4.0,5.0,6.0,7.0,8.0,\n"
+    odd = "2017-10-03 00:08:00 PDT,m29," + ",".join(f"{k}.5," for k in range(8)) + "\n"
+    trace = tmp_path / "trace"
+    shutil.copytree(PHILLY, trace)
+    util = trace / "cluster_gpu_util"
+    header = util.read_text().splitlines()[0]
+    clean = "".join(  # rows the bulk reader takes (the fixture's refused rows would send the
+        # whole block to the exact parser, which keeps file order anyway)
+        f"2017-10-03 00:0{m}:00 PDT,m{h},1.0,2.0,NA,NA,NA,NA,NA,NA,\n"
+        for m in range(10)
+        for h in (29, 30)
+    )
+    util.write_text(header + "\n" + clean + (plain + odd if later_is_odd else odd + plain))
+    ingest_philly(Settings(data_dir=data_dir), cluster(trace), chunk_bytes=chunk_bytes)
+    g = Warehouse(data_dir).read("gpu_samples", "philly")
+    assert g.select("host", "gpu", "ts").is_unique().all()
+    at = g.filter((pl.col("host") == "m29") & (pl.col("ts") == utc(2017, 10, 3, 7, 8)))
+    expected = [k + 0.5 for k in range(8)] if later_is_odd else [float(k) for k in range(1, 9)]
+    assert at.sort("gpu")["util"].to_list() == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["m1", "m2", "m10"]),
+            st.integers(min_value=0, max_value=3),
+            st.integers(min_value=0, max_value=30),  # minutes
+        ),
+        max_size=60,
+    ),
+    order=st.sampled_from(["file", "by_time", "by_host"]),
+)
+def test_order_last_wins_equals_a_full_sort(rows: list[tuple[str, int, int]], order: str) -> None:
+    """The radix-sort-and-merge path gives what a full sort by (host, gpu, ts, lineno) keeping
+    the last of each key gives, whatever order the rows come in."""
+    from gpuwaste.ingest.philly_source import order_last_wins
+
+    df = pl.DataFrame(
+        {
+            "host": [h for h, _, _ in rows],
+            "gpu": pl.Series([g for _, g, _ in rows], dtype=pl.Int16),
+            "ts": [utc(2017, 10, 3, 0, m) for _, _, m in rows],
+            "util": [float(i) for i in range(len(rows))],
+            "lineno": list(range(2, len(rows) + 2)),
+        },
+        schema={
+            "host": pl.String,
+            "gpu": pl.Int16,
+            "ts": pl.Datetime("us", "UTC"),
+            "util": pl.Float64,
+            "lineno": pl.Int64,
+        },
+    )
+    if order == "by_time":
+        df = df.sort("ts", maintain_order=True)
+    elif order == "by_host":
+        df = df.sort("host", maintain_order=True)
+    expected = (
+        df.sort("host", "gpu", "ts", "lineno")
+        .group_by("host", "gpu", "ts", maintain_order=True)
+        .last()
+        .drop("lineno")
+    )
+    got = order_last_wins(df, ["gpu", "ts"])
+    assert got.equals(expected.select(got.columns))

@@ -342,7 +342,9 @@ def parse_gpu_util_lines(
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Rows of `cluster_gpu_util` (columns `lineno`, `line`) -> long samples, refused rows.
 
-    Samples: host, gpu, ts, util (one row per non-NA value). Refused: location, reason, raw.
+    Samples: host, gpu, ts, util, lineno (one row per non-NA value; lineno, the line in the
+    file, decides which of two rows for one machine and minute wins). Refused: location, reason,
+    raw.
     """
     df = _split(lines, timezone)
     n = pl.col("nfields")
@@ -367,13 +369,13 @@ def parse_gpu_util_lines(
     )
     refused = _refused_frame(df, location)
     good = df.filter(pl.col("problem").is_null()).select(
-        "host", "ts", *(pl.col(f"g{k}") for k in range(N_GPU_COLS))
+        "host", "ts", "lineno", *(pl.col(f"g{k}") for k in range(N_GPU_COLS))
     )
     long = (
-        good.unpivot(index=["host", "ts"], variable_name="gpu", value_name="util")
+        good.unpivot(index=["host", "ts", "lineno"], variable_name="gpu", value_name="util")
         .drop_nulls("util")
         .with_columns(pl.col("gpu").str.slice(1).cast(pl.Int16))
-        .select("host", "gpu", "ts", "util")
+        .select("host", "gpu", "ts", "util", "lineno")
     )
     return long, refused
 
@@ -381,7 +383,7 @@ def parse_gpu_util_lines(
 def parse_cpu_util_lines(
     lines: pl.DataFrame, location: str = CPU_UTIL, timezone: str = "America/Los_Angeles"
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Rows of `cluster_cpu_util` -> (host, ts, cpu_util) for non-NA values, refused rows."""
+    """Rows of `cluster_cpu_util` -> (host, ts, cpu_util, lineno) for non-NA values, refused."""
     df = _split(lines, timezone)
     n = pl.col("nfields")
     df = df.with_columns(
@@ -396,7 +398,7 @@ def parse_cpu_util_lines(
     good = (
         df.filter(pl.col("problem").is_null())
         .drop_nulls("cpu_util")
-        .select("host", "ts", "cpu_util")
+        .select("host", "ts", "cpu_util", "lineno")
     )
     return good, refused
 
@@ -404,7 +406,7 @@ def parse_cpu_util_lines(
 def parse_mem_util_lines(
     lines: pl.DataFrame, location: str = MEM_UTIL, timezone: str = "America/Los_Angeles"
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Rows of `cluster_mem_util` -> (host, ts, mem_used_frac), refused rows.
+    """Rows of `cluster_mem_util` -> (host, ts, mem_used_frac, lineno), refused rows.
 
     Rows with NA or mem_total == 0 are skipped (no sample), not refused.
     """
@@ -432,6 +434,7 @@ def parse_mem_util_lines(
             "host",
             "ts",
             ((pl.col("total") - pl.col("free")) / pl.col("total")).alias("mem_used_frac"),
+            "lineno",
         )
     )
     return good, refused
@@ -539,12 +542,13 @@ def parse_chunk(
                     pl.lit(k, dtype=pl.Int16()).alias("gpu"),
                     "ts",
                     pl.col(f"g{k}").alias("util"),
+                    "lineno",
                 ).filter(pl.col("util").is_not_null())
                 for k in range(N_GPU_COLS)
             ]
         )
     elif kind == CPU_UTIL:
-        good = ok.drop_nulls("cpu_util").select("host", "ts", "cpu_util")
+        good = ok.drop_nulls("cpu_util").select("host", "ts", "cpu_util", "lineno")
     else:
         good = (
             ok.filter(pl.col("total").is_not_null() & pl.col("free").is_not_null())
@@ -553,6 +557,7 @@ def parse_chunk(
                 "host",
                 "ts",
                 ((pl.col("total") - pl.col("free")) / pl.col("total")).alias("mem_used_frac"),
+                "lineno",
             )
         )
     odd = df.filter(~pl.col("_clean"))["lineno"].to_list()

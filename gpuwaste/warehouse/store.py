@@ -68,6 +68,26 @@ def _read_file(path: Path, t: Table) -> pl.DataFrame:
     return conform(df, t, stored=True)
 
 
+def sorted_by(df: pl.DataFrame, cols: list[str]) -> bool:
+    """True if `df` is already in the order `df.sort(cols)` gives (so the sort can be skipped:
+    checking is a vectorised pass, sorting millions of rows by strings is not)."""
+    if df.height < 2:
+        return True
+    if any(df[c].null_count() for c in cols):
+        return False
+    in_order = pl.lit(True)
+    for c in reversed(cols):
+        prev = pl.col(c).shift(1)
+        in_order = (pl.col(c) > prev) | ((pl.col(c) == prev) & in_order)
+    return bool(df.select(in_order.fill_null(True).all()).item())
+
+
+def _sort(df: pl.DataFrame, t: Table) -> pl.DataFrame:
+    if not t.sort or sorted_by(df, list(t.sort)):
+        return df
+    return df.sort(list(t.sort))
+
+
 def _days(start: datetime, end: datetime) -> list[date]:
     """UTC calendar days touched by the half-open window [start, end)."""
     d = start.astimezone(UTC).date()
@@ -168,9 +188,7 @@ class Warehouse:
             merged = pl.concat([kept, new], how="vertical_relaxed")
             if merged.height == 0 and not path.exists():
                 continue
-            if t.sort:
-                merged = merged.sort(list(t.sort))
-            atomic_write_parquet(merged, path)
+            atomic_write_parquet(_sort(merged, t), path)
             written += new.height
         return written
 
@@ -179,9 +197,7 @@ class Warehouse:
         t = table(name)
         if t.layout != "cluster":
             raise ValueError(f"{name} is not a per-cluster table")
-        rows = conform(rows, t, stored=True)
-        if t.sort:
-            rows = rows.sort(list(t.sort))
+        rows = _sort(conform(rows, t, stored=True), t)
         atomic_write_parquet(rows, self.cluster_dir(name, cluster) / f"{key}.parquet")
         return rows.height
 
