@@ -212,8 +212,8 @@ def test_generated_cluster_from_the_warehouse(tmp_path: Path) -> None:
     con = connect(tmp_path / "wh")
     ids = pl.DataFrame({"job_id": [r[0] for r in con.sql("select job_id from jobs").fetchall()]})
     con.register("analyze_batch", ids)
-    set_variables(con, {**threshold_variables(t), "cluster": "c", "as_of": spec.start})
-    set_variables(con, {"as_of": spec.start + timedelta(days=1)})
+    as_of = spec.start + timedelta(days=1)
+    set_variables(con, {**threshold_variables(t), "cluster": "c", "as_of": as_of})
     con.execute(f"create temp table analyze_alloc as {load_sql('staging/allocations')}")
     lo, hi = con.sql(
         "select min(start_ts)::date, max(end_ts - interval 1 microsecond)::date from analyze_alloc"

@@ -22,31 +22,12 @@ import duckdb
 import polars as pl
 
 from gpuwaste.warehouse.readonly import read_retrying
-
-COLUMNS = (
-    "alloc_id",
-    "ts",
-    "util",
-    "mem_used_mib",
-    "mem_total_mib",
-    "idle",
-    "is_first",
-    "dt_s",
-    "next_dt_s",
-    "tail_s",
-    "minute",
-    "window_no",
-    "prev_idle",
-    "prev_util",
-    "next_idle",
-    "prev_mem",
-    "next_mem",
-)
+from gpuwaste.warehouse.store import sorted_by
 
 GPU_KEY_SPAN = 1 << 16  # gk = (position of the host in the batch's host list) * span + gpu
 
-_SAMPLES = """
-select (list_position(?::varchar[], host) * 65536 + gpu)::bigint as gk,
+_SAMPLES = f"""
+select (list_position(?::varchar[], host) * {GPU_KEY_SPAN} + gpu)::bigint as gk,
        ts, util, mem_used_mib, mem_total_mib
 from gpu_samples
 where cluster = getvariable('cluster')
@@ -75,12 +56,7 @@ def _sorted_by_gpu(samples: pl.DataFrame) -> pl.DataFrame:
     """Samples in (gk, ts) order: a stable sort by GPU keeps each day's time order, and days come
     in order, so this is one cheap pass when the files are as stored; else a full sort."""
     out = samples.sort("gk", maintain_order=True)
-    ordered = out.select(
-        ((pl.col("gk") != pl.col("gk").shift(1)) | (pl.col("ts") >= pl.col("ts").shift(1)))
-        .fill_null(True)
-        .all()
-    ).item()
-    return out if ordered else samples.sort("gk", "ts")
+    return out if sorted_by(out, ["gk", "ts"]) else samples.sort("gk", "ts")
 
 
 def _keyed(frame: pl.DataFrame, hosts: list[str]) -> pl.DataFrame:
@@ -94,8 +70,11 @@ def _keyed(frame: pl.DataFrame, hosts: list[str]) -> pl.DataFrame:
     ).drop("host", "gpu")
 
 
-def _hosts(alloc: pl.DataFrame) -> list[str]:
-    return sorted(alloc.filter(pl.col("gpu") >= 0)["host"].unique().to_list())
+def _keyed_allocations(alloc: pl.DataFrame) -> tuple[list[str], pl.DataFrame]:
+    """The batch's hosts (sorted) and its allocations of known GPUs keyed by gk."""
+    known = alloc.filter(pl.col("gpu") >= 0)
+    hosts = sorted(known["host"].unique().to_list())
+    return hosts, _keyed(known, hosts)
 
 
 def _compute_keyed(
@@ -171,8 +150,7 @@ def compute_frame(
 ) -> pl.DataFrame:
     """Pure: samples (host, gpu, ts, util, mem_used_mib, mem_total_mib), in stored order, and
     allocations (alloc_id, host, gpu, start_ts, end_ts) -> the rows of job_samples.sql."""
-    hosts = _hosts(alloc)
-    alloc_keyed = _keyed(alloc.filter(pl.col("gpu") >= 0), hosts)
+    hosts, alloc_keyed = _keyed_allocations(alloc)
     return _compute_keyed(_keyed(samples, hosts), alloc_keyed, idle_mem_floor_mib, window_s)
 
 
@@ -182,11 +160,10 @@ def compute(
     """job_samples for `alloc` (the allocations of one host range), reading the samples of the
     variables' cluster, dates and hosts in stored order, keyed by GPU in SQL (no strings cross
     into polars)."""
-    hosts = _hosts(alloc)
+    hosts, alloc_keyed = _keyed_allocations(alloc)
     con.execute("set preserve_insertion_order = true")
     try:
         samples = read_retrying(lambda: con.sql(_SAMPLES, params=[hosts]).pl())
     finally:
         con.execute("set preserve_insertion_order = false")
-    alloc_keyed = _keyed(alloc.filter(pl.col("gpu") >= 0), hosts)
     return _compute_keyed(samples, alloc_keyed, idle_mem_floor_mib, window_s)

@@ -115,9 +115,11 @@ def _gpu_pass(
     if span is None:
         return {}
     set_variables(con, {"date_lo": span[0], "date_hi": span[1]})
-    alloc_rows = con.sql("select alloc_id, host, gpu, start_ts, end_ts from analyze_alloc").pl()
+    alloc = con.sql(
+        "select alloc_id, job_id, attempt, host, gpu, start_ts, end_ts from analyze_alloc"
+    ).pl()
     samples = job_samples.compute(
-        con, alloc_rows, thresholds.idle_mem_floor_mib, thresholds.fluctuation_window_s
+        con, alloc, thresholds.idle_mem_floor_mib, thresholds.fluctuation_window_s
     )
     con.register("job_samples", samples)
     lap("window pass")
@@ -130,7 +132,6 @@ def _gpu_pass(
     lap("idle slots")
     runs = stable_phases.level_runs_frame(flags, thresholds)
     lap("memory runs")
-    alloc = con.sql("select alloc_id, job_id, attempt, host, gpu from analyze_alloc").pl()
     phases = _conform(stable_phases.merge_phases(runs, alloc, thresholds), "stable_phases")
     lap("phase merge")
     _table(con, "util_minutes", "staging/util_minutes")

@@ -194,15 +194,13 @@ def order_last_wins(rows: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     *groups, last = keys
     ranks = ["host", *keys]
     codes = _group_codes(df, groups) if df[last].null_count() == 0 else None
-    t = pl.col(last).to_physical()
-    span = df.select(t.max() - t.min()).item() if codes is not None else None
-    if codes is None or span is None or span >= 1 << TIME_BITS:
+    times = df[last].to_physical().cast(pl.Int64).to_numpy() if codes is not None else None
+    if codes is None or times is None or int(times.max() - times.min()) >= 1 << TIME_BITS:
         df = df.sort([*ranks, order], nulls_last=True)
         same_next = pl.all_horizontal([pl.col(r).eq_missing(pl.col(r).shift(-1)) for r in ranks])
         return df.filter(~same_next.fill_null(False)).drop(order)
     # The permutation is built in numpy and applied to the rows once.
     perm = np.argsort(codes, kind="stable")
-    times = df[last].to_physical().cast(pl.Int64).to_numpy()
     key = codes[perm].astype(np.int64) * (1 << TIME_BITS) + (times[perm] - times.min())
     lineno = df[order].to_numpy()[perm]
     late = np.zeros(len(key), dtype=bool)

@@ -52,15 +52,15 @@ def _quote(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
 
 
-def stored_columns(wh: Warehouse, t: Table) -> frozenset[str]:
-    """Columns present in at least one of the table's files (read from the parquet footers),
+def stored_columns(t: Table, files: list[Path]) -> frozenset[str]:
+    """Columns present in at least one of the table's `files` (read from the parquet footers),
     plus the partition columns, which live in the paths.
 
     A column added to a table in a later gpuwaste version is absent from files written before:
     its view reads it as NULL until the table is rewritten, instead of failing to bind.
     """
     found: set[str] = set(t.partition_cols)
-    for path in wh.files(t.name):
+    for path in files:
         try:
             found.update(pl.read_parquet_schema(path))
         except FileNotFoundError:
@@ -74,7 +74,8 @@ def stored_columns(wh: Warehouse, t: Table) -> frozenset[str]:
 
 def view_sql(wh: Warehouse, t: Table) -> str:
     """`SELECT` that a view of table `t` is defined as (typed and empty when it has no files)."""
-    present = stored_columns(wh, t)
+    files = wh.files(t.name)
+    present = stored_columns(t, files)
     cols = [
         f'CAST("{c}" AS {_duck_type(d)}) AS "{c}"'
         if c in present
@@ -83,7 +84,7 @@ def view_sql(wh: Warehouse, t: Table) -> str:
     ]
     if t.layout == "dated":
         cols.append('CAST("date" AS DATE) AS "date"')
-    if not wh.has_files(t.name):
+    if not files:
         nulls = [f'CAST(NULL AS {_duck_type(d)}) AS "{c}"' for c, d in t.columns.items()]
         if t.layout == "dated":
             nulls.append('CAST(NULL AS DATE) AS "date"')
@@ -115,17 +116,15 @@ def connect(data_dir: Path) -> duckdb.DuckDBPyConnection:
 
 
 def _signature(wh: Warehouse) -> dict[str, object]:
-    return {
-        "root": str(wh.root.resolve()),
-        "tables": {
-            name: {
-                "has_files": wh.has_files(name),
-                "columns": list(t.columns),
-                "stored": sorted(stored_columns(wh, t)),
-            }
-            for name, t in sorted(all_tables().items())
-        },
-    }
+    tables: dict[str, object] = {}
+    for name, t in sorted(all_tables().items()):
+        files = wh.files(name)
+        tables[name] = {
+            "has_files": bool(files),
+            "columns": list(t.columns),
+            "stored": sorted(stored_columns(t, files)),
+        }
+    return {"root": str(wh.root.resolve()), "tables": tables}
 
 
 def refresh_catalog(data_dir: Path, *, force: bool = False) -> bool:
