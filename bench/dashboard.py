@@ -209,7 +209,7 @@ def bench_browser(data_dir: Path, job_id: str) -> dict[str, tuple[float, float, 
             until_drawn(page, titles)
             new_tab = time.perf_counter() - t0
         # switches: a fresh server; the session first opens another chart page (the browser
-        # loads plotly.js once per session, ~3 s under load), then the SQL page, then this one
+        # loads the chart library once per session), then the SQL page, then this one
         with dashboard_server(data_dir, log) as url, browser_page() as page:
             other, other_titles = (
                 ("cdfs", BROWSER_PAGES["cdfs"][2]) if name == "overview"

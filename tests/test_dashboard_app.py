@@ -48,20 +48,33 @@ def _open(at: AppTest, page: str | None = None, **params: str | list[str]) -> Ap
     return at
 
 
-def _charts(at: AppTest) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for el in at.get("plotly_chart"):
-        spec = json.loads(el.proto.spec)
-        out[spec["layout"]["title"]["text"]] = spec
+class Chart:
+    """A chart as the page sent it: its Vega-Lite spec and its datasets as polars frames."""
+
+    def __init__(self, proto: Any) -> None:
+        import polars as pl
+        import pyarrow as pa
+
+        self.spec: dict[str, Any] = json.loads(proto.spec)
+        self.data: dict[str, pl.DataFrame] = {}
+        for d in proto.datasets:
+            frame = pl.from_arrow(pa.ipc.open_stream(d.data.data).read_all())
+            assert isinstance(frame, pl.DataFrame)
+            self.data[d.name] = frame
+        self.alt = proto.alt
+
+    def series(self, dataset: str, column: str) -> list[str]:
+        return self.data[dataset][column].unique(maintain_order=True).to_list()
+
+
+def _charts(at: AppTest) -> dict[str, Chart]:
+    out: dict[str, Chart] = {}
+    for el in at.get("vega_lite_chart"):
+        chart = Chart(el.proto)
+        title = chart.spec["title"]["text"]
+        assert chart.alt == title  # the chart's accessible name, which the browser test reads
+        out[title] = chart
     return out
-
-
-def _n(values: Any) -> int:
-    if isinstance(values, list):
-        return len(values)
-    if isinstance(values, dict) and "shape" in values:  # plotly's typed-array encoding
-        return int(str(values["shape"]).split(",")[0])
-    return 0
 
 
 def _texts(at: AppTest) -> list[str]:
@@ -77,9 +90,11 @@ def test_overview_breaks_down_gpu_hours(app: AppTest) -> None:
         "GPU hours per day",
         "Top users by GPU hours lost",
     }
-    breakdown = charts["Where the GPU hours went"]["data"]
-    assert sum(_n(t["x"]) for t in breakdown) == 8  # allocated, busy, 3 lost, 3 job kinds
-    assert len(charts["GPU hours per day"]["data"]) == 5
+    breakdown = charts["Where the GPU hours went"].data["bars"]
+    assert breakdown.height == 8  # allocated, busy, 3 lost, 3 job kinds
+    trend = charts["GPU hours per day"]
+    assert trend.series("lost", "kind") == ["Idle slots", "Never-used GPUs", "No data"]
+    assert trend.series("lines", "kind") == ["Allocated", "Busy"]
     labels = [m.label for m in at.metric]
     assert labels[:2] == ["GPU hours allocated", "Used (busy)"]
     assert float(at.metric[0].value.replace(",", "")) > 0
@@ -92,7 +107,7 @@ def test_filters_come_from_the_url(app: AppTest) -> None:
     assert at.sidebar.multiselect(key="size").value == ["1", "2-4"]
     assert "VC nlp" in _texts(at)[0] and "size 1, 2-4" in _texts(at)[0]
     mean = _charts(at)["CDF of job GPU utilization (mean)"]
-    names = [t["name"] for t in mean["data"]]
+    names = mean.series("curves", "curve")
     assert len(names) == 2 and names[0].startswith("nlp (") and names[1].startswith("(all) (")
     assert all("≤ 30" in n for n in names)
 
@@ -110,24 +125,28 @@ def test_period_from_the_url_limits_the_totals(app: AppTest, warehouse: Built) -
     )["alloc_gpu_h"].sum()
     assert float(str(at.metric[0].value).replace(",", "")) == pytest.approx(want, abs=0.5)
     assert "2026-10-02 to 2026-10-03" in _texts(at)[0]
-    trend = _charts(at)["GPU hours per day"]["data"]
-    assert all(_n(t["x"]) == 2 for t in trend)
+    trend = _charts(at)["GPU hours per day"].data
+    for part in ("lost", "lines"):
+        assert trend[part]["day"].n_unique() == 2
+        assert sorted(trend[part]["day"].unique()) == ["2026-10-02", "2026-10-03"]
 
 
 def test_cdf_page_draws_quantiles_not_jobs(app: AppTest, warehouse: Built) -> None:
     at = _open(app, "cdfs")
     charts = _charts(at)
     for title in ("CDF of job GPU utilization (mean)", "CDF of job GPU utilization (max)"):
-        traces = charts[title]["data"]
-        assert len(traces) == len(warehouse.vcs) + 1
-        assert all(_n(t["x"]) == 201 for t in traces)  # 201 quantiles, whatever the job count
+        curves = charts[title].data["curves"]
+        assert curves["curve"].n_unique() == len(warehouse.vcs) + 1
+        # 201 quantiles per curve, whatever the job count
+        assert set(curves.group_by("curve").len()["len"].to_list()) == {201}
     assert "Per-minute GPU utilization by job size (GPUs)" in charts
     assert "Per-minute GPU utilization by final status" in charts
     at.radio(key="resource").set_value("CPU").run()
     assert "CDF of job CPU utilization (mean)" in _charts(at)
     at.toggle(key="side").set_value(True).run()
     side = _charts(at)["CDF of job CPU utilization (mean)"]
-    assert "xaxis2" in side["layout"]  # one panel per VC
+    assert side.spec["facet"]["field"] == "curve"  # one panel per VC
+    assert side.spec["facet"]["sort"] == side.series("curves", "curve")
     shares = at.dataframe[0].value
     assert set(shares["vc"]) == {*warehouse.vcs, "(all)"}
 
@@ -137,8 +156,10 @@ def test_waste_page_shows_the_studies_tables(app: AppTest) -> None:
     charts = _charts(at)
     assert "Idle-slot and never-used GPU time" in charts
     assert "Jobs with at least one never-used GPU" in charts
-    heat = charts["% of GPU time in stable phases: (all)"]["data"][0]
-    assert heat["type"] == "heatmap" and len(heat["z"]) == 4 and len(heat["z"][0]) == 5
+    heat = charts["% of GPU time in stable phases: (all)"]
+    cells = heat.data["cells"]
+    assert cells["m"].n_unique() == 4 and cells["t"].n_unique() == 5 and cells.height == 20
+    assert [layer["mark"]["type"] for layer in heat.spec["layer"]] == ["rect", "text"]
     at2 = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), "waste", vc=["nlp", "vision"])
     titles = set(_charts(at2))
     assert {
@@ -154,14 +175,21 @@ def test_job_page_timeline(app: AppTest, warehouse: Built) -> None:
     (title,) = [t for t in charts if t.startswith("GPU utilization and memory per GPU")]
     fig = charts[title]
     gpus = warehouse.jobs.filter(warehouse.jobs["job_id"] == job)["gpus"][0]
-    assert len(fig["data"]) == 2 * gpus  # utilization and memory per GPU
-    assert all(_n(t["x"]) > 0 for t in fig["data"])
-    shapes = fig["layout"].get("shapes", [])
-    assert any("228, 87, 86" in s.get("fillcolor", "") for s in shapes)  # idle slot shaded
-    assert any("84, 162, 75" in s.get("fillcolor", "") for s in shapes)  # stable phase shaded
+    rows = fig.spec["vconcat"]
+    assert len(rows) == gpus  # one row per GPU
+    samples = fig.data["samples"]
+    assert sorted(samples["row"].unique().to_list()) == list(range(gpus))
+    for i, row in enumerate(rows):
+        lines = [layer for layer in row["layer"] if layer["mark"]["type"] == "line"]
+        assert [layer["encoding"]["y"]["field"] for layer in lines] == ["util", "mem_used_mib"]
+        assert all({"filter": {"field": "row", "equal": i}} in layer["transform"]
+                   for layer in row["layer"])  # fmt: skip
+    kinds = set(fig.data["spans"]["kind"].to_list())
+    assert {"idle slot", "stable phase"} <= kinds  # idle slots and stable phases shaded
     never = warehouse.jobs.filter(warehouse.jobs["job_id"] == job)["never_used_gpus"][0]
-    marked = [a for a in fig["layout"]["annotations"] if "NEVER USED" in a["text"]]
+    marked = [r for r in rows if "NEVER USED" in r["title"]["text"]]
     assert len(marked) == never
+    assert (fig.data["spans"]["kind"] == "never used").sum() == never
     assert not at.warning
 
 
@@ -207,7 +235,7 @@ def test_missing_warehouse_says_what_to_run(
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "nothing-here"))
     at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), page)
     assert "gpuwaste demo" in str(at.warning[0].value)
-    assert not at.get("plotly_chart")
+    assert not at.get("vega_lite_chart")
 
 
 def test_ingested_but_not_analyzed_says_analyze(
@@ -265,7 +293,11 @@ def test_every_page_on_the_demo_warehouse(demo: Path, monkeypatch: pytest.Monkey
                 charts = _charts(at)
                 for title in titles:
                     (got,) = [c for t, c in charts.items() if t.startswith(title)]
-                    assert got["data"], (cluster, page, title)
+                    assert got.data and all(d.height for d in got.data.values()), (
+                        cluster,
+                        page,
+                        title,
+                    )
                 if page == "job":
                     assert str(params["job"]) in next(t for t in _texts(at) if t.startswith("Job "))
                 if page == "sql":

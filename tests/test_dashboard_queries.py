@@ -269,10 +269,70 @@ def test_filters_from_url_values() -> None:
     assert Filters.from_state({}) == Filters()
 
 
-def test_chart_labels_are_text() -> None:
-    assert charts.label("<a href='x'>y</a>\x1b") == "&lt;a href=&#x27;x&#x27;&gt;y&lt;/a&gt;\\x1b"
-    users = pl.DataFrame(
-        {"user": [NASTY_USER], "idle_slot_gpu_h": [1.0], "never_used_gpu_h": [0.5]}
-    )
-    fig = charts.top_bar(users, "user", "t")
-    assert all("<b>" not in str(y) for tr in fig.data for y in tr.y)
+def _expressions(spec: object) -> list[str]:
+    """Every Vega expression in a spec: strings under expr/calculate/test, string filters."""
+    found: list[str] = []
+    if isinstance(spec, dict):
+        for k, v in spec.items():
+            if k == "datasets":
+                continue
+            if k in ("expr", "calculate", "test", "labelExpr") or (
+                k == "filter" and isinstance(v, str)
+            ):
+                found.append(str(v))
+            found += _expressions(v)
+    elif isinstance(spec, list):
+        for v in spec:
+            found += _expressions(v)
+    return found
+
+
+def test_chart_labels_are_text_and_never_code() -> None:
+    """Vega draws text as text, so a label is the data with its control characters escaped;
+    and no value from the data may reach a Vega expression (layers pick rows by integers)."""
+    import json
+    from datetime import UTC, datetime
+
+    assert charts.label("<a href='x'>y</a>\x1b") == "<a href='x'>y</a>\\x1b"
+    nasty = charts.label(NASTY_USER)
+    assert "\x1b" not in nasty and "<b>mallory</b>" in nasty
+    users = pl.DataFrame({"user": [NASTY_USER, "bob"], "idle_slot_gpu_h": [1.0, 2.0],
+                          "never_used_gpu_h": [0.5, 0.0]})  # fmt: skip
+    t0 = datetime(2026, 10, 1, tzinfo=UTC)
+    t1 = t0 + timedelta(hours=1)
+    host = "n'); alert(1); ('"
+    gpus = pl.DataFrame({"host": [host, host], "gpu": [0, 1], "never_used": [False, True],
+                         "start_ts": [t0, t0], "end_ts": [t1, t1],
+                         "mem_total_mib": [1000.0, 1000.0]})  # fmt: skip
+    samples = pl.DataFrame({"host": [host] * 2, "gpu": [0, 0], "ts": [t0, t1],
+                            "util": [0.0, 50.0], "mem_used_mib": [10.0, 20.0]})  # fmt: skip
+    slots = pl.DataFrame({"host": [host], "gpu": [0], "start_ts": [t0], "end_ts": [t1]})
+    phases = slots.with_columns(stable=pl.lit(True))
+    curves = pl.DataFrame({"vc": [NASTY_USER] * 2, "jobs": [3, 3], "x": [0.0, 100.0],
+                           "p": [0.0, 1.0]})  # fmt: skip
+    specs = [
+        charts.top_bar(users, "user", "t"),
+        charts.cdf(curves, "c", "x", 50.0),
+        charts.cdf(curves, "c", "x", 50.0, side_by_side=True),
+        charts.bars(users, "user", "idle_slot_gpu_h", "user", "b", "h"),
+        charts.minute_cdf(
+            pl.DataFrame({"grp": [NASTY_USER], "bucket": [10], "cdf": [1.0]}), "m", ["1"]
+        ),
+        charts.timeline(samples, gpus, slots, phases, "tl"),
+    ]
+    for spec in specs:
+        assert _expressions(spec) == []
+        text = json.dumps({k: v for k, v in spec.items() if k != "datasets"})
+        assert "\\u001b" not in text  # control characters escaped in titles and sort orders
+        frames = spec["datasets"].values()
+        assert all(isinstance(f, pl.DataFrame) for f in frames)
+        assert not any("\x1b" in str(v) for f in frames for c in f.columns
+                       if f[c].dtype == pl.String for v in f[c].to_list())  # fmt: skip
+    bars = specs[0]["datasets"]["bars"]
+    assert nasty in bars["user"].to_list()  # shown literally, escaped only where it must be
+    assert specs[0]["encoding"]["y"]["sort"] == [nasty, "bob"]
+    timeline = specs[-1]
+    assert [r["title"]["text"] for r in timeline["vconcat"]] == [
+        f"{host} GPU 0",
+        f"{host} GPU 1 — NEVER USED",
+    ]

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import streamlit as st
 
-import gpuwaste.dashboard.charts  # noqa: F401  (plotly loads with the app, not on a page switch)
 from gpuwaste.dashboard import data, widgets
 
 HERE = Path(__file__).resolve().parent

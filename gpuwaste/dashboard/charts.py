@@ -1,101 +1,189 @@
-"""Plotly figures from the small frames of queries.py. Pure: frames in, figures out.
+"""Vega-Lite charts from the small frames of queries.py. Pure: frames in, specs out.
 
-Plotly renders a subset of HTML inside text (`<b>`, `<a href>`, `<br>`), so every label that comes
-from the data (users, job names, hosts, VCs) goes through `label()`: control characters escaped
-as in the terminal output, then HTML-escaped, so it shows as the literal text it is.
+Each function returns a Vega-Lite spec (a dict) whose data sit in `spec["datasets"]` as polars
+frames; `widgets.plot` hands it to `st.vega_lite_chart`, which sends each frame as Arrow.
+
+Why Vega-Lite and not plotly: a new browser tab pays for the chart library's start-up before the
+first chart shows. On the 2-core machines here plotly.js (4.7 MB) costs 0.6-0.8 s of script per
+tab, Vega-Lite about 0.2 s (bench/RESULTS.md, "Dashboard"), and the 2 s budget per page did not
+leave room for plotly.
+
+Vega renders text as text, never as markup, so labels from the data (users, job names, hosts,
+VCs) only need their control characters escaped (`label()`). Values from the data never go into
+a Vega expression: layers select their rows with field predicates on integers we assign.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
-import plotly.graph_objects as go
 import polars as pl
-from plotly.subplots import make_subplots
 
 from gpuwaste.dashboard.queries import JOB_KINDS, LOST_KINDS
 from gpuwaste.render import safe_text
 
+Spec = dict[str, Any]
+
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6", "#9D755D")
-IDLE_COLOR = "rgba(228, 87, 86, 0.25)"
-PHASE_COLOR = "rgba(84, 162, 75, 0.18)"
+IDLE_COLOR = "#E45756"
+PHASE_COLOR = "#54A24B"
+NEVER_USED_COLOR = "#8C8C8C"
+UTIL, MEMORY = "GPU util %", "memory MiB"
+IDLE, PHASE, NEVER_USED = "idle slot", "stable phase", "never used"
+# A y axis drawn inside its plot (labels over the plot's edge): a chart of stacked rows (vconcat)
+# cannot be fitted to its container in Vega-Lite, so its rows take the container's width and
+# nothing may stick out at the sides.
+INSIDE: dict[str, Any] = {
+    "labelAlign": "left",
+    "labelPadding": -4,
+    "labelBaseline": "bottom",
+    "ticks": False,
+    "domain": False,
+    "tickCount": 2,
+    "labelFlush": True,
+}
 
 
 def label(value: object) -> str:
-    """Untrusted text as a plotly label that shows literally."""
-    return html.escape(safe_text(value), quote=True)
+    """Untrusted text as a chart label: control characters escaped as in the terminal output."""
+    return safe_text(value)
 
 
-def _layout(fig: go.Figure, title: str, height: int = 380) -> go.Figure:
-    fig.update_layout(
-        title={"text": title},
+def title_of(spec: Spec) -> str:
+    """The chart's title (also its accessible name in the page)."""
+    title = spec.get("title", "")
+    return str(title.get("text", "") if isinstance(title, dict) else title)
+
+
+def _chart(title: str, datasets: dict[str, pl.DataFrame], body: Spec, height: int = 330) -> Spec:
+    spec: Spec = {"title": {"text": title, "anchor": "start"}, "datasets": datasets}
+    if not any(k in body for k in ("facet", "vconcat", "hconcat", "concat")):
+        spec.update(width="container", height=height)
+    spec.update(body)
+    # SVG: a few hundred marks per chart at most, and the page's text stays text
+    spec["usermeta"] = {"embedOptions": {"renderer": "svg", "actions": False}}
+    spec["config"] = {
+        "legend": {"orient": "bottom", "labelLimit": 0, "symbolLimit": 0, "symbolOpacity": 1}
+    }
+    return spec
+
+
+def _colors(names: Sequence[str], colors: Sequence[str] | None = None) -> Spec:
+    """A color scale with a fixed domain, so that a series keeps its color and legend order."""
+    colors = colors or [PALETTE[i % len(PALETTE)] for i in range(len(names))]
+    return {"domain": list(names), "range": list(colors)}
+
+
+def _hbars(
+    title: str,
+    bars: pl.DataFrame,
+    who: str,
+    order: list[str],
+    x_title: str,
+    color: str,
+    scale: Spec,
+    height: int = 330,
+) -> Spec:
+    """Horizontal bars of `gpu_h` per `who` in the given order, stacked and colored by `color`."""
+    return _chart(
+        title,
+        {"bars": bars},
+        {
+            "data": {"name": "bars"},
+            "mark": {"type": "bar"},
+            "encoding": {
+                "y": {
+                    "field": who,
+                    "type": "nominal",
+                    "sort": order,
+                    "title": None,
+                    "axis": {"labelOverlap": False},
+                },
+                "x": {"field": "gpu_h", "type": "quantitative", "title": x_title},
+                "color": {"field": color, "type": "nominal", "scale": scale, "title": None},
+                "tooltip": [
+                    {"field": who},
+                    {"field": color},
+                    {"field": "gpu_h", "title": "GPU hours", "format": ",.1f"},
+                ],
+            },
+        },
         height=height,
-        margin={"l": 10, "r": 10, "t": 50, "b": 10},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.18, "x": 0},
     )
-    return fig
 
 
-def breakdown(totals: pl.DataFrame, title: str = "Where the GPU hours went") -> go.Figure:
+def breakdown(totals: pl.DataFrame, title: str = "Where the GPU hours went") -> Spec:
     """Horizontal bars: allocated, busy, each kind lost, and GPU time of job kinds."""
     row = totals.row(0, named=True) if totals.height else {}
     names = ["Allocated", "Busy", *LOST_KINDS.values(), *JOB_KINDS.values()]
     cols = ["alloc_gpu_h", "busy_gpu_h", *LOST_KINDS, *JOB_KINDS]
     groups = ["allocated", "used", *(["lost"] * len(LOST_KINDS)), *(["of which"] * len(JOB_KINDS))]
-    colors = {
-        "allocated": PALETTE[0],
-        "used": PALETTE[2],
-        "lost": PALETTE[3],
-        "of which": PALETTE[5],
-    }
-    fig = go.Figure()
-    for group in dict.fromkeys(groups):
-        idx = [i for i, g in enumerate(groups) if g == group]
-        fig.add_bar(
-            y=[names[i] for i in idx],
-            x=[float(row.get(cols[i]) or 0.0) for i in idx],
-            orientation="h",
-            name=group,
-            marker_color=colors[group],
-            hovertemplate="%{y}: %{x:,.1f} GPU h<extra></extra>",
-        )
-    fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="GPU hours")
-    return _layout(fig, title)
+    bars = pl.DataFrame(
+        {"kind": names, "group": groups, "gpu_h": [float(row.get(c) or 0.0) for c in cols]},
+        schema={"kind": pl.String, "group": pl.String, "gpu_h": pl.Float64},
+    )
+    scale = _colors(
+        ["allocated", "used", "lost", "of which"], [PALETTE[0], PALETTE[2], PALETTE[3], PALETTE[5]]
+    )
+    return _hbars(title, bars, "kind", names, "GPU hours", "group", scale)
 
 
-def trend(daily: pl.DataFrame, title: str = "GPU hours per day") -> go.Figure:
+def trend(daily: pl.DataFrame, title: str = "GPU hours per day") -> Spec:
     """Stacked bars of lost GPU hours by kind per day, with allocated and busy as lines."""
-    fig = go.Figure()
-    days = daily["day"].to_list() if daily.height else []
-    for i, (col, name) in enumerate(LOST_KINDS.items()):
-        fig.add_bar(x=days, y=daily[col].to_list() if daily.height else [], name=name,
-                    marker_color=PALETTE[3 + i])  # fmt: skip
-    fig.add_scatter(x=days, y=daily["alloc_gpu_h"].to_list() if daily.height else [],
-                    name="Allocated", mode="lines+markers", line={"color": PALETTE[0]})  # fmt: skip
-    fig.add_scatter(x=days, y=daily["busy_gpu_h"].to_list() if daily.height else [],
-                    name="Busy", mode="lines+markers", line={"color": PALETTE[2]})  # fmt: skip
-    fig.update_layout(barmode="stack")
-    fig.update_yaxes(title_text="GPU hours")
-    return _layout(fig, title)
+    day = pl.col("day").cast(pl.String)
+    lost = (
+        daily.select(day, *LOST_KINDS)
+        .unpivot(index="day", variable_name="kind", value_name="gpu_h")
+        .with_columns(pl.col("kind").replace_strict(LOST_KINDS), pl.col("gpu_h").cast(pl.Float64))
+    )
+    lines = (
+        daily.select(day, Allocated="alloc_gpu_h", Busy="busy_gpu_h")
+        .unpivot(index="day", variable_name="kind", value_name="gpu_h")
+        .with_columns(pl.col("gpu_h").cast(pl.Float64))
+    )
+    kinds = [*LOST_KINDS.values(), "Allocated", "Busy"]
+    color = _colors(kinds, [PALETTE[3], PALETTE[4], PALETTE[5], PALETTE[0], PALETTE[2]])
+    x = {"field": "day", "type": "ordinal", "title": None, "axis": {"labelAngle": 0}}
+    enc = {
+        "x": x,
+        "y": {"field": "gpu_h", "type": "quantitative", "title": "GPU hours"},
+        "color": {"field": "kind", "type": "nominal", "scale": color, "title": None},
+        "tooltip": [
+            {"field": "day"},
+            {"field": "kind"},
+            {"field": "gpu_h", "title": "GPU hours", "format": ",.1f"},
+        ],
+    }
+    return _chart(
+        title,
+        {"lost": lost, "lines": lines},
+        {
+            "layer": [
+                {"data": {"name": "lost"}, "mark": {"type": "bar"}, "encoding": enc},
+                {
+                    "data": {"name": "lines"},
+                    "mark": {"type": "line", "point": True},
+                    "encoding": enc,
+                },
+            ],
+        },
+    )
 
 
-def top_bar(df: pl.DataFrame, who: str, title: str) -> go.Figure:
+def top_bar(df: pl.DataFrame, who: str, title: str) -> Spec:
     """Horizontal stacked bars: idle-slot and never-used GPU hours per user (or job)."""
-    fig = go.Figure()
-    names = [label(v) for v in df[who].to_list()] if df.height else []
-    for col, name, color in (
-        ("idle_slot_gpu_h", "Idle slots", PALETTE[3]),
-        ("never_used_gpu_h", "Never-used GPUs", PALETTE[4]),
-    ):
-        fig.add_bar(y=names, x=df[col].to_list() if df.height else [], name=name,
-                    orientation="h", marker_color=color)  # fmt: skip
-    fig.update_layout(barmode="stack")
-    fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(title_text="GPU hours lost")
-    return _layout(fig, title, height=max(300, 28 * len(names) + 120))
+    kinds = {"idle_slot_gpu_h": "Idle slots", "never_used_gpu_h": "Never-used GPUs"}
+    names = list(dict.fromkeys(label(v) for v in df[who].to_list())) if df.height else []
+    bars = (
+        df.select(pl.col(who).map_elements(label, return_dtype=pl.String), *kinds)
+        .unpivot(index=who, variable_name="kind", value_name="gpu_h")
+        .with_columns(pl.col("kind").replace_strict(kinds), pl.col("gpu_h").cast(pl.Float64))
+    )
+    scale = _colors(list(kinds.values()), [PALETTE[3], PALETTE[4]])
+    height = max(220, 28 * len(names) + 120)
+    return _hbars(title, bars, who, names, "GPU hours lost", "kind", scale, height)
 
 
 def share_below(curve: pl.DataFrame, threshold: float) -> float:
@@ -121,90 +209,249 @@ def cdf(
     threshold: float | None = None,
     side_by_side: bool = False,
     groups: Sequence[str] | None = None,
-) -> go.Figure:
-    """CDF curves from quantiles: one trace per group (column `vc`), x = value, y = share."""
+) -> Spec:
+    """CDF curves from quantiles: one line per group (column `vc`), x = value, y = share of
+    jobs; the legend reads each curve's share at the threshold; side by side, one panel each."""
     names = (
         list(groups) if groups is not None else curves["vc"].unique(maintain_order=True).to_list()
     )
-    cols = min(len(names), 3) if side_by_side and names else 1
-    rows = -(-len(names) // cols) if side_by_side and names else 1
-    fig = make_subplots(
-        rows=rows, cols=cols, shared_yaxes=True,
-        subplot_titles=[label(n) for n in names] if side_by_side else None,
-    )  # fmt: skip
-    for i, name in enumerate(names):
+    parts, legends = [], []
+    for name in names:
         c = curves.filter(pl.col("vc") == name).sort("p")
         jobs = int(c["jobs"][0]) if c.height else 0
         legend = f"{label(name)} ({jobs:,} jobs)"
         if threshold is not None:
             legend += f": {100 * share_below(c, threshold):.1f}% ≤ {threshold:g}"
-        r, k = (i // cols + 1, i % cols + 1) if side_by_side else (1, 1)
-        fig.add_scatter(
-            x=c["x"].to_list(), y=c["p"].to_list(), mode="lines", name=legend,
-            line={"color": PALETTE[i % len(PALETTE)], "width": 3 if name == "(all)" else 2,
-                  "dash": "dot" if name == "(all)" else "solid"},
-            hovertemplate=f"{label(name)}<br>%{{y:.1%}} of jobs ≤ %{{x:.1f}}<extra></extra>",
-            row=r, col=k,
-        )  # fmt: skip
-    if threshold is not None:
-        fig.add_vline(x=threshold, line_dash="dash", line_color="grey", row="all", col="all")
-    fig.update_yaxes(range=[0, 1.02], tickformat=".0%")
-    fig.update_xaxes(title_text=x_title)
-    _layout(fig, title, height=400 if rows == 1 else 300 * rows + 60)
-    # CDFs rise from lower left to upper right: the upper left is where the legend hides nothing.
-    fig.update_layout(legend={"orientation": "v", "yanchor": "top", "y": 0.98, "xanchor": "left",
-                              "x": 0.01, "bgcolor": "rgba(255,255,255,0.7)"})  # fmt: skip
-    return fig
+        legends.append(legend)
+        parts.append(
+            c.select(
+                pl.lit(label(name)).alias("vc"),
+                pl.lit(legend).alias("curve"),
+                pl.col("x").cast(pl.Float64),
+                pl.col("p").cast(pl.Float64),
+            )
+        )
+    schema = {"vc": pl.String, "curve": pl.String, "x": pl.Float64, "p": pl.Float64}
+    data = pl.concat(parts) if parts else pl.DataFrame(schema=schema)
+    is_all = [n == "(all)" for n in names]
+    line: Spec = {
+        "mark": {"type": "line"},
+        "encoding": {
+            "x": {"field": "x", "type": "quantitative", "title": x_title},
+            "y": {
+                "field": "p",
+                "type": "quantitative",
+                "title": "share of jobs",
+                "scale": {"domain": [0, 1]},
+                "axis": {"format": "%"},
+            },
+            "color": {
+                "field": "curve",
+                "type": "nominal",
+                "title": None,
+                "scale": _colors(legends),
+                "sort": legends,
+                # CDFs rise from lower left to upper right: the upper left hides nothing
+                "legend": {
+                    "orient": "top-left",
+                    "direction": "vertical",
+                    "fillColor": "#ffffffb3",
+                    "padding": 4,
+                },
+            },
+            "strokeDash": {
+                "field": "curve",
+                "type": "nominal",
+                "legend": None,
+                "sort": legends,
+                "scale": {"domain": legends, "range": [[5, 3] if a else [1, 0] for a in is_all]},
+            },
+            "strokeWidth": {
+                "field": "curve",
+                "type": "nominal",
+                "legend": None,
+                "sort": legends,
+                "scale": {"domain": legends, "range": [3 if a else 2 for a in is_all]},
+            },
+            "tooltip": [
+                {"field": "vc", "title": "VC"},
+                {"field": "x", "title": x_title, "format": ".1f"},
+                {"field": "p", "title": "share of jobs at or below", "format": ".1%"},
+            ],
+        },
+    }
+    rule: Spec = {
+        "mark": {"type": "rule", "strokeDash": [4, 4], "color": "grey"},
+        "encoding": {"x": {"datum": threshold}},
+    }
+    if not side_by_side:
+        layers = [{"data": {"name": "curves"}, **line}]
+        if threshold is not None:
+            layers.append({"data": {"values": [{}]}, **rule})
+        return _chart(title, {"curves": data}, {"layer": layers}, height=360)
+    # side by side: one panel per curve, headed by its legend text, two panels across (the
+    # page shows two such charts next to each other)
+    line["encoding"]["color"]["legend"] = None
+    inner: Spec = {"layer": [line]}
+    if threshold is not None:  # one rule per panel: the curve's row at its first grid point
+        inner["layer"].append({"transform": [{"filter": {"field": "x", "equal": 0}}], **rule})
+    return _chart(
+        title,
+        {"curves": data},
+        {
+            "data": {"name": "curves"},
+            "facet": {
+                "field": "curve",
+                "type": "nominal",
+                "sort": legends,
+                "title": None,
+                "header": {"labelLimit": 0},
+            },
+            "columns": 2,
+            "spec": {"width": 170, "height": 170, **inner},
+        },
+    )
 
 
-def minute_cdf(hist: pl.DataFrame, title: str, order: Sequence[str]) -> go.Figure:
+def minute_cdf(hist: pl.DataFrame, title: str, order: Sequence[str]) -> Spec:
     """CDFs of per-minute GPU utilization from cumulated histograms (grp, bucket, cdf)."""
-    fig = go.Figure()
     present = hist["grp"].unique().to_list() if hist.height else []
     names = [g for g in order if g in present] + sorted(g for g in present if g not in order)
-    for i, g in enumerate(names):
-        c = hist.filter(pl.col("grp") == g).sort("bucket")
-        fig.add_scatter(x=c["bucket"].to_list(), y=c["cdf"].to_list(), mode="lines",
-                        line_shape="hv", name=label(g), line={"color": PALETTE[i % len(PALETTE)]})  # fmt: skip
-    fig.update_yaxes(range=[0, 1.02], tickformat=".0%", title_text="share of GPU minutes")
-    fig.update_xaxes(range=[0, 100], title_text="GPU utilization in a minute (%)")
-    return _layout(fig, title)
+    data = hist.select(
+        pl.col("grp").map_elements(label, return_dtype=pl.String),
+        pl.col("bucket").cast(pl.Float64),
+        pl.col("cdf").cast(pl.Float64),
+    )
+    return _chart(
+        title,
+        {"hist": data},
+        {
+            "data": {"name": "hist"},
+            "mark": {"type": "line", "interpolate": "step-after"},
+            "encoding": {
+                "x": {
+                    "field": "bucket",
+                    "type": "quantitative",
+                    "scale": {"domain": [0, 100]},
+                    "title": "GPU utilization in a minute (%)",
+                },
+                "y": {
+                    "field": "cdf",
+                    "type": "quantitative",
+                    "scale": {"domain": [0, 1]},
+                    "axis": {"format": "%"},
+                    "title": "share of GPU minutes",
+                },
+                "color": {
+                    "field": "grp",
+                    "type": "nominal",
+                    "title": None,
+                    "scale": _colors([label(n) for n in names]),
+                },
+                "tooltip": [
+                    {"field": "grp", "title": "group"},
+                    {"field": "bucket", "title": "util ≤"},
+                    {"field": "cdf", "title": "share of GPU minutes", "format": ".1%"},
+                ],
+            },
+        },
+    )
 
 
-def bars(
-    df: pl.DataFrame, x: str, y: str, color: str | None, title: str, y_title: str
-) -> go.Figure:
-    """Grouped bars of `y` by `x`, one trace per value of `color`."""
-    fig = go.Figure()
-    groups = df[color].unique(maintain_order=True).to_list() if color and df.height else [None]
-    for i, g in enumerate(groups):
-        d = df if g is None else df.filter(pl.col(color) == g)  # type: ignore[arg-type]
-        fig.add_bar(x=[label(v) for v in d[x].to_list()], y=d[y].to_list(),
-                    name=label(g) if g is not None else y, marker_color=PALETTE[i % len(PALETTE)])  # fmt: skip
-    fig.update_layout(barmode="group")
-    fig.update_xaxes(type="category")
-    fig.update_yaxes(title_text=y_title)
-    return _layout(fig, title)
+def bars(df: pl.DataFrame, x: str, y: str, color: str | None, title: str, y_title: str) -> Spec:
+    """Grouped bars of `y` by `x`, one bar per value of `color` side by side."""
+    data = df.select(
+        pl.col(x).map_elements(label, return_dtype=pl.String).alias("x"),
+        pl.col(y).cast(pl.Float64).alias("y"),
+        (pl.col(color).map_elements(label, return_dtype=pl.String) if color else pl.lit(y)).alias(
+            "group"
+        ),
+    )
+    xs = data["x"].unique(maintain_order=True).to_list()
+    groups = data["group"].unique(maintain_order=True).to_list()
+    return _chart(
+        title,
+        {"bars": data},
+        {
+            "data": {"name": "bars"},
+            "mark": {"type": "bar"},
+            "encoding": {
+                "x": {
+                    "field": "x",
+                    "type": "nominal",
+                    "sort": xs,
+                    "title": None,
+                    "axis": {"labelAngle": 0 if len(xs) <= 6 else -30, "labelLimit": 240},
+                },
+                "xOffset": {"field": "group", "type": "nominal", "sort": groups},
+                "y": {"field": "y", "type": "quantitative", "title": y_title},
+                "color": {
+                    "field": "group",
+                    "type": "nominal",
+                    "title": None,
+                    "scale": _colors(groups),
+                },
+                "tooltip": [
+                    {"field": "x", "title": x},
+                    {"field": "group"},
+                    {"field": "y", "title": y_title, "format": ",.2f"},
+                ],
+            },
+        },
+    )
 
 
-def heatmap(grid: pl.DataFrame, title: str) -> go.Figure:
+def heatmap(grid: pl.DataFrame, title: str) -> Spec:
     """Table III as a heatmap: t (s) across, m (GiB) down, percent of GPU time."""
     ts = sorted(set(grid["t_s"].to_list()))
     ms = sorted(set(grid["m_gib"].to_list()))
-    lookup = {(r["t_s"], r["m_gib"]): r["pct"] for r in grid.iter_rows(named=True)}
-    z = [[lookup.get((t, m)) for t in ts] for m in ms]
-    fig = go.Figure(
-        go.Heatmap(
-            x=[f"{t:g} s" for t in ts], y=[f"{m:g} GiB" for m in ms], z=z,
-            colorscale="Reds", colorbar={"title": {"text": "% GPU time"}},
-            text=[[f"{v:.1f}%" if v is not None else "" for v in row] for row in z],
-            texttemplate="%{text}",
-            hovertemplate="t > %{x}, idle memory > %{y}: %{z:.1f}% of GPU time<extra></extra>",
-        )
-    )  # fmt: skip
-    fig.update_xaxes(title_text="phase longer than t", type="category")
-    fig.update_yaxes(title_text="idle GPU memory above m", type="category")
-    return _layout(fig, title, height=340)
+    cells = grid.select(
+        pl.col("t_s").map_elements(lambda v: f"> {v:g} s", return_dtype=pl.String).alias("t"),
+        pl.col("m_gib").map_elements(lambda v: f"> {v:g} GiB", return_dtype=pl.String).alias("m"),
+        pl.col("pct").cast(pl.Float64),
+    ).with_columns(text=pl.format("{}%", pl.col("pct").round(1)).fill_null(""))
+    x = {
+        "field": "t",
+        "type": "ordinal",
+        "sort": [f"> {t:g} s" for t in ts],
+        "title": "phase longer than t",
+        "axis": {"labelAngle": 0},
+    }
+    y = {
+        "field": "m",
+        "type": "ordinal",
+        "sort": [f"> {m:g} GiB" for m in ms],
+        "title": "idle GPU memory above m",
+    }
+    return _chart(
+        title,
+        {"cells": cells},
+        {
+            "data": {"name": "cells"},
+            "encoding": {"x": x, "y": y},
+            "layer": [
+                {
+                    "mark": {"type": "rect"},
+                    "encoding": {
+                        "color": {
+                            "field": "pct",
+                            "type": "quantitative",
+                            "title": "% GPU time",
+                            "scale": {"scheme": "reds"},
+                            "legend": {"orient": "right"},
+                        },
+                        "tooltip": [
+                            {"field": "t"},
+                            {"field": "m"},
+                            {"field": "pct", "title": "% of GPU time", "format": ".1f"},
+                        ],
+                    },
+                },
+                {"mark": {"type": "text"}, "encoding": {"text": {"field": "text"}}},
+            ],
+        },
+        height=260,
+    )
 
 
 def timeline(
@@ -214,54 +461,159 @@ def timeline(
     phases: pl.DataFrame,
     title: str,
     max_gpus: int = 16,
-) -> go.Figure:
+) -> Spec:
     """One row per GPU: utilization (left axis) and memory used (right axis) over time, idle
-    slots shaded red, stable phases shaded green, never-used GPUs named in their row title."""
+    slots shaded red, stable phases shaded green, never-used GPUs shaded grey and named so in
+    their row title. Rows are numbered 0.. here; each layer selects its row by that number."""
     keys = (
         gpus.group_by("host", "gpu", maintain_order=True)
-        .agg(pl.col("never_used").all(), pl.col("start_ts").min(), pl.col("end_ts").max())
+        .agg(
+            pl.col("never_used").all(),
+            pl.col("start_ts").min(),
+            pl.col("end_ts").max(),
+            pl.col("mem_total_mib").max(),
+        )
         .sort("host", "gpu")
         .head(max_gpus)
+        .with_row_index("row")
+        .with_columns(pl.col("row").cast(pl.Int32))
     )
-    titles = []
-    for r in keys.iter_rows(named=True):
-        t = f"{label(r['host'])} GPU {r['gpu']}"
-        titles.append(t + " — NEVER USED" if r["never_used"] else t)
-    n = max(1, keys.height)
-    fig = make_subplots(
-        rows=n, cols=1, shared_xaxes=True, vertical_spacing=min(0.08, 0.3 / n),
-        subplot_titles=titles or None, specs=[[{"secondary_y": True}]] * n,
-    )  # fmt: skip
-    for i, r in enumerate(keys.iter_rows(named=True), start=1):
-        s = samples.filter((pl.col("host") == r["host"]) & (pl.col("gpu") == r["gpu"]))
-        show = i == 1
-        fig.add_scatter(x=s["ts"].to_list(), y=s["util"].to_list(), name="GPU util %",
-                        mode="lines", line={"color": PALETTE[0], "width": 1.5},
-                        legendgroup="util", showlegend=show, row=i, col=1, secondary_y=False)  # fmt: skip
-        fig.add_scatter(x=s["ts"].to_list(), y=s["mem_used_mib"].to_list(), name="memory MiB",
-                        mode="lines", line={"color": PALETTE[1], "width": 1.5},
-                        legendgroup="mem", showlegend=show, row=i, col=1, secondary_y=True)  # fmt: skip
-        for frame, color in ((slots, IDLE_COLOR), (phases, PHASE_COLOR)):
-            if frame.height == 0:
-                continue
-            sel = frame.filter((pl.col("host") == r["host"]) & (pl.col("gpu") == r["gpu"]))
-            if "stable" in sel.columns:
-                sel = sel.filter(pl.col("stable"))
-            for a, b in sel.select("start_ts", "end_ts").iter_rows():
-                fig.add_vrect(x0=a, x1=b, fillcolor=color, line_width=0, layer="below",
-                              row=i, col=1)  # fmt: skip
-        if r["never_used"]:
-            fig.add_vrect(x0=r["start_ts"], x1=r["end_ts"], fillcolor="rgba(120,120,120,0.15)",
-                          line_width=0, row=i, col=1)  # fmt: skip
-        fig.update_yaxes(range=[0, 105], row=i, col=1, secondary_y=False)
-        mine = gpus.filter((pl.col("host") == r["host"]) & (pl.col("gpu") == r["gpu"]))
-        mem = [
-            *mine["mem_total_mib"].drop_nulls().to_list(),
-            *s["mem_used_mib"].drop_nulls().to_list(),
+    on = ["host", "gpu"]
+    ms = pl.col("ts").dt.epoch("ms").cast(pl.Float64)
+    lines = samples.join(keys.select("row", *on), on=on).select(
+        "row",
+        ms.alias("ts"),
+        pl.col("util").cast(pl.Float64),
+        pl.col("mem_used_mib").cast(pl.Float64),
+    )
+    spans = [
+        keys.filter(pl.col("never_used")).select(
+            "row", "start_ts", "end_ts", kind=pl.lit(NEVER_USED)
+        ),
+        slots.join(keys.select("row", *on), on=on).select(
+            "row", "start_ts", "end_ts", kind=pl.lit(IDLE)
+        ),
+    ]
+    if phases.height:
+        stable = phases.filter(pl.col("stable")) if "stable" in phases.columns else phases
+        spans.append(
+            stable.join(keys.select("row", *on), on=on).select(
+                "row", "start_ts", "end_ts", kind=pl.lit(PHASE)
+            )
+        )
+    shaded = pl.concat(
+        [s.with_columns(pl.col("row").cast(pl.Int32)) for s in spans if s.height]
+        or [
+            pl.DataFrame(
+                schema={
+                    "row": pl.Int32,
+                    "start_ts": pl.Datetime("us", "UTC"),
+                    "end_ts": pl.Datetime("us", "UTC"),
+                    "kind": pl.String,
+                }
+            )
         ]
-        top = max([float(v) for v in mem] + [1.0])
-        fig.update_yaxes(range=[0, 1.05 * top], row=i, col=1, secondary_y=True)
-    _layout(fig, title, height=160 * n + 140)
-    fig.update_layout(legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1},
-                      margin={"t": 80})  # fmt: skip
-    return fig
+    ).select(
+        "row",
+        pl.col("start_ts").dt.epoch("ms").cast(pl.Float64).alias("start"),
+        pl.col("end_ts").dt.epoch("ms").cast(pl.Float64).alias("end"),
+        "kind",
+    )
+    color = {
+        "type": "nominal",
+        "title": None,
+        "scale": _colors(
+            [UTIL, MEMORY, IDLE, PHASE, NEVER_USED],
+            [PALETTE[0], PALETTE[1], IDLE_COLOR, PHASE_COLOR, NEVER_USED_COLOR],
+        ),
+    }
+    x = {"type": "temporal", "scale": {"type": "utc"}, "title": "time (UTC)"}
+    rows = []
+    for r in keys.iter_rows(named=True):
+        name = f"{label(r['host'])} GPU {r['gpu']}" + (" — NEVER USED" if r["never_used"] else "")
+        mine = lines.filter(pl.col("row") == r["row"])["mem_used_mib"].drop_nulls().to_list()
+        top = max([float(v) for v in mine] + [float(r["mem_total_mib"] or 0.0), 1.0])
+        pick = [{"filter": {"field": "row", "equal": r["row"]}}]
+        last = r["row"] == keys.height - 1
+        xr = {**x, "axis": {"title": "time (UTC)"} if last else None}
+        band: Spec = {
+            "data": {"name": "spans"},
+            "mark": {"type": "rect", "opacity": 0.25},
+            "encoding": {
+                "x": {"field": "start", **xr},
+                "x2": {"field": "end"},
+                "color": {"field": "kind", **color},
+            },
+        }
+        rows.append(
+            {
+                "title": {"text": name, "fontSize": 13, "anchor": "start"},
+                "width": "container",
+                "height": 100,
+                "layer": [
+                    # idle slots and never-used time over the whole height, stable phases as a strip
+                    # along the top (a phase often lies inside an idle slot)
+                    {
+                        **band,
+                        "transform": [
+                            *pick,
+                            {"filter": {"field": "kind", "oneOf": [IDLE, NEVER_USED]}},
+                        ],
+                    },
+                    {
+                        **band,
+                        "transform": [*pick, {"filter": {"field": "kind", "equal": PHASE}}],
+                        "mark": {"type": "rect", "opacity": 0.6},
+                        "encoding": {**band["encoding"], "y": {"value": 0}, "y2": {"value": 8}},
+                    },
+                    {
+                        "data": {"name": "samples"},
+                        "transform": pick,
+                        "mark": {"type": "line", "strokeWidth": 1.5, "clip": True},
+                        "encoding": {
+                            "x": {"field": "ts", **xr},
+                            "y": {
+                                "field": "util",
+                                "type": "quantitative",
+                                "title": None,
+                                "scale": {"domain": [0, 105]},
+                                "axis": {**INSIDE, "format": "d"},
+                            },
+                            "color": {"datum": UTIL, **color},
+                        },
+                    },
+                    {
+                        "data": {"name": "samples"},
+                        "transform": pick,
+                        "mark": {"type": "line", "strokeWidth": 1.5, "clip": True},
+                        "encoding": {
+                            "x": {"field": "ts", **xr},
+                            "y": {
+                                "field": "mem_used_mib",
+                                "type": "quantitative",
+                                "title": None,
+                                "scale": {"domain": [0, round(1.05 * top)]},
+                                "axis": {
+                                    **INSIDE,
+                                    "orient": "right",
+                                    "grid": False,
+                                    "labelAlign": "right",
+                                    "format": "~s",
+                                },
+                            },
+                            "color": {"datum": MEMORY, **color},
+                        },
+                    },
+                ],
+                "resolve": {"scale": {"y": "independent"}},
+            }
+        )
+    return _chart(
+        title,
+        {"samples": lines, "spans": shaded},
+        {
+            "vconcat": rows or [{"mark": "text", "data": {"values": [{}]}}],
+            "spacing": 12,
+            "resolve": {"scale": {"x": "shared", "color": "shared"}},
+        },
+    )

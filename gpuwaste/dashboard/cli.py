@@ -22,9 +22,10 @@ DEFAULT_PORT = 8501
 
 
 def streamlit_command(host: str, port: int) -> list[str]:
-    """The `streamlit run` command line (no secret and no data path on it)."""
+    """The `streamlit run` command line, through gpuwaste.dashboard.server (which imports the
+    pages' modules first); no secret and no data path on it."""
     return [
-        sys.executable, "-m", "streamlit", "run", str(APP),
+        sys.executable, "-m", "gpuwaste.dashboard.server", "run", str(APP),
         "--server.address", host,
         "--server.port", str(port),
         "--server.headless", "true",

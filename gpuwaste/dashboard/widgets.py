@@ -7,13 +7,13 @@ import re
 from collections.abc import Sequence
 from datetime import date
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 import streamlit as st
 
 from gpuwaste.analyses.tables import SIZE_CLASSES
-from gpuwaste.dashboard import data, queries
+from gpuwaste.dashboard import charts, data, queries
 from gpuwaste.dashboard.filters import (
     CLUSTER,
     FILTER_KEYS,
@@ -133,5 +133,8 @@ def table(df: pl.DataFrame, empty: str) -> None:
         st.dataframe(df, hide_index=True)
 
 
-def plot(fig: Any, key: str) -> None:
-    st.plotly_chart(fig, key=key, config={"displaylogo": False})
+def plot(spec: charts.Spec, key: str) -> None:
+    """A chart of charts.py; its title is also its accessible name (the page's aria-label)."""
+    # a facet sizes itself (Streamlit's default); everything else takes the column's width
+    width: Literal["stretch"] | None = None if "facet" in spec else "stretch"
+    st.vega_lite_chart(spec, key=key, alt=charts.title_of(spec), width=width)

@@ -28,12 +28,14 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 
-# Every plotly chart on the page: its title and number of traces (plotly keeps both on the div).
+# Every chart on the page (Vega-Lite, drawn as SVG): its title (the chart's accessible name,
+# which widgets.plot sets to the title), how many marks are drawn (a line, a bar, a shaded span,
+# a heatmap cell each count one) and its legend's labels.
 CHARTS_JS = """
-() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(el => ({
-  title: ((el.layout && el.layout.title && el.layout.title.text) || '').replace(/<[^>]*>/g, ''),
-  traces: (el.data || []).length,
-  points: (el.data || []).reduce((n, t) => n + ((t.x && t.x.length) || (t.z && t.z.length) || 0), 0),
+() => Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]')).map(el => ({
+  title: el.getAttribute('aria-label') || '',
+  marks: Array.from(el.querySelectorAll('g.role-mark')).reduce((n, g) => n + g.children.length, 0),
+  legend: Array.from(el.querySelectorAll('g.role-legend-label text')).map(t => t.textContent),
 }))
 """
 
@@ -125,7 +127,7 @@ def charts(page: Any) -> list[dict[str, Any]]:
 def wait_for_charts(
     page: Any, titles: list[str], timeout_s: float = 30.0, poll_ms: int = 250
 ) -> list[dict[str, Any]]:
-    """Poll until a chart whose title starts with each of `titles` shows, with traces, and the
+    """Poll until a chart whose title starts with each of `titles` shows, with marks, and the
     app has stopped running; return all charts. Raises AssertionError naming what is missing.
     (The benchmark polls every 25 ms, so that its timings are not rounded up by the poll.)"""
     deadline = time.monotonic() + timeout_s
@@ -133,7 +135,7 @@ def wait_for_charts(
     while True:
         running = page.locator('[data-testid="stStatusWidget"]').count() > 0
         found = charts(page)
-        missing = [t for t in titles if not any(c["title"].startswith(t) and c["traces"] > 0
+        missing = [t for t in titles if not any(c["title"].startswith(t) and c["marks"] > 0
                                                  for c in found)]  # fmt: skip
         if not missing and not running:
             return found

@@ -69,7 +69,10 @@ else:
         st.info("No GPU samples in the warehouse for this job's GPUs and interval.")
     title = f"GPU utilization and memory per GPU (job {charts.label(job_id)})"
     widgets.plot(charts.timeline(samples, gpus, slots, phases, title), key="timeline")
-    st.caption("Red: idle slots. Green: stable phases. Grey: a GPU never used during the job.")
+    st.caption(
+        "Red: idle slots. Green strip along the top: stable memory phases. Grey: a GPU never "
+        "used during the job. Left axis: utilization (%); right axis: memory used (MiB)."
+    )
 
 flags = {
     "debugging": job["is_debug"],

@@ -1,0 +1,54 @@
+"""The Streamlit server process that `gpuwaste dashboard` starts:
+
+    python -m gpuwaste.dashboard.server run app.py --server.address ... (Streamlit's own options)
+
+It imports what the app's pages run on (polars, DuckDB, the query and chart modules) before the
+server listens, then hands over to Streamlit's command line. Without it the first visitor after a
+start waits for those imports inside the first page run: on the 2-core machines here the first
+page of a fresh server took 2.3-3.2 s, and 2.0-2.1 s with them done first (bench/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+
+# Imported on the first page run otherwise: pandas and pyarrow (Streamlit turns frames into Arrow
+# through them) and Streamlit's own modules for tables and charts. Best effort: Streamlit's
+# internal module names may change, and a missing one only costs the first visitor the wait.
+LAZY_MODULES = (
+    "pandas",
+    "pyarrow",
+    "pyarrow.ipc",
+    "streamlit.dataframe_util",
+    "streamlit.elements.arrow",
+    "streamlit.elements.vega_charts",
+)
+
+
+def preload() -> None:
+    """Import the modules every page's first run needs."""
+    import duckdb  # noqa: F401
+    import polars  # noqa: F401
+
+    import gpuwaste.dashboard.charts
+    import gpuwaste.dashboard.data
+    import gpuwaste.dashboard.queries
+    import gpuwaste.dashboard.widgets  # noqa: F401
+
+    for name in LAZY_MODULES:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
+def main(argv: list[str]) -> int:
+    preload()
+    from streamlit.web import cli
+
+    sys.argv = ["streamlit", *argv]
+    return int(cli.main() or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
