@@ -463,8 +463,9 @@ def timeline(
     max_gpus: int = 16,
 ) -> Spec:
     """One row per GPU: utilization (left axis) and memory used (right axis) over time, idle
-    slots shaded red, stable phases shaded green, never-used GPUs shaded grey and named so in
-    their row title. Rows are numbered 0.. here; each layer selects its row by that number."""
+    slots shaded red, stable phases as a green strip along the top, never-used GPUs shaded grey
+    and named so in their row title. Rows are numbered 0.. here; each layer selects its row by
+    that number."""
     keys = (
         gpus.group_by("host", "gpu", maintain_order=True)
         .agg(
