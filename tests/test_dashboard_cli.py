@@ -90,3 +90,21 @@ def test_listens_on_loopback_and_sigterm_stops_streamlit(tmp_path: Path) -> None
     finally:
         if _group_alive(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_the_server_imports_the_pages_modules_first_quietly() -> None:
+    """gpuwaste.dashboard.server preloads what the first page run needs, without printing
+    Streamlit's "No runtime found" warnings to the operator's console."""
+    code = (
+        "import sys\n"
+        "from gpuwaste.dashboard import server\n"
+        "server.preload()\n"
+        "missing = [m for m in ('polars', 'duckdb', 'pandas', 'pyarrow', "
+        "'gpuwaste.dashboard.widgets', 'gpuwaste.dashboard.charts') if m not in sys.modules]\n"
+        "print(missing)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+    assert "No runtime found" not in out.stderr, out.stderr
+    assert streamlit_command("127.0.0.1", 1)[1:3] == ["-m", "gpuwaste.dashboard.server"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import sys
 
 # Imported on the first page run otherwise: pandas and pyarrow (Streamlit turns frames into Arrow
@@ -32,10 +33,20 @@ def preload() -> None:
     import duckdb  # noqa: F401
     import polars  # noqa: F401
 
-    import gpuwaste.dashboard.charts
-    import gpuwaste.dashboard.data
-    import gpuwaste.dashboard.queries
-    import gpuwaste.dashboard.widgets  # noqa: F401
+    # Declaring a cached function before Streamlit's runtime exists logs "No runtime found" (its
+    # check of the cache's parameters); the caches themselves are made later, in the runtime.
+    import streamlit.runtime.caching.cache_data_api  # noqa: F401  (configures its logger)
+
+    quiet = logging.getLogger("streamlit.runtime.caching.cache_data_api")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        import gpuwaste.dashboard.charts
+        import gpuwaste.dashboard.data
+        import gpuwaste.dashboard.queries
+        import gpuwaste.dashboard.widgets  # noqa: F401
+    finally:
+        quiet.setLevel(level)
 
     for name in LAZY_MODULES:
         with contextlib.suppress(ImportError):
