@@ -70,6 +70,15 @@ def _chart(title: str, datasets: dict[str, pl.DataFrame], body: Spec, height: in
     return spec
 
 
+def _view(
+    title: str, name: str, frame: pl.DataFrame, mark: Spec, encoding: Spec, height: int = 330
+) -> Spec:
+    """A single-mark chart over one dataset."""
+    return _chart(
+        title, {name: frame}, {"data": {"name": name}, "mark": mark, "encoding": encoding}, height
+    )
+
+
 def _colors(names: Sequence[str], colors: Sequence[str] | None = None) -> Spec:
     """A color scale with a fixed domain, so that a series keeps its color and legend order."""
     colors = colors or [PALETTE[i % len(PALETTE)] for i in range(len(names))]
@@ -87,28 +96,26 @@ def _hbars(
     height: int = 330,
 ) -> Spec:
     """Horizontal bars of `gpu_h` per `who` in the given order, stacked and colored by `color`."""
-    return _chart(
+    return _view(
         title,
-        {"bars": bars},
+        "bars",
+        bars,
+        {"type": "bar"},
         {
-            "data": {"name": "bars"},
-            "mark": {"type": "bar"},
-            "encoding": {
-                "y": {
-                    "field": who,
-                    "type": "nominal",
-                    "sort": order,
-                    "title": None,
-                    "axis": {"labelOverlap": False},
-                },
-                "x": {"field": "gpu_h", "type": "quantitative", "title": x_title},
-                "color": {"field": color, "type": "nominal", "scale": scale, "title": None},
-                "tooltip": [
-                    {"field": who},
-                    {"field": color},
-                    {"field": "gpu_h", "title": "GPU hours", "format": ",.1f"},
-                ],
+            "y": {
+                "field": who,
+                "type": "nominal",
+                "sort": order,
+                "title": None,
+                "axis": {"labelOverlap": False},
             },
+            "x": {"field": "gpu_h", "type": "quantitative", "title": x_title},
+            "color": {"field": color, "type": "nominal", "scale": scale, "title": None},
+            "tooltip": [
+                {"field": who},
+                {"field": color},
+                {"field": "gpu_h", "title": "GPU hours", "format": ",.1f"},
+            ],
         },
         height=height,
     )
@@ -322,38 +329,36 @@ def minute_cdf(hist: pl.DataFrame, title: str, order: Sequence[str]) -> Spec:
         pl.col("bucket").cast(pl.Float64),
         pl.col("cdf").cast(pl.Float64),
     )
-    return _chart(
+    return _view(
         title,
-        {"hist": data},
+        "hist",
+        data,
+        {"type": "line", "interpolate": "step-after"},
         {
-            "data": {"name": "hist"},
-            "mark": {"type": "line", "interpolate": "step-after"},
-            "encoding": {
-                "x": {
-                    "field": "bucket",
-                    "type": "quantitative",
-                    "scale": {"domain": [0, 100]},
-                    "title": "GPU utilization in a minute (%)",
-                },
-                "y": {
-                    "field": "cdf",
-                    "type": "quantitative",
-                    "scale": {"domain": [0, 1]},
-                    "axis": {"format": "%"},
-                    "title": "share of GPU minutes",
-                },
-                "color": {
-                    "field": "grp",
-                    "type": "nominal",
-                    "title": None,
-                    "scale": _colors([label(n) for n in names]),
-                },
-                "tooltip": [
-                    {"field": "grp", "title": "group"},
-                    {"field": "bucket", "title": "util ≤"},
-                    {"field": "cdf", "title": "share of GPU minutes", "format": ".1%"},
-                ],
+            "x": {
+                "field": "bucket",
+                "type": "quantitative",
+                "scale": {"domain": [0, 100]},
+                "title": "GPU utilization in a minute (%)",
             },
+            "y": {
+                "field": "cdf",
+                "type": "quantitative",
+                "scale": {"domain": [0, 1]},
+                "axis": {"format": "%"},
+                "title": "share of GPU minutes",
+            },
+            "color": {
+                "field": "grp",
+                "type": "nominal",
+                "title": None,
+                "scale": _colors([label(n) for n in names]),
+            },
+            "tooltip": [
+                {"field": "grp", "title": "group"},
+                {"field": "bucket", "title": "util ≤"},
+                {"field": "cdf", "title": "share of GPU minutes", "format": ".1%"},
+            ],
         },
     )
 
@@ -369,34 +374,32 @@ def bars(df: pl.DataFrame, x: str, y: str, color: str | None, title: str, y_titl
     )
     xs = data["x"].unique(maintain_order=True).to_list()
     groups = data["group"].unique(maintain_order=True).to_list()
-    return _chart(
+    return _view(
         title,
-        {"bars": data},
+        "bars",
+        data,
+        {"type": "bar"},
         {
-            "data": {"name": "bars"},
-            "mark": {"type": "bar"},
-            "encoding": {
-                "x": {
-                    "field": "x",
-                    "type": "nominal",
-                    "sort": xs,
-                    "title": None,
-                    "axis": {"labelAngle": 0 if len(xs) <= 6 else -30, "labelLimit": 240},
-                },
-                "xOffset": {"field": "group", "type": "nominal", "sort": groups},
-                "y": {"field": "y", "type": "quantitative", "title": y_title},
-                "color": {
-                    "field": "group",
-                    "type": "nominal",
-                    "title": None,
-                    "scale": _colors(groups),
-                },
-                "tooltip": [
-                    {"field": "x", "title": x},
-                    {"field": "group"},
-                    {"field": "y", "title": y_title, "format": ",.2f"},
-                ],
+            "x": {
+                "field": "x",
+                "type": "nominal",
+                "sort": xs,
+                "title": None,
+                "axis": {"labelAngle": 0 if len(xs) <= 6 else -30, "labelLimit": 240},
             },
+            "xOffset": {"field": "group", "type": "nominal", "sort": groups},
+            "y": {"field": "y", "type": "quantitative", "title": y_title},
+            "color": {
+                "field": "group",
+                "type": "nominal",
+                "title": None,
+                "scale": _colors(groups),
+            },
+            "tooltip": [
+                {"field": "x", "title": x},
+                {"field": "group"},
+                {"field": "y", "title": y_title, "format": ",.2f"},
+            ],
         },
     )
 
@@ -503,7 +506,7 @@ def timeline(
             )
         )
     shaded = pl.concat(
-        [s.with_columns(pl.col("row").cast(pl.Int32)) for s in spans if s.height]
+        [s for s in spans if s.height]
         or [
             pl.DataFrame(
                 schema={
@@ -529,6 +532,19 @@ def timeline(
         ),
     }
     x = {"type": "temporal", "scale": {"type": "utc"}, "title": "time (UTC)"}
+
+    def line(pick: list[Spec], xr: Spec, field: str, name: str, y: Spec) -> Spec:
+        return {
+            "data": {"name": "samples"},
+            "transform": pick,
+            "mark": {"type": "line", "strokeWidth": 1.5, "clip": True},
+            "encoding": {
+                "x": {"field": "ts", **xr},
+                "y": {"field": field, "type": "quantitative", "title": None, **y},
+                "color": {"datum": name, **color},
+            },
+        }
+
     rows = []
     for r in keys.iter_rows(named=True):
         name = f"{label(r['host'])} GPU {r['gpu']}" + (" — NEVER USED" if r["never_used"] else "")
@@ -536,7 +552,7 @@ def timeline(
         top = max([float(v) for v in mine] + [float(r["mem_total_mib"] or 0.0), 1.0])
         pick = [{"filter": {"field": "row", "equal": r["row"]}}]
         last = r["row"] == keys.height - 1
-        xr = {**x, "axis": {"title": "time (UTC)"} if last else None}
+        xr = x if last else {**x, "axis": None}  # one time axis, under the last row
         band: Spec = {
             "data": {"name": "spans"},
             "mark": {"type": "rect", "opacity": 0.25},
@@ -567,44 +583,29 @@ def timeline(
                         "mark": {"type": "rect", "opacity": 0.6},
                         "encoding": {**band["encoding"], "y": {"value": 0}, "y2": {"value": 8}},
                     },
-                    {
-                        "data": {"name": "samples"},
-                        "transform": pick,
-                        "mark": {"type": "line", "strokeWidth": 1.5, "clip": True},
-                        "encoding": {
-                            "x": {"field": "ts", **xr},
-                            "y": {
-                                "field": "util",
-                                "type": "quantitative",
-                                "title": None,
-                                "scale": {"domain": [0, 105]},
-                                "axis": {**INSIDE, "format": "d"},
+                    line(
+                        pick,
+                        xr,
+                        "util",
+                        UTIL,
+                        {"scale": {"domain": [0, 105]}, "axis": {**INSIDE, "format": "d"}},
+                    ),
+                    line(
+                        pick,
+                        xr,
+                        "mem_used_mib",
+                        MEMORY,
+                        {
+                            "scale": {"domain": [0, round(1.05 * top)]},
+                            "axis": {
+                                **INSIDE,
+                                "orient": "right",
+                                "grid": False,
+                                "labelAlign": "right",
+                                "format": "~s",
                             },
-                            "color": {"datum": UTIL, **color},
                         },
-                    },
-                    {
-                        "data": {"name": "samples"},
-                        "transform": pick,
-                        "mark": {"type": "line", "strokeWidth": 1.5, "clip": True},
-                        "encoding": {
-                            "x": {"field": "ts", **xr},
-                            "y": {
-                                "field": "mem_used_mib",
-                                "type": "quantitative",
-                                "title": None,
-                                "scale": {"domain": [0, round(1.05 * top)]},
-                                "axis": {
-                                    **INSIDE,
-                                    "orient": "right",
-                                    "grid": False,
-                                    "labelAlign": "right",
-                                    "format": "~s",
-                                },
-                            },
-                            "color": {"datum": MEMORY, **color},
-                        },
-                    },
+                    ),
                 ],
                 "resolve": {"scale": {"y": "independent"}},
             }

@@ -5,7 +5,7 @@
 It imports what the app's pages run on (polars, DuckDB, the query and chart modules) before the
 server listens, then hands over to Streamlit's command line. Without it the first visitor after a
 start waits for those imports inside the first page run: on the 2-core machines here the first
-page of a fresh server took 2.3-3.2 s, and 2.0-2.1 s with them done first (bench/RESULTS.md).
+page of a fresh server took 2.3-3.2 s, and 2.0-2.3 s with them done first (bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -41,10 +41,7 @@ def preload() -> None:
     level = quiet.level
     quiet.setLevel(logging.ERROR)
     try:
-        import gpuwaste.dashboard.charts
-        import gpuwaste.dashboard.data
-        import gpuwaste.dashboard.queries
-        import gpuwaste.dashboard.widgets  # noqa: F401
+        import gpuwaste.dashboard.widgets  # noqa: F401  (and charts, data, queries with it)
     finally:
         quiet.setLevel(level)
 
