@@ -30,7 +30,7 @@ TITLES = {
     "stable_phase_grid": "% of GPU time in stable phases, t x m (CloudBrain Table III)",
     "spatial_summary": "Spatial underutilization (CloudBrain §IV-A, §IV-B)",
     "debug_jobs": "Debugging jobs (CloudBrain §IV-C1)",
-    "util_by_size_status": "Mean GPU utilization by size and status (Philly Table 3)",
+    "util_by_size_status": "GPU utilization (time-weighted mean) by size and status (Philly Table 3)",
     "util_minute_hist": "Per-minute GPU utilization, GPU-minutes (Philly Figure 5)",
     "util_by_spread": "16-GPU jobs by number of servers (Philly Table 5)",
     "jobs_by_status": "Jobs and GPU time by final status (Philly Table 6)",
