@@ -85,7 +85,7 @@ def test_report_formats(warehouse: Path) -> None:
     out = runner.invoke(
         app, ["report", "waste_by_vc", "--data-dir", str(warehouse), "--format", "csv"]
     )
-    rows = list(csv.DictReader(io.StringIO(out.output)))
+    rows = list(csv.DictReader(io.StringIO(out.stdout)))
     total = next(r for r in rows if r["vc"] == "(all)" and r["kind"] == "total")
     assert float(total["gpu_s"]) == 2400
     assert float(total["idle_slot_gpu_s"]) == 300  # job a: 20 zero samples of 15 s
@@ -103,7 +103,7 @@ def test_report_formats(warehouse: Path) -> None:
             "json",
         ],
     )
-    data = json.loads(out.output)
+    data = json.loads(out.stdout)
     assert [(r["vc"], r["state"], r["jobs"]) for r in data] == [("speech", "killed", 1)]
 
 
@@ -122,7 +122,7 @@ def test_report_since_and_per_job_tables(warehouse: Path) -> None:
             "2026-11-02",
         ],
     )
-    assert out.exit_code == 0 and json.loads(out.output) == []
+    assert out.exit_code == 0 and json.loads(out.stdout) == []
     out = runner.invoke(
         app,
         [
@@ -136,7 +136,7 @@ def test_report_since_and_per_job_tables(warehouse: Path) -> None:
             "json",
         ],
     )
-    rows = {(r["vc"], r["size_class"]): r for r in json.loads(out.output)}
+    rows = {(r["vc"], r["size_class"]): r for r in json.loads(out.stdout)}
     assert rows[("vision", "1")]["delay_mean_s"] == 120
     assert rows[("speech", "1")]["delay_mean_s"] == 3 * 86400
 
@@ -149,3 +149,63 @@ def test_mistakes_are_one_sentence(warehouse: Path, tmp_path: Path) -> None:
     assert out.exit_code != 0 and "no jobs in the warehouse" in str(out.exception)
     out = runner.invoke(app, ["report", "--data-dir", str(warehouse), "--cluster", "zz"])
     assert out.exit_code != 0 and "cluster 'zz'" in str(out.exception)
+
+
+def _ingested(data_dir: Path, when: datetime) -> None:
+    Warehouse(data_dir).upsert(
+        "ingest_state",
+        "c",
+        "slurm",
+        pl.DataFrame(
+            {"source": ["slurm"], "watermark": [T0 + timedelta(hours=1)], "updated_at": [when]}
+        ),
+    )
+
+
+def test_freshness_follows_ingest_and_analyze(warehouse: Path) -> None:
+    """Results are fresh right after analyze; newer samples, or an ingest run after the last
+    analyze, make them stale until the next analyze."""
+    from gpuwaste.analyses.freshness import freshness
+
+    _ingested(warehouse, datetime.now(UTC) - timedelta(hours=1))
+    row = freshness(warehouse).row(0, named=True)
+    assert (row["cluster"], row["source"], row["stale"]) == ("c", "slurm", False)
+    assert row["analyzed_up_to"] == row["samples_newest"] == T0 + timedelta(seconds=1200)
+    assert row["analyzed_at"] > row["ingested_at"]
+
+    later = T0 + timedelta(days=1)
+    late = pl.DataFrame(
+        {
+            "host": ["h"],
+            "gpu": [0],
+            "ts": [later],
+            "util": [5.0],
+            "mem_used_mib": [1.0],
+            "mem_total_mib": [40960.0],
+        }
+    ).with_columns(pl.col("ts").dt.cast_time_unit("us"))
+    Warehouse(warehouse).replace_window("gpu_samples", "c", later, later + timedelta(hours=1), late)
+    row = freshness(warehouse).row(0, named=True)
+    assert row["stale"] and row["samples_newest"] == later
+    assert "samples reach 2026-11-02T10:00:00+00:00" in row["stale_reason"]
+    out = CliRunner().invoke(app, ["report", "--data-dir", str(warehouse), "--format", "csv"])
+    assert out.exit_code == 0
+    assert "c: results are older than the data: samples reach" in out.stderr
+    assert "vision" in out.stdout and "older" not in out.stdout  # CSV stays clean
+
+    assert CliRunner().invoke(app, ["analyze", "--data-dir", str(warehouse)]).exit_code == 0
+    assert not freshness(warehouse)["stale"].any()
+    _ingested(warehouse, datetime.now(UTC) + timedelta(seconds=1))
+    row = freshness(warehouse).row(0, named=True)
+    assert row["stale"] and row["stale_reason"].startswith("ingested at ")
+    out = CliRunner().invoke(app, ["report", "--data-dir", str(warehouse)])
+    assert "c: slurm ingested" in out.stderr and "analyzed" in out.stderr
+
+
+def test_freshness_of_a_cluster_never_analyzed(data_dir: Path) -> None:
+    from gpuwaste.analyses.freshness import freshness
+
+    _ingested(data_dir, datetime.now(UTC))
+    row = freshness(data_dir).row(0, named=True)
+    assert row["stale"] and row["analyzed_at"] is None
+    assert row["stale_reason"] == "never analyzed: run `gpuwaste analyze`"

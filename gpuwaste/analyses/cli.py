@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from gpuwaste.cli_common import ClusterOpt, ConfigOpt, DataDirOpt, FormatOpt, QuietOpt, settings
 from gpuwaste.render import OutputFormat, render
+
+
+def print_freshness(data_dir: Path, cluster: str | None) -> None:
+    """When each reported cluster was ingested and analyzed, on stderr (CSV/JSON stay clean)."""
+    from gpuwaste.analyses.freshness import freshness_lines
+
+    for line in freshness_lines(data_dir, [cluster] if cluster else None):
+        print(line, file=sys.stderr)
 
 
 def register(app: typer.Typer) -> None:
@@ -77,3 +87,4 @@ def register(app: typer.Typer) -> None:
         s = settings(config, data_dir)
         df = build_report(s, name, cluster=cluster, vc=vc, since=since_date(since))
         render(df, fmt, title=TITLES.get(name, name))
+        print_freshness(s.data_dir, cluster)
