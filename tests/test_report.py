@@ -14,63 +14,12 @@ from typer.testing import CliRunner
 
 from gpuwaste.cli import app
 from gpuwaste.warehouse.store import Warehouse
-
-T0 = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
+from tests.support.two_jobs import T0, write_two_jobs
 
 
 @pytest.fixture
 def warehouse(data_dir: Path) -> Path:
-    wh = Warehouse(data_dir)
-    rows = []
-    for k in range(1, 81):
-        idle = 20 <= k < 40
-        for gpu, vc_util in ((0, 70.0), (1, 0.0)):
-            rows.append(
-                {
-                    "host": "h",
-                    "gpu": gpu,
-                    "ts": T0 + timedelta(seconds=15 * k),
-                    "util": 0.0 if idle or gpu == 1 else vc_util,
-                    "mem_used_mib": 0.0 if idle or gpu == 1 else 3000.0,
-                    "mem_total_mib": 40960.0,
-                }
-            )
-    samples = pl.DataFrame(rows).with_columns(pl.col("ts").dt.cast_time_unit("us"))
-    wh.replace_window("gpu_samples", "c", T0, T0 + timedelta(hours=1), samples)
-    end = T0 + timedelta(seconds=1200)
-    wh.upsert(
-        "jobs",
-        "c",
-        "t",
-        pl.DataFrame(
-            {
-                "job_id": ["a", "b"],
-                "user": ["ann", "bob\x1b[2J"],
-                "vc": ["vision", "speech"],
-                "state": ["passed", "killed"],
-                "submit_ts": [T0 - timedelta(minutes=2), T0 - timedelta(days=3)],
-                "start_ts": [T0, T0],
-                "end_ts": [end, end],
-                "gpus": [1, 1],
-                "is_debug": [False, True],
-            }
-        ),
-    )
-    wh.upsert(
-        "job_gpus",
-        "c",
-        "t",
-        pl.DataFrame(
-            {
-                "job_id": ["a", "b"],
-                "attempt": [0, 0],
-                "host": ["h", "h"],
-                "gpu": [0, 1],
-                "start_ts": [T0, T0],
-                "end_ts": [end, end],
-            }
-        ),
-    )
+    write_two_jobs(data_dir)
     result = CliRunner().invoke(app, ["analyze", "--data-dir", str(data_dir)])
     assert result.exit_code == 0, result.output
     assert "2 of 2 jobs recomputed" in result.output
