@@ -158,3 +158,82 @@ def test_freshness_of_a_cluster_never_analyzed(data_dir: Path) -> None:
     row = freshness(data_dir).row(0, named=True)
     assert row["stale"] and row["analyzed_at"] is None
     assert row["stale_reason"] == "never analyzed: run `gpuwaste analyze`"
+
+
+def test_unknown_vc_is_refused_like_an_unknown_cluster(warehouse: Path) -> None:
+    runner = CliRunner()
+    out = runner.invoke(app, ["report", "--data-dir", str(warehouse), "--vc", "nosuch"])
+    assert out.exit_code == 1 and out.stdout == ""
+    assert str(out.exception) == "no VC 'nosuch' in cluster(s) c (VCs: (all), speech, vision)."
+    out = runner.invoke(
+        app, ["report", "job_gpu_usage", "--data-dir", str(warehouse), "--vc", "vision"]
+    )
+    assert out.exit_code == 1
+    assert str(out.exception) == "--vc does not apply to job_gpu_usage: it has no vc column."
+    out = runner.invoke(app, ["report", "--data-dir", str(warehouse), "--vc", "(all)"])
+    assert out.exit_code == 0 and "vision" not in out.stdout
+
+
+def by(data_dir: Path, *args: str) -> list[dict[str, object]]:
+    out = CliRunner().invoke(
+        app, ["report", "--data-dir", str(data_dir), "--format", "json", "--by", *args]
+    )
+    assert out.exit_code == 0, out.output
+    rows: list[dict[str, object]] = json.loads(out.stdout)
+    return rows
+
+
+def test_waste_by_user_and_vc(data_dir: Path) -> None:
+    """ann's job a: 20 min on GPU 0, 5 min of it in an idle slot, 70 % busy otherwise (samples
+    every 15 s); bob's job b: 20 min on a never-used GPU. Most lost first."""
+    write_two_jobs(data_dir)
+    assert CliRunner().invoke(app, ["analyze", "--data-dir", str(data_dir)]).exit_code == 0
+    rows = by(data_dir, "user")
+    assert [r["user"] for r in rows] == ["bob\x1b[2J", "ann"]
+    bob, ann = rows
+    assert (bob["jobs"], bob["gpu_h"], bob["never_used_gpu_h"], bob["lost_pct"]) == (
+        1, 1200 / 3600, 1200 / 3600, 100.0,
+    )  # fmt: skip
+    assert ann["jobs"] == 1 and ann["idle_slot_gpu_h"] == ann["lost_gpu_h"] == 300 / 3600
+    assert ann["busy_gpu_h"] == 900 / 3600 and ann["lost_pct"] == 25.0
+    assert ann["gpu_util_pct"] == pytest.approx(70 * 60 / 80)  # 60 of 80 samples at 70 %
+    assert [(r["cluster"], r["vc"]) for r in by(data_dir, "vc")] == [
+        ("c", "speech"),
+        ("c", "vision"),
+    ]
+    # a period starting half-way through both jobs holds half of each
+    half = by(data_dir, "user", "--since", (T0 + timedelta(minutes=10)).isoformat())
+    assert [(r["user"], r["jobs"], r["gpu_h"]) for r in half] == [
+        ("bob\x1b[2J", 1, 600 / 3600),
+        ("ann", 1, 600 / 3600),
+    ]
+    assert by(data_dir, "vc", "--since", "2026-11-02") == []
+
+
+def test_waste_by_relative_periods(data_dir: Path) -> None:
+    """7d, 24h, 30d count back from now: jobs run 3 days ago are in the last 7 and 30 days."""
+    write_two_jobs(data_dir, t0=datetime.now(UTC) - timedelta(days=3))
+    assert CliRunner().invoke(app, ["analyze", "--data-dir", str(data_dir)]).exit_code == 0
+    assert [r["jobs"] for r in by(data_dir, "user", "--since", "7d")] == [1, 1]
+    assert len(by(data_dir, "vc", "--since", "30d")) == 2
+    assert by(data_dir, "user", "--since", "24h") == []
+
+
+def test_waste_by_mistakes_are_one_sentence(warehouse: Path) -> None:
+    runner = CliRunner()
+    base = ["report", "--data-dir", str(warehouse), "--by"]
+    cases = {
+        ("host",): "--by 'host' is not one of: user, vc, model.",
+        ("model",): "--by model: the warehouse holds no GPU model (gpu_samples keeps no model "
+        "label; the DCGM exporter's `modelName` label would carry it, but gpuwaste does not "
+        "ingest it yet).",
+        ("user", "--since", "last week"): "--since 'last week' is not a period: give hours or "
+        "days before now (24h, 7d, 30d) or a date (2026-11-01) or time (2026-11-01T08:00).",
+        ("user", "jobs_by_status"): "--by user makes its own table: give either a report NAME "
+        "(and --vc) or --by.",
+        ("user", "--cluster", "zz"): f"no analyzed jobs for cluster 'zz' in {warehouse} "
+        "(clusters: c).",
+    }
+    for args, message in cases.items():
+        out = runner.invoke(app, [*base, *args])
+        assert out.exit_code == 1 and str(out.exception) == message, args

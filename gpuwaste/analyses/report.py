@@ -1,13 +1,14 @@
 """`gpuwaste report`: a result table as the study prints it, for one cluster and VC.
 
 Summaries are read as written by `gpuwaste analyze`; with `since`, they are recomputed on the spot
-by the same SQL over the jobs that started on or after that day (so a report "since" never
-disagrees with the definitions). Per-job tables are filtered the same way.
+by the same SQL over the jobs that started at or after that time (so a report "since" never
+disagrees with the definitions). Per-job tables are filtered the same way. An unknown cluster or
+VC is refused with the known ones.
 """
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
@@ -39,8 +40,8 @@ TITLES = {
 }
 
 
-def _since_views(con: duckdb.DuckDBPyConnection, wh: Warehouse, since: date) -> None:
-    """Redefine the per-job views to the jobs that started on or after `since`."""
+def _since_views(con: duckdb.DuckDBPyConnection, wh: Warehouse, since: datetime) -> None:
+    """Redefine the per-job views to the jobs that started at or after `since`."""
     jobs_sql = view_sql(wh, table("job_usage"))
     con.execute(
         f"create or replace view job_usage as select * from ({jobs_sql}) "
@@ -54,15 +55,41 @@ def _since_views(con: duckdb.DuckDBPyConnection, wh: Warehouse, since: date) -> 
         )
 
 
+MAX_LISTED = 20
+
+
+def _check_vc(con: duckdb.DuckDBPyConnection, name: str, clusters: list[str], vc: str) -> None:
+    """Refuse `--vc` for a table without VCs, or a VC that no job of these clusters has."""
+    if "vc" not in table(name).columns:
+        raise GpuwasteError(f"--vc does not apply to {name}: it has no vc column.")
+    known = [
+        r[0]
+        for r in con.execute(
+            "select distinct coalesce(vc, '(none)') as v from job_usage "
+            "where cluster in (select unnest($1::varchar[])) union select $2 order by v",
+            [clusters, ALL_VCS],
+        ).fetchall()
+    ]
+    if vc in known:
+        return
+    listed = ", ".join(known[:MAX_LISTED])
+    more = (
+        f" and {len(known) - MAX_LISTED} more (`gpuwaste report waste_by_vc` lists them)"
+        if len(known) > MAX_LISTED
+        else ""
+    )
+    raise GpuwasteError(f"no VC '{vc}' in cluster(s) {', '.join(clusters)} (VCs: {listed}{more}).")
+
+
 def report(
     settings: Settings,
     name: str,
     *,
     cluster: str | None = None,
     vc: str | None = None,
-    since: date | None = None,
+    since: datetime | None = None,
 ) -> pl.DataFrame:
-    """The rows of result table `name` (optionally one cluster, one VC, jobs since a day)."""
+    """The rows of result table `name` (optionally one cluster, one VC, jobs since a time)."""
     if name not in REPORTS:
         raise GpuwasteError(f"no report named '{name}' (known: {', '.join(REPORTS)}).")
     data_dir: Path = settings.data_dir
@@ -77,6 +104,8 @@ def report(
         )
     con = connect(data_dir)
     try:
+        if vc is not None:
+            _check_vc(con, name, clusters, vc)
         if since is not None:
             _since_views(con, wh, since)
         frames = []
