@@ -158,6 +158,12 @@ def test_freshness_of_a_cluster_never_analyzed(data_dir: Path) -> None:
     row = freshness(data_dir).row(0, named=True)
     assert row["stale"] and row["analyzed_at"] is None
     assert row["stale_reason"] == "never analyzed: run `gpuwaste analyze`"
+    out = CliRunner().invoke(
+        app, ["report", "freshness", "--data-dir", str(data_dir), "--format", "json"]
+    )
+    assert out.exit_code == 0 and out.stderr == ""
+    rows = json.loads(out.stdout)
+    assert [(r["cluster"], r["source"], r["stale"]) for r in rows] == [("c", "slurm", True)]
 
 
 def test_unknown_vc_is_refused_like_an_unknown_cluster(warehouse: Path) -> None:

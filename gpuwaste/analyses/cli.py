@@ -112,10 +112,12 @@ def register(app: typer.Typer) -> None:
             df = waste_by(s, by, cluster=cluster, since=start, until=now if start else None)
             render(df, fmt, title=TITLE.format(by=by))
         else:
-            from gpuwaste.analyses.report import TITLES
+            from gpuwaste.analyses.report import FRESHNESS, TITLES
             from gpuwaste.analyses.report import report as build_report
 
             name = name or "waste_by_vc"
             df = build_report(s, name, cluster=cluster, vc=vc, since=start)
             render(df, fmt, title=TITLES.get(name, name))
+            if name == FRESHNESS:
+                return
         print_freshness(s.data_dir, cluster)

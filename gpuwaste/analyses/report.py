@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from gpuwaste.analyses.freshness import freshness
 from gpuwaste.analyses.per_job import PER_JOB_TABLES
 from gpuwaste.analyses.run import SUMMARIES
 from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
@@ -24,19 +25,23 @@ from gpuwaste.warehouse.catalog import connect, view_sql
 from gpuwaste.warehouse.schema import table
 from gpuwaste.warehouse.store import Warehouse
 
-REPORTS = (*SUMMARIES, *PER_JOB_TABLES)
+FRESHNESS = "freshness"
+REPORTS = (*SUMMARIES, *PER_JOB_TABLES, FRESHNESS)
 TITLES = {
     "waste_by_vc": "Idle slots and never-used GPUs, % of GPU time (CloudBrain Table IV)",
     "never_used_by_size": "Jobs with a never-used GPU by GPUs requested (CloudBrain Table V)",
     "stable_phase_grid": "% of GPU time in stable phases, t x m (CloudBrain Table III)",
-    "spatial_summary": "Spatial underutilization (CloudBrain §IV-A, §IV-B)",
+    "spatial_summary": "Spatial underutilization; mean_* are means over jobs, each job once "
+    "(CloudBrain §IV-A, §IV-B)",
     "debug_jobs": "Debugging jobs (CloudBrain §IV-C1)",
     "util_by_size_status": "GPU utilization (time-weighted mean) by size and status (Philly Table 3)",
     "util_minute_hist": "Per-minute GPU utilization, GPU-minutes (Philly Figure 5)",
-    "util_by_spread": "16-GPU jobs by number of servers (Philly Table 5)",
+    "util_by_spread": "16-GPU jobs by number of servers: GPU utilization (time-weighted mean), "
+    "percentiles of per-minute utilization (Philly Table 5)",
     "jobs_by_status": "Jobs and GPU time by final status (Philly Table 6)",
     "queueing_delay": "Queueing delay, seconds (Philly §3)",
     "waste_daily": "GPU hours per UTC day by kind",
+    FRESHNESS: "When each cluster was last ingested and analyzed (UTC)",
 }
 
 
@@ -81,6 +86,18 @@ def _check_vc(con: duckdb.DuckDBPyConnection, name: str, clusters: list[str], vc
     raise GpuwasteError(f"no VC '{vc}' in cluster(s) {', '.join(clusters)} (VCs: {listed}{more}).")
 
 
+def _freshness(data_dir: Path, cluster: str | None) -> pl.DataFrame:
+    df = freshness(data_dir)
+    known = df["cluster"].unique(maintain_order=True).to_list()
+    if cluster is None:
+        return df
+    if cluster not in known:
+        raise GpuwasteError(
+            f"no cluster '{cluster}' in {data_dir} (clusters: {', '.join(known) or 'none'})."
+        )
+    return df.filter(pl.col("cluster") == cluster)
+
+
 def report(
     settings: Settings,
     name: str,
@@ -93,6 +110,8 @@ def report(
     if name not in REPORTS:
         raise GpuwasteError(f"no report named '{name}' (known: {', '.join(REPORTS)}).")
     data_dir: Path = settings.data_dir
+    if name == FRESHNESS:
+        return _freshness(data_dir, cluster)
     wh = Warehouse(data_dir)
     if not wh.has_files(name):
         raise GpuwasteError(f"no {name} table in {data_dir}: run `gpuwaste analyze` first.")
