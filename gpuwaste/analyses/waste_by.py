@@ -63,7 +63,8 @@ def waste_by(
         df = con.sql(load_sql("reports/waste_by")).pl()
     finally:
         con.close()
-    return df.rename({"who": by})
+    order = ["lost_gpu_h", "cluster", "who"]
+    return df.sort(order, descending=[True, False, False], nulls_last=True).rename({"who": by})
 
 
 __all__ = ["BY", "NO_MODEL", "TITLE", "check_by", "waste_by"]

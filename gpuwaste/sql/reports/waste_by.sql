@@ -1,7 +1,7 @@
 -- grain: one row per cluster x user (waste_by = 'user') or x VC (waste_by = 'vc') with GPU
 --        time in the period [period_start, period_end): GPU hours allocated, busy, in idle
 --        slots, on never-used GPUs, lost (idle-slot + never-used), share lost %, GPU utilization
---        (time-weighted mean) %, jobs; most lost first.
+--        (time-weighted mean) %, jobs.
 -- sources: job_gpu_usage, job_usage.
 -- variables: waste_by ('user' | 'vc'), cluster (null: every cluster), period_start, period_end
 --            (timestamptz; null: all time).
@@ -54,4 +54,3 @@ final as (
 )
 
 select * from final
-order by lost_gpu_h desc, cluster, who
