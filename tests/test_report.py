@@ -214,6 +214,8 @@ def test_waste_by_user_and_vc(data_dir: Path) -> None:
         ("ann", 1, 600 / 3600),
     ]
     assert by(data_dir, "vc", "--since", "2026-11-02") == []
+    assert [r["user"] for r in by(data_dir, "user", "--vc", "vision")] == ["ann"]
+    assert by(data_dir, "user", "--vc", "(all)") == rows
 
 
 def test_waste_by_relative_periods(data_dir: Path) -> None:
@@ -236,7 +238,8 @@ def test_waste_by_mistakes_are_one_sentence(warehouse: Path) -> None:
         ("user", "--since", "last week"): "--since 'last week' is not a period: give hours or "
         "days before now (24h, 7d, 30d) or a date (2026-11-01) or time (2026-11-01T08:00).",
         ("user", "jobs_by_status"): "--by user makes its own table: give either a report NAME "
-        "(and --vc) or --by.",
+        "or --by.",
+        ("user", "--vc", "nosuch"): "no VC 'nosuch' in cluster(s) c (VCs: (all), speech, vision).",
         ("user", "--cluster", "zz"): f"no analyzed jobs for cluster 'zz' in {warehouse} "
         "(clusters: c).",
     }

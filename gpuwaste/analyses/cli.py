@@ -105,11 +105,11 @@ def register(app: typer.Typer) -> None:
         if by is not None:
             from gpuwaste.analyses.waste_by import TITLE, waste_by
 
-            if name is not None or vc is not None:
+            if name is not None:
                 raise GpuwasteError(
-                    f"--by {by} makes its own table: give either a report NAME (and --vc) or --by."
+                    f"--by {by} makes its own table: give either a report NAME or --by."
                 )
-            df = waste_by(s, by, cluster=cluster, since=start, until=now if start else None)
+            df = waste_by(s, by, cluster=cluster, vc=vc, since=start, until=now if start else None)
             render(df, fmt, title=TITLE.format(by=by))
         else:
             from gpuwaste.analyses.report import FRESHNESS, TITLES

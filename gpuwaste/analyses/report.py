@@ -63,7 +63,7 @@ def _since_views(con: duckdb.DuckDBPyConnection, wh: Warehouse, since: datetime)
 MAX_LISTED = 20
 
 
-def _check_vc(con: duckdb.DuckDBPyConnection, name: str, clusters: list[str], vc: str) -> None:
+def check_vc(con: duckdb.DuckDBPyConnection, name: str, clusters: list[str], vc: str) -> None:
     """Refuse `--vc` for a table without VCs, or a VC that no job of these clusters has."""
     if "vc" not in table(name).columns:
         raise GpuwasteError(f"--vc does not apply to {name}: it has no vc column.")
@@ -124,7 +124,7 @@ def report(
     con = connect(data_dir)
     try:
         if vc is not None:
-            _check_vc(con, name, clusters, vc)
+            check_vc(con, name, clusters, vc)
         if since is not None:
             _since_views(con, wh, since)
         frames = []

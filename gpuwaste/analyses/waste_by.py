@@ -12,7 +12,9 @@ from datetime import datetime
 
 import polars as pl
 
-from gpuwaste.analyses.sqlfiles import load_sql, set_variables
+from gpuwaste.analyses.report import check_vc
+from gpuwaste.analyses.sqlfiles import Scalar, load_sql, set_variables
+from gpuwaste.analyses.tables import ALL_VCS
 from gpuwaste.config import Settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect
@@ -39,10 +41,12 @@ def waste_by(
     by: str,
     *,
     cluster: str | None = None,
+    vc: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
 ) -> pl.DataFrame:
-    """One row per cluster x user (or VC) with GPU time in [since, until), most lost first."""
+    """One row per cluster x user (or VC) with GPU time in [since, until), most lost first;
+    only the jobs of `vc` if given ('(all)': every VC)."""
     check_by(by)
     wh = Warehouse(settings.data_dir)
     if not wh.has_files("job_gpu_usage"):
@@ -57,9 +61,16 @@ def waste_by(
         )
     con = connect(settings.data_dir)
     try:
-        set_variables(
-            con, {"waste_by": by, "cluster": cluster, "period_start": since, "period_end": until}
-        )
+        if vc is not None:
+            check_vc(con, "job_usage", [cluster] if cluster else known, vc)
+        variables: dict[str, Scalar] = {
+            "waste_by": by,
+            "cluster": cluster,
+            "vc": None if vc == ALL_VCS else vc,
+            "period_start": since,
+            "period_end": until,
+        }
+        set_variables(con, variables)
         df = con.sql(load_sql("reports/waste_by")).pl()
     finally:
         con.close()

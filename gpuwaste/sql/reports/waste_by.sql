@@ -3,8 +3,8 @@
 --        slots, on never-used GPUs, lost (idle-slot + never-used), share lost %, GPU utilization
 --        (time-weighted mean) %, jobs.
 -- sources: job_gpu_usage, job_usage.
--- variables: waste_by ('user' | 'vc'), cluster (null: every cluster), period_start, period_end
---            (timestamptz; null: all time).
+-- variables: waste_by ('user' | 'vc'), cluster (null: every cluster), vc (null: every VC),
+--            period_start, period_end (timestamptz; null: all time).
 -- Period rule: a job is in the period when one of its GPU allocations overlaps it (a running
 -- job's allocation reaches the watermark it was analyzed up to); each allocation counts with the
 -- part of its figures inside the period, in proportion to its overlap (as waste_daily splits
@@ -17,7 +17,8 @@ jobs as (
         job_id,
         coalesce(case getvariable('waste_by') when 'user' then "user" else vc end, '(none)') as who
     from job_usage
-    where getvariable('cluster') is null or cluster = getvariable('cluster')
+    where (getvariable('cluster') is null or cluster = getvariable('cluster'))
+      and (getvariable('vc') is null or coalesce(vc, '(none)') = getvariable('vc'))
 ),
 
 gpus as (
