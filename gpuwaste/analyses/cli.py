@@ -66,8 +66,8 @@ def register(app: typer.Typer) -> None:
             typer.Argument(
                 help="waste_by_vc (default), never_used_by_size, stable_phase_grid, "
                 "spatial_summary, debug_jobs, util_by_size_status, util_minute_hist, "
-                "util_by_spread, jobs_by_status, queueing_delay, freshness, or a per-job table "
-                "(job_usage, ...). Not with --by."
+                "util_by_spread, jobs_by_status, queueing_delay, waste_daily, freshness, or a "
+                "per-job table (job_usage, ...). Not with --by."
             ),
         ] = None,
         config: ConfigOpt = None,
