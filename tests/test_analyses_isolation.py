@@ -123,7 +123,8 @@ def test_a_cluster_that_cannot_be_analyzed_does_not_stop_the_others(
     ) in err
     assert (
         "the analysis of cluster(s) broken failed (see the lines above and "
-        "analyze_state/<cluster>.errors.log); results are up to date for: good."
+        "analyze_state/<cluster>.errors.log); everything else is up to date (clusters analyzed: "
+        "good)."
     ) in err
     assert "Traceback" not in err and "Traceback" in log.read_text()
     for name in PER_JOB + SUMMARIES:
