@@ -22,6 +22,9 @@ from gpuwaste.config import (
 )
 from gpuwaste.errors import GpuwasteError
 
+# The headline utilization (docs/analyses.md, "GPU utilization"), named alike everywhere.
+UTIL_NAME = "GPU utilization (time-weighted mean)"
+
 SAMPLE_ENV = "GPUWASTE_SAMPLE_DIR"
 DEMO_CLUSTER = "demo"
 PHILLY_CLUSTER = "philly-sample"
@@ -67,28 +70,30 @@ def summary_lines(data_dir: Path) -> list[str]:
     con = connect(data_dir)
     df = con.sql(
         """
-        select cluster,
-               count(*) as jobs,
-               sum(gpu_s) / 3600 as gpu_h,
-               sum(gpu_s * util_mean / 100) / 3600 as util_h,
-               sum(idle_slot_gpu_s) / 3600 as idle_slot_h,
-               sum(never_used_gpu_s) / 3600 as never_used_h,
-               sum(case when is_debug then gpu_s else 0 end) / 3600 as debug_h
-        from job_usage
-        group by cluster
-        order by cluster
+        with jobs as (select cluster, count(*) as jobs from job_usage group by cluster),
+        hours as (
+            select cluster,
+                   sum(alloc_gpu_h) as gpu_h,
+                   sum(observed_gpu_h) as observed_h,
+                   sum(util_gpu_h) as util_h,
+                   sum(idle_slot_gpu_h) as idle_slot_h,
+                   sum(never_used_gpu_h) as never_used_h,
+                   sum(debug_gpu_h) as debug_h
+            from waste_daily where vc = '(all)' group by cluster
+        )
+        select * from jobs left join hours using (cluster) order by cluster
         """
     ).pl()
     lines = []
 
-    def pct(part: float | None, whole: float) -> float:
+    def pct(part: float | None, whole: float | None) -> float:
         return 100.0 * (part or 0.0) / whole if whole else 0.0
 
     for r in df.iter_rows(named=True):
         gpu_h = r["gpu_h"] or 0.0
         lines.append(
             f"{r['cluster']}: {r['jobs']} jobs, {gpu_h:,.0f} GPU hours allocated; "
-            f"mean GPU utilization {pct(r['util_h'], gpu_h):.0f}%; "
+            f"{UTIL_NAME} {pct(r['util_h'], r['observed_h']):.0f}%; "
             f"{pct(r['idle_slot_h'], gpu_h):.0f}% in idle slots, "
             f"{pct(r['never_used_h'], gpu_h):.0f}% on never-used GPUs, "
             f"{pct(r['debug_h'], gpu_h):.0f}% held by debugging jobs"

@@ -64,3 +64,32 @@ def test_demo_twice_changes_nothing(demo_dir: Path) -> None:
         str(BIN / "gpuwaste"), "sql", "--data-dir", str(demo_dir), "--format", "csv", q
     ).stdout
     assert before == after
+
+
+def test_summary_utilization_is_the_time_weighted_mean_everywhere(demo_dir: Path) -> None:
+    """The summary line's headline utilization is Philly Table 3's time-weighted mean, and
+    waste_daily's util_gpu_h / observed_gpu_h (what the dashboard sums per period) gives it too."""
+    from gpuwaste.demo import UTIL_NAME, summary_lines
+    from gpuwaste.warehouse.catalog import connect
+
+    con = connect(demo_dir)
+    table3 = dict(
+        con.sql(
+            "select cluster, util_mean from util_by_size_status "
+            "where vc = '(all)' and size = 'all' and state = 'all'"
+        ).fetchall()
+    )
+    daily = dict(
+        con.sql(
+            "select cluster, 100 * sum(util_gpu_h) / sum(observed_gpu_h) from waste_daily "
+            "where vc = '(all)' group by cluster"
+        ).fetchall()
+    )
+    con.close()
+    assert set(table3) == {"demo", "philly-sample"} and set(daily) == set(table3)
+    lines = summary_lines(demo_dir)
+    for cluster, util in table3.items():
+        assert abs(daily[cluster] - util) < 1e-3
+        line = next(x for x in lines if x.startswith(f"{cluster}:"))
+        assert f"; {UTIL_NAME} {util:.0f}%;" in line
+        assert "mean GPU utilization" not in line

@@ -14,63 +14,12 @@ from typer.testing import CliRunner
 
 from gpuwaste.cli import app
 from gpuwaste.warehouse.store import Warehouse
-
-T0 = datetime(2026, 11, 1, 10, 0, tzinfo=UTC)
+from tests.support.two_jobs import T0, write_two_jobs
 
 
 @pytest.fixture
 def warehouse(data_dir: Path) -> Path:
-    wh = Warehouse(data_dir)
-    rows = []
-    for k in range(1, 81):
-        idle = 20 <= k < 40
-        for gpu, vc_util in ((0, 70.0), (1, 0.0)):
-            rows.append(
-                {
-                    "host": "h",
-                    "gpu": gpu,
-                    "ts": T0 + timedelta(seconds=15 * k),
-                    "util": 0.0 if idle or gpu == 1 else vc_util,
-                    "mem_used_mib": 0.0 if idle or gpu == 1 else 3000.0,
-                    "mem_total_mib": 40960.0,
-                }
-            )
-    samples = pl.DataFrame(rows).with_columns(pl.col("ts").dt.cast_time_unit("us"))
-    wh.replace_window("gpu_samples", "c", T0, T0 + timedelta(hours=1), samples)
-    end = T0 + timedelta(seconds=1200)
-    wh.upsert(
-        "jobs",
-        "c",
-        "t",
-        pl.DataFrame(
-            {
-                "job_id": ["a", "b"],
-                "user": ["ann", "bob\x1b[2J"],
-                "vc": ["vision", "speech"],
-                "state": ["passed", "killed"],
-                "submit_ts": [T0 - timedelta(minutes=2), T0 - timedelta(days=3)],
-                "start_ts": [T0, T0],
-                "end_ts": [end, end],
-                "gpus": [1, 1],
-                "is_debug": [False, True],
-            }
-        ),
-    )
-    wh.upsert(
-        "job_gpus",
-        "c",
-        "t",
-        pl.DataFrame(
-            {
-                "job_id": ["a", "b"],
-                "attempt": [0, 0],
-                "host": ["h", "h"],
-                "gpu": [0, 1],
-                "start_ts": [T0, T0],
-                "end_ts": [end, end],
-            }
-        ),
-    )
+    write_two_jobs(data_dir)
     result = CliRunner().invoke(app, ["analyze", "--data-dir", str(data_dir)])
     assert result.exit_code == 0, result.output
     assert "2 of 2 jobs recomputed" in result.output
@@ -85,7 +34,7 @@ def test_report_formats(warehouse: Path) -> None:
     out = runner.invoke(
         app, ["report", "waste_by_vc", "--data-dir", str(warehouse), "--format", "csv"]
     )
-    rows = list(csv.DictReader(io.StringIO(out.output)))
+    rows = list(csv.DictReader(io.StringIO(out.stdout)))
     total = next(r for r in rows if r["vc"] == "(all)" and r["kind"] == "total")
     assert float(total["gpu_s"]) == 2400
     assert float(total["idle_slot_gpu_s"]) == 300  # job a: 20 zero samples of 15 s
@@ -103,7 +52,7 @@ def test_report_formats(warehouse: Path) -> None:
             "json",
         ],
     )
-    data = json.loads(out.output)
+    data = json.loads(out.stdout)
     assert [(r["vc"], r["state"], r["jobs"]) for r in data] == [("speech", "killed", 1)]
 
 
@@ -122,7 +71,7 @@ def test_report_since_and_per_job_tables(warehouse: Path) -> None:
             "2026-11-02",
         ],
     )
-    assert out.exit_code == 0 and json.loads(out.output) == []
+    assert out.exit_code == 0 and json.loads(out.stdout) == []
     out = runner.invoke(
         app,
         [
@@ -136,7 +85,7 @@ def test_report_since_and_per_job_tables(warehouse: Path) -> None:
             "json",
         ],
     )
-    rows = {(r["vc"], r["size_class"]): r for r in json.loads(out.output)}
+    rows = {(r["vc"], r["size_class"]): r for r in json.loads(out.stdout)}
     assert rows[("vision", "1")]["delay_mean_s"] == 120
     assert rows[("speech", "1")]["delay_mean_s"] == 3 * 86400
 
@@ -149,3 +98,151 @@ def test_mistakes_are_one_sentence(warehouse: Path, tmp_path: Path) -> None:
     assert out.exit_code != 0 and "no jobs in the warehouse" in str(out.exception)
     out = runner.invoke(app, ["report", "--data-dir", str(warehouse), "--cluster", "zz"])
     assert out.exit_code != 0 and "cluster 'zz'" in str(out.exception)
+
+
+def _ingested(data_dir: Path, when: datetime) -> None:
+    Warehouse(data_dir).upsert(
+        "ingest_state",
+        "c",
+        "slurm",
+        pl.DataFrame(
+            {"source": ["slurm"], "watermark": [T0 + timedelta(hours=1)], "updated_at": [when]}
+        ),
+    )
+
+
+def test_freshness_follows_ingest_and_analyze(warehouse: Path) -> None:
+    """Results are fresh right after analyze; newer samples, or an ingest run after the last
+    analyze, make them stale until the next analyze."""
+    from gpuwaste.analyses.freshness import freshness
+
+    _ingested(warehouse, datetime.now(UTC) - timedelta(hours=1))
+    row = freshness(warehouse).row(0, named=True)
+    assert (row["cluster"], row["source"], row["stale"]) == ("c", "slurm", False)
+    assert row["analyzed_up_to"] == row["samples_newest"] == T0 + timedelta(seconds=1200)
+    assert row["analyzed_at"] > row["ingested_at"]
+
+    later = T0 + timedelta(days=1)
+    late = pl.DataFrame(
+        {
+            "host": ["h"],
+            "gpu": [0],
+            "ts": [later],
+            "util": [5.0],
+            "mem_used_mib": [1.0],
+            "mem_total_mib": [40960.0],
+        }
+    ).with_columns(pl.col("ts").dt.cast_time_unit("us"))
+    Warehouse(warehouse).replace_window("gpu_samples", "c", later, later + timedelta(hours=1), late)
+    row = freshness(warehouse).row(0, named=True)
+    assert row["stale"] and row["samples_newest"] == later
+    assert "samples reach 2026-11-02T10:00:00+00:00" in row["stale_reason"]
+    out = CliRunner().invoke(app, ["report", "--data-dir", str(warehouse), "--format", "csv"])
+    assert out.exit_code == 0
+    assert "c: results are older than the data: samples reach" in out.stderr
+    assert "vision" in out.stdout and "older" not in out.stdout  # CSV stays clean
+
+    assert CliRunner().invoke(app, ["analyze", "--data-dir", str(warehouse)]).exit_code == 0
+    assert not freshness(warehouse)["stale"].any()
+    _ingested(warehouse, datetime.now(UTC) + timedelta(seconds=1))
+    row = freshness(warehouse).row(0, named=True)
+    assert row["stale"] and row["stale_reason"].startswith("ingested at ")
+    out = CliRunner().invoke(app, ["report", "--data-dir", str(warehouse)])
+    assert "c: slurm ingested" in out.stderr and "analyzed" in out.stderr
+
+
+def test_freshness_of_a_cluster_never_analyzed(data_dir: Path) -> None:
+    from gpuwaste.analyses.freshness import freshness
+
+    _ingested(data_dir, datetime.now(UTC))
+    row = freshness(data_dir).row(0, named=True)
+    assert row["stale"] and row["analyzed_at"] is None
+    assert row["stale_reason"] == "never analyzed: run `gpuwaste analyze`"
+    out = CliRunner().invoke(
+        app, ["report", "freshness", "--data-dir", str(data_dir), "--format", "json"]
+    )
+    assert out.exit_code == 0 and out.stderr == ""
+    rows = json.loads(out.stdout)
+    assert [(r["cluster"], r["source"], r["stale"]) for r in rows] == [("c", "slurm", True)]
+
+
+def test_unknown_vc_is_refused_like_an_unknown_cluster(warehouse: Path) -> None:
+    runner = CliRunner()
+    out = runner.invoke(app, ["report", "--data-dir", str(warehouse), "--vc", "nosuch"])
+    assert out.exit_code == 1 and out.stdout == ""
+    assert str(out.exception) == "no VC 'nosuch' in cluster(s) c (VCs: (all), speech, vision)."
+    out = runner.invoke(
+        app, ["report", "job_gpu_usage", "--data-dir", str(warehouse), "--vc", "vision"]
+    )
+    assert out.exit_code == 1
+    assert str(out.exception) == "--vc does not apply to job_gpu_usage: it has no vc column."
+    out = runner.invoke(app, ["report", "--data-dir", str(warehouse), "--vc", "(all)"])
+    assert out.exit_code == 0 and "vision" not in out.stdout
+
+
+def by(data_dir: Path, *args: str) -> list[dict[str, object]]:
+    out = CliRunner().invoke(
+        app, ["report", "--data-dir", str(data_dir), "--format", "json", "--by", *args]
+    )
+    assert out.exit_code == 0, out.output
+    rows: list[dict[str, object]] = json.loads(out.stdout)
+    return rows
+
+
+def test_waste_by_user_and_vc(data_dir: Path) -> None:
+    """ann's job a: 20 min on GPU 0, 5 min of it in an idle slot, 70 % busy otherwise (samples
+    every 15 s); bob's job b: 20 min on a never-used GPU. Most lost first."""
+    write_two_jobs(data_dir)
+    assert CliRunner().invoke(app, ["analyze", "--data-dir", str(data_dir)]).exit_code == 0
+    rows = by(data_dir, "user")
+    assert [r["user"] for r in rows] == ["bob\x1b[2J", "ann"]
+    bob, ann = rows
+    assert (bob["jobs"], bob["gpu_h"], bob["never_used_gpu_h"], bob["lost_pct"]) == (
+        1, 1200 / 3600, 1200 / 3600, 100.0,
+    )  # fmt: skip
+    assert ann["jobs"] == 1 and ann["idle_slot_gpu_h"] == ann["lost_gpu_h"] == 300 / 3600
+    assert ann["busy_gpu_h"] == 900 / 3600 and ann["lost_pct"] == 25.0
+    assert ann["gpu_util_pct"] == pytest.approx(70 * 60 / 80)  # 60 of 80 samples at 70 %
+    assert [(r["cluster"], r["vc"]) for r in by(data_dir, "vc")] == [
+        ("c", "speech"),
+        ("c", "vision"),
+    ]
+    # a period starting half-way through both jobs holds half of each
+    half = by(data_dir, "user", "--since", (T0 + timedelta(minutes=10)).isoformat())
+    assert [(r["user"], r["jobs"], r["gpu_h"]) for r in half] == [
+        ("bob\x1b[2J", 1, 600 / 3600),
+        ("ann", 1, 600 / 3600),
+    ]
+    assert by(data_dir, "vc", "--since", "2026-11-02") == []
+    assert [r["user"] for r in by(data_dir, "user", "--vc", "vision")] == ["ann"]
+    assert by(data_dir, "user", "--vc", "(all)") == rows
+
+
+def test_waste_by_relative_periods(data_dir: Path) -> None:
+    """7d, 24h, 30d count back from now: jobs run 3 days ago are in the last 7 and 30 days."""
+    write_two_jobs(data_dir, t0=datetime.now(UTC) - timedelta(days=3))
+    assert CliRunner().invoke(app, ["analyze", "--data-dir", str(data_dir)]).exit_code == 0
+    assert [r["jobs"] for r in by(data_dir, "user", "--since", "7d")] == [1, 1]
+    assert len(by(data_dir, "vc", "--since", "30d")) == 2
+    assert by(data_dir, "user", "--since", "24h") == []
+
+
+def test_waste_by_mistakes_are_one_sentence(warehouse: Path) -> None:
+    runner = CliRunner()
+    base = ["report", "--data-dir", str(warehouse), "--by"]
+    cases = {
+        ("host",): "--by 'host' is not one of: user, vc, model.",
+        ("model",): "--by model: the warehouse holds no GPU model (gpu_samples keeps no model "
+        "label; the DCGM exporter's `modelName` label would carry it, but gpuwaste does not "
+        "ingest it yet).",
+        ("user", "--since", "last week"): "--since 'last week' is not a period: give hours or "
+        "days before now (24h, 7d, 30d) or a date (2026-11-01) or time (2026-11-01T08:00).",
+        ("user", "jobs_by_status"): "--by user makes its own table: give either a report NAME "
+        "or --by.",
+        ("user", "--vc", "nosuch"): "no VC 'nosuch' in cluster(s) c (VCs: (all), speech, vision).",
+        ("user", "--cluster", "zz"): f"no analyzed jobs for cluster 'zz' in {warehouse} "
+        "(clusters: c).",
+    }
+    for args, message in cases.items():
+        out = runner.invoke(app, [*base, *args])
+        assert out.exit_code == 1 and str(out.exception) == message, args

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from gpuwaste.cli_common import ClusterOpt, ConfigOpt, DataDirOpt, FormatOpt, QuietOpt, settings
+from gpuwaste.errors import GpuwasteError
 from gpuwaste.render import OutputFormat, render
+
+
+def print_freshness(data_dir: Path, cluster: str | None) -> None:
+    """When each reported cluster was ingested and analyzed, on stderr (CSV/JSON stay clean)."""
+    from gpuwaste.analyses.freshness import freshness_lines
+
+    for line in freshness_lines(data_dir, [cluster] if cluster else None):
+        print(line, file=sys.stderr)
 
 
 def register(app: typer.Typer) -> None:
@@ -51,29 +62,62 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def report(
         name: Annotated[
-            str,
+            str | None,
             typer.Argument(
-                help="waste_by_vc, never_used_by_size, stable_phase_grid, spatial_summary, "
-                "debug_jobs, util_by_size_status, util_minute_hist, util_by_spread, "
-                "jobs_by_status, queueing_delay, or a per-job table (job_usage, ...)."
+                help="waste_by_vc (default), never_used_by_size, stable_phase_grid, "
+                "spatial_summary, debug_jobs, util_by_size_status, util_minute_hist, "
+                "util_by_spread, jobs_by_status, queueing_delay, waste_daily, freshness, or a "
+                "per-job table (job_usage, ...). Not with --by."
             ),
-        ] = "waste_by_vc",
+        ] = None,
         config: ConfigOpt = None,
         data_dir: DataDirOpt = None,
         cluster: ClusterOpt = None,
         vc: Annotated[
             str | None, typer.Option("--vc", help="One VC; '(all)' is every VC together.")
         ] = None,
+        by: Annotated[
+            str | None,
+            typer.Option(
+                "--by",
+                help="user or vc (account): GPU hours allocated, busy, idle-slot, never-used "
+                "and lost per user or VC, most lost first. (model: not in the warehouse.)",
+            ),
+        ] = None,
         since: Annotated[
-            str | None, typer.Option(help="Only jobs started on or after this day (YYYY-MM-DD).")
+            str | None,
+            typer.Option(
+                help="24h, 7d, 30d (before now) or a date/time. With --by: jobs whose GPU time "
+                "overlaps the period, counted for the part inside it; otherwise: jobs started "
+                "since then."
+            ),
         ] = None,
         fmt: FormatOpt = OutputFormat.table,
     ) -> None:
         """Print a summary as the study prints it (terminal table), or as CSV / JSON."""
-        from gpuwaste.analyses.report import TITLES
-        from gpuwaste.analyses.report import report as build_report
-        from gpuwaste.analyses.run import since_date
+        from datetime import UTC, datetime
+
+        from gpuwaste.analyses.period import since_time
 
         s = settings(config, data_dir)
-        df = build_report(s, name, cluster=cluster, vc=vc, since=since_date(since))
-        render(df, fmt, title=TITLES.get(name, name))
+        now = datetime.now(UTC)
+        start = since_time(since, now)
+        if by is not None:
+            from gpuwaste.analyses.waste_by import TITLE, waste_by
+
+            if name is not None:
+                raise GpuwasteError(
+                    f"--by {by} makes its own table: give either a report NAME or --by."
+                )
+            df = waste_by(s, by, cluster=cluster, vc=vc, since=start, until=now if start else None)
+            render(df, fmt, title=TITLE.format(by=by))
+        else:
+            from gpuwaste.analyses.report import FRESHNESS, TITLES
+            from gpuwaste.analyses.report import report as build_report
+
+            name = name or "waste_by_vc"
+            df = build_report(s, name, cluster=cluster, vc=vc, since=start)
+            render(df, fmt, title=TITLES.get(name, name))
+            if name == FRESHNESS:
+                return
+        print_freshness(s.data_dir, cluster)

@@ -1,18 +1,20 @@
 """`gpuwaste report`: a result table as the study prints it, for one cluster and VC.
 
 Summaries are read as written by `gpuwaste analyze`; with `since`, they are recomputed on the spot
-by the same SQL over the jobs that started on or after that day (so a report "since" never
-disagrees with the definitions). Per-job tables are filtered the same way.
+by the same SQL over the jobs that started at or after that time (so a report "since" never
+disagrees with the definitions). Per-job tables are filtered the same way. An unknown cluster or
+VC is refused with the known ones.
 """
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import datetime
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
+from gpuwaste.analyses.freshness import freshness
 from gpuwaste.analyses.per_job import PER_JOB_TABLES
 from gpuwaste.analyses.run import SUMMARIES
 from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
@@ -23,24 +25,28 @@ from gpuwaste.warehouse.catalog import connect, view_sql
 from gpuwaste.warehouse.schema import table
 from gpuwaste.warehouse.store import Warehouse
 
-REPORTS = (*SUMMARIES, *PER_JOB_TABLES)
+FRESHNESS = "freshness"
+REPORTS = (*SUMMARIES, *PER_JOB_TABLES, FRESHNESS)
 TITLES = {
     "waste_by_vc": "Idle slots and never-used GPUs, % of GPU time (CloudBrain Table IV)",
     "never_used_by_size": "Jobs with a never-used GPU by GPUs requested (CloudBrain Table V)",
     "stable_phase_grid": "% of GPU time in stable phases, t x m (CloudBrain Table III)",
-    "spatial_summary": "Spatial underutilization (CloudBrain §IV-A, §IV-B)",
+    "spatial_summary": "Spatial underutilization; mean_* are means over jobs, each job once "
+    "(CloudBrain §IV-A, §IV-B)",
     "debug_jobs": "Debugging jobs (CloudBrain §IV-C1)",
-    "util_by_size_status": "Mean GPU utilization by size and status (Philly Table 3)",
+    "util_by_size_status": "GPU utilization (time-weighted mean) by size and status (Philly Table 3)",
     "util_minute_hist": "Per-minute GPU utilization, GPU-minutes (Philly Figure 5)",
-    "util_by_spread": "16-GPU jobs by number of servers (Philly Table 5)",
+    "util_by_spread": "16-GPU jobs by number of servers: GPU utilization (time-weighted mean), "
+    "percentiles of per-minute utilization (Philly Table 5)",
     "jobs_by_status": "Jobs and GPU time by final status (Philly Table 6)",
     "queueing_delay": "Queueing delay, seconds (Philly §3)",
     "waste_daily": "GPU hours per UTC day by kind",
+    FRESHNESS: "When each cluster was last ingested and analyzed (UTC)",
 }
 
 
-def _since_views(con: duckdb.DuckDBPyConnection, wh: Warehouse, since: date) -> None:
-    """Redefine the per-job views to the jobs that started on or after `since`."""
+def _since_views(con: duckdb.DuckDBPyConnection, wh: Warehouse, since: datetime) -> None:
+    """Redefine the per-job views to the jobs that started at or after `since`."""
     jobs_sql = view_sql(wh, table("job_usage"))
     con.execute(
         f"create or replace view job_usage as select * from ({jobs_sql}) "
@@ -54,18 +60,58 @@ def _since_views(con: duckdb.DuckDBPyConnection, wh: Warehouse, since: date) -> 
         )
 
 
+MAX_LISTED = 20
+
+
+def check_vc(con: duckdb.DuckDBPyConnection, name: str, clusters: list[str], vc: str) -> None:
+    """Refuse `--vc` for a table without VCs, or a VC that no job of these clusters has."""
+    if "vc" not in table(name).columns:
+        raise GpuwasteError(f"--vc does not apply to {name}: it has no vc column.")
+    known = [
+        r[0]
+        for r in con.execute(
+            "select distinct coalesce(vc, '(none)') as v from job_usage "
+            "where cluster in (select unnest($1::varchar[])) union select $2 order by v",
+            [clusters, ALL_VCS],
+        ).fetchall()
+    ]
+    if vc in known:
+        return
+    listed = ", ".join(known[:MAX_LISTED])
+    more = (
+        f" and {len(known) - MAX_LISTED} more (`gpuwaste report waste_by_vc` lists them)"
+        if len(known) > MAX_LISTED
+        else ""
+    )
+    raise GpuwasteError(f"no VC '{vc}' in cluster(s) {', '.join(clusters)} (VCs: {listed}{more}).")
+
+
+def _freshness(data_dir: Path, cluster: str | None) -> pl.DataFrame:
+    df = freshness(data_dir)
+    known = df["cluster"].unique(maintain_order=True).to_list()
+    if cluster is None:
+        return df
+    if cluster not in known:
+        raise GpuwasteError(
+            f"no cluster '{cluster}' in {data_dir} (clusters: {', '.join(known) or 'none'})."
+        )
+    return df.filter(pl.col("cluster") == cluster)
+
+
 def report(
     settings: Settings,
     name: str,
     *,
     cluster: str | None = None,
     vc: str | None = None,
-    since: date | None = None,
+    since: datetime | None = None,
 ) -> pl.DataFrame:
-    """The rows of result table `name` (optionally one cluster, one VC, jobs since a day)."""
+    """The rows of result table `name` (optionally one cluster, one VC, jobs since a time)."""
     if name not in REPORTS:
         raise GpuwasteError(f"no report named '{name}' (known: {', '.join(REPORTS)}).")
     data_dir: Path = settings.data_dir
+    if name == FRESHNESS:
+        return _freshness(data_dir, cluster)
     wh = Warehouse(data_dir)
     if not wh.has_files(name):
         raise GpuwasteError(f"no {name} table in {data_dir}: run `gpuwaste analyze` first.")
@@ -77,6 +123,8 @@ def report(
         )
     con = connect(data_dir)
     try:
+        if vc is not None:
+            check_vc(con, name, clusters, vc)
         if since is not None:
             _since_views(con, wh, since)
         frames = []

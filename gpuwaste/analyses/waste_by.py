@@ -1,0 +1,81 @@
+"""`gpuwaste report --by user|vc`: GPU hours allocated, busy, idle-slot, never-used and lost per
+user or per account (VC) over a period, the list operators ask for first.
+
+Read from the per-job result tables (`job_gpu_usage`, `job_usage`) with
+`sql/reports/waste_by.sql`, which states the period rule. `--by model` is refused: the
+warehouse keeps no GPU model.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import polars as pl
+
+from gpuwaste.analyses.report import check_vc
+from gpuwaste.analyses.sqlfiles import Scalar, load_sql, set_variables
+from gpuwaste.analyses.tables import ALL_VCS
+from gpuwaste.config import Settings
+from gpuwaste.errors import GpuwasteError
+from gpuwaste.warehouse.catalog import connect
+from gpuwaste.warehouse.store import Warehouse
+
+BY = ("user", "vc", "model")
+TITLE = "GPU hours lost per {by}, most first"
+NO_MODEL = (
+    "--by model: the warehouse holds no GPU model (gpu_samples keeps no model label; the DCGM "
+    "exporter's `modelName` label would carry it, but gpuwaste does not ingest it yet)."
+)
+
+
+def check_by(by: str) -> None:
+    """Refuse a `--by` value that is not one of BY, and `model` (no data carries it)."""
+    if by not in BY:
+        raise GpuwasteError(f"--by '{by}' is not one of: {', '.join(BY)}.")
+    if by == "model":
+        raise GpuwasteError(NO_MODEL)
+
+
+def waste_by(
+    settings: Settings,
+    by: str,
+    *,
+    cluster: str | None = None,
+    vc: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> pl.DataFrame:
+    """One row per cluster x user (or VC) with GPU time in [since, until), most lost first;
+    only the jobs of `vc` if given ('(all)': every VC)."""
+    check_by(by)
+    wh = Warehouse(settings.data_dir)
+    if not wh.has_files("job_gpu_usage"):
+        raise GpuwasteError(
+            f"no job_gpu_usage table in {settings.data_dir}: run `gpuwaste analyze` first."
+        )
+    known = wh.clusters("job_usage")
+    if cluster is not None and cluster not in known:
+        raise GpuwasteError(
+            f"no analyzed jobs for cluster '{cluster}' in {settings.data_dir} "
+            f"(clusters: {', '.join(known)})."
+        )
+    con = connect(settings.data_dir)
+    try:
+        if vc is not None:
+            check_vc(con, "job_usage", [cluster] if cluster else known, vc)
+        variables: dict[str, Scalar] = {
+            "waste_by": by,
+            "cluster": cluster,
+            "vc": None if vc == ALL_VCS else vc,
+            "period_start": since,
+            "period_end": until,
+        }
+        set_variables(con, variables)
+        df = con.sql(load_sql("reports/waste_by")).pl()
+    finally:
+        con.close()
+    order = ["lost_gpu_h", "cluster", "who"]
+    return df.sort(order, descending=[True, False, False], nulls_last=True).rename({"who": by})
+
+
+__all__ = ["BY", "NO_MODEL", "TITLE", "check_by", "waste_by"]

@@ -1,0 +1,57 @@
+-- grain: one row per cluster x user (waste_by = 'user') or x VC (waste_by = 'vc') with GPU
+--        time in the period [period_start, period_end): GPU hours allocated, busy, in idle
+--        slots, on never-used GPUs, lost (idle-slot + never-used), share lost %, GPU utilization
+--        (time-weighted mean) %, jobs.
+-- sources: job_gpu_usage, job_usage.
+-- variables: waste_by ('user' | 'vc'), cluster (null: every cluster), vc (null: every VC),
+--            period_start, period_end (timestamptz; null: all time).
+-- Period rule: a job is in the period when one of its GPU allocations overlaps it (a running
+-- job's allocation reaches the watermark it was analyzed up to); each allocation counts with the
+-- part of its figures inside the period, in proportion to its overlap (as waste_daily splits
+-- days: exact for allocated hours, the others assumed spread evenly).
+with
+
+jobs as (
+    select
+        cluster,
+        job_id,
+        coalesce(case getvariable('waste_by') when 'user' then "user" else vc end, '(none)') as who
+    from job_usage
+    where (getvariable('cluster') is null or cluster = getvariable('cluster'))
+      and (getvariable('vc') is null or coalesce(vc, '(none)') = getvariable('vc'))
+),
+
+gpus as (
+    select
+        cluster, job_id, alloc_s, busy_s, idle_slot_s, never_used_s, observed_s,
+        coalesce(util_mean, 0) * observed_s as util_x_s,
+        epoch(
+            least(end_ts, coalesce(getvariable('period_end')::timestamptz, end_ts))
+            - greatest(start_ts, coalesce(getvariable('period_start')::timestamptz, start_ts))
+        ) / alloc_s as share
+    from job_gpu_usage
+    where alloc_s > 0
+      and (getvariable('cluster') is null or cluster = getvariable('cluster'))
+      and (getvariable('period_start') is null or end_ts > getvariable('period_start')::timestamptz)
+      and (getvariable('period_end') is null or start_ts < getvariable('period_end')::timestamptz)
+),
+
+final as (
+    select
+        j.cluster,
+        j.who,
+        count(distinct j.job_id) as jobs,
+        sum(g.share * g.alloc_s) / 3600 as gpu_h,
+        sum(g.share * g.busy_s) / 3600 as busy_gpu_h,
+        sum(g.share * g.idle_slot_s) / 3600 as idle_slot_gpu_h,
+        sum(g.share * g.never_used_s) / 3600 as never_used_gpu_h,
+        sum(g.share * (g.idle_slot_s + g.never_used_s)) / 3600 as lost_gpu_h,
+        100 * sum(g.share * (g.idle_slot_s + g.never_used_s)) / nullif(sum(g.share * g.alloc_s), 0)
+            as lost_pct,
+        sum(g.share * g.util_x_s) / nullif(sum(g.share * g.observed_s), 0) as gpu_util_pct
+    from gpus as g
+    join jobs as j using (cluster, job_id)
+    group by j.cluster, j.who
+)
+
+select * from final
