@@ -12,6 +12,7 @@ from typing import Annotated
 
 import duckdb
 import typer
+from typer.core import TyperOption
 
 from gpuwaste.analyses.cli import register as register_analyses
 from gpuwaste.cli_common import ConfigOpt, DataDirOpt, FormatOpt, settings
@@ -19,6 +20,24 @@ from gpuwaste.dashboard.cli import register as register_dashboard
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.ingest.cli import ingest_app
 from gpuwaste.render import OutputFormat, render
+
+
+def _show_flags_without_a_value() -> None:
+    """typer's rich help writes a value type after every option, `--quiet <bool>` and
+    `--help <bool>` included, though a flag takes no value (its plain help leaves the type out
+    for flags). Show flags bare, as the plain help does."""
+    typed = TyperOption.display_type_rich
+    if getattr(typed, "flags_bare", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: typer.Context) -> str | None:
+        return None if self.is_flag or self.count else typed(self, ctx)
+
+    display_type_rich.flags_bare = True  # type: ignore[attr-defined]
+    setattr(TyperOption, "display_type_rich", display_type_rich)  # noqa: B010
+
+
+_show_flags_without_a_value()
 
 app = typer.Typer(
     name="gpuwaste",
