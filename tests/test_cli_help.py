@@ -12,6 +12,7 @@ from typer.core import TyperGroup
 from typer.testing import CliRunner
 
 from gpuwaste.cli import app
+from gpuwaste.generate.cli import generate_command
 
 
 def command_paths(group: TyperGroup, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -53,3 +54,37 @@ def test_the_installed_command_shows_flags_bare() -> None:
     lines = {line.split()[1]: line for line in shown.stdout.splitlines() if " --" in line}
     assert "<bool>" not in lines["--quiet"] and "<bool>" not in lines["--rebuild"]
     assert "<int" in lines["--batch-days"]
+
+
+def test_demo_help_says_the_configured_warehouse_is_not_used() -> None:
+    shown = CliRunner().invoke(app, ["demo", "--help"], env={"COLUMNS": "300"}, color=False)
+    text = " ".join(shown.output.split())
+    assert "from the config" not in text
+    assert "reads neither the configuration nor $GPUWASTE_DATA_DIR" in text
+    assert "[default: gpuwaste-data]" in text
+
+
+def test_demo_writes_its_own_folder_whatever_is_configured(tmp_path: Path) -> None:
+    """A demo on an operator's machine (config and data folder in the environment) keeps the
+    sample out of the configured warehouse."""
+    sample = tmp_path / "sample"
+    generate_command(sample, seed=2, gpus=8, days=0.05)
+    (tmp_path / "gpuwaste.toml").write_text(f'data_dir = "{tmp_path / "configured"}"\n')
+    env = {
+        **os.environ,
+        "GPUWASTE_CONFIG": str(tmp_path / "gpuwaste.toml"),
+        "GPUWASTE_DATA_DIR": str(tmp_path / "from-env"),
+        "GPUWASTE_SAMPLE_DIR": str(sample),
+    }
+    exe = Path(sys.executable).parent / "gpuwaste"
+    done = subprocess.run(
+        [str(exe), "demo", "--no-serve"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "gpuwaste-data" / "gpuwaste.duckdb").is_file()
+    assert not (tmp_path / "configured").exists() and not (tmp_path / "from-env").exists()
