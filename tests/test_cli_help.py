@@ -1,4 +1,5 @@
-"""Every command's `--help`: flags (booleans) are shown without a value type."""
+"""Every command's `--help`: flags (booleans) are shown without a value type; demo's --data-dir
+help says what the demo does."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import typer
 from typer.core import TyperGroup
@@ -41,15 +43,16 @@ def test_no_help_shows_a_value_for_a_flag() -> None:
             assert "<path>" in shown.output, path
 
 
-def test_the_installed_command_shows_flags_bare() -> None:
+def gpuwaste(*args: str, env: dict[str, str], cwd: Path | None = None) -> CompletedProcess[str]:
+    """The installed `gpuwaste` command, run for real."""
     exe = Path(sys.executable).parent / "gpuwaste"
-    shown = subprocess.run(
-        [str(exe), "analyze", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "COLUMNS": "200"},
+    return subprocess.run(
+        [str(exe), *args], capture_output=True, text=True, timeout=300, env=env, cwd=cwd
     )
+
+
+def test_the_installed_command_shows_flags_bare() -> None:
+    shown = gpuwaste("analyze", "--help", env={**os.environ, "COLUMNS": "200"})
     assert shown.returncode == 0, shown.stderr
     lines = {line.split()[1]: line for line in shown.stdout.splitlines() if " --" in line}
     assert "<bool>" not in lines["--quiet"] and "<bool>" not in lines["--rebuild"]
@@ -76,15 +79,7 @@ def test_demo_writes_its_own_folder_whatever_is_configured(tmp_path: Path) -> No
         "GPUWASTE_DATA_DIR": str(tmp_path / "from-env"),
         "GPUWASTE_SAMPLE_DIR": str(sample),
     }
-    exe = Path(sys.executable).parent / "gpuwaste"
-    done = subprocess.run(
-        [str(exe), "demo", "--no-serve"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        cwd=tmp_path,
-    )
+    done = gpuwaste("demo", "--no-serve", env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "gpuwaste-data" / "gpuwaste.duckdb").is_file()
     assert not (tmp_path / "configured").exists() and not (tmp_path / "from-env").exists()
