@@ -12,13 +12,33 @@ from typing import Annotated
 
 import duckdb
 import typer
+from typer.core import TyperOption
 
 from gpuwaste.analyses.cli import register as register_analyses
 from gpuwaste.cli_common import ConfigOpt, DataDirOpt, FormatOpt, settings
+from gpuwaste.config import DATA_DIR_ENV, DEFAULT_DATA_DIR
 from gpuwaste.dashboard.cli import register as register_dashboard
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.ingest.cli import ingest_app
 from gpuwaste.render import OutputFormat, render
+
+
+def _show_flags_without_a_value() -> None:
+    """typer's rich help writes a value type after every option, `--quiet <bool>` and
+    `--help <bool>` included, though a flag takes no value (its plain help leaves the type out
+    for flags). Show flags bare, as the plain help does."""
+    typed = TyperOption.display_type_rich
+    if getattr(typed, "flags_bare", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: typer.Context) -> str | None:
+        return None if self.is_flag or self.count else typed(self, ctx)
+
+    display_type_rich.flags_bare = True  # type: ignore[attr-defined]
+    setattr(TyperOption, "display_type_rich", display_type_rich)  # noqa: B010
+
+
+_show_flags_without_a_value()
 
 app = typer.Typer(
     name="gpuwaste",
@@ -90,9 +110,19 @@ def generate(
     generate_command(out, seed, gpus, days, interval_s, start, cluster, gzip)
 
 
+DemoDataDirOpt = Annotated[
+    Path,
+    typer.Option(
+        "--data-dir",
+        help=f"Folder for the demo's warehouse. The demo reads neither the configuration nor "
+        f"${DATA_DIR_ENV}, so the sample never lands in a configured warehouse.",
+    ),
+]
+
+
 @app.command()
 def demo(
-    data_dir: DataDirOpt = None,
+    data_dir: DemoDataDirOpt = DEFAULT_DATA_DIR,
     no_serve: Annotated[bool, typer.Option("--no-serve", help="Stop after the summary.")] = False,
     port: Annotated[int, typer.Option(envvar="PORT", help="Dashboard port.")] = 8501,
     host: Annotated[str, typer.Option(help="Dashboard address.")] = "127.0.0.1",
@@ -100,7 +130,7 @@ def demo(
     """Bundled sample -> warehouse -> analyses -> summary -> dashboard on localhost."""
     from gpuwaste.demo import run_demo
 
-    run_demo(data_dir or Path("gpuwaste-data"), serve=not no_serve, port=port, host=host)
+    run_demo(data_dir, serve=not no_serve, port=port, host=host)
 
 
 def main() -> None:

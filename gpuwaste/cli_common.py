@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from gpuwaste.config import Settings, load_settings
+from gpuwaste.config import DEFAULT_DATA_DIR, Settings, load_settings
 from gpuwaste.render import OutputFormat
 
 ConfigOpt = Annotated[
@@ -19,7 +19,8 @@ ConfigOpt = Annotated[
 DataDirOpt = Annotated[
     Path | None,
     typer.Option(
-        "--data-dir", help="Warehouse folder (default: from the config, else ./gpuwaste-data)."
+        "--data-dir",
+        help=f"Warehouse folder (default: from the config, else ./{DEFAULT_DATA_DIR}).",
     ),
 ]
 FormatOpt = Annotated[OutputFormat, typer.Option("--format", help="table (terminal), csv or json.")]

@@ -12,7 +12,9 @@ Every **choice** of docs/definitions.md is a field of `Thresholds`, with the stu
 from __future__ import annotations
 
 import os
+import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -24,6 +26,7 @@ from gpuwaste.text import printable
 DEFAULT_DATA_DIR = Path("gpuwaste-data")
 CONFIG_ENV = "GPUWASTE_CONFIG"
 DATA_DIR_ENV = "GPUWASTE_DATA_DIR"
+CLUSTER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 PositiveFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -33,6 +36,26 @@ Percent = Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
 
 class ConfigError(GpuwasteError):
     """A configuration problem, phrased as one sentence for the operator."""
+
+
+def check_cluster_name(name: str) -> str:
+    """A cluster name is also a folder name (`cluster=<name>`): no path separators, no dots
+    first."""
+    if not CLUSTER_NAME.fullmatch(name):
+        raise ValueError(
+            "expected letters, digits, '_', '.' or '-', starting with a letter or a digit"
+        )
+    return name
+
+
+def check_timezone(zone: str) -> str:
+    from zoneinfo import ZoneInfo
+
+    try:
+        ZoneInfo(zone)
+    except Exception:  # ZoneInfoNotFoundError, ValueError (e.g. a path)
+        raise ValueError("expected an IANA time zone such as UTC or Europe/Paris") from None
+    return zone
 
 
 class _Strict(BaseModel):
@@ -150,6 +173,11 @@ class PhillySource(_Strict):
     dir: Path
     timezone: str = "America/Los_Angeles"
 
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str) -> str:
+        return check_timezone(v)
+
 
 class OpenMetricsSource(_Strict):
     file: Path
@@ -162,7 +190,7 @@ class CsvSource(_Strict):
 
 
 class ClusterConfig(_Strict):
-    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+    name: str
     timezone: str = "UTC"
     prometheus: PrometheusSource | None = None
     slurm: SlurmSource | None = None
@@ -171,18 +199,15 @@ class ClusterConfig(_Strict):
     csv: CsvSource | None = None
     parquet: CsvSource | None = None
 
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return check_cluster_name(v)
+
     @field_validator("timezone")
     @classmethod
     def _tz(cls, v: str) -> str:
-        from zoneinfo import ZoneInfo
-
-        try:
-            ZoneInfo(v)
-        except Exception as exc:  # ZoneInfoNotFoundError, ValueError
-            raise ValueError(
-                f"expected an IANA time zone such as UTC or Europe/Paris ({exc})"
-            ) from None
-        return v
+        return check_timezone(v)
 
 
 class Settings(_Strict):
@@ -200,21 +225,29 @@ class Settings(_Strict):
         raise ConfigError(f"no cluster named '{name}' in {where} (configured: {known}).")
 
 
-def _describe(err: dict[str, Any]) -> str:
+def error_reason(err: Mapping[str, Any]) -> str:
+    """What a pydantic error says is expected, as the middle of a sentence."""
+    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    return printable(msg[0].lower() + msg[1:] if msg else msg)
+
+
+def error_input(err: Mapping[str, Any]) -> str:
+    """The value a pydantic error refused, quoted and shortened for a message."""
+    given = err.get("input")
+    shown = repr(given) if not isinstance(given, dict | list) else type(given).__name__
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return printable(shown)
+
+
+def _describe(err: Mapping[str, Any]) -> str:
     loc = printable(".".join(str(p) for p in err.get("loc", ())))
     kind = err.get("type", "")
     if kind == "extra_forbidden":
         return f"unknown key '{loc}'"
     if kind == "missing":
         return f"missing required key '{loc}'"
-    msg = str(err.get("msg", "invalid value"))
-    msg = msg.removeprefix("Value error, ")
-    given = err.get("input")
-    shown = repr(given) if not isinstance(given, dict | list) else type(given).__name__
-    if len(shown) > 60:
-        shown = shown[:57] + "..."
-    msg = printable(msg[0].lower() + msg[1:] if msg else msg)
-    return f"key '{loc}': {msg}, got {printable(shown)}"
+    return f"key '{loc}': {error_reason(err)}, got {error_input(err)}"
 
 
 def parse_settings(data: dict[str, Any], source: Path | str = "<config>") -> Settings:
@@ -223,7 +256,7 @@ def parse_settings(data: dict[str, Any], source: Path | str = "<config>") -> Set
         settings = Settings.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors()
-        first = _describe(dict(errors[0]))
+        first = _describe(errors[0])
         more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
         raise ConfigError(f"{source}: {first}{more}.") from None
     names = [c.name for c in settings.clusters]

@@ -70,6 +70,18 @@ vc_from = "partition"
         ("[[clusters]]\ntimezone = 'UTC'\n", "missing required key 'clusters.0.name'"),
         ("[[clusters]]\nname='a'\n[[clusters]]\nname='a'\n", "cluster name 'a' appears twice"),
         ("colour = 'blue'\n", "unknown key 'colour'"),
+        (
+            "[[clusters]]\nname = 'a'\n[clusters.slurm]\nvc_from = 'qos'\n",
+            "key 'clusters.0.slurm.vc_from': input should be 'partition' or 'account', got 'qos'",
+        ),
+        (
+            "[[clusters]]\nname = 'a'\n[clusters.philly]\ndir = 'p'\ntimezone = 'Mars/Olympus'\n",
+            "key 'clusters.0.philly.timezone': expected an IANA time zone",
+        ),
+        (
+            "[[clusters]]\nname = '../etc'\n",
+            "key 'clusters.0.name': expected letters, digits, '_', '.' or '-', starting with",
+        ),
     ],
 )
 def test_bad_key_or_value_names_key_and_file(tmp_path: Path, text: str, expected: str) -> None:

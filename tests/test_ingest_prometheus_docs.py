@@ -25,10 +25,10 @@ def test_every_flag_is_documented() -> None:
 def test_scheduling_examples_are_shipped_and_shown() -> None:
     text = DOC.read_text()
     for path in (
-        "deploy/systemd/gpuwaste-ingest.service",
-        "deploy/systemd/gpuwaste-ingest.timer",
-        "deploy/cron/gpuwaste-ingest.cron",
-        "deploy/kubernetes/gpuwaste-ingest-cronjob.yaml",
+        "deploy/systemd/gpuwaste-update.service",
+        "deploy/systemd/gpuwaste-update.timer",
+        "deploy/cron/gpuwaste-update.cron",
+        "deploy/kubernetes/gpuwaste-update-cronjob.yaml",
     ):
         assert (REPO / path).is_file() and path in text
         body = (REPO / path).read_text()
@@ -36,7 +36,7 @@ def test_scheduling_examples_are_shipped_and_shown() -> None:
         assert "TOKEN=" not in body.replace("PROMETHEUS_TOKEN=...", "")  # no secret in files
     cron_line = [
         ln
-        for ln in (REPO / "deploy/cron/gpuwaste-ingest.cron").read_text().splitlines()
+        for ln in (REPO / "deploy/cron/gpuwaste-update.cron").read_text().splitlines()
         if ln[:1] == "*"
     ]
     assert len(cron_line) == 1 and cron_line[0] in text

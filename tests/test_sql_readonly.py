@@ -75,6 +75,24 @@ def test_anything_but_one_read_is_refused(filled: Path, sql: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("sql", "named"),
+    [
+        ("install httpfs", "INSTALL"),
+        ("-- fetch it\n force install httpfs", "FORCE INSTALL"),
+        ("load httpfs", "LOAD"),
+        ("use memory", "USE"),
+        ("checkpoint", "CHECKPOINT"),
+        ("copy gpu_samples to 'x.csv'", "COPY"),
+        ("pragma database_list", "PRAGMA"),
+    ],
+)
+def test_refusal_names_the_statement_as_typed(filled: Path, sql: str, named: str) -> None:
+    with pytest.raises(QueryRefused) as refused:
+        run_query(filled, sql)
+    assert str(refused.value) == f"only read queries (SELECT) are allowed, not {named}."
+
+
+@pytest.mark.parametrize(
     "sql",
     [
         "select * from read_csv('/etc/passwd')",

@@ -218,3 +218,75 @@ def test_catalog_opens_in_python_and_standalone_duckdb(data_dir: Path) -> None:
         timeout=60,
     )
     assert out.stdout.split() == ["job_id,cluster", "1,c1"]
+
+
+def duckdb_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    cli = Path(sys.executable).parent / "duckdb"
+    return subprocess.run(
+        [str(cli), "-csv", *args], capture_output=True, text=True, timeout=60, cwd=cwd
+    )
+
+
+COUNTS = "select (select count(*) from gpu_samples) as samples, (select count(*) from jobs) as jobs"
+
+
+def test_catalog_opens_from_any_directory_and_after_the_folder_moves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's path: a relative `gpuwaste-data`, opened by the standalone duckdb CLI from
+    elsewhere, then moved as a whole and opened again before gpuwaste runs there."""
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    rel = Path("gpuwaste-data")
+    wh = Warehouse(rel)
+    wh.replace_window(
+        "gpu_samples", "c1", T0, T0 + timedelta(minutes=5), samples(T0, 20), source="test"
+    )
+    wh.upsert("jobs", "c1", "slurm", pl.DataFrame([{"job_id": "1", "state": "passed"}]))
+    assert refresh_catalog(rel) is True
+    expected = ["samples,jobs", "40,1"]
+    opened = {
+        "the project, relative": (project, "gpuwaste-data/gpuwaste.duckdb"),
+        "/, absolute": (Path("/"), str(project / "gpuwaste-data" / CATALOG_FILE)),
+        "the data folder, bare name": (project / "gpuwaste-data", CATALOG_FILE),
+        "a sibling, ../": (tmp_path, "project/gpuwaste-data/gpuwaste.duckdb"),
+    }
+    for where, (cwd, path) in opened.items():
+        out = duckdb_cli(cwd, "-readonly", path, "-c", COUNTS)
+        assert out.returncode == 0, (where, out.stderr)
+        assert out.stdout.split() == expected, where
+
+    moved = tmp_path / "elsewhere" / "renamed-data"
+    moved.parent.mkdir()
+    (project / "gpuwaste-data").rename(moved)
+    for cwd, path in [(Path("/"), str(moved / CATALOG_FILE)), (moved, CATALOG_FILE)]:
+        out = duckdb_cli(cwd, "-readonly", path, "-c", COUNTS)
+        assert out.returncode == 0, (cwd, out.stderr)
+        assert out.stdout.split() == expected, cwd
+    con = duckdb.connect(str(moved / CATALOG_FILE), read_only=True)  # the Python package (2.x)
+    assert con.sql(COUNTS).fetchall() == [(40, 1)]
+    con.close()
+    # gpuwaste's own readers build their views from the folder they are given.
+    assert count(moved, "select count(*) from gpu_samples") == 40
+
+
+def test_attached_catalog_reads_the_folder_it_was_written_in(tmp_path: Path) -> None:
+    """ATTACHed to another database, the views cannot see where the file was opened from and
+    read the absolute folder of the last refresh; gpuwaste rewrites it after a move."""
+    data_dir = tmp_path / "wh"
+    Warehouse(data_dir).upsert(
+        "jobs", "c1", "slurm", pl.DataFrame([{"job_id": "1", "state": "passed"}])
+    )
+    refresh_catalog(data_dir)
+    attach = (
+        f"attach '{data_dir / CATALOG_FILE}' as g (read_only); select count(*) as n from g.jobs"
+    )
+    out = duckdb_cli(Path("/"), "-c", attach)
+    assert out.returncode == 0 and out.stdout.split() == ["n", "1"], out.stderr
+    moved = tmp_path / "moved"
+    data_dir.rename(moved)
+    assert refresh_catalog(moved) is True  # the folder changed: rewritten for the new place
+    attach = f"attach '{moved / CATALOG_FILE}' as g (read_only); select count(*) as n from g.jobs"
+    out = duckdb_cli(Path("/"), "-c", attach)
+    assert out.returncode == 0 and out.stdout.split() == ["n", "1"], out.stderr

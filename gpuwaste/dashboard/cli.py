@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
+from gpuwaste.cli_common import DataDirOpt
 from gpuwaste.config import DATA_DIR_ENV
 from gpuwaste.errors import GpuwasteError
 
@@ -90,13 +91,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def dashboard(
-        data_dir: Annotated[
-            Path | None,
-            typer.Option(
-                "--data-dir",
-                help="Warehouse folder (default: from the config, else ./gpuwaste-data).",
-            ),
-        ] = None,
+        data_dir: DataDirOpt = None,
         port: Annotated[int, typer.Option(envvar="PORT", help="Port to listen on.")] = DEFAULT_PORT,
         host: Annotated[
             str, typer.Option(help="Address to listen on (127.0.0.1: this machine only).")

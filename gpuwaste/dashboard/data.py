@@ -20,7 +20,7 @@ import duckdb
 import polars as pl
 import streamlit as st
 
-from gpuwaste.config import DATA_DIR_ENV, load_settings
+from gpuwaste.config import DATA_DIR_ENV, DEFAULT_DATA_DIR, load_settings
 from gpuwaste.dashboard import queries
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.readonly import read_only_connection
@@ -40,7 +40,7 @@ def data_dir() -> Path:
     try:
         return load_settings().data_dir
     except GpuwasteError:
-        return Path("gpuwaste-data")
+        return DEFAULT_DATA_DIR
 
 
 def _any_file(base: Path) -> Path | None:

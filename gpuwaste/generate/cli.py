@@ -2,18 +2,40 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from gpuwaste.config import check_cluster_name
+from gpuwaste.errors import GpuwasteError
 from gpuwaste.generate.model import GeneratorSpec
 from gpuwaste.generate.output import write_all
 
 
 def parse_start(text: str) -> datetime:
     """ISO 8601; `Z` or an offset is honoured, a naive time is read as UTC."""
-    t = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+    try:
+        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise GpuwasteError(
+            f"--start {text!r} is not accepted: expected an ISO 8601 time such as "
+            "2026-10-31T12:00Z."
+        ) from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    if t.microsecond:
+        raise GpuwasteError(f"--start {text!r} is not accepted: it must be on a whole second.")
+    return t
+
+
+def check_sizes(gpus: int, days: float, interval_s: int) -> None:
+    """Each size flag must be a positive, finite number."""
+    for flag, value in (("--gpus", gpus), ("--days", days), ("--interval-s", interval_s)):
+        if not (math.isfinite(value) and value > 0):
+            raise GpuwasteError(
+                f"{flag} {value} is not accepted: it must be a finite number greater than 0."
+            )
 
 
 def generate_command(
@@ -27,6 +49,11 @@ def generate_command(
     gzip: bool = False,
 ) -> None:
     """Generate a synthetic cluster in DIR: metrics.om, sacct.txt, philly/, truth.json."""
+    check_sizes(gpus, days, interval_s)
+    try:
+        check_cluster_name(cluster)
+    except ValueError as exc:
+        raise GpuwasteError(f"--cluster {cluster!r} is not accepted: {exc}.") from None
     spec = GeneratorSpec(seed=seed, gpus=gpus, days=days, interval_s=interval_s, cluster=cluster)
     if start is not None:
         spec = replace(spec, start=parse_start(start))

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from gpuwaste.cli_common import settings
-from gpuwaste.config import ClusterConfig, ConfigError, Settings
+from gpuwaste.config import ClusterConfig, ConfigError, Settings, error_input, error_reason
 from gpuwaste.errors import GpuwasteError
 
 ClusterName = Annotated[
@@ -26,12 +27,39 @@ def common(
     return s, quiet or bool(obj.get("quiet"))
 
 
+# The flag (or argument) that sets a field of a one-off cluster, where it is not `--field-name`.
+FLAG_OF_FIELD = {
+    "name": "--cluster",
+    "scontrol_file": "--scontrol",
+    "scrape_interval_s": "--scrape-interval",
+    "dir": "the trace folder",
+    "verify_tls": "--insecure",
+    "enabled": "--kubernetes",
+}
+
+
+def flag_of(loc: tuple[int | str, ...]) -> str:
+    """The command-line flag behind a pydantic error location such as ('prometheus', 'url')."""
+    field = next((str(p) for p in reversed(loc) if isinstance(p, str)), "")
+    return FLAG_OF_FIELD.get(field, "--" + field.replace("_", "-"))
+
+
+def flag_problem(exc: ValidationError) -> str:
+    """One sentence naming the first refused flag, its value and what it accepts."""
+    errors = exc.errors()
+    first = errors[0]
+    reason = error_reason(first).replace("input should be", "it must be", 1)
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return f"{flag_of(tuple(first['loc']))} {error_input(first)} is not accepted: {reason}{more}."
+
+
 def one_off_cluster(
     s: Settings, name: str | None, what: str, *, timezone: str | None = None, **source: Any
 ) -> ClusterConfig:
-    """The cluster `name` with `source` (e.g. `slurm={...}`) set from flags. A configured cluster
-    of that name keeps its other sources and time zone (they decide, e.g., where GPU indices
-    come from); `timezone` overrides the zone."""
+    """The cluster `name` with `source` (e.g. `slurm={...}`, a dict of the flags' values) set
+    from flags. A configured cluster of that name keeps its other sources and time zone (they
+    decide, e.g., where GPU indices come from); `timezone` overrides the zone. A refused value
+    is a ConfigError naming its flag, the value and what the flag accepts."""
     if not name:
         raise GpuwasteError(f"{what} needs --cluster NAME to say which cluster the data is from.")
     known = [c for c in s.clusters if c.name == name]
@@ -40,10 +68,8 @@ def one_off_cluster(
         base["timezone"] = timezone or known[0].timezone
     try:
         one_off = ClusterConfig.model_validate({**base, **source})
-    except Exception as exc:  # pydantic ValidationError -> one sentence
-        raise ConfigError(
-            f"{what}: invalid option ({str(exc).splitlines()[-1].strip()})."
-        ) from None
+    except ValidationError as exc:
+        raise ConfigError(flag_problem(exc)) from None
     if not known:
         return one_off
     update = {k: getattr(one_off, k) for k in (*source, "timezone")}

@@ -12,11 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from gpuwaste.cli_common import ConfigOpt, DataDirOpt, QuietOpt
-from gpuwaste.config import (
-    CsvSource,
-    PhillySource,
-    SlurmSource,
-)
+from gpuwaste.config import CsvSource
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.ingest.cli_options import ClusterName, common, one_off_cluster
 from gpuwaste.ingest.run import run_configured, run_one
@@ -58,12 +54,12 @@ def register(app: typer.Typer) -> None:
         if file is None:
             run_configured(s, ["slurm"], q)
             return
-        src = SlurmSource(
-            file=file,
-            scontrol_file=scontrol,
-            columns=[c.strip() for c in columns.split(",")] if columns else None,
-            vc_from="partition" if vc_from == "partition" else "account",
-        )
+        src = {
+            "file": file,
+            "scontrol_file": scontrol,
+            "columns": [c.strip() for c in columns.split(",")] if columns else None,
+            "vc_from": vc_from,
+        }
         run_one(
             s,
             one_off_cluster(s, cluster, "ingest slurm --file", timezone=timezone, slurm=src),
@@ -90,7 +86,7 @@ def register(app: typer.Typer) -> None:
         if folder is None:
             run_configured(s, ["philly"], q)
             return
-        src = PhillySource(dir=folder, timezone=timezone)
+        src = {"dir": folder, "timezone": timezone}
         run_one(s, one_off_cluster(s, cluster, "ingest philly DIR", philly=src), "philly", q)
 
     def _tabular(kind: str) -> None:

@@ -6,7 +6,16 @@ tables with data changes, and written with storage compatibility v1.5.0 so that 
 `duckdb` command-line tool (1.5.x) opens it as well as the Python package (2.x).
 
 Readers inside gpuwaste never hold the catalog file open: `connect()` builds the same views in an
-in-memory connection, so ingest and analyze can run while the dashboard reads.
+in-memory connection (over absolute paths), so ingest and analyze can run while the dashboard
+reads.
+
+The catalog file's views find the parquet next to the file, wherever it was opened from and
+wherever the folder was moved: DuckDB resolves a relative path against the process's working
+directory, and a view cannot ask where its database file is (a table function takes no
+subquery), but DuckDB's default `temp_directory` is `<database file>.tmp`, a setting a view can
+read. Where that setting was changed, or the file is ATTACHed to another database, the views
+read the absolute folder the catalog was last written in (gpuwaste rewrites the catalog when the
+folder moved, at its next write).
 """
 
 from __future__ import annotations
@@ -26,6 +35,14 @@ from gpuwaste.warehouse.store import Warehouse
 CATALOG_FILE = "gpuwaste.duckdb"
 SIGNATURE_FILE = "catalog.json"
 STORAGE_COMPAT = "v1.5.0"
+# How the catalog file's views name their files; a new layout rewrites older catalogs.
+VIEW_LAYOUT = 2
+# The folder DuckDB opened the catalog file from, with its trailing slash ('' for the working
+# directory), from DuckDB's default temp_directory '<database file>.tmp'.
+_OPENED_FROM = (
+    "regexp_replace(current_setting('temp_directory'), "
+    f"'{CATALOG_FILE.replace('.', '[.]')}[.]tmp$', '')"
+)
 
 
 def _duck_type(dtype: pl.DataType) -> str:
@@ -48,8 +65,22 @@ def _duck_type(dtype: pl.DataType) -> str:
     raise TypeError(f"no DuckDB type for {dtype}")
 
 
-def _quote(path: Path) -> str:
+def _quote(path: Path | str) -> str:
     return "'" + str(path).replace("'", "''") + "'"
+
+
+def absolute_folder(data_dir: Path) -> str:
+    """SQL for the data directory, absolute, with a trailing slash."""
+    return _quote(str(Path(data_dir).resolve()).rstrip("/") + "/")
+
+
+def folder_of_catalog_file(data_dir: Path) -> str:
+    """SQL for the folder of the catalog file that holds the view, with a trailing slash: where
+    DuckDB opened the file from, else (temp_directory set, or the file ATTACHed) `data_dir`."""
+    opened_as_catalog = f"ends_with(current_setting('temp_directory'), '{CATALOG_FILE}.tmp')"
+    return (
+        f"(CASE WHEN {opened_as_catalog} THEN {_OPENED_FROM} ELSE {absolute_folder(data_dir)} END)"
+    )
 
 
 def stored_columns(t: Table, files: list[Path]) -> frozenset[str]:
@@ -72,8 +103,11 @@ def stored_columns(t: Table, files: list[Path]) -> frozenset[str]:
     return frozenset(found)
 
 
-def view_sql(wh: Warehouse, t: Table) -> str:
-    """`SELECT` that a view of table `t` is defined as (typed and empty when it has no files)."""
+def view_sql(wh: Warehouse, t: Table, folder: str | None = None) -> str:
+    """`SELECT` that a view of table `t` is defined as (typed and empty when it has no files).
+
+    `folder` is SQL for the data directory with a trailing slash (default: its absolute path);
+    the view reads the files under it."""
     files = wh.files(t.name)
     present = stored_columns(t, files)
     cols = [
@@ -90,20 +124,23 @@ def view_sql(wh: Warehouse, t: Table) -> str:
             nulls.append('CAST(NULL AS DATE) AS "date"')
         return f"SELECT {', '.join(nulls)} WHERE false"
     glob = wh.table_dir(t.name) / ("*/*/*.parquet" if t.layout == "dated" else "*/*.parquet")
+    files_sql = (
+        f"{folder or absolute_folder(wh.data_dir)} || {_quote(glob.relative_to(wh.data_dir))}"
+    )
     hive = (
         "{'cluster': 'VARCHAR', 'date': 'DATE'}"
         if t.layout == "dated"
         else "{'cluster': 'VARCHAR'}"
     )
     return (
-        f"SELECT {', '.join(cols)} FROM read_parquet({_quote(glob)}, hive_partitioning = true, "
+        f"SELECT {', '.join(cols)} FROM read_parquet({files_sql}, hive_partitioning = true, "
         f"hive_types = {hive}, union_by_name = true)"
     )
 
 
-def create_views(con: duckdb.DuckDBPyConnection, wh: Warehouse) -> None:
+def create_views(con: duckdb.DuckDBPyConnection, wh: Warehouse, folder: str | None = None) -> None:
     for t in all_tables().values():
-        con.execute(f'CREATE OR REPLACE VIEW "{t.name}" AS {view_sql(wh, t)}')
+        con.execute(f'CREATE OR REPLACE VIEW "{t.name}" AS {view_sql(wh, t, folder)}')
 
 
 def connect(data_dir: Path) -> duckdb.DuckDBPyConnection:
@@ -124,7 +161,7 @@ def _signature(wh: Warehouse) -> dict[str, object]:
             "columns": list(t.columns),
             "stored": sorted(stored_columns(t, files)),
         }
-    return {"root": str(wh.root.resolve()), "tables": tables}
+    return {"root": str(wh.root.resolve()), "views": VIEW_LAYOUT, "tables": tables}
 
 
 def refresh_catalog(data_dir: Path, *, force: bool = False) -> bool:
@@ -145,7 +182,7 @@ def refresh_catalog(data_dir: Path, *, force: bool = False) -> bool:
         con = duckdb.connect(str(tmp), config={"storage_compatibility_version": STORAGE_COMPAT})
         try:
             con.execute("SET TimeZone = 'UTC'")
-            create_views(con, wh)
+            create_views(con, wh, folder_of_catalog_file(data_dir))
         finally:
             con.close()
         os.replace(tmp, dest)

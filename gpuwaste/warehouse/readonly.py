@@ -42,9 +42,25 @@ def check_read_only(sql: str) -> str:
         raise QueryRefused("only one statement at a time is allowed.")
     stmt = statements[0]
     if stmt.type != duckdb.StatementType.SELECT:
-        kind = str(stmt.type).rsplit(".", 1)[-1]
-        raise QueryRefused(f"only read queries (SELECT) are allowed, not {kind}.")
+        raise QueryRefused(
+            f"only read queries (SELECT) are allowed, not {statement_keyword(stmt.query)}."
+        )
     return sql
+
+
+def statement_keyword(query: str) -> str:
+    """The statement's leading keyword as written, e.g. `INSTALL` or `FORCE INSTALL`.
+
+    DuckDB's statement types group several keywords (INSTALL is a LOAD statement, USE a SET,
+    CHECKPOINT a CALL), so the refusal names what the operator typed instead. `query` is the
+    text DuckDB extracted, without leading comments.
+    """
+    words = query.split(None, 2)
+    if not words:
+        return "an empty statement"
+    if words[0].upper() == "FORCE" and len(words) > 1:
+        return f"FORCE {words[1].upper()}"
+    return words[0].upper()
 
 
 def read_only_connection(data_dir: Path) -> duckdb.DuckDBPyConnection:
