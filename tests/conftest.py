@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-FIXTURES = SHARED / "fixtures"
+FIXTURES = REPO / "tests" / "fixtures"
 SAMPLE_DATA = REPO / "sample_data"
 
 

@@ -1,4 +1,4 @@
-"""The sacct parser on real output (shared fixtures) and on recorded quirks (tests/data/sacct)."""
+"""The sacct parser on real output (tests/fixtures) and on recorded quirks (tests/data/sacct)."""
 
 from __future__ import annotations
 
