@@ -32,9 +32,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from gpuwaste.config import ClusterConfig, PrometheusSource, Settings
 from gpuwaste.ingest import kube, telemetry_jobs
 from gpuwaste.ingest.base import IngestResult
+from gpuwaste.ingest.job_precedence import KUBE_KEY, SPANS_KEY, TELEMETRY_KEY, label_jobs_wanted
 from gpuwaste.ingest.prometheus_client import PrometheusClient, TooManySamples
 from gpuwaste.ingest.prometheus_parse import SeriesSet, concat_sets
 from gpuwaste.ingest.prometheus_rows import GPU_METRICS, HOST_METRICS, NODE_CPU, gpu_rows, host_rows
+from gpuwaste.ingest.slurm_source import fill_unknown_gpus
 from gpuwaste.warehouse.bookkeeping import (
     QUARANTINE_KEY,
     Refused,
@@ -49,9 +51,6 @@ DEFAULT_SINCE = timedelta(days=7)
 SETTLE = timedelta(seconds=60)  # data newer than now - SETTLE may still be arriving
 KUBE_LOOKBACK = timedelta(minutes=5)  # see a pod that vanished right at the previous window's end
 MIN_SPLIT = timedelta(minutes=1)
-SPANS_KEY = "prometheus"  # job_gpus file of the GPU assignment seen in the DCGM labels
-TELEMETRY_KEY = "telemetry"
-KUBE_KEY = "kubernetes"
 
 AfterWindow = Callable[[int, datetime], None]
 
@@ -95,14 +94,21 @@ def selector(metric: str, inner: str, extra: str = "") -> str:
     return f"{metric}{{{','.join(parts)}}}"
 
 
-def derives_jobs(cluster: ClusterConfig) -> tuple[bool, bool]:
-    """(kubernetes jobs, jobs from telemetry labels) for this cluster."""
+def scheduler_configured(cluster: ClusterConfig) -> bool:
+    """Does the configuration give this cluster a source of scheduler jobs?"""
+    if cluster.slurm is not None or cluster.philly is not None:
+        return True
+    return any(t is not None and t.jobs is not None for t in (cluster.csv, cluster.parquet))
+
+
+def derives_jobs(wh: Warehouse, cluster: ClusterConfig) -> tuple[bool, bool]:
+    """(kubernetes jobs, jobs from telemetry labels) for this cluster: labels only when neither
+    the configuration nor the warehouse has a scheduler source for it (job_precedence)."""
     src = cluster.prometheus
     assert src is not None
     kube_on = src.kubernetes.enabled
-    scheduler = cluster.slurm is not None or cluster.philly is not None
-    scheduler = scheduler or (cluster.csv is not None and cluster.csv.jobs is not None)
-    return kube_on, src.jobs_from_labels and not kube_on and not scheduler
+    labels = src.jobs_from_labels and not kube_on and not scheduler_configured(cluster)
+    return kube_on, labels and label_jobs_wanted(wh, cluster.name)
 
 
 class Fetcher:
@@ -184,7 +190,7 @@ def ingest_prometheus(
     if not windows:
         result.note = f"up to date (watermark {start.isoformat()})"
         return result
-    kube_on, telemetry_on = derives_jobs(cluster)
+    kube_on, telemetry_on = derives_jobs(wh, cluster)
     inner = matchers(src.label_filter)
     interval = timedelta(seconds=src.scrape_interval_s)
     slack = 3 * interval
@@ -242,6 +248,7 @@ def ingest_prometheus(
             progress.update(task, advance=1, rate=f"{fetcher.samples / elapsed:,.0f} samples/s")
             if after_window is not None:
                 after_window(i, we)
+        fill_unknown_gpus(wh, cluster.name)
         result.written = written
         result.note = (
             f"{len(windows)} window(s) to {end.isoformat()}, {fetcher.samples:,} samples fetched "

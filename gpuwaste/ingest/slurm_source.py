@@ -18,8 +18,11 @@ come from, in order of preference,
    samples carry the job's id (or, for an array task, its raw id) inside the job's interval;
 3. otherwise one row per host of the job's NodeList with **gpu = -1, meaning "index unknown"**:
    the allocation is known per host but not per GPU, so such rows join to no GPU's samples.
-A job's rows are replaced whole on every run, so rows with gpu = -1 give way to real indices
-once telemetry with `hpc_job` has been ingested and `ingest slurm` runs again.
+A job's rows are replaced whole on every run, and a telemetry ingest that comes later fills
+rows with gpu = -1 from the new samples' `hpc_job` labels (`fill_unknown_gpus`), so the indices
+are the same whichever source arrived first.
+Writing Slurm jobs removes the jobs derived from telemetry labels for the cluster
+(`job_precedence`).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import polars as pl
 
 from gpuwaste.config import ClusterConfig, Settings, SlurmSource
 from gpuwaste.ingest.base import IngestError, IngestResult
+from gpuwaste.ingest.job_precedence import yield_label_jobs
 from gpuwaste.ingest.scontrol_parse import ScontrolFormatError, parse_scontrol
 from gpuwaste.ingest.slurm_parse import (
     SOURCE,
@@ -204,6 +208,32 @@ def build_job_gpus(
     )
 
 
+def fill_unknown_gpus(wh: Warehouse, cluster: str) -> int:
+    """Give stored Slurm allocations with GPU index unknown (gpu = -1) the indices that the job
+    labels of the samples now in the warehouse show, as `ingest slurm` run after the telemetry
+    would have. Called by telemetry ingests; returns the jobs resolved."""
+    stored = wh.read("job_gpus", cluster, JOB_GPUS_KEY)
+    unknown = stored.filter(pl.col("gpu") == UNKNOWN_GPU)
+    if unknown.height == 0:
+        return 0
+    # the rows carry what build_job_gpus needs: the job's interval and its hosts
+    jobs = unknown.group_by("job_id").agg(
+        pl.col("start_ts").first(),
+        pl.col("end_ts").first(),
+        pl.col("host").alias("hosts"),
+        pl.lit(None, dtype=pl.Int32()).alias("gpus"),
+        pl.lit(None, dtype=pl.String()).alias("slurm_job_id"),
+    )
+    pairs = pairs_from_samples(wh, cluster, jobs)
+    if pairs.height == 0:
+        return 0
+    resolved = jobs.join(pairs.select("job_id").unique(), on="job_id", how="semi")
+    rows = build_job_gpus(resolved, pairs.clear(), pairs)
+    ids = resolved["job_id"].implode()
+    wh.replace_rows_where("job_gpus", cluster, JOB_GPUS_KEY, pl.col("job_id").is_in(ids), rows)
+    return resolved.height
+
+
 def write_slurm(
     wh: Warehouse,
     cluster: str,
@@ -222,6 +252,7 @@ def write_slurm(
         written["job_gpus"] = wh.replace_rows_where(
             "job_gpus", cluster, JOB_GPUS_KEY, pl.col("job_id").is_in(ids), job_gpus
         )
+        yield_label_jobs(wh, cluster)
     written["quarantine"] = write_quarantine(wh, cluster, SOURCE, batch, parsed.refused)
     return written
 
