@@ -20,7 +20,7 @@ come from, in order of preference,
    the allocation is known per host but not per GPU, so such rows join to no GPU's samples.
 A job's rows are replaced whole on every run, and a telemetry ingest that comes later fills
 rows with gpu = -1 from the new samples' `hpc_job` labels (`fill_unknown_gpus`), so the indices
-are the same whichever source arrived first.
+are the same whichever source arrived first. A job that holds no GPU (`gpus` = 0) has no rows.
 Writing Slurm jobs removes the jobs derived from telemetry labels for the cluster
 (`job_precedence`).
 """
@@ -167,8 +167,9 @@ def pairs_from_samples(wh: Warehouse, cluster: str, jobs: pl.DataFrame) -> pl.Da
 def build_job_gpus(
     jobs: pl.DataFrame, scontrol_pairs: pl.DataFrame, sample_pairs: pl.DataFrame
 ) -> pl.DataFrame:
-    """job_gpus rows: indices from scontrol, else from samples, else one gpu=-1 row per host."""
-    started = jobs.filter(pl.col("start_ts").is_not_null())
+    """job_gpus rows: indices from scontrol, else from samples, else one gpu=-1 row per host.
+    A job that holds no GPU (`gpus` = 0: no GPU in its TRES / GRES) has no rows."""
+    started = jobs.filter(pl.col("start_ts").is_not_null() & (pl.col("gpus").fill_null(1) > 0))
     spans = started.select("job_id", "start_ts", "end_ts")
     sc = scontrol_pairs
     if sc.height:
