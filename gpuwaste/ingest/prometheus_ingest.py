@@ -31,7 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from gpuwaste.config import ClusterConfig, PrometheusSource, Settings
 from gpuwaste.ingest import kube, telemetry_jobs
-from gpuwaste.ingest.base import IngestResult
+from gpuwaste.ingest.base import IngestError, IngestResult
 from gpuwaste.ingest.job_precedence import KUBE_KEY, SPANS_KEY, TELEMETRY_KEY, label_jobs_wanted
 from gpuwaste.ingest.prometheus_client import PrometheusClient, TooManySamples
 from gpuwaste.ingest.prometheus_parse import SeriesSet, concat_sets
@@ -137,6 +137,13 @@ class Fetcher:
             mid = _ms(start + (end - start) / 2)
             return concat_sets(
                 [self._raw(metric, start, mid, extra), self._raw(metric, mid, end, extra)]
+            )
+        if s.result_type != "matrix":
+            raise IngestError(
+                f"the server at {self.client.url} answered the range selector {query!r} with an "
+                f"instant {s.result_type} ({len(s.labels)} series), not the stored samples (a "
+                "matrix) that a Prometheus query API returns: it cannot be read as Prometheus; "
+                "nothing was written for this window."
             )
         # Prometheus 2.x includes a sample exactly at `at - range`; 3.x does not: filter here.
         return SeriesSet(s.labels, s.samples.filter((pl.col("ts") >= start) & (pl.col("ts") < end)))

@@ -379,6 +379,11 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
     # Lines as the file counts them (`\n`), so that quarantine locations are exact.
     lines = [(i + 1, ln.rstrip("\r")) for i, ln in enumerate(text.split("\n")) if ln.strip()]
     if not lines:
+        if opts.columns is None:  # sacct prints its header even when no job matched
+            raise SacctFormatError(
+                "empty: no header line and no records (expected `sacct --parsable2` output; "
+                "for headerless `sacct -n` output, give its columns)"
+            )
         return SacctParse(jobs=pl.DataFrame(schema=JOB_SCHEMA))
     delim, cols, header = _resolve_columns(lines, opts)
     if header:
