@@ -187,6 +187,7 @@ def test_refuses_what_is_not_sacct() -> None:
     with pytest.raises(SacctFormatError, match=r"header|JobID"):
         parse_sacct("User|Account\nalice|vision\n")
 
+
 def test_an_empty_file_is_refused_but_no_jobs_in_the_window_is_fine() -> None:
     """No header and no records is not sacct output; a header alone (or `-n` output with its
     columns given) is a window in which no job ran."""
