@@ -17,6 +17,7 @@ from gpuwaste.ingest.base import IngestError
 from gpuwaste.ingest.slurm_source import UNKNOWN_GPU, ingest_slurm
 from gpuwaste.warehouse.bookkeeping import get_watermark
 from gpuwaste.warehouse.store import Warehouse
+from tests.conftest import FIXTURES
 
 DATA = Path(__file__).parent / "data"
 BERLIN = DATA / "sacct" / "berlin_quirks_parsable2.txt"
@@ -237,3 +238,35 @@ def test_a_job_without_gpus_holds_no_gpu_rows(data_dir: Path, tmp_path: Path) ->
     jg = wh.read("job_gpus", "c1")
     assert sorted(jg.filter(pl.col("job_id").is_in(["96", "97"]))["job_id"]) == ["97"]
     assert wh.read("jobs", "c1").filter(pl.col("job_id") == "97")["gpus"].item() == 2
+
+
+def test_real_captures_of_unstarted_jobs_ingest_cleanly(data_dir: Path) -> None:
+    """Toil's `sacct -n -P --format JobIDRaw,State,ExitCode` and Princeton's `^|^` capture of a
+    job cancelled while pending: every line accepted, each job recorded once without a start
+    time (no Start column / never started), none holding GPU rows; a PENDING job is skipped."""
+    s = Settings(data_dir=data_dir)
+    toil = cluster(file=FIXTURES / "sacct" / "toil_astron_2021_P_noheader.txt",
+                   columns=["JobIDRaw", "State", "ExitCode"])  # fmt: skip
+    r = ingest_slurm(s, toil)
+    assert (r.accepted, r.refused, r.note) == (22, [], "8 jobs, 1 pending skipped")
+    princeton = ClusterConfig(
+        name="p",
+        slurm=SlurmSource(
+            file=FIXTURES / "sacct" / "reportseff_princeton_cancelled_no_newline.txt",
+            columns=["AllocCPUS", "Elapsed", "JobID", "JobIDRaw", "MaxRSS", "NNodes", "ReqMem",
+                     "State", "Timelimit", "TotalCPU"],
+        ),
+    )  # fmt: skip
+    r = ingest_slurm(s, princeton)
+    assert (r.accepted, r.refused) == (1, [])
+    wh = Warehouse(data_dir)
+    jobs = wh.read("jobs").sort("cluster", "job_id")
+    assert jobs.height == 9 and jobs["start_ts"].null_count() == 9
+    assert "789868" not in jobs["job_id"].to_list()  # PENDING
+    assert jobs.filter(pl.col("cluster") == "p").select("job_id", "state", "raw_state").row(0) == (
+        "23000233", "killed", "CANCELLED by 129319"
+    )  # fmt: skip
+    assert set(jobs.filter(pl.col("cluster") == "c1")["state"]) == {
+        "unsuccessful", "running", "passed"
+    }  # fmt: skip
+    assert wh.read("job_gpus").height == 0

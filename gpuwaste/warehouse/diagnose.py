@@ -81,7 +81,7 @@ def _no_allocations(
     if not with_gpus:
         what = f"none of its {n_jobs} jobs holds a GPU (gpus = 0: CPU-only jobs)"
     elif not started:
-        what = f"none of its {n_jobs} jobs has a start time (none ran)"
+        what = f"none of its {n_jobs} jobs has a start time (none started, or no Start column)"
     else:
         what = f"its {n_jobs} jobs hold no GPU allocation (no job_gpus rows)"
         hints = [_ALLOCATION_HINTS[s] for s in sources if s in _ALLOCATION_HINTS]
