@@ -48,28 +48,26 @@ def nothing_written(data_dir: Path) -> bool:
     return not parquet.exists() or not any(parquet.rglob("*.parquet"))
 
 
-def test_a_slurm_job_exporter_scrape_says_what_it_is(data_dir: Path) -> None:
-    done = gpuwaste(
-        "ingest", "openmetrics", "--file", str(EXPORTER), "--cluster", "x",
-        "--data-dir", str(data_dir),
-    )  # fmt: skip
-    line = one_error_line(done)
-    assert str(EXPORTER) in line and "per-Slurm-job exporter" in line, line
-    assert "26 metric families: slurm_job_core_usage_total" in line, line
-    assert "DCGM_FI_DEV_GPU_UTIL" in line and "nothing was written" in line, line
+def refused_scrape(scrape: Path, data_dir: Path) -> str:
+    """`ingest openmetrics` of a scrape with nothing gpuwaste reads: its one error line."""
+    args = ("--file", str(scrape), "--cluster", "x", "--data-dir", str(data_dir))
+    line = one_error_line(gpuwaste("ingest", "openmetrics", *args))
+    assert str(scrape) in line and "nothing was written" in line, line
     assert nothing_written(data_dir)
+    return line
+
+
+def test_a_slurm_job_exporter_scrape_says_what_it_is(data_dir: Path) -> None:
+    line = refused_scrape(EXPORTER, data_dir)
+    assert "is a per-Slurm-job exporter's scrape" in line, line
+    assert "26 metric families: slurm_job_core_usage_total" in line, line
+    assert "DCGM_FI_DEV_GPU_UTIL" in line, line
 
 
 @pytest.mark.parametrize("scrape", KSM, ids=[p.stem for p in KSM])
 def test_a_kube_state_metrics_scrape_says_what_it_is(scrape: Path, data_dir: Path) -> None:
-    done = gpuwaste(
-        "ingest", "openmetrics", "--file", str(scrape), "--cluster", "x",
-        "--data-dir", str(data_dir),
-    )  # fmt: skip
-    line = one_error_line(done)
-    assert str(scrape) in line and "kube-state-metrics scrape" in line, line
-    assert "kube_pod_info" in line and "nothing was written" in line, line
-    assert nothing_written(data_dir)
+    line = refused_scrape(scrape, data_dir)
+    assert "is a kube-state-metrics scrape" in line and "kube_pod_info" in line, line
 
 
 def test_an_empty_sacct_file_fails_a_header_only_one_is_no_jobs(
