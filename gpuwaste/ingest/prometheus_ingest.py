@@ -255,7 +255,7 @@ def ingest_prometheus(
             progress.update(task, advance=1, rate=f"{fetcher.samples / elapsed:,.0f} samples/s")
             if after_window is not None:
                 after_window(i, we)
-        fill_unknown_gpus(wh, cluster.name)
+        fill_unknown_gpus(wh, cluster.name, windows[0][0], windows[-1][1])
         result.written = written
         result.note = (
             f"{len(windows)} window(s) to {end.isoformat()}, {fetcher.samples:,} samples fetched "

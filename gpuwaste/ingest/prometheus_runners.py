@@ -103,7 +103,8 @@ def ingest_openmetrics(
         )
     write_quarantine(wh, cluster.name, OPENMETRICS, path.name, refused)
     _openmetrics_jobs(wh, cluster, gpu.frame, parsed.series)
-    fill_unknown_gpus(wh, cluster.name)
+    if bounds is not None:
+        fill_unknown_gpus(wh, cluster.name, *bounds)
     if bounds is not None:
         set_watermark(wh, cluster.name, OPENMETRICS, bounds[1], {"file": str(path)})
     result.accepted = gpu.frame.height + host.frame.height

@@ -129,8 +129,14 @@ def run_sacct(command: list[str], start: datetime, end: datetime, timeout: float
     return proc.stdout
 
 
-def pairs_from_samples(wh: Warehouse, cluster: str, jobs: pl.DataFrame) -> pl.DataFrame:
-    """(job_id, host, gpu) where gpu_samples carry the job's id (hpc_job) inside its interval."""
+def pairs_from_samples(
+    wh: Warehouse,
+    cluster: str,
+    jobs: pl.DataFrame,
+    within: tuple[datetime, datetime] | None = None,
+) -> pl.DataFrame:
+    """(job_id, host, gpu) where gpu_samples carry the job's id (hpc_job) inside its interval
+    (and, if given, inside `within` = [start, end): only those samples are read)."""
     base = wh.cluster_dir("gpu_samples", cluster)
     started = jobs.filter(pl.col("start_ts").is_not_null())
     if started.height == 0 or not any(base.glob("date=*/*.parquet")):
@@ -144,6 +150,9 @@ def pairs_from_samples(wh: Warehouse, cluster: str, jobs: pl.DataFrame) -> pl.Da
         ]
     )
     lo = keys["start_ts"].min()
+    if within is not None and isinstance(lo, datetime):
+        lo = max(lo, within[0])
+    bounds = within or (None, None)
     glob = str(base / "date=*" / "*.parquet").replace("'", "''")
     con = duckdb.connect(":memory:")
     try:
@@ -154,10 +163,11 @@ def pairs_from_samples(wh: Warehouse, cluster: str, jobs: pl.DataFrame) -> pl.Da
             select distinct k.job_id, s.host, cast(s.gpu as smallint) as gpu
             from read_parquet('{glob}', hive_partitioning = true, union_by_name = true) as s
             join job_keys as k on s.job_id = k.key
-            where s.date >= cast(? as date)
+            where s.date >= cast($1 as date)
               and s.ts >= k.start_ts and (k.end_ts is null or s.ts <= k.end_ts)
+              and ($3 is null or (s.date <= cast($3 as date) and s.ts >= $2 and s.ts < $3))
             """,
-            params=[lo.date() if isinstance(lo, datetime) else None],
+            params=[lo.date() if isinstance(lo, datetime) else None, *bounds],
         ).pl()
     finally:
         con.close()
@@ -209,12 +219,18 @@ def build_job_gpus(
     )
 
 
-def fill_unknown_gpus(wh: Warehouse, cluster: str) -> int:
+def fill_unknown_gpus(wh: Warehouse, cluster: str, start: datetime, end: datetime) -> int:
     """Give stored Slurm allocations with GPU index unknown (gpu = -1) the indices that the job
-    labels of the samples now in the warehouse show, as `ingest slurm` run after the telemetry
-    would have. Called by telemetry ingests; returns the jobs resolved."""
+    labels of the samples just written in [start, end) show, as `ingest slurm` run after the
+    telemetry would have. Called by telemetry ingests (reading only their own time range, so a
+    cluster without job labels costs a scan of the new samples only); returns the jobs resolved.
+    """
     stored = wh.read("job_gpus", cluster, JOB_GPUS_KEY)
-    unknown = stored.filter(pl.col("gpu") == UNKNOWN_GPU)
+    unknown = stored.filter(
+        (pl.col("gpu") == UNKNOWN_GPU)
+        & (pl.col("start_ts") < end)
+        & (pl.col("end_ts").is_null() | (pl.col("end_ts") >= start))
+    )
     if unknown.height == 0:
         return 0
     # the rows carry what build_job_gpus needs: the job's interval and its hosts
@@ -225,7 +241,7 @@ def fill_unknown_gpus(wh: Warehouse, cluster: str) -> int:
         pl.lit(None, dtype=pl.Int32()).alias("gpus"),
         pl.lit(None, dtype=pl.String()).alias("slurm_job_id"),
     )
-    pairs = pairs_from_samples(wh, cluster, jobs)
+    pairs = pairs_from_samples(wh, cluster, jobs, within=(start, end))
     if pairs.height == 0:
         return 0
     resolved = jobs.join(pairs.select("job_id").unique(), on="job_id", how="semi")

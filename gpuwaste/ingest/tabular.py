@@ -510,7 +510,7 @@ def ingest_tabular(settings: Settings, cluster: ClusterConfig, kind: Kind) -> In
         written["gpu_samples"] = wh.replace_window(
             "gpu_samples", cluster.name, lo, hi + timedelta(microseconds=1), samples, source=kind
         )
-        fill_unknown_gpus(wh, cluster.name)
+        fill_unknown_gpus(wh, cluster.name, lo, hi + timedelta(microseconds=1))
     if jobs is not None and jobs.height and job_gpus is not None:
         written["jobs"] = wh.upsert(
             "jobs", cluster.name, kind, jobs.with_columns(pl.lit(kind).alias("source"))
