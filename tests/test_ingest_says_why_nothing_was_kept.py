@@ -59,7 +59,7 @@ def refused_scrape(scrape: Path, data_dir: Path) -> str:
 
 def test_a_slurm_job_exporter_scrape_says_what_it_is(data_dir: Path) -> None:
     line = refused_scrape(EXPORTER, data_dir)
-    assert "is a per-Slurm-job exporter's scrape" in line, line
+    assert "holds a per-Slurm-job exporter's series" in line, line
     assert "26 metric families: slurm_job_core_usage_total" in line, line
     assert "DCGM_FI_DEV_GPU_UTIL" in line, line
 
@@ -67,7 +67,7 @@ def test_a_slurm_job_exporter_scrape_says_what_it_is(data_dir: Path) -> None:
 @pytest.mark.parametrize("scrape", KSM, ids=[p.stem for p in KSM])
 def test_a_kube_state_metrics_scrape_says_what_it_is(scrape: Path, data_dir: Path) -> None:
     line = refused_scrape(scrape, data_dir)
-    assert "is a kube-state-metrics scrape" in line and "kube_pod_info" in line, line
+    assert "holds kube-state-metrics series" in line and "kube_pod_info" in line, line
 
 
 def test_an_empty_sacct_file_fails_a_header_only_one_is_no_jobs(

@@ -35,11 +35,19 @@ from gpuwaste.ingest.base import IngestError, IngestResult
 from gpuwaste.ingest.job_precedence import KUBE_KEY, SPANS_KEY, TELEMETRY_KEY, label_jobs_wanted
 from gpuwaste.ingest.prometheus_client import PrometheusClient, TooManySamples
 from gpuwaste.ingest.prometheus_parse import SeriesSet, concat_sets
-from gpuwaste.ingest.prometheus_rows import GPU_METRICS, HOST_METRICS, NODE_CPU, gpu_rows, host_rows
+from gpuwaste.ingest.prometheus_rows import (
+    GPU_METRICS,
+    HOST_METRICS,
+    NODE_CPU,
+    gpu_rows,
+    host_rows,
+    none_read,
+)
 from gpuwaste.ingest.slurm_source import fill_unknown_gpus
 from gpuwaste.warehouse.bookkeeping import (
     QUARANTINE_KEY,
     Refused,
+    clear_watermark,
     get_watermark,
     set_watermark,
     write_quarantine,
@@ -202,16 +210,15 @@ def ingest_prometheus(
     interval = timedelta(seconds=src.scrape_interval_s)
     slack = 3 * interval
     written: dict[str, int] = {}
+    seen: set[str] = set()  # metrics present in any window
     t0 = time.perf_counter()
     with PrometheusClient(src) as client, _progress(quiet) as progress:
         fetcher = Fetcher(client, inner)
         task = progress.add_task(f"{cluster.name} prometheus", total=len(windows), rate="")
         for i, (ws, we) in enumerate(windows):
             wanted = GPU_METRICS + HOST_METRICS + (kube.KUBE_METRICS if kube_on else ())
-            match = (
-                "{" + ",".join(p for p in (f'__name__=~"{_names_regex(wanted)}"', inner) if p) + "}"
-            )
-            present = client.metric_names(match, ws, we)
+            present = client.metric_names(_names_match(wanted, inner), ws, we)
+            seen |= present
             sets: dict[str, SeriesSet] = {}
             for metric in GPU_METRICS:
                 if metric in present:
@@ -261,7 +268,31 @@ def ingest_prometheus(
             f"{len(windows)} window(s) to {end.isoformat()}, {fetcher.samples:,} samples fetched "
             f"in {client.requests_made} request(s)"
         )
+        if not seen & {*GPU_METRICS, *HOST_METRICS}:
+            why = _nothing_to_read(client, inner, src.label_filter, start, end)
+            if watermark is None:  # a first run that found nothing: leave no trace, say why
+                clear_watermark(wh, cluster.name, SOURCE)
+                raise IngestError(f"{why}; nothing was written.")
+            result.note += f"; {why}"
     return result
+
+
+def _names_match(names: tuple[str, ...], inner: str) -> str:
+    """`{__name__=~"a|b",<label filter>}`: the series of these metrics that the filter keeps."""
+    return "{" + ",".join(p for p in (f'__name__=~"{_names_regex(names)}"', inner) if p) + "}"
+
+
+def _nothing_to_read(
+    client: PrometheusClient, inner: str, label_filter: str, start: datetime, end: datetime
+) -> str:
+    """Why a run found no series to read: what the server holds instead (one more request)."""
+    names = client.metric_names("{" + (inner or '__name__=~".+"') + "}", start, end)
+    where = f"Prometheus at {client.url} has no series"
+    span = f"{' matching ' + label_filter if inner else ''} between {start.isoformat()} and "
+    span += end.isoformat()
+    if not names:
+        return f"{where} at all{span}"
+    return f"{where} gpuwaste reads{span}, only {none_read(sorted(names))}"
 
 
 def _batch_window(batch: str) -> tuple[datetime, datetime] | None:

@@ -32,12 +32,11 @@ from gpuwaste.ingest.openmetrics import parse_text
 from gpuwaste.ingest.prometheus_ingest import ingest_prometheus, scheduler_configured
 from gpuwaste.ingest.prometheus_parse import SeriesSet
 from gpuwaste.ingest.prometheus_rows import (
-    FB_USED,
     GPU_METRICS,
     HOST_METRICS,
-    UTIL_METRICS,
     gpu_rows,
     host_rows,
+    none_read,
 )
 from gpuwaste.ingest.slurm_source import fill_unknown_gpus
 from gpuwaste.warehouse.bookkeeping import set_watermark, write_quarantine
@@ -85,7 +84,7 @@ def ingest_openmetrics(
             )
         raise IngestError(f"{path} holds no metric samples.")
     if not set(parsed.series) & {*GPU_METRICS, *HOST_METRICS}:
-        raise IngestError(nothing_readable(path, sorted(parsed.series)))
+        raise IngestError(f"{path} holds {none_read(sorted(parsed.series))}; nothing was written.")
     labels = cluster.prometheus.labels if cluster.prometheus else PrometheusLabels()
     gpu = gpu_rows(parsed.series, labels, source=OPENMETRICS)
     host = host_rows(parsed.series, labels, source=OPENMETRICS)
@@ -111,33 +110,6 @@ def ingest_openmetrics(
     result.refused = refused
     result.note = f"{path.name}"
     return result
-
-
-# metric-name prefix -> (what such a scrape is, why gpuwaste keeps nothing of it)
-_OTHER_SCRAPES = {
-    "slurm_job_": ("a per-Slurm-job exporter's scrape", "and takes jobs from sacct"),
-    "kube_": (
-        "a kube-state-metrics scrape",
-        "and reads kube-state-metrics pod series only alongside those",
-    ),
-}
-
-
-def nothing_readable(where: Path | str, families: list[str]) -> str:
-    """One sentence: what `where` holds (its sorted metric names, none in GPU_METRICS or
-    HOST_METRICS) and what gpuwaste would have read instead."""
-    shown = ", ".join(families[:3]) + (
-        f" and {len(families) - 3} more" if len(families) > 3 else ""
-    )
-    n = f"{len(families)} metric famil{'y' if len(families) == 1 else 'ies'}: {shown}"
-    needs = (
-        f"gpuwaste reads per-GPU DCGM exporter series ({', '.join(UTIL_METRICS)}, {FB_USED}) "
-        f"and node exporter series ({', '.join(HOST_METRICS)})"
-    )
-    for prefix, (what, why) in _OTHER_SCRAPES.items():
-        if all(f.startswith(prefix) for f in families):
-            return f"{where} is {what} ({n}): {needs} {why}; nothing was written."
-    return f"{where} holds none of the series gpuwaste reads ({n}): {needs}; nothing was written."
 
 
 def _bounds(frames: list[pl.DataFrame]) -> tuple[datetime, datetime] | None:
