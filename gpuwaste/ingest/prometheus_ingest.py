@@ -47,7 +47,6 @@ from gpuwaste.ingest.slurm_source import fill_unknown_gpus
 from gpuwaste.warehouse.bookkeeping import (
     QUARANTINE_KEY,
     Refused,
-    clear_watermark,
     get_watermark,
     set_watermark,
     write_quarantine,
@@ -268,12 +267,8 @@ def ingest_prometheus(
             f"{len(windows)} window(s) to {end.isoformat()}, {fetcher.samples:,} samples fetched "
             f"in {client.requests_made} request(s)"
         )
-        if not seen & {*GPU_METRICS, *HOST_METRICS}:
-            why = _nothing_to_read(client, inner, src.label_filter, start, end)
-            if watermark is None:  # a first run that found nothing: leave no trace, say why
-                clear_watermark(wh, cluster.name, SOURCE)
-                raise IngestError(f"{why}; nothing was written.")
-            result.note += f"; {why}"
+        if not seen & {*GPU_METRICS, *HOST_METRICS}:  # not an error: data may come later
+            result.note += f"; {_nothing_to_read(client, inner, src.label_filter, start, end)}"
     return result
 
 

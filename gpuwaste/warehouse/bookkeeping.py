@@ -51,15 +51,6 @@ def set_watermark(
     wh.upsert("ingest_state", cluster, STATE_KEY, row)
 
 
-def clear_watermark(wh: Warehouse, cluster: str, source: str) -> None:
-    """Forget the watermark of one source (as if it had never run for the cluster)."""
-    state = wh.read("ingest_state", cluster, STATE_KEY)
-    if state.height:
-        wh.replace_rows_where(
-            "ingest_state", cluster, STATE_KEY, pl.col("source") == source, state.clear()
-        )
-
-
 def write_quarantine(
     wh: Warehouse, cluster: str, source: str, batch: str, refused: list[Refused]
 ) -> int:
