@@ -104,7 +104,6 @@ def ingest_openmetrics(
     _openmetrics_jobs(wh, cluster, gpu.frame, parsed.series)
     if bounds is not None:
         fill_unknown_gpus(wh, cluster.name, *bounds)
-    if bounds is not None:
         set_watermark(wh, cluster.name, OPENMETRICS, bounds[1], {"file": str(path)})
     result.accepted = gpu.frame.height + host.frame.height
     result.refused = refused
