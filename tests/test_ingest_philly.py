@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from gpuwaste.cli import app
-from gpuwaste.config import ClusterConfig, PhillySource, Settings
+from gpuwaste.config import ClusterConfig, OpenMetricsSource, PhillySource, Settings
 from gpuwaste.ingest.base import IngestError
 from gpuwaste.ingest.philly_parse import (
     PhillyFormatError,
@@ -29,7 +29,9 @@ from gpuwaste.ingest.philly_parse import (
     parse_mem_util_lines,
 )
 from gpuwaste.ingest.philly_source import ingest_philly, iter_byte_chunks
+from gpuwaste.ingest.prometheus_runners import ingest_openmetrics
 from gpuwaste.warehouse.store import Warehouse
+from tests.support.prometheus import Synthetic, write_synthetic_openmetrics
 
 PHILLY = Path(__file__).parent / "data" / "philly"
 Parser = Callable[[pl.DataFrame, str], tuple[pl.DataFrame, pl.DataFrame]]
@@ -376,3 +378,23 @@ def test_order_last_wins_equals_a_full_sort(rows: list[tuple[str, int, int]], or
     )
     got = order_last_wins(df, ["gpu", "ts"])
     assert got.equals(expected.select(got.columns))
+
+
+def test_philly_jobs_replace_jobs_derived_from_telemetry_labels(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """Philly's job log is a scheduler record: jobs an OpenMetrics file's `hpc_job` labels gave
+    the same cluster, and their GPU spans, give way to it; ingesting the file again derives none."""
+    om = tmp_path / "metrics.om"
+    write_synthetic_openmetrics(Synthetic(points=40, node=False), om)
+    telemetry = ClusterConfig(name="philly", openmetrics=OpenMetricsSource(file=om))
+    s = Settings(data_dir=data_dir)
+    ingest_openmetrics(s, telemetry, om)
+    wh = Warehouse(data_dir)
+    assert set(wh.read("jobs", "philly")["source"]) == {"telemetry"}
+    ingest_philly(s, cluster())
+    for _ in range(2):  # after the Philly ingest, and after the file is ingested again
+        assert set(wh.read("jobs", "philly")["source"]) == {"philly"}
+        assert not (wh.cluster_dir("job_gpus", "philly") / "openmetrics.parquet").exists()
+        assert wh.read("job_gpus", "philly").height == 17
+        ingest_openmetrics(s, telemetry, om)

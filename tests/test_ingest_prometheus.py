@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,16 @@ from typing import Any
 import polars as pl
 import pytest
 
-from gpuwaste.config import ClusterConfig, KubernetesJobs, PrometheusSource, Settings
+from gpuwaste.config import (
+    ClusterConfig,
+    KubernetesJobs,
+    PrometheusSource,
+    Settings,
+    SlurmSource,
+)
 from gpuwaste.ingest.base import IngestError, IngestResult
 from gpuwaste.ingest.prometheus_ingest import SOURCE, ingest_prometheus
+from gpuwaste.ingest.slurm_source import ingest_slurm
 from gpuwaste.warehouse.bookkeeping import get_watermark, set_watermark
 from gpuwaste.warehouse.lock import writer_lock
 from gpuwaste.warehouse.store import Warehouse
@@ -276,8 +284,26 @@ def test_metric_preference_pods_and_kubernetes_jobs(k8s: Served, data_dir: Path)
 
 
 def test_label_filter_selects_nothing_when_it_matches_nothing(hpc: Served, data_dir: Path) -> None:
+    """A run that finds no series says so, naming the server, the filter and the time range
+    (not an error: a scheduled run over a quiet stretch finds nothing either)."""
     server, spec = hpc
-    _run(data_dir, _cluster(server.url, label_filter='{cluster="other"}'), spec)
+    start, end = _bounds(spec)
+    result = _run(data_dir, _cluster(server.url, label_filter='{cluster="other"}'), spec)
+    assert _gpu(data_dir).height == 0 and result.accepted == 0
+    assert result.note.endswith(
+        f'; Prometheus at {server.url} has no series at all matching {{cluster="other"}} between '
+        f"{start.isoformat()} and {end.isoformat()}"
+    ), result.note
+
+
+def test_a_server_with_only_other_series_says_what_it_holds(k8s: Served, data_dir: Path) -> None:
+    server, spec = k8s
+    # the filter keeps the pods' series only
+    result = _run(data_dir, _cluster(server.url, label_filter='{namespace="team-a"}'), spec)
+    assert f"; Prometheus at {server.url} has no series gpuwaste reads " in result.note
+    assert "only kube-state-metrics series (4 metric families: kube_pod_completion_time" in (
+        result.note
+    )
     assert _gpu(data_dir).height == 0
 
 
@@ -396,3 +422,58 @@ def _planted_before(spec: Synthetic, when: datetime) -> int:
     k_end += 1 if (when - start).total_seconds() % spec.interval_s else 0
     gaps = sum(max(0, min(k1, k_end) - k0) for _h, _g, k0, k1 in spec.gaps if k0 < k_end)
     return spec.hosts * spec.gpus_per_host * min(k_end, spec.points) - gaps
+
+
+@dataclass
+class NumericJobs(Synthetic):
+    """The hpc cluster with Slurm-style job ids in `hpc_job` (sacct's ids are numbers)."""
+
+    def job_of(self, h: int, g: int, k: int) -> str | None:
+        job = super().job_of(h, g, k)
+        return None if job is None else str(1000 + 10 * h + g // 2)
+
+
+def _sacct_for(spec: Synthetic, path: Path) -> Path:
+    """sacct --parsable2 records of the planted jobs: 2 GPUs each, on their host, no indices."""
+    start, _ = _bounds(spec)
+    lines = ["JobID|JobIDRaw|User|Account|State|Start|End|AllocTRES|NodeList"]
+    for job, (k0, k1, n) in sorted(spec.planted_jobs.items()):
+        a = start + timedelta(seconds=k0 * spec.interval_s)
+        b = start + timedelta(seconds=(k1 + 1) * spec.interval_s)
+        host = spec.host((int(job) - 1000) // 10)
+        t = "%Y-%m-%dT%H:%M:%S"
+        lines.append(f"{job}|{job}|u|a|COMPLETED|{a:{t}}|{b:{t}}|gres/gpu={n}|{host}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_label_jobs_yield_to_slurm_records_in_either_order(tmp_path: Path) -> None:
+    """Prometheus one-off (no scheduler configured) and sacct one-off for one cluster: the jobs
+    are Slurm's, once, whatever came first and however often Prometheus runs again; Slurm's
+    allocations get the GPU indices of the `hpc_job` labels in both orders."""
+    spec = write_synthetic_openmetrics(NumericJobs(points=240), tmp_path / "metrics.om")
+    slurm = ClusterConfig(name="c1", slurm=SlurmSource(file=_sacct_for(spec, tmp_path / "s.txt")))
+    tables: dict[str, dict[str, pl.DataFrame]] = {}
+    with running_prometheus(tmp_path / "metrics.om", tmp_path / "prom") as server:
+        prom = _cluster(server.url)
+        first = tmp_path / "prometheus-first"
+        _run(first, prom, spec)
+        wh = Warehouse(first)
+        assert set(wh.read("jobs", "c1")["source"]) == {"telemetry"}  # no scheduler yet
+        ingest_slurm(Settings(data_dir=first), slurm)
+        set_watermark(wh, "c1", SOURCE, _bounds(spec)[0])  # rewind: the re-run redoes it all
+        _run(first, prom, spec)
+        later = tmp_path / "slurm-first"
+        ingest_slurm(Settings(data_dir=later), slurm)
+        assert Warehouse(later).read("job_gpus", "c1")["gpu"].to_list() == [-1] * 4
+        _run(later, prom, spec)
+    for name, d in (("first", first), ("later", later)):
+        wh = Warehouse(d)
+        tables[name] = {t: wh.read(t, "c1").sort(pl.all()) for t in ("jobs", "job_gpus")}
+        jobs = tables[name]["jobs"]
+        assert jobs["job_id"].to_list() == sorted(spec.planted_jobs), name
+        assert set(jobs["source"]) == {"slurm"}, name
+        gpus = tables[name]["job_gpus"]
+        assert sorted(gpus["gpu"]) == [0, 0, 1, 1, 2, 2, 3, 3], name
+    for t in ("jobs", "job_gpus"):
+        assert tables["first"][t].equals(tables["later"][t]), t

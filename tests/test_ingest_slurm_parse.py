@@ -1,4 +1,4 @@
-"""The sacct parser on real output (shared fixtures) and on recorded quirks (tests/data/sacct)."""
+"""The sacct parser on real output (tests/fixtures) and on recorded quirks (tests/data/sacct)."""
 
 from __future__ import annotations
 
@@ -186,7 +186,17 @@ def test_refuses_what_is_not_sacct() -> None:
         parse_sacct("time,machineId,gpu0_util\n2017-10-03 00:08:00 PDT,m29,60.8\n")
     with pytest.raises(SacctFormatError, match=r"header|JobID"):
         parse_sacct("User|Account\nalice|vision\n")
-    assert parse_sacct("").jobs.height == 0
+
+
+def test_an_empty_file_is_refused_but_no_jobs_in_the_window_is_fine() -> None:
+    """No header and no records is not sacct output; a header alone (or `-n` output with its
+    columns given) is a window in which no job ran."""
+    for empty in ("", "\n", "  \n\n"):
+        with pytest.raises(SacctFormatError, match="empty: no header line and no records"):
+            parse_sacct(empty)
+    assert parse_sacct("", SacctOptions(columns=("JobID", "State"))).jobs.height == 0
+    header_only = parse_sacct("JobID|State|Start|End|AllocTRES|NodeList\n")
+    assert header_only.jobs.height == 0 and not header_only.refused
 
 
 HEADER = "JobID|JobName|User|Account|Partition|State|Submit|Start|End|AllocTRES|NodeList"

@@ -17,6 +17,7 @@ from gpuwaste.ingest.base import IngestError
 from gpuwaste.ingest.slurm_source import UNKNOWN_GPU, ingest_slurm
 from gpuwaste.warehouse.bookkeeping import get_watermark
 from gpuwaste.warehouse.store import Warehouse
+from tests.conftest import FIXTURES
 
 DATA = Path(__file__).parent / "data"
 BERLIN = DATA / "sacct" / "berlin_quirks_parsable2.txt"
@@ -193,3 +194,79 @@ def test_one_off_cli(data_dir: Path) -> None:
     )
     assert res.exit_code != 0
     assert os.environ.get("GPUWASTE_CONFIG") is None or True
+
+
+def test_a_job_without_gpus_holds_no_gpu_rows(data_dir: Path, tmp_path: Path) -> None:
+    """CPU-only jobs (no GPU in AllocTRES / ReqTRES / AllocGRES) get no job_gpus rows; a GPU job
+    of the same file still gets its per-host rows; a file without any GPU column says nothing
+    about GPUs, so its jobs keep the index-unknown rows."""
+    s = Settings(data_dir=data_dir)
+    f = tmp_path / "sacct.txt"
+    times = "2026-11-01T10:00:00|2026-11-01T10:01:00|2026-11-01T11:00:00"
+    f.write_text(
+        "JobID|JobIDRaw|User|Account|State|Submit|Start|End|AllocTRES|ReqTRES|NodeList\n"
+        f"81|81|a|acc|COMPLETED|{times}|billing=4,cpu=4,mem=16G,node=1|cpu=4,mem=16G|cpu01\n"
+        f"82|82|a|acc|COMPLETED|{times}|cpu=8,gres/gpu=2,mem=64G,node=2|cpu=8,gres/gpu=2|gpu[01-02]\n"
+        f"83|83|a|acc|FAILED|{times}|cpu=1,node=1|cpu=1|cpu02\n"
+    )
+    ingest_slurm(s, cluster(file=f))
+    wh = Warehouse(data_dir)
+    jobs = wh.read("jobs", "c1").sort("job_id")
+    assert jobs["gpus"].to_list() == [0, 2, 0]
+    jg = wh.read("job_gpus", "c1")
+    assert sorted(jg["job_id"]) == ["82", "82"] and sorted(jg["host"]) == ["gpu01", "gpu02"]
+    g = tmp_path / "sacct_gres.txt"
+    g.write_text(
+        "JobID|State|Start|End|AllocGRES|NodeList\n"
+        "91|COMPLETED|2026-11-01T10:01:00|2026-11-01T11:00:00||cpu03\n"
+        "92|COMPLETED|2026-11-01T10:01:00|2026-11-01T11:00:00|gpu:1|gpu03\n"
+    )
+    ingest_slurm(s, cluster(file=g))
+    assert sorted(wh.read("job_gpus", "c1")["job_id"]) == ["82", "82", "92"]
+    h = tmp_path / "sacct_no_gpu_column.txt"
+    h.write_text("JobID|State|Start|End|NodeList\n95|COMPLETED|2026-11-01T10:01:00||gpu04\n")
+    ingest_slurm(s, cluster(file=h))
+    unknown = wh.read("job_gpus", "c1").filter(pl.col("job_id") == "95")
+    assert unknown["gpu"].to_list() == [UNKNOWN_GPU]
+    r = tmp_path / "sacct_reqgres.txt"
+    r.write_text(
+        "JobID|State|Start|End|ReqGRES|NodeList\n"
+        "96|COMPLETED|2026-11-01T10:01:00|2026-11-01T11:00:00||cpu05\n"
+        "97|COMPLETED|2026-11-01T10:01:00|2026-11-01T11:00:00|gpu:tesla:2|gpu05\n"
+    )
+    ingest_slurm(s, cluster(file=r))
+    jg = wh.read("job_gpus", "c1")
+    assert sorted(jg.filter(pl.col("job_id").is_in(["96", "97"]))["job_id"]) == ["97"]
+    assert wh.read("jobs", "c1").filter(pl.col("job_id") == "97")["gpus"].item() == 2
+
+
+def test_real_captures_of_unstarted_jobs_ingest_cleanly(data_dir: Path) -> None:
+    """Toil's `sacct -n -P --format JobIDRaw,State,ExitCode` and Princeton's `^|^` capture of a
+    job cancelled while pending: every line accepted, each job recorded once without a start
+    time (no Start column / never started), none holding GPU rows; a PENDING job is skipped."""
+    s = Settings(data_dir=data_dir)
+    toil = cluster(file=FIXTURES / "sacct" / "toil_astron_2021_P_noheader.txt",
+                   columns=["JobIDRaw", "State", "ExitCode"])  # fmt: skip
+    r = ingest_slurm(s, toil)
+    assert (r.accepted, r.refused, r.note) == (22, [], "8 jobs, 1 pending skipped")
+    princeton = ClusterConfig(
+        name="p",
+        slurm=SlurmSource(
+            file=FIXTURES / "sacct" / "reportseff_princeton_cancelled_no_newline.txt",
+            columns=["AllocCPUS", "Elapsed", "JobID", "JobIDRaw", "MaxRSS", "NNodes", "ReqMem",
+                     "State", "Timelimit", "TotalCPU"],
+        ),
+    )  # fmt: skip
+    r = ingest_slurm(s, princeton)
+    assert (r.accepted, r.refused) == (1, [])
+    wh = Warehouse(data_dir)
+    jobs = wh.read("jobs").sort("cluster", "job_id")
+    assert jobs.height == 9 and jobs["start_ts"].null_count() == 9
+    assert "789868" not in jobs["job_id"].to_list()  # PENDING
+    assert jobs.filter(pl.col("cluster") == "p").select("job_id", "state", "raw_state").row(0) == (
+        "23000233", "killed", "CANCELLED by 129319"
+    )  # fmt: skip
+    assert set(jobs.filter(pl.col("cluster") == "c1")["state"]) == {
+        "unsuccessful", "running", "passed"
+    }  # fmt: skip
+    assert wh.read("job_gpus").height == 0

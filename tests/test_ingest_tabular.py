@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from gpuwaste.cli import app
-from gpuwaste.config import ClusterConfig, CsvSource, Settings
+from gpuwaste.config import ClusterConfig, CsvSource, OpenMetricsSource, Settings, SlurmSource
 from gpuwaste.ingest.base import IngestError
+from gpuwaste.ingest.run import run_configured
+from gpuwaste.ingest.slurm_source import ingest_slurm
 from gpuwaste.ingest.tabular import (
     MappingError,
     SamplesMapping,
@@ -24,6 +26,7 @@ from gpuwaste.ingest.tabular import (
     split_csv,
 )
 from gpuwaste.warehouse.store import Warehouse
+from tests.support.prometheus import Synthetic, write_synthetic_openmetrics
 
 DATA = Path(__file__).parent / "data" / "tabular"
 
@@ -197,3 +200,32 @@ def test_csv_rows_with_a_wrong_field_count_are_quarantined_alone() -> None:
         ("s.csv:3", "wrong field count: 3 fields, the header has 2"),
         ("s.csv:6", "wrong field count: 1 fields, the header has 2"),
     ]
+
+
+def test_csv_jobs_replace_label_jobs_and_csv_samples_resolve_slurm_gpus(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """CSV jobs are scheduler records: jobs derived from an OpenMetrics file's `hpc_job` labels
+    give way to them, in either order. CSV samples carrying job ids give Slurm's index-unknown
+    allocations (gpu = -1) their GPUs, as telemetry ingested first would have."""
+    om = tmp_path / "metrics.om"
+    write_synthetic_openmetrics(Synthetic(points=40, node=False), om)
+    s = Settings(data_dir=data_dir)
+    telemetry = ClusterConfig(name="t", openmetrics=OpenMetricsSource(file=om))
+    jobs_only = csv_cluster(samples=None)  # type: ignore[arg-type]
+    wh = Warehouse(data_dir)
+    for first, then in ((telemetry, jobs_only), (jobs_only, telemetry)):
+        for c in (first, then):
+            run_configured(Settings(data_dir=data_dir, clusters=[c]), quiet=True)
+        assert set(wh.read("jobs", "t")["source"]) == {"csv"}
+        assert not (wh.cluster_dir("job_gpus", "t") / "openmetrics.parquet").exists()
+    sacct = tmp_path / "sacct.txt"
+    sacct.write_text("JobID|State|Start|End|AllocTRES|NodeList\n"
+                     "7|COMPLETED|2026-11-01T09:59:00|2026-11-01T10:02:00|gres/gpu=1|n1\n")  # fmt: skip
+    ingest_slurm(s, ClusterConfig(name="s", slurm=SlurmSource(file=sacct)))
+    assert wh.read("job_gpus", "s")["gpu"].to_list() == [-1]
+    samples = tmp_path / "samples.csv"
+    samples.write_text((DATA / "samples.csv").read_text().replace(",j1\n", ",7\n"))
+    ingest_tabular(s, ClusterConfig(name="s", csv=CsvSource(
+        samples=samples, mapping=DATA / "mapping.toml")), "csv")  # fmt: skip
+    assert wh.read("job_gpus", "s").select("host", "gpu").rows() == [("n1", 0)]

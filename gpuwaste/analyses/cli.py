@@ -21,6 +21,17 @@ def print_freshness(data_dir: Path, cluster: str | None) -> None:
         print(line, file=sys.stderr)
 
 
+def print_why_no_gpu_time(data_dir: Path, clusters: list[str]) -> None:
+    """For each cluster whose jobs can give no GPU time, say why (stderr: a warning)."""
+    from gpuwaste.warehouse.diagnose import why_no_gpu_time
+    from gpuwaste.warehouse.store import Warehouse
+
+    for cluster in clusters:
+        why = why_no_gpu_time(Warehouse(data_dir), cluster)
+        if why is not None:
+            print(f"gpuwaste: {why}", file=sys.stderr)
+
+
 def register(app: typer.Typer) -> None:
     """Add the analyses' commands to the main app."""
 
@@ -49,7 +60,7 @@ def register(app: typer.Typer) -> None:
         from gpuwaste.analyses.run import since_date
 
         s = settings(config, data_dir)
-        run_analyze(
+        runs = run_analyze(
             s,
             clusters=[cluster] if cluster else None,
             rebuild=rebuild,
@@ -58,6 +69,7 @@ def register(app: typer.Typer) -> None:
             batch_hosts=batch_hosts,
             quiet=quiet,
         )
+        print_why_no_gpu_time(s.data_dir, [run.cluster for run in runs])
 
     @app.command()
     def report(

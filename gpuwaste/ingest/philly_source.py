@@ -29,6 +29,7 @@ import polars as pl
 
 from gpuwaste.config import ClusterConfig, Settings
 from gpuwaste.ingest.base import IngestError, IngestResult
+from gpuwaste.ingest.job_precedence import yield_label_jobs
 from gpuwaste.ingest.philly_parse import (
     CPU_UTIL,
     GPU_UTIL,
@@ -344,6 +345,7 @@ def ingest_philly(
             pl.col("job_id").is_in(jobs.jobs["job_id"].implode()),
             jobs.job_gpus,
         )
+        yield_label_jobs(wh, cluster.name)
     for batch, rows in by_file.items():
         write_quarantine(wh, cluster.name, SOURCE, batch, rows)
     marks = [jobs.jobs["end_ts"].max(), jobs.jobs["start_ts"].max()]

@@ -12,6 +12,7 @@ one `IngestError` sentence naming the URL and the cause; credentials never appea
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -121,6 +122,8 @@ class PrometheusClient:
                 )
             if resp.status_code == 422 and "sample" in detail:
                 raise TooManySamples(f"Prometheus at {self.url} refused a selection{detail}.")
+            if resp.status_code == 404:
+                raise self.not_prometheus(path, f"HTTP 404{detail}")
             raise IngestError(f"Prometheus at {self.url} answered HTTP {resp.status_code}{detail}.")
         raise IngestError(
             f"Prometheus at {self.url} is unreachable: {cause} (after {attempts} attempt(s))."
@@ -129,7 +132,10 @@ class PrometheusClient:
     # ------------------------------------------------------------------ API
     def query(self, promql: str, at: datetime) -> SeriesSet:
         """`/api/v1/query` at time `at` (a raw range selector returns the real samples)."""
-        body = self.get("/api/v1/query", {"query": promql, "time": _ts(at)})
+        path = "/api/v1/query"
+        body = self.get(path, {"query": promql, "time": _ts(at)})
+        if not _is_json_object(body):
+            raise self.not_prometheus(path, _describe(body))
         try:
             return parse_body(body)
         except ResponseError as exc:
@@ -144,19 +150,44 @@ class PrometheusClient:
 
     def metric_names(self, match: str, start: datetime, end: datetime) -> set[str]:
         """Names of the metrics with series matching `match` between `start` and `end`."""
-        body = self.get(
-            "/api/v1/label/__name__/values",
-            [("match[]", match), ("start", _ts(start)), ("end", _ts(end))],
-        )
-        import json
-
+        path = "/api/v1/label/__name__/values"
+        body = self.get(path, [("match[]", match), ("start", _ts(start)), ("end", _ts(end))])
+        if not _is_json_object(body):
+            raise self.not_prometheus(path, _describe(body))
         try:
             payload = json.loads(body)
         except ValueError:
-            raise IngestError(f"Prometheus at {self.url}: label values are not JSON.") from None
-        if not isinstance(payload, dict) or payload.get("status") != "success":
-            raise IngestError(f"Prometheus at {self.url}: label values query failed.")
+            raise IngestError(
+                f"Prometheus at {self.url}: the answer to {path} is not valid JSON (cut short?)."
+            ) from None
+        if not isinstance(payload, dict) or "status" not in payload:
+            raise self.not_prometheus(path, "JSON without a Prometheus status")
+        if payload.get("status") != "success":
+            why = self._redact(str(payload.get("error", "status is not success")))[:300]
+            raise IngestError(f"Prometheus at {self.url}: the metric names query failed: {why}.")
         return {str(x) for x in payload.get("data") or []}
+
+    def not_prometheus(self, path: str, answer: str) -> IngestError:
+        """The sentence for a server that does not speak the Prometheus HTTP API."""
+        return IngestError(
+            f"the server at {self.url} is not a Prometheus API: {path} answered {answer}, not "
+            "Prometheus JSON; give the URL of Prometheus itself (e.g. http://prometheus:9090, "
+            "with any path prefix it is served under)."
+        )
+
+
+def _is_json_object(body: bytes) -> bool:
+    return body.lstrip()[:1] == b"{"
+
+
+def _describe(body: bytes) -> str:
+    """What a non-Prometheus body looks like, in a few words."""
+    text = body.decode("utf-8", "replace").strip()
+    if not text:
+        return "an empty body"
+    if text[:100].lower().startswith(("<!doctype html", "<html")) or "<html" in text[:300].lower():
+        return "an HTML page"
+    return repr(text.splitlines()[0][:60])
 
 
 def _short(exc: BaseException) -> str:

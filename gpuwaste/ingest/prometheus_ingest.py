@@ -31,10 +31,19 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from gpuwaste.config import ClusterConfig, PrometheusSource, Settings
 from gpuwaste.ingest import kube, telemetry_jobs
-from gpuwaste.ingest.base import IngestResult
+from gpuwaste.ingest.base import IngestError, IngestResult
+from gpuwaste.ingest.job_precedence import KUBE_KEY, SPANS_KEY, TELEMETRY_KEY, label_jobs_wanted
 from gpuwaste.ingest.prometheus_client import PrometheusClient, TooManySamples
 from gpuwaste.ingest.prometheus_parse import SeriesSet, concat_sets
-from gpuwaste.ingest.prometheus_rows import GPU_METRICS, HOST_METRICS, NODE_CPU, gpu_rows, host_rows
+from gpuwaste.ingest.prometheus_rows import (
+    GPU_METRICS,
+    HOST_METRICS,
+    NODE_CPU,
+    gpu_rows,
+    host_rows,
+    none_read,
+)
+from gpuwaste.ingest.slurm_source import fill_unknown_gpus
 from gpuwaste.warehouse.bookkeeping import (
     QUARANTINE_KEY,
     Refused,
@@ -49,9 +58,6 @@ DEFAULT_SINCE = timedelta(days=7)
 SETTLE = timedelta(seconds=60)  # data newer than now - SETTLE may still be arriving
 KUBE_LOOKBACK = timedelta(minutes=5)  # see a pod that vanished right at the previous window's end
 MIN_SPLIT = timedelta(minutes=1)
-SPANS_KEY = "prometheus"  # job_gpus file of the GPU assignment seen in the DCGM labels
-TELEMETRY_KEY = "telemetry"
-KUBE_KEY = "kubernetes"
 
 AfterWindow = Callable[[int, datetime], None]
 
@@ -95,14 +101,21 @@ def selector(metric: str, inner: str, extra: str = "") -> str:
     return f"{metric}{{{','.join(parts)}}}"
 
 
-def derives_jobs(cluster: ClusterConfig) -> tuple[bool, bool]:
-    """(kubernetes jobs, jobs from telemetry labels) for this cluster."""
+def scheduler_configured(cluster: ClusterConfig) -> bool:
+    """Does the configuration give this cluster a source of scheduler jobs?"""
+    if cluster.slurm is not None or cluster.philly is not None:
+        return True
+    return any(t is not None and t.jobs is not None for t in (cluster.csv, cluster.parquet))
+
+
+def derives_jobs(wh: Warehouse, cluster: ClusterConfig) -> tuple[bool, bool]:
+    """(kubernetes jobs, jobs from telemetry labels) for this cluster: labels only when neither
+    the configuration nor the warehouse has a scheduler source for it (job_precedence)."""
     src = cluster.prometheus
     assert src is not None
     kube_on = src.kubernetes.enabled
-    scheduler = cluster.slurm is not None or cluster.philly is not None
-    scheduler = scheduler or (cluster.csv is not None and cluster.csv.jobs is not None)
-    return kube_on, src.jobs_from_labels and not kube_on and not scheduler
+    labels = src.jobs_from_labels and not kube_on and not scheduler_configured(cluster)
+    return kube_on, labels and label_jobs_wanted(wh, cluster.name)
 
 
 class Fetcher:
@@ -131,6 +144,13 @@ class Fetcher:
             mid = _ms(start + (end - start) / 2)
             return concat_sets(
                 [self._raw(metric, start, mid, extra), self._raw(metric, mid, end, extra)]
+            )
+        if s.result_type != "matrix":
+            raise IngestError(
+                f"the server at {self.client.url} answered the range selector {query!r} with an "
+                f"instant {s.result_type} ({len(s.labels)} series), not the stored samples (a "
+                "matrix) that a Prometheus query API returns: it cannot be read as Prometheus; "
+                "nothing was written for this window."
             )
         # Prometheus 2.x includes a sample exactly at `at - range`; 3.x does not: filter here.
         return SeriesSet(s.labels, s.samples.filter((pl.col("ts") >= start) & (pl.col("ts") < end)))
@@ -184,21 +204,20 @@ def ingest_prometheus(
     if not windows:
         result.note = f"up to date (watermark {start.isoformat()})"
         return result
-    kube_on, telemetry_on = derives_jobs(cluster)
+    kube_on, telemetry_on = derives_jobs(wh, cluster)
     inner = matchers(src.label_filter)
     interval = timedelta(seconds=src.scrape_interval_s)
     slack = 3 * interval
     written: dict[str, int] = {}
+    seen: set[str] = set()  # metrics present in any window
     t0 = time.perf_counter()
     with PrometheusClient(src) as client, _progress(quiet) as progress:
         fetcher = Fetcher(client, inner)
         task = progress.add_task(f"{cluster.name} prometheus", total=len(windows), rate="")
         for i, (ws, we) in enumerate(windows):
             wanted = GPU_METRICS + HOST_METRICS + (kube.KUBE_METRICS if kube_on else ())
-            match = (
-                "{" + ",".join(p for p in (f'__name__=~"{_names_regex(wanted)}"', inner) if p) + "}"
-            )
-            present = client.metric_names(match, ws, we)
+            present = client.metric_names(_names_match(wanted, inner), ws, we)
+            seen |= present
             sets: dict[str, SeriesSet] = {}
             for metric in GPU_METRICS:
                 if metric in present:
@@ -242,12 +261,33 @@ def ingest_prometheus(
             progress.update(task, advance=1, rate=f"{fetcher.samples / elapsed:,.0f} samples/s")
             if after_window is not None:
                 after_window(i, we)
+        fill_unknown_gpus(wh, cluster.name, windows[0][0], windows[-1][1])
         result.written = written
         result.note = (
             f"{len(windows)} window(s) to {end.isoformat()}, {fetcher.samples:,} samples fetched "
             f"in {client.requests_made} request(s)"
         )
+        if not seen & {*GPU_METRICS, *HOST_METRICS}:  # not an error: data may come later
+            result.note += f"; {_nothing_to_read(client, inner, src.label_filter, start, end)}"
     return result
+
+
+def _names_match(names: tuple[str, ...], inner: str) -> str:
+    """`{__name__=~"a|b",<label filter>}`: the series of these metrics that the filter keeps."""
+    return "{" + ",".join(p for p in (f'__name__=~"{_names_regex(names)}"', inner) if p) + "}"
+
+
+def _nothing_to_read(
+    client: PrometheusClient, inner: str, label_filter: str, start: datetime, end: datetime
+) -> str:
+    """Why a run found no series to read: what the server holds instead (one more request)."""
+    names = client.metric_names("{" + (inner or '__name__=~".+"') + "}", start, end)
+    where = f"Prometheus at {client.url} has no series"
+    span = f"{' matching ' + label_filter if inner else ''} between {start.isoformat()} and "
+    span += end.isoformat()
+    if not names:
+        return f"{where} at all{span}"
+    return f"{where} gpuwaste reads{span}, only {none_read(sorted(names))}"
 
 
 def _batch_window(batch: str) -> tuple[datetime, datetime] | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -43,6 +43,7 @@ class SeriesSet:
 
     labels: list[dict[str, str]]
     samples: pl.DataFrame  # SAMPLE_SCHEMA
+    result_type: str = "matrix"  # the answer's data.resultType: "matrix" or "vector"
 
     @property
     def n_samples(self) -> int:
@@ -130,7 +131,8 @@ def _check_envelope(payload: Any) -> list[dict[str, Any]]:
 
 def parse_payload(payload: Any) -> SeriesSet:
     """A decoded API answer (`{"status": "success", "data": {...}}`) -> SeriesSet."""
-    return series_from_result(_check_envelope(payload))
+    result = series_from_result(_check_envelope(payload))
+    return replace(result, result_type=str(payload["data"]["resultType"]))
 
 
 _MARKER = -1e300  # a "timestamp" no real sample has: separates the series in the CSV
@@ -179,8 +181,11 @@ def _fast(body: bytes) -> SeriesSet | None:
         return None
     parts, arrays = split
     try:
-        result = _check_envelope(json.loads(b"".join(parts)))
+        skeleton = json.loads(b"".join(parts))
+        result = _check_envelope(skeleton)
     except (ValueError, UnicodeDecodeError):
+        return None
+    if skeleton["data"]["resultType"] != "matrix":
         return None
     if len(result) != len(arrays) or any(
         not isinstance(r, dict) or r.get("values") != 0 or not isinstance(r.get("metric"), dict)

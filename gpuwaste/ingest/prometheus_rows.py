@@ -52,6 +52,30 @@ NODE_MEM_TOTAL = "node_memory_MemTotal_bytes"
 HOST_METRICS = (NODE_CPU, NODE_MEM_AVAILABLE, NODE_MEM_TOTAL)
 IDLE_MODES = ("idle", "iowait")
 
+# metric-name prefix -> (what such series are, what gpuwaste does instead)
+_OTHER_SERIES = {
+    "slurm_job_": ("a per-Slurm-job exporter's series", ", and takes jobs from sacct"),
+    "kube_": ("kube-state-metrics series", ", and kube-state-metrics pods only alongside those"),
+}
+
+
+def none_read(families: list[str]) -> str:
+    """What these metric names are (sorted, none of them in GPU_METRICS or HOST_METRICS) and
+    what gpuwaste reads instead: the end of a sentence saying why nothing was kept."""
+    shown = ", ".join(families[:3]) + (
+        f" and {len(families) - 3} more" if len(families) > 3 else ""
+    )
+    n = f"{len(families)} metric famil{'y' if len(families) == 1 else 'ies'}: {shown}"
+    needs = (
+        f"gpuwaste reads per-GPU DCGM exporter series ({', '.join(UTIL_METRICS)}, {FB_USED}) "
+        f"and node exporter series ({', '.join(HOST_METRICS)})"
+    )
+    for prefix, (what, instead) in _OTHER_SERIES.items():
+        if all(f.startswith(prefix) for f in families):
+            return f"{what} ({n}): {needs}{instead}"
+    return f"none of the series gpuwaste reads ({n}): {needs}"
+
+
 MAX_MIB = 16 * 1024 * 1024  # 16 TiB of GPU memory: anything above is a sentinel, not a reading
 
 # metric -> (column, scale, maximum of the raw value)

@@ -21,10 +21,24 @@ import polars as pl
 from gpuwaste.config import ClusterConfig, PrometheusLabels, Settings
 from gpuwaste.ingest import kube, telemetry_jobs
 from gpuwaste.ingest.base import IngestError, IngestResult, register_source
+from gpuwaste.ingest.job_precedence import (
+    OPENMETRICS_KUBE_KEY,
+    OPENMETRICS_SPANS_KEY,
+    OPENMETRICS_TELEMETRY_KEY,
+    TELEMETRY_KEY,
+    label_jobs_wanted,
+)
 from gpuwaste.ingest.openmetrics import parse_text
-from gpuwaste.ingest.prometheus_ingest import ingest_prometheus
+from gpuwaste.ingest.prometheus_ingest import ingest_prometheus, scheduler_configured
 from gpuwaste.ingest.prometheus_parse import SeriesSet
-from gpuwaste.ingest.prometheus_rows import gpu_rows, host_rows
+from gpuwaste.ingest.prometheus_rows import (
+    GPU_METRICS,
+    HOST_METRICS,
+    gpu_rows,
+    host_rows,
+    none_read,
+)
+from gpuwaste.ingest.slurm_source import fill_unknown_gpus
 from gpuwaste.warehouse.bookkeeping import set_watermark, write_quarantine
 from gpuwaste.warehouse.store import Warehouse
 
@@ -69,6 +83,8 @@ def ingest_openmetrics(
                 f"(first refused: line {parsed.refused[0].location.rsplit(':', 1)[-1]})."
             )
         raise IngestError(f"{path} holds no metric samples.")
+    if not set(parsed.series) & {*GPU_METRICS, *HOST_METRICS}:
+        raise IngestError(f"{path} holds {none_read(sorted(parsed.series))}; nothing was written.")
     labels = cluster.prometheus.labels if cluster.prometheus else PrometheusLabels()
     gpu = gpu_rows(parsed.series, labels, source=OPENMETRICS)
     host = host_rows(parsed.series, labels, source=OPENMETRICS)
@@ -87,6 +103,7 @@ def ingest_openmetrics(
     write_quarantine(wh, cluster.name, OPENMETRICS, path.name, refused)
     _openmetrics_jobs(wh, cluster, gpu.frame, parsed.series)
     if bounds is not None:
+        fill_unknown_gpus(wh, cluster.name, *bounds)
         set_watermark(wh, cluster.name, OPENMETRICS, bounds[1], {"file": str(path)})
     result.accepted = gpu.frame.height + host.frame.height
     result.refused = refused
@@ -112,28 +129,28 @@ def _bounds(frames: list[pl.DataFrame]) -> tuple[datetime, datetime] | None:
 def _openmetrics_jobs(
     wh: Warehouse, cluster: ClusterConfig, gpu: pl.DataFrame, series: dict[str, SeriesSet]
 ) -> None:
-    """Jobs from the file's labels (or its kube-state-metrics series) when no scheduler says."""
-    scheduler = cluster.slurm is not None or cluster.philly is not None
-    scheduler = scheduler or (cluster.csv is not None and cluster.csv.jobs is not None)
+    """Jobs from the file's labels (or its kube-state-metrics series) while no scheduler source
+    is configured or stored for the cluster (job_precedence)."""
+    if scheduler_configured(cluster) or not label_jobs_wanted(wh, cluster.name):
+        return
     prom = cluster.prometheus
     interval = prom.scrape_interval_s if prom else 15.0
     spans = telemetry_jobs.spans_from_samples(gpu, interval)
-    if scheduler or spans.height == 0:
+    if spans.height == 0:
         return
-    wh.replace_file("job_gpus", cluster.name, OPENMETRICS, spans)
+    wh.replace_file("job_gpus", cluster.name, OPENMETRICS_SPANS_KEY, spans)
     newest = gpu["ts"].max()
     assert isinstance(newest, datetime)
     slack = timedelta(seconds=3 * interval)
     if prom is not None and prom.kubernetes.enabled:
         sets = {k: v for k, v in series.items() if k in kube.KUBE_METRICS}
         jobs = kube.pods_to_jobs(sets, prom.kubernetes, newest=newest, running_slack=slack)
-        source = "kubernetes"
+        wh.replace_file("jobs", cluster.name, OPENMETRICS_KUBE_KEY, jobs)
     else:
         jobs = telemetry_jobs.jobs_from_spans(
-            spans, newest=newest, running_slack=slack, source="telemetry"
+            spans, newest=newest, running_slack=slack, source=TELEMETRY_KEY
         )
-        source = "telemetry"
-    wh.replace_file("jobs", cluster.name, f"{OPENMETRICS}-{source}", jobs)
+        wh.replace_file("jobs", cluster.name, OPENMETRICS_TELEMETRY_KEY, jobs)
 
 
 @register_source(OPENMETRICS, lambda c: c.openmetrics is not None)

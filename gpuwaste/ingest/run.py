@@ -8,6 +8,7 @@ from gpuwaste.config import ClusterConfig, Settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.ingest.base import SOURCES, IngestResult, sources_in_order
 from gpuwaste.warehouse.catalog import refresh_catalog
+from gpuwaste.warehouse.diagnose import why_no_gpu_time
 from gpuwaste.warehouse.lock import writer_lock
 from gpuwaste.warehouse.schema import FACT_TABLES
 from gpuwaste.warehouse.store import Warehouse
@@ -18,6 +19,16 @@ def _load_sources() -> None:
     import gpuwaste.ingest.sources  # noqa: F401
 
 
+def explain_no_gpu_time(settings: Settings, result: IngestResult) -> None:
+    """After a run that wrote jobs: if the cluster's jobs can give no GPU time, the summary line
+    says why (`warehouse.diagnose`)."""
+    if not result.written.get("jobs"):
+        return
+    why = why_no_gpu_time(Warehouse(settings.data_dir), result.cluster)
+    if why is not None:
+        result.note = f"{result.note}; {why}" if result.note else why
+
+
 def run_one(settings: Settings, cluster: ClusterConfig, source: str, quiet: bool) -> IngestResult:
     """One source for one cluster (the one-off form: `gpuwaste ingest SOURCE --flags`)."""
     _load_sources()
@@ -26,6 +37,7 @@ def run_one(settings: Settings, cluster: ClusterConfig, source: str, quiet: bool
         Warehouse(settings.data_dir).remove_temp_files(FACT_TABLES)
         try:
             result = runner(settings, cluster, quiet)
+            explain_no_gpu_time(settings, result)
         finally:
             refresh_catalog(settings.data_dir)
     print(result.summary(), file=sys.stderr if quiet else sys.stdout)
@@ -59,6 +71,7 @@ def run_configured(
                         continue
                     try:
                         result = runner(settings, cluster, quiet)
+                        explain_no_gpu_time(settings, result)
                     except GpuwasteError as exc:
                         failures.append(f"{cluster.name}/{name}: {exc}")
                         print(f"gpuwaste: {cluster.name}/{name}: {exc}", file=sys.stderr)

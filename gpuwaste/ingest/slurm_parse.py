@@ -26,8 +26,9 @@ What real output contains, and what this parser does with it:
   would precede the start (`resolve_times`).
 - **GPUs** from `AllocTRES` (`gres/gpu=4`; `gres/gpu:a100=4` summed over types when the untyped
   total is absent), else `AllocGRES` (`gpu:4`, `gpu:tesla:2`); where nothing was allocated (a
-  job cancelled before it started) from `ReqTRES` when the output has it; 0 when the columns are
-  there and name no GPU, null when no such column exists.
+  job cancelled before it started) from `ReqTRES`, else `ReqGRES`, when the output has them; 0
+  when the columns are there and name no GPU (a CPU-only job: it gets no `job_gpus` rows), null
+  when no such column exists.
 - **Refused** (to quarantine, with file:line and reason): wrong field count, an unknown state,
   an unparseable time, end before start, a negative GPU count, a bad host list, no job id.
 """
@@ -299,7 +300,26 @@ class _Columns:
         self.alloctres = idx("alloctres")
         self.allocgres = idx("allocgres")
         self.reqtres = idx("reqtres")
+        self.reqgres = idx("reqgres")
         self.nodelist = idx("nodelist")
+
+
+def _job_gpus(fields: list[str], c: _Columns) -> int | None:
+    """GPUs allocated (AllocTRES, else AllocGRES); where nothing was allocated (a job cancelled
+    before it started), the request (ReqTRES, else ReqGRES); 0 when the columns name no GPU (a
+    CPU-only job), None when the output has none of these columns."""
+    gpus: int | None = None
+    allocated: int | None = None
+    if c.alloctres is not None:
+        gpus, allocated = gpu_count(fields[c.alloctres]), c.alloctres
+    elif c.allocgres is not None:
+        gpus, allocated = gpu_count(fields[c.allocgres], gres_style=True), c.allocgres
+    if gpus is None or not _get(fields, allocated):
+        if c.reqtres is not None:
+            return gpu_count(fields[c.reqtres])
+        if c.reqgres is not None:
+            return gpu_count(fields[c.reqgres], gres_style=True)
+    return gpus
 
 
 def _get(fields: list[str], i: int | None) -> str | None:
@@ -359,6 +379,11 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
     # Lines as the file counts them (`\n`), so that quarantine locations are exact.
     lines = [(i + 1, ln.rstrip("\r")) for i, ln in enumerate(text.split("\n")) if ln.strip()]
     if not lines:
+        if opts.columns is None:  # sacct prints its header even when no job matched
+            raise SacctFormatError(
+                "empty: no header line and no records (expected `sacct --parsable2` output; "
+                "for headerless `sacct -n` output, give its columns)"
+            )
         return SacctParse(jobs=pl.DataFrame(schema=JOB_SCHEMA))
     delim, cols, header = _resolve_columns(lines, opts)
     if header:
@@ -427,13 +452,7 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
         if start is not None and end is not None and end < start:
             refuse(f"end before start: {end.isoformat()} < {start.isoformat()}")
             continue
-        gpus: int | None = None
-        if c.alloctres is not None:
-            gpus = gpu_count(fields[c.alloctres])
-        elif c.allocgres is not None:
-            gpus = gpu_count(fields[c.allocgres], gres_style=True)
-        if c.reqtres is not None and (gpus is None or not _get(fields, c.alloctres)):
-            gpus = gpu_count(fields[c.reqtres])  # nothing allocated (yet): the request
+        gpus = _job_gpus(fields, c)
         if gpus is not None and gpus < 0:
             refuse(f"negative GPU count: {gpus}")
             continue

@@ -18,8 +18,11 @@ come from, in order of preference,
    samples carry the job's id (or, for an array task, its raw id) inside the job's interval;
 3. otherwise one row per host of the job's NodeList with **gpu = -1, meaning "index unknown"**:
    the allocation is known per host but not per GPU, so such rows join to no GPU's samples.
-A job's rows are replaced whole on every run, so rows with gpu = -1 give way to real indices
-once telemetry with `hpc_job` has been ingested and `ingest slurm` runs again.
+A job's rows are replaced whole on every run, and a telemetry ingest that comes later fills
+rows with gpu = -1 from the new samples' `hpc_job` labels (`fill_unknown_gpus`), so the indices
+are the same whichever source arrived first. A job that holds no GPU (`gpus` = 0) has no rows.
+Writing Slurm jobs removes the jobs derived from telemetry labels for the cluster
+(`job_precedence`).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import polars as pl
 
 from gpuwaste.config import ClusterConfig, Settings, SlurmSource
 from gpuwaste.ingest.base import IngestError, IngestResult
+from gpuwaste.ingest.job_precedence import yield_label_jobs
 from gpuwaste.ingest.scontrol_parse import ScontrolFormatError, parse_scontrol
 from gpuwaste.ingest.slurm_parse import (
     SOURCE,
@@ -125,8 +129,14 @@ def run_sacct(command: list[str], start: datetime, end: datetime, timeout: float
     return proc.stdout
 
 
-def pairs_from_samples(wh: Warehouse, cluster: str, jobs: pl.DataFrame) -> pl.DataFrame:
-    """(job_id, host, gpu) where gpu_samples carry the job's id (hpc_job) inside its interval."""
+def pairs_from_samples(
+    wh: Warehouse,
+    cluster: str,
+    jobs: pl.DataFrame,
+    within: tuple[datetime, datetime] | None = None,
+) -> pl.DataFrame:
+    """(job_id, host, gpu) where gpu_samples carry the job's id (hpc_job) inside its interval
+    (and, if given, inside `within` = [start, end): only those samples are read)."""
     base = wh.cluster_dir("gpu_samples", cluster)
     started = jobs.filter(pl.col("start_ts").is_not_null())
     if started.height == 0 or not any(base.glob("date=*/*.parquet")):
@@ -140,6 +150,9 @@ def pairs_from_samples(wh: Warehouse, cluster: str, jobs: pl.DataFrame) -> pl.Da
         ]
     )
     lo = keys["start_ts"].min()
+    if within is not None and isinstance(lo, datetime):
+        lo = max(lo, within[0])
+    bounds = within or (None, None)
     glob = str(base / "date=*" / "*.parquet").replace("'", "''")
     con = duckdb.connect(":memory:")
     try:
@@ -150,10 +163,11 @@ def pairs_from_samples(wh: Warehouse, cluster: str, jobs: pl.DataFrame) -> pl.Da
             select distinct k.job_id, s.host, cast(s.gpu as smallint) as gpu
             from read_parquet('{glob}', hive_partitioning = true, union_by_name = true) as s
             join job_keys as k on s.job_id = k.key
-            where s.date >= cast(? as date)
+            where s.date >= cast($1 as date)
               and s.ts >= k.start_ts and (k.end_ts is null or s.ts <= k.end_ts)
+              and ($3 is null or (s.date <= cast($3 as date) and s.ts >= $2 and s.ts < $3))
             """,
-            params=[lo.date() if isinstance(lo, datetime) else None],
+            params=[lo.date() if isinstance(lo, datetime) else None, *bounds],
         ).pl()
     finally:
         con.close()
@@ -163,8 +177,9 @@ def pairs_from_samples(wh: Warehouse, cluster: str, jobs: pl.DataFrame) -> pl.Da
 def build_job_gpus(
     jobs: pl.DataFrame, scontrol_pairs: pl.DataFrame, sample_pairs: pl.DataFrame
 ) -> pl.DataFrame:
-    """job_gpus rows: indices from scontrol, else from samples, else one gpu=-1 row per host."""
-    started = jobs.filter(pl.col("start_ts").is_not_null())
+    """job_gpus rows: indices from scontrol, else from samples, else one gpu=-1 row per host.
+    A job that holds no GPU (`gpus` = 0: no GPU in its TRES / GRES) has no rows."""
+    started = jobs.filter(pl.col("start_ts").is_not_null() & (pl.col("gpus").fill_null(1) > 0))
     spans = started.select("job_id", "start_ts", "end_ts")
     sc = scontrol_pairs
     if sc.height:
@@ -204,6 +219,38 @@ def build_job_gpus(
     )
 
 
+def fill_unknown_gpus(wh: Warehouse, cluster: str, start: datetime, end: datetime) -> int:
+    """Give stored Slurm allocations with GPU index unknown (gpu = -1) the indices that the job
+    labels of the samples just written in [start, end) show, as `ingest slurm` run after the
+    telemetry would have. Called by telemetry ingests (reading only their own time range, so a
+    cluster without job labels costs a scan of the new samples only); returns the jobs resolved.
+    """
+    stored = wh.read("job_gpus", cluster, JOB_GPUS_KEY)
+    unknown = stored.filter(
+        (pl.col("gpu") == UNKNOWN_GPU)
+        & (pl.col("start_ts") < end)
+        & (pl.col("end_ts").is_null() | (pl.col("end_ts") >= start))
+    )
+    if unknown.height == 0:
+        return 0
+    # the rows carry what build_job_gpus needs: the job's interval and its hosts
+    jobs = unknown.group_by("job_id").agg(
+        pl.col("start_ts").first(),
+        pl.col("end_ts").first(),
+        pl.col("host").alias("hosts"),
+        pl.lit(None, dtype=pl.Int32()).alias("gpus"),
+        pl.lit(None, dtype=pl.String()).alias("slurm_job_id"),
+    )
+    pairs = pairs_from_samples(wh, cluster, jobs, within=(start, end))
+    if pairs.height == 0:
+        return 0
+    resolved = jobs.join(pairs.select("job_id").unique(), on="job_id", how="semi")
+    rows = build_job_gpus(resolved, pairs.clear(), pairs)
+    ids = resolved["job_id"].implode()
+    wh.replace_rows_where("job_gpus", cluster, JOB_GPUS_KEY, pl.col("job_id").is_in(ids), rows)
+    return resolved.height
+
+
 def write_slurm(
     wh: Warehouse,
     cluster: str,
@@ -222,6 +269,7 @@ def write_slurm(
         written["job_gpus"] = wh.replace_rows_where(
             "job_gpus", cluster, JOB_GPUS_KEY, pl.col("job_id").is_in(ids), job_gpus
         )
+        yield_label_jobs(wh, cluster)
     written["quarantine"] = write_quarantine(wh, cluster, SOURCE, batch, parsed.refused)
     return written
 

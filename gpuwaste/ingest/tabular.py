@@ -32,8 +32,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gpuwaste.config import ClusterConfig, CsvSource, Settings
 from gpuwaste.ingest.base import IngestError, IngestResult
 from gpuwaste.ingest.hostlist import HostListError, expand_hostlist
+from gpuwaste.ingest.job_precedence import yield_label_jobs
 from gpuwaste.ingest.scontrol_parse import expand_indices
 from gpuwaste.ingest.slurm_parse import map_state
+from gpuwaste.ingest.slurm_source import fill_unknown_gpus
 from gpuwaste.warehouse.bookkeeping import Refused, write_quarantine
 from gpuwaste.warehouse.schema import UTC_TS
 from gpuwaste.warehouse.store import Warehouse
@@ -508,6 +510,7 @@ def ingest_tabular(settings: Settings, cluster: ClusterConfig, kind: Kind) -> In
         written["gpu_samples"] = wh.replace_window(
             "gpu_samples", cluster.name, lo, hi + timedelta(microseconds=1), samples, source=kind
         )
+        fill_unknown_gpus(wh, cluster.name, lo, hi + timedelta(microseconds=1))
     if jobs is not None and jobs.height and job_gpus is not None:
         written["jobs"] = wh.upsert(
             "jobs", cluster.name, kind, jobs.with_columns(pl.lit(kind).alias("source"))
@@ -519,6 +522,7 @@ def ingest_tabular(settings: Settings, cluster: ClusterConfig, kind: Kind) -> In
             pl.col("job_id").is_in(jobs["job_id"].implode()),
             job_gpus,
         )
+        yield_label_jobs(wh, cluster.name)
     all_refused: list[Refused] = []
     for batch, r in refused.items():
         write_quarantine(wh, cluster.name, kind, batch, r)

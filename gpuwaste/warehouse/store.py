@@ -201,6 +201,17 @@ class Warehouse:
         atomic_write_parquet(rows, self.cluster_dir(name, cluster) / f"{key}.parquet")
         return rows.height
 
+    def remove_file(self, name: str, cluster: str, key: str) -> None:
+        """Delete `<table>/cluster=<c>/<key>.parquet` (one unlink: readers see it or not)."""
+        if table(name).layout != "cluster":
+            raise ValueError(f"{name} is not a per-cluster table")
+        path = self.cluster_dir(name, cluster) / f"{key}.parquet"
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise WarehouseError(f"could not remove {path}: {exc.strerror or exc}.") from exc
+        _fsync_dir(path.parent)
+
     def upsert(self, name: str, cluster: str, key: str, rows: pl.DataFrame) -> int:
         """Insert or update rows of `<table>/cluster=<c>/<key>.parquet` by the table's key."""
         t = table(name)

@@ -77,7 +77,7 @@ def read_fixture(path: Path) -> str:
 
 
 def fixtures(*patterns: str) -> list[str]:
-    """Texts of the shared real fixtures and the project's test data matching the globs."""
+    """Texts of the real fixtures (tests/fixtures) and the project's test data matching the globs."""
     out: list[str] = []
     for pattern in patterns:
         for root in (FIXTURES, TESTS_DATA):

@@ -1,7 +1,7 @@
 """Fuzzing every parser: any input ends in accepted rows, refused records, or one clear error.
 
 Each test draws `FUZZ_EXAMPLES` inputs (10,000 in CI, 200,000 with `make fuzz`), half arbitrary
-text, half structure-aware mutations of the real fixtures (/work/shared/fixtures and tests/data),
+text, half structure-aware mutations of the real fixtures (tests/fixtures and tests/data),
 and calls the *pure* parser on a string: no files, no warehouse, so one example costs well under
 a millisecond to a few. For the line-based parsers every input line is accounted for: it is
 either accepted or refused with its own line number and a reason.
