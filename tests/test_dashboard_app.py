@@ -168,6 +168,15 @@ def test_waste_page_shows_the_studies_tables(app: AppTest) -> None:
     } <= titles
 
 
+@pytest.mark.parametrize("page", [None, "cdfs", "waste"])
+def test_every_table_has_a_csv_download(app: AppTest, page: str | None) -> None:
+    at = _open(app, page)
+    tables = at.dataframe
+    buttons = at.get("download_button")
+    assert len(tables) >= 1 and len(buttons) == len(tables)
+    assert {b.proto.label for b in buttons} == {"Download CSV"}
+
+
 def test_job_page_timeline(app: AppTest, warehouse: Built) -> None:
     job = warehouse.drill_jobs[0]
     at = _open(app, "job", job=job)
@@ -198,7 +207,7 @@ def test_job_page_unknown_job_and_search(app: AppTest) -> None:
     assert "No such job" in str(at.warning[0].value)
     at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), "job", q="mallory")
     (found,) = [d.value for d in at.dataframe]
-    assert found["user"].to_list() == [NASTY_USER]
+    assert found["User"].to_list() == [NASTY_USER]
 
 
 def test_untrusted_text_is_shown_as_text(app: AppTest, warehouse: Built) -> None:

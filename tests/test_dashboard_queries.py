@@ -336,3 +336,35 @@ def test_chart_labels_are_text_and_never_code() -> None:
         f"{host} GPU 0",
         f"{host} GPU 1 — NEVER USED",
     ]
+
+
+def test_readable_shows_hours_utc_minutes_and_running() -> None:
+    from datetime import UTC, datetime
+
+    from gpuwaste.dashboard.widgets import readable
+
+    frame = pl.DataFrame(
+        {
+            "job_id": ["1", "2"],
+            "state": ["running", "passed"],
+            "end_ts": [None, datetime(2026, 10, 2, 3, 4, 5, tzinfo=UTC)],
+            "gpu_s": [7200.0, 5400.0],
+            "delay_p50_s": [90.0, 30.0],
+        }
+    )
+    out = readable(frame, titles={"state": "Final state"})
+    assert out.columns == ["Job id", "Final state", "End (UTC)", "GPU hours", "Median delay (min)"]
+    assert out["End (UTC)"].to_list() == ["running", "2026-10-02 03:04"]
+    assert out["GPU hours"].to_list() == [2.0, 1.5]
+    assert out["Median delay (min)"].to_list() == [1.5, 0.5]
+
+
+def test_csv_file_name_names_the_table_and_the_view() -> None:
+    from gpuwaste.dashboard.widgets import csv_name
+
+    assert csv_name("top jobs", Filters()) == "top-jobs_all-clusters.csv"
+    f = Filters(cluster="demo", vcs=("nlp", "cv"), start=date(2026, 10, 1), end=date(2026, 10, 3),
+                user="../<b>eve</b>", sizes=(">8",))  # fmt: skip
+    assert csv_name("top jobs", f) == (
+        "top-jobs_cluster-demo_vc-nlp-cv_2026-10-01-to-2026-10-03_user-b-eve-b_size-8.csv"
+    )

@@ -58,7 +58,7 @@ for col, kind in zip(cols, ("mean", "max"), strict=True):
             )  # fmt: skip
 if shares:
     st.caption("Share of jobs at or below the threshold, read off the curves above.")
-    st.dataframe(pl.DataFrame(shares), hide_index=True)
+    widgets.table(pl.DataFrame(shares), name="cdf shares")
 
 st.subheader("Per-minute GPU utilization")
 st.caption("From util_minute_hist, per cluster and VC over the analyzed window: the period and user "

@@ -58,7 +58,7 @@ left, right = st.columns([3, 2])
 with left:
     widgets.plot(charts.top_bar(users, "user", "Top users by GPU hours lost"), key="top_users")
 with right:
-    widgets.table(users, "No jobs match this view.")
+    widgets.table(widgets.readable(users), "No jobs match this view.", name="top users")
 st.subheader("Jobs with the most GPU hours lost")
 widgets.job_table(data.fetch(q.top_jobs, f), key="top_jobs_table")
 
@@ -66,7 +66,15 @@ st.subheader("Data freshness")
 left, right = st.columns(2)
 with left:
     st.caption("Each source's watermark (how far ingestion has reached) and quarantined records.")
-    widgets.table(data.fetch(q.freshness, f), "No ingest state recorded: run `gpuwaste ingest`.")
+    widgets.table(
+        widgets.readable(data.fetch(q.freshness, f)),
+        "No ingest state recorded: run `gpuwaste ingest`.",
+        name="ingest watermarks",
+    )
 with right:
     st.caption("Quarantined records by reason (`gpuwaste sql` shows them whole).")
-    widgets.table(data.fetch(q.quarantine_reasons, f), "No record was quarantined.")
+    widgets.table(
+        widgets.readable(data.fetch(q.quarantine_reasons, f)),
+        "No record was quarantined.",
+        name="quarantine reasons",
+    )

@@ -39,7 +39,7 @@ if waste.height:
     )
     widgets.plot(charts.bars(long, "x", "pct", "measure", "Idle-slot and never-used GPU time",
                              "% of GPU time"), key="table4")  # fmt: skip
-widgets.table(waste, "No rows in waste_by_vc for this view.")
+widgets.table(widgets.readable(waste), "No rows in waste_by_vc for this view.", name="waste by vc")
 
 left, right = st.columns(2)
 with left:
@@ -49,7 +49,11 @@ with left:
         widgets.plot(charts.bars(nus, "gpus_requested", "share_pct", "vc",
                                  "Jobs with at least one never-used GPU", "% of jobs"),
                      key="table5")  # fmt: skip
-    widgets.table(nus, "No rows in never_used_by_size for this view.")
+    widgets.table(
+        widgets.readable(nus),
+        "No rows in never_used_by_size for this view.",
+        name="never used by size",
+    )
 with right:
     st.subheader("Stable phases, t x m (Table III)")
     grid = data.fetch(q.summary, f, "stable_phase_grid")
@@ -65,7 +69,11 @@ with right:
                          key=f"table3_{i}")  # fmt: skip
 
 st.subheader("Debugging jobs (CloudBrain §IV-C1)")
-widgets.table(data.fetch(q.summary, f, "debug_jobs"), "No debugging jobs in this view.")
+widgets.table(
+    widgets.readable(data.fetch(q.summary, f, "debug_jobs")),
+    "No debugging jobs in this view.",
+    name="debug jobs",
+)
 st.caption("Debugging jobs that hit the time limit:")
 cond, order = q.JOB_LISTS["debug_time_limit"]
 widgets.job_table(data.fetch(q.job_list, f, cond, order), key="debug_limit_table", height=250)
@@ -88,4 +96,8 @@ with st.expander("Cluster-level tables (Philly Tables 3, 5, 6; queueing; spatial
         ("spatial_summary", "Spatial underutilization (CloudBrain §IV-A/B)"),
     ):
         st.caption(title)
-        widgets.table(data.fetch(q.summary, f, name), f"No rows in {name} for this view.")
+        widgets.table(
+            widgets.readable(data.fetch(q.summary, f, name)),
+            f"No rows in {name} for this view.",
+            name=name,
+        )
