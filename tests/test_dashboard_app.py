@@ -81,6 +81,11 @@ def _texts(at: AppTest) -> list[str]:
     return [str(t.value) for t in at.text]
 
 
+def _metric(at: AppTest, label: str) -> str:
+    (value,) = [str(m.value).replace(",", "") for m in at.metric if m.label == label]
+    return value
+
+
 def test_overview_breaks_down_gpu_hours(app: AppTest) -> None:
     at = _open(app)
     assert at.title[0].value == "Overview"
@@ -94,10 +99,14 @@ def test_overview_breaks_down_gpu_hours(app: AppTest) -> None:
     assert breakdown.height == 8  # allocated, busy, 3 lost, 3 job kinds
     trend = charts["GPU hours per day"]
     assert trend.series("lost", "kind") == ["Idle slots", "Never-used GPUs", "No data"]
-    assert trend.series("lines", "kind") == ["Allocated", "Busy"]
+    assert trend.series("lines", "kind") == ["Allocated", "Busy (not idle)"]
+    legend = trend.spec["layer"][0]["encoding"]["color"]["scale"]["domain"]
+    assert legend == ["Idle slots", "Never-used GPUs", "No data", "Allocated", "Busy (not idle)"]
+    assert "of which" not in charts["Where the GPU hours went"].series("bars", "group")
     labels = [m.label for m in at.metric]
-    assert labels[:2] == ["GPU hours allocated", "Used (busy)"]
-    assert float(at.metric[0].value.replace(",", "")) > 0
+    assert labels[:3] == ["GPU utilization (time-weighted mean)", "GPU hours allocated",
+                          "Busy (not idle)"]  # fmt: skip
+    assert float(_metric(at, "GPU hours allocated")) > 0
     assert len(at.dataframe) >= 3  # top users, top jobs, freshness, quarantine
 
 
@@ -123,7 +132,7 @@ def test_period_from_the_url_limits_the_totals(app: AppTest, warehouse: Built) -
         (pl.col("vc") == "speech")
         & pl.col("day").cast(pl.String).is_in(["2026-10-02", "2026-10-03"])
     )["alloc_gpu_h"].sum()
-    assert float(str(at.metric[0].value).replace(",", "")) == pytest.approx(want, abs=0.5)
+    assert float(_metric(at, "GPU hours allocated")) == pytest.approx(want, abs=0.5)
     assert "2026-10-02 to 2026-10-03" in _texts(at)[0]
     trend = _charts(at)["GPU hours per day"].data
     for part in ("lost", "lines"):
@@ -148,7 +157,7 @@ def test_cdf_page_draws_quantiles_not_jobs(app: AppTest, warehouse: Built) -> No
     assert side.spec["facet"]["field"] == "curve"  # one panel per VC
     assert side.spec["facet"]["sort"] == side.series("curves", "curve")
     shares = at.dataframe[0].value
-    assert set(shares["vc"]) == {*warehouse.vcs, "(all)"}
+    assert set(shares["VC"]) == {*warehouse.vcs, "(all)"}
 
 
 def test_waste_page_shows_the_studies_tables(app: AppTest) -> None:

@@ -46,8 +46,47 @@ def _prune(key: str, allowed: Sequence[Any]) -> None:
         del st.session_state[key]
 
 
+def link_values(keys: Sequence[str]) -> dict[str, list[str]]:
+    """What the URL asks of each of `keys` (their widgets bound to query parameters), read before
+    the widgets are drawn: a widget drops a value it cannot take from the URL without a word."""
+    return {k: st.query_params.get_all(k) for k in keys if k in st.query_params}
+
+
+def _as_link(value: object) -> list[str]:
+    """A widget's value as its query parameter's values."""
+    if value is None:
+        return []
+    if isinstance(value, list | tuple):
+        return [v.isoformat() if isinstance(v, date) else str(v) for v in value]
+    if isinstance(value, bool):
+        return [str(value).lower()]
+    return [value.isoformat() if isinstance(value, date) else str(value)]
+
+
+def warn_link_fallbacks(asked: dict[str, list[str]], shown: dict[str, str]) -> None:
+    """After the widgets of `asked` (from `link_values`) are drawn: one warning per URL parameter
+    whose value the widget did not take, naming the parameter, the value asked for and what is
+    shown instead (`shown[key]`, e.g. "all VCs"). URL values are untrusted: shown as plain text."""
+    for key, values in asked.items():
+        kept = _as_link(st.session_state.get(key))
+        if [v for v in values if v] == kept:
+            continue
+        bad = [v for v in values if v not in kept] or values
+        st.warning(
+            f"The link's {key}={plain(', '.join(bad))} is not a choice here: showing "
+            f"{plain(shown[key])} instead.",
+            icon=":material/link_off:",
+        )
+
+
+def _listed(what: str, values: Sequence[object], none: str) -> str:
+    return f"{what} {', '.join(str(v) for v in values)}" if values else none
+
+
 def sidebar_filters() -> Filters:
-    """Draw the filters in the sidebar; their keys are the URL query parameters."""
+    """Draw the filters in the sidebar; their keys are the URL query parameters. A value in the
+    URL that no filter can take (an unknown cluster, a bad day) gets a warning on the page."""
+    asked = link_values(FILTER_KEYS)
     opts = data.fetch(queries.filter_options)
     clusters = opts["cluster"].unique(maintain_order=True).to_list()
     with st.sidebar:
@@ -75,7 +114,14 @@ def sidebar_filters() -> Filters:
         st.multiselect("Final state", STATES, key=STATE, bind="query-params",
                        placeholder="all states")  # fmt: skip
         st.caption("The view lives in the URL: copy the address to share it.")
-    return current_filters()
+    f = current_filters()
+    days = f"{f.start} to {f.end}" if f.start else "the whole analyzed window"
+    warn_link_fallbacks(asked, {
+        CLUSTER: f"cluster {f.cluster}", VC: _listed("VC", f.vcs, "all VCs"), PERIOD: days,
+        USER: f"user {f.user}" if f.user else "all users",
+        SIZE: _listed("size", f.sizes, "all sizes"), STATE: _listed("state", f.states, "all states"),
+    })  # fmt: skip
+    return f
 
 
 def open_requested_job(job_page: Any) -> None:
@@ -112,9 +158,17 @@ def _open_job(key: str, ids: list[str]) -> None:
         st.session_state[OPEN_JOB] = ids[rows[0]]
 
 
+# A job list's columns, first to last (any others follow): what an operator acts on first, then
+# what tells the job apart; the cluster last (the sidebar always selects one).
+JOB_COLUMNS = ("job_id", "user", "lost_gpu_h", "gpu_h", "gpus", "util_mean", "never_used_gpus",
+               "idle_slots", "state", "start_ts", "end_ts", "vc", "name", "is_debug", "diagnoses")  # fmt: skip
+
+
 def job_table(df: pl.DataFrame, key: str, height: int | Literal["auto"] = "auto") -> None:
     """A table of job_usage rows, readable; selecting a row opens the job on the Job page."""
-    table(readable(df), name=key.removesuffix("_table"), empty="No jobs match this view.", key=key,
+    first = [c for c in JOB_COLUMNS if c in df.columns]
+    df = df.select(*first, *(c for c in df.columns if c not in first))
+    table(readable(df, titles={"util_mean": "Mean GPU util. of its GPUs (%)"}), name=key.removesuffix("_table"), empty="No jobs match this view.", key=key,
           open_jobs=True, height=height)  # fmt: skip
 
 

@@ -53,8 +53,9 @@ for col, kind in zip(cols, ("mean", "max"), strict=True):
         for g in groups:
             c = curves.filter(pl.col("vc") == g).sort("p")
             shares.append(
-                {"vc": g, "statistic": q.CDF_COLUMNS[column], "jobs": int(c["jobs"][0]),
-                 f"share ≤ {threshold}%": round(100 * charts.share_below(c, float(threshold)), 1)}
+                {"VC": g, "Statistic": q.CDF_COLUMNS[column], "Jobs": int(c["jobs"][0]),
+                 f"Jobs at or below {threshold}% (%)":
+                     round(100 * charts.share_below(c, float(threshold)), 1)}
             )  # fmt: skip
 if shares:
     st.caption("Share of jobs at or below the threshold, read off the curves above.")
