@@ -33,6 +33,7 @@ from gpuwaste.analyses import (
     waste_by_vc,
     waste_daily,
 )
+from gpuwaste.analyses.freshness import newest_sample_ts
 from gpuwaste.analyses.per_job import PER_JOB_TABLES, BatchResult, run_batch
 from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
 from gpuwaste.config import Settings
@@ -169,6 +170,7 @@ def analyze_cluster(
     con.execute(f"set memory_limit = '{memory_limit}'")
     con.execute("set preserve_insertion_order = false")
     as_of = _as_of(con, cluster)
+    samples_until = newest_sample_ts(wh, cluster)
     parts = state.partition_signatures(wh, cluster)
     fps = state.job_fingerprints(con, cluster, as_of)
     thresholds_json = t.model_dump_json()
@@ -213,6 +215,8 @@ def analyze_cluster(
             as_of=as_of.isoformat(),
             partitions=parts,
             results_schema=schema_now,
+            ran_at=datetime.now(UTC).isoformat(),
+            samples_until=samples_until.isoformat() if samples_until else "",
         ),
         fps,
     )

@@ -1,7 +1,8 @@
 """What the last `gpuwaste analyze` saw, so that the next one recomputes only what changed.
 
-Per cluster, `<data_dir>/analyze_state/<cluster>.json` records the thresholds, the watermark the
-running jobs were analyzed up to, the columns of the result tables (a gpuwaste version that adds
+Per cluster, `<data_dir>/analyze_state/<cluster>.json` records when the run finished and the newest
+GPU sample it saw (`gpuwaste.analyses.freshness`), the thresholds, the watermark the running jobs
+were analyzed up to, the columns of the result tables (a gpuwaste version that adds
 one recomputes every job), and the (mtime, size) of every sample partition file; and
 `<cluster>.jobs.parquet` records a fingerprint of each job's record and allocations with the UTC
 days its allocation spans. Written last, after the result tables, so a crash only means more work
@@ -34,6 +35,8 @@ class AnalyzeState:
     partitions: dict[str, list[int]] = field(default_factory=dict)
     version: int = VERSION
     results_schema: str = ""
+    ran_at: str = ""  # when this analyze finished (UTC, ISO); empty in states before it existed
+    samples_until: str = ""  # the newest GPU sample it saw (UTC, ISO); empty: no samples
 
 
 def results_schema(names: tuple[str, ...]) -> str:
@@ -93,18 +96,25 @@ def _paths(data_dir: Path, cluster: str) -> tuple[Path, Path]:
     return d / f"{cluster}.json", d / f"{cluster}.jobs.parquet"
 
 
+def load_meta(data_dir: Path, cluster: str) -> AnalyzeState | None:
+    """The recorded state of the last analyze of `cluster` (None: none, or unreadable)."""
+    meta, _ = _paths(data_dir, cluster)
+    try:
+        state = AnalyzeState(**json.loads(meta.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    return state if state.version == VERSION else None
+
+
 def load(data_dir: Path, cluster: str) -> tuple[AnalyzeState, pl.DataFrame] | None:
-    meta, jobs = _paths(data_dir, cluster)
-    if not meta.exists() or not jobs.exists():
+    state = load_meta(data_dir, cluster)
+    _, jobs = _paths(data_dir, cluster)
+    if state is None:
         return None
     try:
-        raw = json.loads(meta.read_text())
-        state = AnalyzeState(**raw)
         fps = pl.read_parquet(jobs)
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError):
         return None  # unreadable state: recompute everything
-    if state.version != VERSION:
-        return None
     return state, fps
 
 

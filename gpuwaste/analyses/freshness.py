@@ -1,0 +1,155 @@
+"""How fresh each cluster's results are: last ingest per source, last analyze, newest sample.
+
+`gpuwaste report` prints it and warns about stale clusters; the dashboard's Overview shows it.
+Reads only small files: `ingest_state`, `analyze_state/<cluster>.json` and, for the newest
+sample, the files of each cluster's latest `gpu_samples` day partition.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from gpuwaste.analyses import state
+from gpuwaste.warehouse.store import Warehouse
+
+UTC_TS = pl.Datetime("us", "UTC")
+SCHEMA: dict[str, pl.DataType] = {
+    "cluster": pl.String(),
+    "source": pl.String(),
+    "ingested_at": UTC_TS,
+    "watermark": UTC_TS,
+    "samples_newest": UTC_TS,
+    "analyzed_at": UTC_TS,
+    "analyzed_up_to": UTC_TS,
+    "stale": pl.Boolean(),
+    "stale_reason": pl.String(),
+}
+
+
+def newest_sample_ts(wh: Warehouse, cluster: str) -> datetime | None:
+    """The latest `gpu_samples.ts` of `cluster` (read from its latest day partition only)."""
+    days = sorted(wh.cluster_dir("gpu_samples", cluster).glob("date=*"))
+    for day in reversed(days):
+        files = [p for p in day.glob("*.parquet") if ".tmp-" not in p.name]
+        if not files:
+            continue
+        con = duckdb.connect(":memory:")
+        try:
+            row = con.execute(
+                "select max(ts) from read_parquet($1)", [[str(p) for p in files]]
+            ).fetchone()
+        finally:
+            con.close()
+        if row and row[0] is not None:
+            value: datetime = row[0]
+            return value.astimezone(UTC)
+    return None
+
+
+def _parse(text: str) -> datetime | None:
+    return datetime.fromisoformat(text).astimezone(UTC) if text else None
+
+
+def _stale_reason(
+    ingested: list[datetime | None],
+    samples_newest: datetime | None,
+    analyzed_at: datetime | None,
+    analyzed_up_to: datetime | None,
+) -> str | None:
+    """Why the cluster's results are older than its data, or None when they are current."""
+    if analyzed_at is None:
+        return "never analyzed: run `gpuwaste analyze`"
+    if samples_newest is not None and (analyzed_up_to is None or samples_newest > analyzed_up_to):
+        up_to = analyzed_up_to.isoformat() if analyzed_up_to else "no samples"
+        return (
+            f"samples reach {samples_newest.isoformat()} but results only {up_to}: "
+            "run `gpuwaste analyze`"
+        )
+    later = [t for t in ingested if t is not None and t > analyzed_at]
+    if later:
+        return (
+            f"ingested at {max(later).isoformat()}, after the last analyze at "
+            f"{analyzed_at.isoformat()}: run `gpuwaste analyze`"
+        )
+    return None
+
+
+def freshness(data_dir: Path) -> pl.DataFrame:
+    """One row per cluster x ingest source (source null for a cluster with no ingest state),
+    sorted by cluster and source. Columns (times are UTC):
+
+    - `cluster`, `source`: the ingest source (`ingest_state.source`, e.g. slurm, openmetrics).
+    - `ingested_at`: when that source was last ingested (`ingest_state.updated_at`).
+    - `watermark`: how far that source's data reaches (`ingest_state.watermark`).
+    - `samples_newest`: the newest GPU sample of the cluster in the warehouse now.
+    - `analyzed_at`: when `gpuwaste analyze` last finished the cluster (null: never).
+    - `analyzed_up_to`: the newest GPU sample that analyze saw.
+    - `stale`: the cluster's results are older than its data: never analyzed, samples newer than
+      `analyzed_up_to`, or a source ingested after `analyzed_at`. The same on every row of a
+      cluster.
+    - `stale_reason`: one sentence saying why (null when not stale).
+    """
+    wh = Warehouse(data_dir)
+    ingest = wh.read("ingest_state")
+    analyzed = {p.stem for p in (Path(data_dir) / state.STATE_DIR).glob("*.json")}
+    clusters = sorted(set(ingest["cluster"].to_list()) | analyzed | set(wh.clusters("jobs")))
+    rows: list[dict[str, object]] = []
+    for cluster in clusters:
+        saved = state.load_meta(data_dir, cluster)
+        analyzed_at = _parse(saved.ran_at) if saved else None
+        up_to = _parse(saved.samples_until) if saved else None
+        newest = newest_sample_ts(wh, cluster)
+        mine = ingest.filter(pl.col("cluster") == cluster).sort("source")
+        sources = mine.select("source", "updated_at", "watermark").rows() or [(None, None, None)]
+        reason = _stale_reason([r[1] for r in sources], newest, analyzed_at, up_to)
+        for source, ingested_at, watermark in sources:
+            rows.append(
+                {
+                    "cluster": cluster,
+                    "source": source,
+                    "ingested_at": ingested_at,
+                    "watermark": watermark,
+                    "samples_newest": newest,
+                    "analyzed_at": analyzed_at,
+                    "analyzed_up_to": up_to,
+                    "stale": reason is not None,
+                    "stale_reason": reason,
+                }
+            )
+    return pl.DataFrame(rows, schema=SCHEMA)
+
+
+def _when(ts: datetime | None) -> str:
+    return ts.strftime("%Y-%m-%d %H:%M:%S UTC") if ts else "never"
+
+
+def freshness_lines(data_dir: Path, clusters: list[str] | None = None) -> list[str]:
+    """Per cluster (all, or `clusters`): one line on when each source was ingested and when it
+    was analyzed, and a warning line when its results are older than its data."""
+    df = freshness(data_dir)
+    if clusters is not None:
+        df = df.filter(pl.col("cluster").is_in(clusters))
+    lines = []
+    for (cluster,), rows in df.group_by("cluster", maintain_order=True):
+        first = rows.row(0, named=True)
+        ingested = [
+            f"{r['source']} ingested {_when(r['ingested_at'])} (data up to {_when(r['watermark'])})"
+            for r in rows.iter_rows(named=True)
+            if r["source"] is not None
+        ] or ["no ingest recorded"]
+        analyzed = f"analyzed {_when(first['analyzed_at'])}"
+        if first["analyzed_at"] is not None:
+            analyzed += f" (samples up to {_when(first['analyzed_up_to'])})"
+        lines.append(f"{cluster}: {'; '.join(ingested)}; {analyzed}")
+        if first["stale"]:
+            lines.append(
+                f"warning: {cluster}: results are older than the data: {first['stale_reason']}."
+            )
+    return lines
+
+
+__all__ = ["SCHEMA", "freshness", "freshness_lines", "newest_sample_ts"]
