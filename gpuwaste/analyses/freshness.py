@@ -143,7 +143,8 @@ def freshness_lines(data_dir: Path, clusters: list[str] | None = None) -> list[s
         ] or ["no ingest recorded"]
         analyzed = f"analyzed {_when(first['analyzed_at'])}"
         if first["analyzed_at"] is not None:
-            analyzed += f" (samples up to {_when(first['analyzed_up_to'])})"
+            up_to = first["analyzed_up_to"]
+            analyzed += f" (samples up to {_when(up_to)})" if up_to else " (no GPU samples)"
         lines.append(f"{cluster}: {'; '.join(ingested)}; {analyzed}")
         if first["stale"]:
             lines.append(

@@ -54,7 +54,10 @@ class BatchResult:
 
 
 def _conform(df: pl.DataFrame, name: str) -> pl.DataFrame:
-    return conform(df, table(name), stored=True)
+    t = table(name)
+    if not df.columns:  # nothing computed (a batch without allocations): no rows, not a null row
+        return pl.DataFrame(schema=t.stored_columns)
+    return conform(df, t, stored=True)
 
 
 def _date_range(con: duckdb.DuckDBPyConnection) -> tuple[date, date] | None:

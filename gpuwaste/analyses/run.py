@@ -11,10 +11,12 @@ state. `rebuild=True` recomputes every job and gives the same tables.
 from __future__ import annotations
 
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -71,6 +73,10 @@ SUMMARIES: dict[str, Callable[[duckdb.DuckDBPyConnection], pl.DataFrame]] = {
 }
 
 
+# More jobs than this failing alone in one cluster: the cause is not the jobs, the cluster fails.
+MAX_FAILED_JOBS = 20
+
+
 @dataclass
 class ClusterRun:
     cluster: str
@@ -81,8 +87,13 @@ class ClusterRun:
     rebuilt: bool = False
     rows: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    failed_jobs: dict[str, str] = field(default_factory=dict)  # job_id -> why, one line
+    error: str = ""  # why the whole cluster's analysis failed, one line ("" if it did not)
+    log: Path | None = None  # where the tracebacks of failures were written
 
     def summary(self) -> str:
+        if self.error:
+            return f"{self.cluster}: analysis failed: {self.error} (details: {self.log})"
         what = "rebuilt" if self.rebuilt else "incremental"
         line = (
             f"{self.cluster}: {self.jobs_recomputed} of {self.jobs_total} jobs recomputed "
@@ -93,7 +104,57 @@ class ClusterRun:
                 f"; {self.unresolved_gpus} allocation(s) without GPU index and without labelled "
                 "samples skipped"
             )
+        if self.failed_jobs:
+            first, why = next(iter(self.failed_jobs.items()))
+            line += (
+                f"; {len(self.failed_jobs)} job(s) left out because their analysis failed "
+                f"(job {first}: {why}; details: {self.log})"
+            )
         return line
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception as one line: the operator's sentence, or the type and first line."""
+    if isinstance(exc, GpuwasteError):
+        return str(exc)
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first}"
+
+
+def _write_log(data_dir: Path, cluster: str, errors: list[str]) -> Path:
+    """Tracebacks of this run's failures in `analyze_state/<cluster>.errors.log` (removed when
+    a run has none)."""
+    path = data_dir / state.STATE_DIR / f"{cluster}.errors.log"
+    if errors:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(errors))
+    else:
+        path.unlink(missing_ok=True)
+    return path
+
+
+def _run_isolating(
+    run: Callable[[list[str]], BatchResult],
+    ids: list[str],
+    failed: dict[str, str],
+    errors: list[str],
+) -> list[BatchResult]:
+    """`run(ids)`; if it raises, the halves are run apart until the jobs that fail alone are
+    found: they are left out (in `failed`, tracebacks in `errors`) and every other job is
+    analyzed. More than MAX_FAILED_JOBS failures: the last one is raised."""
+    try:
+        return [run(ids)]
+    except Exception as exc:
+        if len(ids) == 1:
+            failed[ids[0]] = _one_line(exc)
+            errors.append(f"job {ids[0]}:\n{traceback.format_exc()}")
+            if len(failed) > MAX_FAILED_JOBS:
+                raise
+            return []
+        mid = len(ids) // 2
+        return _run_isolating(run, ids[:mid], failed, errors) + _run_isolating(
+            run, ids[mid:], failed, errors
+        )
 
 
 def _as_of(con: duckdb.DuckDBPyConnection, cluster: str) -> datetime:
@@ -112,12 +173,14 @@ def _as_of(con: duckdb.DuckDBPyConnection, cluster: str) -> datetime:
 
 
 def _batches(dirty: pl.DataFrame, batch_days: int) -> list[list[str]]:
-    """Jobs grouped by start day, `batch_days` days per batch."""
+    """Jobs grouped by start day, `batch_days` days per batch; jobs that never started (no
+    start day: they hold no GPU time) form one batch of their own."""
     if dirty.height == 0:
         return []
-    ordered = dirty.sort(["first_day", "job_id"])
+    ordered = dirty.sort(["first_day", "job_id"], nulls_last=True)
     first = ordered["first_day"].min()
-    assert isinstance(first, date)
+    if not isinstance(first, date):
+        return [ordered["job_id"].to_list()]
     groups = ordered.with_columns(
         ((pl.col("first_day") - pl.lit(first)).dt.total_days() // batch_days).alias("batch")
     ).partition_by("batch", maintain_order=True)
@@ -186,8 +249,15 @@ def analyze_cluster(
 
     if dirty.height or removed or prev is None:
         result = BatchResult()
+        errors: list[str] = []
+
+        def batch(ids: list[str]) -> BatchResult:
+            return run_batch(con, cluster, ids, t, as_of, batch_hosts)
+
         for ids in _batches(dirty, batch_days):
-            result.add(run_batch(con, cluster, ids, t, as_of, batch_hosts))
+            for part in _run_isolating(batch, ids, run.failed_jobs, errors):
+                result.add(part)
+        run.log = _write_log(settings.data_dir, cluster, errors)
         run.unresolved_gpus = result.unresolved_gpus
         run.seconds = result.seconds
         touched = dirty["job_id"].to_list() + removed
@@ -218,7 +288,7 @@ def analyze_cluster(
             ran_at=datetime.now(UTC).isoformat(),
             samples_until=samples_until.isoformat() if samples_until else "",
         ),
-        fps,
+        fps.filter(~pl.col("job_id").is_in(list(run.failed_jobs))),  # failed: retried next run
     )
     return run
 
@@ -253,7 +323,7 @@ def analyze(
     with writer_lock(data_dir, "analyze"):
         wh.remove_temp_files(RESULT_TABLES)
         for c in chosen:
-            run = analyze_cluster(
+            run = _analyze_isolated(
                 settings,
                 c,
                 rebuild=rebuild,
@@ -262,10 +332,39 @@ def analyze(
                 batch_hosts=batch_hosts,
             )
             runs.append(run)
-            if not quiet:
-                print(run.summary(), file=sys.stdout)
+            if not quiet or run.error or run.failed_jobs:
+                print(run.summary(), file=sys.stderr if run.error else sys.stdout)
         refresh_catalog(data_dir)
+    _raise_failures(runs)
     return runs
+
+
+def _analyze_isolated(settings: Settings, cluster: str, **options: Any) -> ClusterRun:
+    """analyze_cluster; whatever it raises is kept in the run (`error`, and its traceback in
+    the cluster's error log) so that the other clusters are still analyzed."""
+    try:
+        return analyze_cluster(settings, cluster, **options)
+    except Exception as exc:
+        log = _write_log(settings.data_dir, cluster, [traceback.format_exc()])
+        return ClusterRun(cluster=cluster, error=_one_line(exc), log=log)
+
+
+def _raise_failures(runs: list[ClusterRun]) -> None:
+    """One sentence, non-zero exit, when a cluster or any job could not be analyzed."""
+    failed = [r.cluster for r in runs if r.error]
+    partial = [r.cluster for r in runs if r.failed_jobs and not r.error]
+    if not failed and not partial:
+        return
+    done = [r.cluster for r in runs if not r.error]
+    parts = []
+    if failed:
+        parts.append(f"the analysis of cluster(s) {', '.join(failed)} failed")
+    if partial:
+        parts.append(f"some jobs of {', '.join(partial)} could not be analyzed")
+    raise GpuwasteError(
+        f"{' and '.join(parts)} (see the lines above and analyze_state/<cluster>.errors.log); "
+        f"results are up to date for: {', '.join(done) or 'no cluster'}."
+    )
 
 
 def since_date(text: str | None) -> date | None:
