@@ -177,6 +177,160 @@ def test_waste_page_shows_the_studies_tables(app: AppTest) -> None:
     } <= titles
 
 
+def test_headline_figures_follow_a_user_filter(app: AppTest, warehouse: Built) -> None:
+    import polars as pl
+
+    from gpuwaste.warehouse.store import Warehouse
+
+    everyone = _open(app)
+    user = warehouse.jobs.group_by("user").len().sort("len", descending=True)["user"][0]
+    at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), None, user=user)
+    gpus = Warehouse(warehouse.data_dir).read("job_gpu_usage")
+    mine = gpus.join(warehouse.jobs.filter(pl.col("user") == user).select("job_id"), on="job_id")
+    want_alloc = mine["alloc_s"].sum() / 3600
+    want_util = (mine["util_mean"] * mine["observed_s"]).sum() / mine["observed_s"].sum()
+    assert float(_metric(at, "GPU hours allocated")) == pytest.approx(want_alloc, abs=0.5)
+    assert float(_metric(at, "Idle slots")) == pytest.approx(mine["idle_slot_s"].sum() / 3600,
+                                                              abs=0.5)  # fmt: skip
+    util = _metric(at, "GPU utilization (time-weighted mean)")
+    assert float(util.rstrip("%")) == pytest.approx(want_util, abs=0.05)
+    assert _metric(at, "GPU hours allocated") != _metric(everyone, "GPU hours allocated")
+    assert _metric(at, "GPU utilization (time-weighted mean)") != _metric(
+        everyone, "GPU utilization (time-weighted mean)"
+    )
+    # the breakdown chart shows the same figures
+    bars = _charts(at)["Where the GPU hours went"].data["bars"]
+    assert bars.filter(pl.col("kind") == "Allocated")["gpu_h"][0] == pytest.approx(want_alloc)
+
+
+def test_utilization_has_one_name(app: AppTest) -> None:
+    """The headline is the one figure called GPU utilization; others carry their own names."""
+    at = _open(app)
+    labels = [m.label for m in at.metric]
+    assert [x for x in labels if "utilization" in x.lower()] == [
+        "GPU utilization (time-weighted mean)"
+    ]
+    assert "Used (busy)" not in labels
+    at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), "waste")
+    titles = {c for d in at.dataframe for c in d.value.columns}
+    assert not [t for t in titles if "util" in t.lower() and "time-weighted" not in t
+                and "of its GPUs" not in t and "Per-minute" not in t]  # fmt: skip
+
+
+def test_tables_read_as_hours_and_utc_minutes(app: AppTest, warehouse: Built) -> None:
+    import re
+
+    at = _open(app)
+    (top_jobs,) = [d.value for d in at.dataframe if "Job id" in d.value.columns]
+    assert {"GPU hours", "GPU hours lost", "Start (UTC)", "End (UTC)"} <= set(top_jobs.columns)
+    assert not [c for c in top_jobs.columns if "_" in c]  # no raw column names
+    for column in ("Start (UTC)", "End (UTC)"):
+        values = top_jobs[column].dropna().tolist()
+        assert values and all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d|running", v)
+                                         for v in values), values  # fmt: skip
+    waste = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), "waste")
+    columns = {c for d in waste.dataframe for c in d.value.columns}
+    assert not [c for c in columns if c.endswith("_s") or "_gpu_" in c]
+    assert {"GPU hours", "Idle-slot GPU h", "Never-used GPU h"} <= columns
+
+
+def test_bad_link_values_are_named_on_the_page(app: AppTest) -> None:
+    at = _open(app, None, cluster="nosuch", vc=["nlp", "zzz"], period="2026-13-01",
+               size=">8", state="exploded", threshold="30")  # fmt: skip
+    warnings = [str(w.value) for w in at.warning if "link" in str(w.value)]
+    assert len(warnings) == 4, warnings
+    assert "cluster=nosuch" in warnings[0] and "showing cluster demo instead" in warnings[0]
+    assert "vc=zzz" in warnings[1] and "showing VC nlp instead" in warnings[1]
+    assert "period=2026\\-13\\-01" in warnings[2] and "whole analyzed window" in warnings[2]
+    assert "state=exploded" in warnings[3] and "all states" in warnings[3]
+    assert at.sidebar.multiselect(key="vc").value == ["nlp"]
+    # good values: no warning
+    at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), None, cluster="demo", vc="nlp",
+               period=["2026-10-02", "2026-10-03"], size=">8", state="killed")  # fmt: skip
+    assert not [w for w in at.warning if "link" in str(w.value)]
+
+
+def test_bad_link_values_of_the_cdf_page_are_named(app: AppTest) -> None:
+    at = _open(app, "cdfs", resource="GPU fun", threshold="500", side="maybe")
+    warnings = [str(w.value) for w in at.warning]
+    assert any("resource=GPU fun" in w and "GPU utilization" in w for w in warnings), warnings
+    assert any("threshold=500" in w and "50" in w for w in warnings), warnings
+    assert any("side=maybe" in w for w in warnings), warnings
+
+
+def test_overview_warns_when_results_are_older_than_the_data(app: AppTest) -> None:
+    # the built warehouse was never analyzed: no analyze_state
+    at = _open(app)
+    warnings = [str(w.value) for w in at.warning]
+    assert any("Results of cluster demo are older than its data" in w
+               and "gpuwaste analyze" in w for w in warnings), warnings  # fmt: skip
+    (fresh,) = [d.value for d in at.dataframe if "Last analyze (UTC)" in d.value.columns]
+    assert set(fresh["Source"]) == {"prometheus", "slurm"}
+    assert fresh["Last ingest (UTC)"].notna().all() and fresh["Last analyze (UTC)"].isna().all()
+
+
+def test_overview_says_why_no_gpu_hours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gpuwaste ingest csv` with a mapping that names no allocation, then analyze: jobs, but no
+    GPU time; the Overview says why instead of showing zeros."""
+    from typer.testing import CliRunner
+
+    from gpuwaste.cli import app as cli
+
+    (tmp_path / "s.csv").write_text(
+        "timestamp,node,gpu_index,gpu_util,job\n"
+        + "".join(f"2026-10-01T00:{m:02d}:00Z,n1,{g},{50 * g},j1\n" for m in range(60)
+                  for g in (0, 1))
+    )  # fmt: skip
+    (tmp_path / "j.csv").write_text(
+        "id,owner,queue,started,finished,status,num_gpus\n"
+        "j1,alice,vc1,2026-10-01T00:00:00Z,2026-10-01T01:00:00Z,passed,2\n"
+    )
+    (tmp_path / "m.toml").write_text(
+        '[samples]\ntime = "timestamp"\nhost = "node"\ngpu = "gpu_index"\nutil = "gpu_util"\n'
+        'job_id = "job"\n[jobs]\njob_id = "id"\nuser = "owner"\nvc = "queue"\n'
+        'start = "started"\nend = "finished"\nstate = "status"\ngpus = "num_gpus"\n'
+    )
+    data_dir = tmp_path / "data"
+    for args in (
+        ["ingest", "csv", "--samples", str(tmp_path / "s.csv"), "--jobs", str(tmp_path / "j.csv"),
+         "--mapping", str(tmp_path / "m.toml"), "--cluster", "c1", "--data-dir", str(data_dir)],
+        ["analyze", "--data-dir", str(data_dir)],
+    ):  # fmt: skip
+        done = CliRunner().invoke(cli, args)
+        assert done.exit_code == 0, done.output
+    monkeypatch.setenv(DATA_DIR_ENV, str(data_dir))
+    at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT))
+    (why,) = [str(w.value) for w in at.warning if "0 GPU hours allocated" in str(w.value)]
+    assert why.startswith("1 jobs in this view but 0 GPU hours allocated")
+    assert "job_gpus" in why and "allocation" in why
+
+
+def test_cdf_legend_stays_out_of_the_curves_and_panels_have_their_own_axes(app: AppTest) -> None:
+    at = _open(app, "cdfs")
+    overlay = _charts(at)["CDF of job GPU utilization (mean)"].spec
+    legend = overlay["layer"][0]["encoding"]["color"]["legend"]
+    assert legend["orient"] == "bottom"  # under the plot, not over it
+    at.toggle(key="side").set_value(True).run()
+    side = _charts(at)["CDF of job GPU utilization (mean)"].spec
+    assert side["resolve"]["axis"] == {"x": "independent", "y": "independent"}
+    enc = side["spec"]["layer"][0]["encoding"]
+    assert enc["x"]["title"] is None and enc["y"]["title"] is None
+    assert "GPU utilization (mean)" in side["title"]["subtitle"]
+
+
+def test_waste_tables_say_what_to_do_and_list_the_worst_jobs(app: AppTest) -> None:
+    at = _open(app, "waste")
+    todo = [str(m.value) for m in at.markdown if "What to do" in str(m.value)]
+    assert len(todo) >= 4 + 5  # four study sections, five cluster-level tables
+    job_tables = [d for d in at.dataframe if "Job id" in d.value.columns]
+    assert len(job_tables) >= 6
+    heat = _charts(at)["% of GPU time in stable phases: (all)"].spec
+    text = heat["layer"][1]["encoding"]["color"]
+    top = heat["layer"][0]["encoding"]["color"]["scale"]["domain"][1]
+    assert text["condition"] == {"test": {"field": "pct", "gt": top / 2}, "value": "white"}
+    assert text["value"] == "black"
+
+
 @pytest.mark.parametrize("page", [None, "cdfs", "waste"])
 def test_every_table_has_a_csv_download(app: AppTest, page: str | None) -> None:
     at = _open(app, page)

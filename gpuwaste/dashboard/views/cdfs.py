@@ -22,6 +22,7 @@ f = widgets.current_filters()
 st.title("Utilization CDFs")
 widgets.show_view(f)
 
+asked = widgets.link_values(("resource", "threshold", "side"))
 c1, c2, c3 = st.columns([2, 2, 1])
 with c1:
     resource = st.radio("Resource", list(RESOURCES), key="resource", bind="query-params",
@@ -32,6 +33,14 @@ with c2:
 with c3:
     side = st.toggle("Side by side", key="side", bind="query-params")
 
+widgets.warn_link_fallbacks(
+    asked,
+    {
+        "resource": str(resource),
+        "threshold": f"a threshold of {threshold}%",
+        "side": "side by side" if side else "curves overlaid",
+    },
+)
 stem = RESOURCES[resource or "GPU utilization"]
 shares: list[dict[str, object]] = []
 cols = st.columns(2)
