@@ -266,7 +266,8 @@ def test_overview_warns_when_results_are_older_than_the_data(app: AppTest) -> No
                and "gpuwaste analyze" in w for w in warnings), warnings  # fmt: skip
     (fresh,) = [d.value for d in at.dataframe if "Last analyze (UTC)" in d.value.columns]
     assert set(fresh["Source"]) == {"prometheus", "slurm"}
-    assert fresh["Last ingest (UTC)"].notna().all() and fresh["Last analyze (UTC)"].isna().all()
+    assert (fresh["Last ingest (UTC)"] == "2026-10-08 00:05").all()  # the builder's updated_at
+    assert (fresh["Last analyze (UTC)"] == "never").all()
 
 
 def test_overview_says_why_no_gpu_hours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

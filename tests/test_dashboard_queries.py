@@ -350,10 +350,14 @@ def test_readable_shows_hours_utc_minutes_and_running() -> None:
             "end_ts": [None, datetime(2026, 10, 2, 3, 4, 5, tzinfo=UTC)],
             "gpu_s": [7200.0, 5400.0],
             "delay_p50_s": [90.0, 30.0],
+            "diagnoses": [None, "gpu_overallocated"],
         }
     )
     out = readable(frame, titles={"state": "Final state"})
-    assert out.columns == ["Job id", "Final state", "End (UTC)", "GPU hours", "Median delay (min)"]
+    assert out.columns == [
+        "Job id", "Final state", "End (UTC)", "GPU hours", "Median delay (min)", "Diagnoses"
+    ]  # fmt: skip
+    assert out["Diagnoses"].to_list() == ["", "gpu_overallocated"]
     assert out["End (UTC)"].to_list() == ["running", "2026-10-02 03:04"]
     assert out["GPU hours"].to_list() == [2.0, 1.5]
     assert out["Median delay (min)"].to_list() == [1.5, 0.5]

@@ -33,7 +33,7 @@ NEVER_USED_COLOR = "#8C8C8C"
 UTIL, MEMORY = "GPU util %", "memory MiB"
 IDLE, PHASE, NEVER_USED = "idle slot", "stable phase", "never used"
 BUSY = "Busy (not idle)"  # busy_gpu_h: observed and neither idle slot nor never-used GPU
-BY_JOB = "allocated to debugging, failed, killed jobs"
+BY_JOB = "allocated, by job kind"  # the GPU time of debugging, failed and killed jobs
 # A y axis drawn inside its plot (labels over the plot's edge): a chart of stacked rows (vconcat)
 # cannot be fitted to its container in Vega-Lite, so its rows take the container's width and
 # nothing may stick out at the sides.
@@ -67,11 +67,11 @@ def _chart(title: str, datasets: dict[str, pl.DataFrame], body: Spec, height: in
     # SVG: a few hundred marks per chart at most, and the page's text stays text
     spec["usermeta"] = {"embedOptions": {"renderer": "svg", "actions": False}}
     spec["config"] = {
-        # at most 3 entries a row under the chart: a longer row ran past the chart's width and
-        # lost its last entries
+        # at most 2 entries a row under the chart: a longer row ran past a half-page chart's
+        # width and lost its last entries
         "legend": {
             "orient": "bottom",
-            "columns": 3,
+            "columns": 2,
             "labelLimit": 0,
             "symbolLimit": 0,
             "symbolOpacity": 1,
@@ -151,7 +151,10 @@ def breakdown(totals: pl.DataFrame, title: str = "Where the GPU hours went") -> 
     scale = _colors(
         ["allocated", "busy", "lost", BY_JOB], [PALETTE[0], PALETTE[2], PALETTE[3], PALETTE[5]]
     )
-    return _hbars(title, bars, "kind", names, "GPU hours", "group", scale)
+    spec = _hbars(title, bars, "kind", names, "GPU hours", "group", scale)
+    # one entry a line: the bars' labels leave the legend only the plot's width
+    spec["encoding"]["color"]["legend"] = {"columns": 1}
+    return spec
 
 
 def trend(daily: pl.DataFrame, title: str = "GPU hours per day") -> Spec:

@@ -39,7 +39,8 @@ elif not alloc:
         icon=":material/warning:",
     )
 
-cols = st.columns([1.6, 1, 1, 1, 1, 1])
+# a metric's label is cut to its column's width: the headline's long name gets a wide one
+cols = [*st.columns([2, 1]), *st.columns(4)]
 cols[0].metric(
     UTILIZATION,
     f"{100 * float(jobs_row['util_gpu_h']) / observed:.1f}%" if observed else "-",
@@ -111,7 +112,7 @@ widgets.table(
         titles={"watermark": "Data up to (UTC)", "ingested_at": "Last ingest (UTC)",
                 "samples_newest": "Newest sample (UTC)", "analyzed_at": "Last analyze (UTC)",
                 "analyzed_up_to": "Analyzed samples up to (UTC)", "stale": "Results stale"},
-    ),
+    ).with_columns(pl.col("Last analyze (UTC)").replace("", "never")),
     "No ingest or analysis recorded: run `gpuwaste ingest`, then `gpuwaste analyze`.",
     name="freshness",
 )  # fmt: skip
