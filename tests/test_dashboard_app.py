@@ -475,5 +475,32 @@ def test_every_page_on_the_demo_warehouse(demo: Path, monkeypatch: pytest.Monkey
                     assert str(params["job"]) in next(t for t in _texts(at) if t.startswith("Job "))
                 if page == "sql":
                     assert at.dataframe and not at.error
+                if page is None:
+                    (table3,) = con.sql(
+                        "SELECT util_mean FROM util_by_size_status WHERE cluster = ? AND "
+                        "vc = '(all)' AND size = 'all' AND state = 'all'",
+                        params=[cluster],
+                    ).fetchall()[0]
+                    _check_overview_of_an_analyzed_warehouse(at, float(table3))
     finally:
         con.close()
+
+
+def _check_overview_of_an_analyzed_warehouse(at: AppTest, table3: float) -> None:
+    """Just analyzed: when each source was ingested and the cluster analyzed, no stale warning;
+    a running job ends "running"; the headline utilization is Philly Table 3's over the cluster
+    (util_by_size_status, all sizes and states)."""
+    import re
+
+    util = _metric(at, "GPU utilization (time-weighted mean)")
+    assert float(util.rstrip("%")) == pytest.approx(table3, abs=0.05)
+    (fresh,) = [d.value for d in at.dataframe if "Last analyze (UTC)" in d.value.columns]
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d"
+    assert all(re.fullmatch(stamp, v) for v in fresh["Last analyze (UTC)"]), fresh
+    assert all(re.fullmatch(stamp, v) for v in fresh["Last ingest (UTC)"]), fresh
+    assert not fresh["Results stale"].any()
+    assert not [w for w in at.warning if "older than its data" in str(w.value)]
+    (jobs,) = [d.value for d in at.dataframe if "Job id" in d.value.columns]
+    ends = jobs.loc[jobs["State"] == "running", "End (UTC)"].tolist()
+    assert ends == ["running"] * len(ends)
+    assert "None" not in jobs.astype(str).to_numpy().ravel().tolist()

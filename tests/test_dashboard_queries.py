@@ -372,3 +372,22 @@ def test_csv_file_name_names_the_table_and_the_view() -> None:
     assert csv_name("top jobs", f) == (
         "top-jobs_cluster-demo_vc-nlp-cv_2026-10-01-to-2026-10-03_user-b-eve-b_size-8.csv"
     )
+
+
+def test_sizes_sort_as_numbers() -> None:
+    hist = pl.DataFrame(
+        {
+            "grp": ["1", "16", "4", "8", "all"] * 2,
+            "bucket": [0] * 5 + [100] * 5,
+            "gpu_minutes": [1.0] * 10,
+            "cdf": [0.5] * 5 + [1.0] * 5,
+        }
+    )
+    spec = charts.minute_cdf(hist, "by size", ("1", "2-4", "5-8", ">8"))
+    assert spec["encoding"]["color"]["scale"]["domain"] == ["1", "4", "8", "16", "all"]
+    table5 = pl.DataFrame(
+        {"vc": ["a"] * 4 + ["b"] * 2, "gpus_requested": ["1", "16", "other", "2", "8", "4"],
+         "share_pct": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]}
+    )  # fmt: skip
+    bars = charts.bars(table5, "gpus_requested", "share_pct", "vc", "Table V", "%")
+    assert bars["encoding"]["x"]["sort"] == ["1", "2", "4", "8", "16", "other"]
