@@ -363,7 +363,7 @@ def _raise_failures(runs: list[ClusterRun]) -> None:
         parts.append(f"some jobs of {', '.join(partial)} could not be analyzed")
     raise GpuwasteError(
         f"{' and '.join(parts)} (see the lines above and analyze_state/<cluster>.errors.log); "
-        f"results are up to date for: {', '.join(done) or 'no cluster'}."
+        f"everything else is up to date (clusters analyzed: {', '.join(done) or 'none'})."
     )
 
 
