@@ -328,7 +328,7 @@ def test_waste_tables_say_what_to_do_and_list_the_worst_jobs(app: AppTest) -> No
     heat = _charts(at)["% of GPU time in stable phases: (all)"].spec
     text = heat["layer"][1]["encoding"]["color"]
     top = heat["layer"][0]["encoding"]["color"]["scale"]["domain"][1]
-    assert text["condition"] == {"test": {"field": "pct", "gt": top / 2}, "value": "white"}
+    assert text["condition"] == {"test": {"field": "pct", "gt": 0.7 * top}, "value": "white"}
     assert text["value"] == "black"
 
 

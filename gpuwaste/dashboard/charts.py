@@ -442,7 +442,10 @@ def heatmap(grid: pl.DataFrame, title: str) -> Spec:
         pl.col("pct").cast(pl.Float64),
     ).with_columns(text=pl.format("{}%", pl.col("pct").round(1)).fill_null(""))
     top = cells["pct"].max()
-    dark = float(top) / 2 if isinstance(top, int | float) else 0.0  # the middle of 0..max
+    top = max(float(top), 1.0) if isinstance(top, int | float) else 1.0
+    # "reds" from 0 to the max: from 70 % of the way, white text reads better than black (WCAG
+    # contrast of the scheme's colors against each)
+    dark = 0.7 * top
     x = {
         "field": "t",
         "type": "ordinal",
@@ -470,7 +473,7 @@ def heatmap(grid: pl.DataFrame, title: str) -> Spec:
                             "field": "pct",
                             "type": "quantitative",
                             "title": "% GPU time",
-                            "scale": {"scheme": "reds", "domain": [0, max(2 * dark, 1.0)]},
+                            "scale": {"scheme": "reds", "domain": [0, top]},
                             "legend": {"orient": "right"},
                         },
                         "tooltip": [
@@ -484,7 +487,7 @@ def heatmap(grid: pl.DataFrame, title: str) -> Spec:
                     "mark": {"type": "text"},
                     "encoding": {
                         "text": {"field": "text"},
-                        # white on the darker half of the scale, black on the lighter half
+                        # white on the dark cells, black on the others
                         "color": {
                             "condition": {"test": {"field": "pct", "gt": dark}, "value": "white"},
                             "value": "black",
