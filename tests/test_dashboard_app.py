@@ -486,6 +486,23 @@ def test_every_page_on_the_demo_warehouse(demo: Path, monkeypatch: pytest.Monkey
         con.close()
 
 
+@pytest.mark.slow
+def test_size_filter_selects_per_minute_sizes(demo: Path) -> None:
+    """util_minute_hist keeps GPU counts (1, 4, 8, 16) and 'all'; the filter's classes map to
+    them."""
+    from gpuwaste.dashboard import queries as q
+    from gpuwaste.warehouse.readonly import read_only_connection
+
+    con = read_only_connection(demo)
+    try:
+        by_size = q.minute_cdf(con, Filters(cluster="demo", sizes=("2-4", ">8")), "size")
+        assert set(by_size["grp"]) == {"4", "16"}
+        by_state = q.minute_cdf(con, Filters(cluster="demo", sizes=("5-8",)), "state")
+        assert by_state.height and by_state["cdf"].max() == pytest.approx(1.0)
+    finally:
+        con.close()
+
+
 def _check_overview_of_an_analyzed_warehouse(at: AppTest, table3: float) -> None:
     """Just analyzed: when each source was ingested and the cluster analyzed, no stale warning;
     a running job ends "running"; the headline utilization is Philly Table 3's over the cluster

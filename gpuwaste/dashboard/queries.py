@@ -240,6 +240,14 @@ def job_cdf(
     )
 
 
+# util_minute_hist.size (a GPU count, or 'all') as the filters' size class; a class passes as is
+SIZE_CLASS_OF_SIZE = (
+    "CASE WHEN size = 'all' THEN NULL WHEN try_cast(size AS INT) IS NULL THEN size "
+    "WHEN size::INT <= 1 THEN '1' WHEN size::INT <= 4 THEN '2-4' WHEN size::INT <= 8 THEN '5-8' "
+    "ELSE '>8' END"
+)
+
+
 def minute_cdf(con: duckdb.DuckDBPyConnection, f: Filters, by: str) -> pl.DataFrame:
     """Cumulated util_minute_hist [Philly Fig. 5]: (group, bucket, gpu_minutes, cdf) with one
     curve per size class (by="size") or final status (by="state")."""
@@ -247,7 +255,8 @@ def minute_cdf(con: duckdb.DuckDBPyConnection, f: Filters, by: str) -> pl.DataFr
         raise ValueError("by must be 'size' or 'state'")
     where, params = f.summary_where()
     if f.sizes:
-        where += f" AND size IN ({', '.join('?' * len(f.sizes))})"
+        # the table's sizes are GPU counts (1, 4, 8, 16) and 'all'; the filter's are size classes
+        where += f" AND {SIZE_CLASS_OF_SIZE} IN ({', '.join('?' * len(f.sizes))})"
         params += list(f.sizes)
     if f.states:
         where += f" AND state IN ({', '.join('?' * len(f.states))})"
