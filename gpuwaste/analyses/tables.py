@@ -210,7 +210,7 @@ DEBUG_JOBS = _result(
 
 UTIL_BY_SIZE_STATUS = _result(
     "util_by_size_status",
-    "Philly Table 3: mean GPU utilization by job size x final status (GPU-minute weighted).",
+    "Philly Table 3: GPU utilization (time-weighted mean) by job size x final status.",
     ("vc", "size", "state"),
     vc=S,
     size=S,
@@ -273,7 +273,8 @@ QUEUEING_DELAY = _result(
 WASTE_DAILY = _result(
     "waste_daily",
     "GPU hours per UTC day by kind, for the dashboard's trend: allocated, busy, idle-slot, "
-    "never-used, no-data, and the GPU time of debugging, failed and killed jobs.",
+    "never-used, no-data, observed, utilization-weighted (GPU utilization, time-weighted mean = "
+    "util_gpu_h / observed_gpu_h), and the GPU time of debugging, failed and killed jobs.",
     ("vc", "day"),
     vc=S,
     day=pl.Date(),
@@ -282,6 +283,8 @@ WASTE_DAILY = _result(
     idle_slot_gpu_h=F,
     never_used_gpu_h=F,
     missing_gpu_h=F,
+    observed_gpu_h=F,
+    util_gpu_h=F,
     debug_gpu_h=F,
     failed_gpu_h=F,
     killed_gpu_h=F,

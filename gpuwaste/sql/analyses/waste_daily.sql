@@ -1,5 +1,7 @@
 -- grain: one row per VC (and '(all)') x UTC day: GPU hours allocated, busy, in idle slots,
---        never used, without data, and the GPU hours of debugging, failed and killed jobs.
+--        never used, without data, observed, utilization-weighted, and the GPU hours of
+--        debugging, failed and killed jobs. GPU utilization (time-weighted mean) over any days
+--        and VCs = 100 * sum(util_gpu_h) / sum(observed_gpu_h).
 -- sources: job_gpu_usage, job_usage.
 -- variables: cluster.
 -- An allocation's figures are split across the days it spans in proportion to its overlap with
@@ -9,6 +11,7 @@ with
 gpus as (
     select
         g.start_ts, g.end_ts, g.alloc_s, g.busy_s, g.idle_slot_s, g.never_used_s, g.missing_s,
+        g.observed_s, coalesce(g.util_mean, 0) * g.observed_s / 100 as util_s,
         coalesce(j.vc, '(none)') as vc, j.is_debug, j.state
     from job_gpu_usage as g
     join job_usage as j on j.cluster = g.cluster and j.job_id = g.job_id
@@ -48,6 +51,8 @@ final as (
         sum(share * idle_slot_s) / 3600 as idle_slot_gpu_h,
         sum(share * never_used_s) / 3600 as never_used_gpu_h,
         sum(share * missing_s) / 3600 as missing_gpu_h,
+        sum(share * observed_s) / 3600 as observed_gpu_h,
+        sum(share * util_s) / 3600 as util_gpu_h,
         sum(share * alloc_s) filter (where is_debug) / 3600 as debug_gpu_h,
         sum(share * alloc_s) filter (where state = 'unsuccessful') / 3600 as failed_gpu_h,
         sum(share * alloc_s) filter (where state = 'killed') / 3600 as killed_gpu_h
