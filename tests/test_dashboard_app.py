@@ -487,6 +487,35 @@ def test_every_page_on_the_demo_warehouse(demo: Path, monkeypatch: pytest.Monkey
 
 
 @pytest.mark.slow
+def test_totals_of_the_jobs_in_view_equal_waste_daily(demo: Path) -> None:
+    """With a user, size or state filter the Overview sums the jobs' GPU rows itself
+    (queries.job_gpu_hours); over the same cluster, VCs and days that equals analyze's
+    waste_daily, column for column."""
+    from datetime import date
+
+    from gpuwaste.dashboard import queries as q
+    from gpuwaste.warehouse.readonly import read_only_connection
+
+    con = read_only_connection(demo)
+    try:
+        day = con.sql("SELECT min(day) FROM waste_daily WHERE cluster = 'demo'").fetchall()[0][0]
+        assert isinstance(day, date)
+        for f in (
+            Filters(cluster="demo"),
+            Filters(cluster="demo", vcs=("nlp", "vision")),
+            Filters(cluster="demo", start=day, end=day),
+            Filters(cluster="philly-sample"),
+        ):
+            daily = q.gpu_hours(con, f).row(0, named=True)
+            jobs = q.job_gpu_hours(con, f).row(0, named=True)
+            assert daily["observed_gpu_h"] > 0
+            for column, value in jobs.items():
+                assert value == pytest.approx(daily[column], rel=1e-6, abs=1e-6), (f, column)
+    finally:
+        con.close()
+
+
+@pytest.mark.slow
 def test_size_filter_selects_per_minute_sizes(demo: Path) -> None:
     """util_minute_hist keeps GPU counts (1, 4, 8, 16) and 'all'; the filter's classes map to
     them."""

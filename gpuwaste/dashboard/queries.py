@@ -127,9 +127,13 @@ def quarantine_reasons(con: duckdb.DuckDBPyConnection, f: Filters, limit: int = 
 
 # ----------------------------------------------------------------- overview
 def gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
-    """waste_daily summed over the period and the selected VCs: one row."""
+    """waste_daily summed over the period and the selected VCs: one row. With `observed_gpu_h`
+    and `util_gpu_h` (GPU utilization, time-weighted mean = util_gpu_h / observed_gpu_h) when
+    waste_daily has them (written by analyze since they were added)."""
     where, params = f.summary_where(days=True)
-    cols = ["alloc_gpu_h", "busy_gpu_h", *LOST_KINDS, *JOB_KINDS]
+    have = set(_pl(con, "SELECT * FROM waste_daily LIMIT 0").columns)
+    utilization = [c for c in ("observed_gpu_h", "util_gpu_h") if c in have]
+    cols = ["alloc_gpu_h", "busy_gpu_h", *LOST_KINDS, *JOB_KINDS, *utilization]
     sums = ", ".join(f"coalesce(sum({c}), 0) AS {c}" for c in cols)
     return _pl(
         con, f"SELECT {sums}, count(DISTINCT day) AS days FROM waste_daily WHERE {where}", params
@@ -459,8 +463,7 @@ def job_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
             FROM job_gpu_usage g JOIN job_usage j ON j.cluster = g.cluster AND j.job_id = g.job_id
             WHERE {where} AND g.alloc_s > 0
         )
-        SELECT {sums}, (SELECT count(*) FROM job_usage j WHERE {where}) AS jobs
-        FROM g WHERE share > 0
+        SELECT {sums} FROM g WHERE share > 0
         """,
-        share_params + params + params,
+        share_params + params,
     )

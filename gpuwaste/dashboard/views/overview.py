@@ -17,21 +17,26 @@ widgets.show_view(f)
 # With a user, size or state filter, waste_daily (per cluster, VC and day) cannot give the totals:
 # they come from the GPU rows of the jobs in view.
 per_job = bool(f.user or f.sizes or f.states)
-jobs_row = data.fetch(q.job_gpu_hours, f).row(0, named=True)
-row = jobs_row if per_job else data.fetch(q.gpu_hours, f).row(0, named=True)
+row = data.fetch(q.job_gpu_hours if per_job else q.gpu_hours, f).row(0, named=True)
+if not row.get("observed_gpu_h"):  # a waste_daily written before it had utilization columns
+    row = {
+        **row,
+        **data.fetch(q.job_gpu_hours, f).select("observed_gpu_h", "util_gpu_h").row(0, named=True),
+    }
+jobs = int(data.fetch(q.job_counts, f)["jobs"][0])
 alloc = float(row["alloc_gpu_h"] or 0.0)
-observed = float(jobs_row["observed_gpu_h"] or 0.0)
+observed = float(row["observed_gpu_h"] or 0.0)
 
 
 def pct(x: float) -> str:
     return f"{100 * x / alloc:.1f}% of allocated" if alloc else "-"
 
 
-if not jobs_row["jobs"]:
+if not jobs:
     st.info("No jobs match this view.", icon=":material/info:")
 elif not alloc:
     st.warning(
-        f"{jobs_row['jobs']:,} jobs in this view but 0 GPU hours allocated: no job has a GPU "
+        f"{jobs:,} jobs in this view but 0 GPU hours allocated: no job has a GPU "
         "allocation (`job_gpus` rows: which GPUs of which host it held), so there is nothing to "
         "measure. Scheduler records (`gpuwaste ingest slurm`) give them; for `gpuwaste ingest csv`, "
         "map the jobs' `allocation` (or `hosts`) column in the mapping's `[jobs]` section, ingest "
@@ -43,7 +48,7 @@ elif not alloc:
 cols = [*st.columns([2, 1]), *st.columns(4)]
 cols[0].metric(
     UTILIZATION,
-    f"{100 * float(jobs_row['util_gpu_h']) / observed:.1f}%" if observed else "-",
+    f"{100 * float(row['util_gpu_h']) / observed:.1f}%" if observed else "-",
     help="Each GPU's utilization weighted by the time it was observed, over every GPU of the jobs "
     "in view (Philly Table 3's mean utilization). Time without samples counts in neither part.",
 )
