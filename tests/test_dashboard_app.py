@@ -81,6 +81,11 @@ def _texts(at: AppTest) -> list[str]:
     return [str(t.value) for t in at.text]
 
 
+def _metric(at: AppTest, label: str) -> str:
+    (value,) = [str(m.value).replace(",", "") for m in at.metric if m.label == label]
+    return value
+
+
 def test_overview_breaks_down_gpu_hours(app: AppTest) -> None:
     at = _open(app)
     assert at.title[0].value == "Overview"
@@ -94,10 +99,14 @@ def test_overview_breaks_down_gpu_hours(app: AppTest) -> None:
     assert breakdown.height == 8  # allocated, busy, 3 lost, 3 job kinds
     trend = charts["GPU hours per day"]
     assert trend.series("lost", "kind") == ["Idle slots", "Never-used GPUs", "No data"]
-    assert trend.series("lines", "kind") == ["Allocated", "Busy"]
+    assert trend.series("lines", "kind") == ["Allocated", "Busy (not idle)"]
+    legend = trend.spec["layer"][0]["encoding"]["color"]["scale"]["domain"]
+    assert legend == ["Idle slots", "Never-used GPUs", "No data", "Allocated", "Busy (not idle)"]
+    assert "of which" not in charts["Where the GPU hours went"].series("bars", "group")
     labels = [m.label for m in at.metric]
-    assert labels[:2] == ["GPU hours allocated", "Used (busy)"]
-    assert float(at.metric[0].value.replace(",", "")) > 0
+    assert labels[:3] == ["GPU utilization (time-weighted mean)", "GPU hours allocated",
+                          "Busy (not idle)"]  # fmt: skip
+    assert float(_metric(at, "GPU hours allocated")) > 0
     assert len(at.dataframe) >= 3  # top users, top jobs, freshness, quarantine
 
 
@@ -123,7 +132,7 @@ def test_period_from_the_url_limits_the_totals(app: AppTest, warehouse: Built) -
         (pl.col("vc") == "speech")
         & pl.col("day").cast(pl.String).is_in(["2026-10-02", "2026-10-03"])
     )["alloc_gpu_h"].sum()
-    assert float(str(at.metric[0].value).replace(",", "")) == pytest.approx(want, abs=0.5)
+    assert float(_metric(at, "GPU hours allocated")) == pytest.approx(want, abs=0.5)
     assert "2026-10-02 to 2026-10-03" in _texts(at)[0]
     trend = _charts(at)["GPU hours per day"].data
     for part in ("lost", "lines"):
@@ -148,7 +157,7 @@ def test_cdf_page_draws_quantiles_not_jobs(app: AppTest, warehouse: Built) -> No
     assert side.spec["facet"]["field"] == "curve"  # one panel per VC
     assert side.spec["facet"]["sort"] == side.series("curves", "curve")
     shares = at.dataframe[0].value
-    assert set(shares["vc"]) == {*warehouse.vcs, "(all)"}
+    assert set(shares["VC"]) == {*warehouse.vcs, "(all)"}
 
 
 def test_waste_page_shows_the_studies_tables(app: AppTest) -> None:
@@ -166,6 +175,170 @@ def test_waste_page_shows_the_studies_tables(app: AppTest) -> None:
         "% of GPU time in stable phases: nlp",
         "% of GPU time in stable phases: vision",
     } <= titles
+
+
+def test_headline_figures_follow_a_user_filter(app: AppTest, warehouse: Built) -> None:
+    import polars as pl
+
+    from gpuwaste.warehouse.store import Warehouse
+
+    everyone = _open(app)
+    user = warehouse.jobs.group_by("user").len().sort("len", descending=True)["user"][0]
+    at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), None, user=user)
+    gpus = Warehouse(warehouse.data_dir).read("job_gpu_usage")
+    mine = gpus.join(warehouse.jobs.filter(pl.col("user") == user).select("job_id"), on="job_id")
+    want_alloc = mine["alloc_s"].sum() / 3600
+    want_util = (mine["util_mean"] * mine["observed_s"]).sum() / mine["observed_s"].sum()
+    assert float(_metric(at, "GPU hours allocated")) == pytest.approx(want_alloc, abs=0.5)
+    assert float(_metric(at, "Idle slots")) == pytest.approx(mine["idle_slot_s"].sum() / 3600,
+                                                              abs=0.5)  # fmt: skip
+    util = _metric(at, "GPU utilization (time-weighted mean)")
+    assert float(util.rstrip("%")) == pytest.approx(want_util, abs=0.05)
+    assert _metric(at, "GPU hours allocated") != _metric(everyone, "GPU hours allocated")
+    assert _metric(at, "GPU utilization (time-weighted mean)") != _metric(
+        everyone, "GPU utilization (time-weighted mean)"
+    )
+    # the breakdown chart shows the same figures
+    bars = _charts(at)["Where the GPU hours went"].data["bars"]
+    assert bars.filter(pl.col("kind") == "Allocated")["gpu_h"][0] == pytest.approx(want_alloc)
+
+
+def test_utilization_has_one_name(app: AppTest) -> None:
+    """The headline is the one figure called GPU utilization; others carry their own names."""
+    at = _open(app)
+    labels = [m.label for m in at.metric]
+    assert [x for x in labels if "utilization" in x.lower()] == [
+        "GPU utilization (time-weighted mean)"
+    ]
+    assert "Used (busy)" not in labels
+    at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), "waste")
+    titles = {c for d in at.dataframe for c in d.value.columns}
+    assert not [t for t in titles if "util" in t.lower() and "time-weighted" not in t
+                and "of its GPUs" not in t and "Per-minute" not in t]  # fmt: skip
+
+
+def test_tables_read_as_hours_and_utc_minutes(app: AppTest, warehouse: Built) -> None:
+    import re
+
+    at = _open(app)
+    (top_jobs,) = [d.value for d in at.dataframe if "Job id" in d.value.columns]
+    assert {"GPU hours", "GPU hours lost", "Start (UTC)", "End (UTC)"} <= set(top_jobs.columns)
+    assert not [c for c in top_jobs.columns if "_" in c]  # no raw column names
+    for column in ("Start (UTC)", "End (UTC)"):
+        values = top_jobs[column].dropna().tolist()
+        assert values and all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d|running", v)
+                                         for v in values), values  # fmt: skip
+    waste = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), "waste")
+    columns = {c for d in waste.dataframe for c in d.value.columns}
+    assert not [c for c in columns if c.endswith("_s") or "_gpu_" in c]
+    assert {"GPU hours", "Idle-slot GPU h", "Never-used GPU h"} <= columns
+
+
+def test_bad_link_values_are_named_on_the_page(app: AppTest) -> None:
+    at = _open(app, None, cluster="nosuch", vc=["nlp", "zzz"], period="2026-13-01",
+               size=">8", state="exploded", threshold="30")  # fmt: skip
+    warnings = [str(w.value) for w in at.warning if "link" in str(w.value)]
+    assert len(warnings) == 4, warnings
+    assert "cluster=nosuch" in warnings[0] and "showing cluster demo instead" in warnings[0]
+    assert "vc=zzz" in warnings[1] and "showing VC nlp instead" in warnings[1]
+    assert "period=2026\\-13\\-01" in warnings[2] and "whole analyzed window" in warnings[2]
+    assert "state=exploded" in warnings[3] and "all states" in warnings[3]
+    assert at.sidebar.multiselect(key="vc").value == ["nlp"]
+    # good values: no warning
+    at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), None, cluster="demo", vc="nlp",
+               period=["2026-10-02", "2026-10-03"], size=">8", state="killed")  # fmt: skip
+    assert not [w for w in at.warning if "link" in str(w.value)]
+
+
+def test_bad_link_values_of_the_cdf_page_are_named(app: AppTest) -> None:
+    at = _open(app, "cdfs", resource="GPU fun", threshold="500", side="maybe")
+    warnings = [str(w.value) for w in at.warning]
+    assert any("resource=GPU fun" in w and "GPU utilization" in w for w in warnings), warnings
+    assert any("threshold=500" in w and "50" in w for w in warnings), warnings
+    assert any("side=maybe" in w for w in warnings), warnings
+
+
+def test_overview_warns_when_results_are_older_than_the_data(app: AppTest) -> None:
+    # the built warehouse was never analyzed: no analyze_state
+    at = _open(app)
+    warnings = [str(w.value) for w in at.warning]
+    assert any("Results of cluster demo are older than its data" in w
+               and "gpuwaste analyze" in w for w in warnings), warnings  # fmt: skip
+    (fresh,) = [d.value for d in at.dataframe if "Last analyze (UTC)" in d.value.columns]
+    assert set(fresh["Source"]) == {"prometheus", "slurm"}
+    assert (fresh["Last ingest (UTC)"] == "2026-10-08 00:05").all()  # the builder's updated_at
+    assert (fresh["Last analyze (UTC)"] == "never").all()
+
+
+def test_overview_says_why_no_gpu_hours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`gpuwaste ingest csv` with a mapping that names no allocation, then analyze: jobs, but no
+    GPU time; the Overview says why instead of showing zeros."""
+    from typer.testing import CliRunner
+
+    from gpuwaste.cli import app as cli
+
+    (tmp_path / "s.csv").write_text(
+        "timestamp,node,gpu_index,gpu_util,job\n"
+        + "".join(f"2026-10-01T00:{m:02d}:00Z,n1,{g},{50 * g},j1\n" for m in range(60)
+                  for g in (0, 1))
+    )  # fmt: skip
+    (tmp_path / "j.csv").write_text(
+        "id,owner,queue,started,finished,status,num_gpus\n"
+        "j1,alice,vc1,2026-10-01T00:00:00Z,2026-10-01T01:00:00Z,passed,2\n"
+    )
+    (tmp_path / "m.toml").write_text(
+        '[samples]\ntime = "timestamp"\nhost = "node"\ngpu = "gpu_index"\nutil = "gpu_util"\n'
+        'job_id = "job"\n[jobs]\njob_id = "id"\nuser = "owner"\nvc = "queue"\n'
+        'start = "started"\nend = "finished"\nstate = "status"\ngpus = "num_gpus"\n'
+    )
+    data_dir = tmp_path / "data"
+    for args in (
+        ["ingest", "csv", "--samples", str(tmp_path / "s.csv"), "--jobs", str(tmp_path / "j.csv"),
+         "--mapping", str(tmp_path / "m.toml"), "--cluster", "c1", "--data-dir", str(data_dir)],
+        ["analyze", "--data-dir", str(data_dir)],
+    ):  # fmt: skip
+        done = CliRunner().invoke(cli, args)
+        assert done.exit_code == 0, done.output
+    monkeypatch.setenv(DATA_DIR_ENV, str(data_dir))
+    at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT))
+    (why,) = [str(w.value) for w in at.warning if "0 GPU hours allocated" in str(w.value)]
+    assert why.startswith("1 jobs in this view but 0 GPU hours allocated")
+    assert "job_gpus" in why and "allocation" in why
+
+
+def test_cdf_legend_stays_out_of_the_curves_and_panels_have_their_own_axes(app: AppTest) -> None:
+    at = _open(app, "cdfs")
+    overlay = _charts(at)["CDF of job GPU utilization (mean)"].spec
+    legend = overlay["layer"][0]["encoding"]["color"]["legend"]
+    assert legend["orient"] == "bottom"  # under the plot, not over it
+    at.toggle(key="side").set_value(True).run()
+    side = _charts(at)["CDF of job GPU utilization (mean)"].spec
+    assert side["resolve"]["axis"] == {"x": "independent", "y": "independent"}
+    enc = side["spec"]["layer"][0]["encoding"]
+    assert enc["x"]["title"] is None and enc["y"]["title"] is None
+    assert "GPU utilization (mean)" in side["title"]["subtitle"]
+
+
+def test_waste_tables_say_what_to_do_and_list_the_worst_jobs(app: AppTest) -> None:
+    at = _open(app, "waste")
+    todo = [str(m.value) for m in at.markdown if "What to do" in str(m.value)]
+    assert len(todo) >= 4 + 5  # four study sections, five cluster-level tables
+    job_tables = [d for d in at.dataframe if "Job id" in d.value.columns]
+    assert len(job_tables) >= 6
+    heat = _charts(at)["% of GPU time in stable phases: (all)"].spec
+    text = heat["layer"][1]["encoding"]["color"]
+    top = heat["layer"][0]["encoding"]["color"]["scale"]["domain"][1]
+    assert text["condition"] == {"test": {"field": "pct", "gt": 0.7 * top}, "value": "white"}
+    assert text["value"] == "black"
+
+
+@pytest.mark.parametrize("page", [None, "cdfs", "waste"])
+def test_every_table_has_a_csv_download(app: AppTest, page: str | None) -> None:
+    at = _open(app, page)
+    tables = at.dataframe
+    buttons = at.get("download_button")
+    assert len(tables) >= 1 and len(buttons) == len(tables)
+    assert {b.proto.label for b in buttons} == {"Download CSV"}
 
 
 def test_job_page_timeline(app: AppTest, warehouse: Built) -> None:
@@ -198,7 +371,7 @@ def test_job_page_unknown_job_and_search(app: AppTest) -> None:
     assert "No such job" in str(at.warning[0].value)
     at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), "job", q="mallory")
     (found,) = [d.value for d in at.dataframe]
-    assert found["user"].to_list() == [NASTY_USER]
+    assert found["User"].to_list() == [NASTY_USER]
 
 
 def test_untrusted_text_is_shown_as_text(app: AppTest, warehouse: Built) -> None:
@@ -302,5 +475,78 @@ def test_every_page_on_the_demo_warehouse(demo: Path, monkeypatch: pytest.Monkey
                     assert str(params["job"]) in next(t for t in _texts(at) if t.startswith("Job "))
                 if page == "sql":
                     assert at.dataframe and not at.error
+                if page is None:
+                    (table3,) = con.sql(
+                        "SELECT util_mean FROM util_by_size_status WHERE cluster = ? AND "
+                        "vc = '(all)' AND size = 'all' AND state = 'all'",
+                        params=[cluster],
+                    ).fetchall()[0]
+                    _check_overview_of_an_analyzed_warehouse(at, float(table3))
     finally:
         con.close()
+
+
+@pytest.mark.slow
+def test_totals_of_the_jobs_in_view_equal_waste_daily(demo: Path) -> None:
+    """With a user, size or state filter the Overview sums the jobs' GPU rows itself
+    (queries.job_gpu_hours); over the same cluster, VCs and days that equals analyze's
+    waste_daily, column for column."""
+    from datetime import date
+
+    from gpuwaste.dashboard import queries as q
+    from gpuwaste.warehouse.readonly import read_only_connection
+
+    con = read_only_connection(demo)
+    try:
+        day = con.sql("SELECT min(day) FROM waste_daily WHERE cluster = 'demo'").fetchall()[0][0]
+        assert isinstance(day, date)
+        for f in (
+            Filters(cluster="demo"),
+            Filters(cluster="demo", vcs=("nlp", "vision")),
+            Filters(cluster="demo", start=day, end=day),
+            Filters(cluster="philly-sample"),
+        ):
+            daily = q.gpu_hours(con, f).row(0, named=True)
+            jobs = q.job_gpu_hours(con, f).row(0, named=True)
+            assert daily["observed_gpu_h"] > 0
+            for column, value in jobs.items():
+                assert value == pytest.approx(daily[column], rel=1e-6, abs=1e-6), (f, column)
+    finally:
+        con.close()
+
+
+@pytest.mark.slow
+def test_size_filter_selects_per_minute_sizes(demo: Path) -> None:
+    """util_minute_hist keeps GPU counts (1, 4, 8, 16) and 'all'; the filter's classes map to
+    them."""
+    from gpuwaste.dashboard import queries as q
+    from gpuwaste.warehouse.readonly import read_only_connection
+
+    con = read_only_connection(demo)
+    try:
+        by_size = q.minute_cdf(con, Filters(cluster="demo", sizes=("2-4", ">8")), "size")
+        assert set(by_size["grp"]) == {"4", "16"}
+        by_state = q.minute_cdf(con, Filters(cluster="demo", sizes=("5-8",)), "state")
+        assert by_state.height and by_state["cdf"].max() == pytest.approx(1.0)
+    finally:
+        con.close()
+
+
+def _check_overview_of_an_analyzed_warehouse(at: AppTest, table3: float) -> None:
+    """Just analyzed: when each source was ingested and the cluster analyzed, no stale warning;
+    a running job ends "running"; the headline utilization is Philly Table 3's over the cluster
+    (util_by_size_status, all sizes and states)."""
+    import re
+
+    util = _metric(at, "GPU utilization (time-weighted mean)")
+    assert float(util.rstrip("%")) == pytest.approx(table3, abs=0.05)
+    (fresh,) = [d.value for d in at.dataframe if "Last analyze (UTC)" in d.value.columns]
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d"
+    assert all(re.fullmatch(stamp, v) for v in fresh["Last analyze (UTC)"]), fresh
+    assert all(re.fullmatch(stamp, v) for v in fresh["Last ingest (UTC)"]), fresh
+    assert not fresh["Results stale"].any()
+    assert not [w for w in at.warning if "older than its data" in str(w.value)]
+    (jobs,) = [d.value for d in at.dataframe if "Job id" in d.value.columns]
+    ends = jobs.loc[jobs["State"] == "running", "End (UTC)"].tolist()
+    assert ends == ["running"] * len(ends)
+    assert "None" not in jobs.astype(str).to_numpy().ravel().tolist()

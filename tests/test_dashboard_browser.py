@@ -18,10 +18,14 @@ import pytest
 from gpuwaste.warehouse.readonly import read_only_connection
 from tests.support.browser import (
     browser_page,
+    chart_layout,
     charts,
     dashboard_server,
     exception_boxes,
+    metrics,
+    overlapping,
     require_browser,
+    tables,
     wait_for_charts,
 )
 from tests.support.result_warehouse import build_demo_warehouse, build_result_warehouse
@@ -164,3 +168,146 @@ def test_selecting_a_job_row_opens_the_job(session: tuple[str, Any], warehouse: 
     page.wait_for_url("**job=*", timeout=10_000)
     assert f"vc={vc}" in page.url  # the filters travel with the job
     assert [c["title"] for c in after] != before
+
+
+def _user_with_few_jobs(warehouse: Path) -> tuple[str, int, float]:
+    """A user with 3 to 8 jobs (so that the top-jobs table shows them all), their job count and
+    their allocated GPU hours."""
+    con = read_only_connection(warehouse)
+    try:
+        user, jobs = con.sql(
+            'SELECT "user", count(*) FROM job_usage GROUP BY ALL HAVING count(*) BETWEEN 3 AND 8 '
+            'AND "user" NOT LIKE \'%<%\' ORDER BY count(*) DESC, "user" LIMIT 1'
+        ).fetchall()[0]
+        (alloc,) = con.sql(
+            "SELECT sum(g.alloc_s) / 3600 FROM job_gpu_usage g JOIN job_usage j "
+            'ON g.cluster = j.cluster AND g.job_id = j.job_id WHERE j."user" = ?',
+            params=[user],
+        ).fetchall()[0]
+    finally:
+        con.close()
+    return str(user), int(jobs), float(alloc)
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", "").rstrip("%"))
+
+
+def test_a_user_filter_sets_the_headline(session: tuple[str, Any], warehouse: Path) -> None:
+    url, page = session
+    _visit(page, f"{url}/", "Overview", ["Where the GPU hours went"])
+    everyone = metrics(page)
+    user, jobs, alloc = _user_with_few_jobs(warehouse)
+    _visit(page, f"{url}/?user={user}", "Overview", ["Where the GPU hours went"])
+    mine = metrics(page)
+    assert _number(mine["GPU hours allocated"]) == pytest.approx(alloc, abs=0.5)
+    assert mine["GPU hours allocated"] != everyone["GPU hours allocated"]
+    util = "GPU utilization (time-weighted mean)"
+    assert mine[util] != everyone[util] and 0 <= _number(mine[util]) <= 100
+    shown = tables(page)
+    top_jobs = next(t for t in shown if "Job id" in t["header"])
+    assert top_jobs["rows"] == jobs
+    assert {row[top_jobs["header"].index("User")] for row in top_jobs["cells"]} == {user}
+
+
+def test_side_by_side_cdfs_have_an_axis_pair_per_panel(
+    session: tuple[str, Any], warehouse: Path, shots: Path
+) -> None:
+    url, page = session
+    _visit(page, f"{url}/cdfs?side=true", "Utilization CDFs",
+           ["CDF of job GPU utilization (mean)", "CDF of job GPU utilization (max)"])  # fmt: skip
+    page.screenshot(path=str(shots / "cdfs_side_by_side.png"), full_page=True)
+    for title in ("CDF of job GPU utilization (mean)", "CDF of job GPU utilization (max)"):
+        layout = chart_layout(page, title)
+        assert layout is not None
+        vcs = len(_vcs(warehouse))
+        assert layout["panels"] == vcs + 1  # a panel per VC and one for all
+        assert layout["axes"] == 2 * layout["panels"]  # no axis under an empty cell
+        assert overlapping(layout["labels"]) == [], layout["labels"]
+    # overlaid: the legend lies under the plot, never over a curve
+    _visit(page, f"{url}/cdfs", "Utilization CDFs", ["CDF of job GPU utilization (mean)"])
+    inside = page.evaluate(
+        """() => { const el = document.querySelector('[data-testid="stVegaLiteChart"]');
+             const plot = el.querySelector('g.role-scope, g.mark-group.role-frame path')
+               || el.querySelector('svg'); const lines = el.querySelector('g.role-mark');
+             const legend = el.querySelector('g.role-legend');
+             const a = lines.getBoundingClientRect(), b = legend.getBoundingClientRect();
+             return b.y >= a.y + a.height - 1; }"""
+    )
+    assert inside, "the legend overlaps the curves"
+
+
+def test_csv_download_holds_the_rows_shown(
+    session: tuple[str, Any], warehouse: Path, tmp_path: Path
+) -> None:
+    import csv
+
+    url, page = session
+    user, jobs, _ = _user_with_few_jobs(warehouse)
+    _visit(page, f"{url}/?user={user}", "Overview", ["Where the GPU hours went"])
+    shown_tables = tables(page)
+    index = next(i for i, t in enumerate(shown_tables) if "Job id" in t["header"])
+    shown = shown_tables[index]
+    top = page.locator('[data-testid="stDataFrame"]').nth(index).bounding_box()
+    assert top is not None
+    buttons = page.locator('[data-testid="stDownloadButton"] button')
+    below = [i for i in range(buttons.count())
+             if (buttons.nth(i).bounding_box() or {"y": -1})["y"] > top["y"]]  # fmt: skip
+    with page.expect_download(timeout=30_000) as download:
+        buttons.nth(below[0]).click()
+    path = tmp_path / download.value.suggested_filename
+    download.value.save_as(path)
+    cluster = _first_cluster(warehouse)
+    assert path.name == f"top-jobs_cluster-{cluster}_user-{user}.csv"
+    with path.open(newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == shown["header"]
+    assert len(rows) - 1 == shown["rows"] == jobs
+    for got, want in zip(rows[1:], shown["cells"], strict=True):
+        for a, b in zip(got, want, strict=True):
+            if b == "" and a in ("true", "false"):
+                continue  # a check box shows no text
+            try:
+                assert float(a) == pytest.approx(float(b.replace(",", "")))
+            except ValueError:
+                assert a == b
+
+
+def _vcs(warehouse: Path) -> list[str]:
+    con = read_only_connection(warehouse)
+    try:
+        cluster = _first_cluster(warehouse)
+        rows = con.sql("SELECT DISTINCT vc FROM job_usage WHERE cluster = ?", params=[cluster])
+        return [str(r[0]) for r in rows.fetchall()]
+    finally:
+        con.close()
+
+
+def _first_cluster(warehouse: Path) -> str:
+    con = read_only_connection(warehouse)
+    try:
+        return str(con.sql("SELECT min(cluster) FROM job_usage").fetchall()[0][0])
+    finally:
+        con.close()
+
+
+def test_overview_legends_are_whole_on_a_narrow_window(session: tuple[str, Any]) -> None:
+    url, page = session
+    page.set_viewport_size({"width": 1100, "height": 1100})
+    try:
+        _visit(page, f"{url}/", "Overview", ["Where the GPU hours went", "GPU hours per day"])
+        trend = chart_layout(page, "GPU hours per day")
+        breakdown = chart_layout(page, "Where the GPU hours went")
+    finally:
+        page.set_viewport_size({"width": 1500, "height": 1100})
+    assert trend is not None and breakdown is not None
+    assert [t["text"] for t in trend["legend"]] == [
+        "Idle slots", "Never-used GPUs", "No data", "Allocated", "Busy (not idle)"
+    ]  # fmt: skip
+    assert [t["text"] for t in breakdown["legend"]] == [
+        "allocated", "busy", "lost", "allocated, by job kind"
+    ]  # fmt: skip
+    for chart in (trend, breakdown):
+        right = chart["box"]["x"] + chart["box"]["w"]
+        cut = [t["text"] for t in chart["legend"] if t["x"] + t["w"] > right + 1]
+        assert cut == [], f"legend labels past the chart's edge: {cut}"

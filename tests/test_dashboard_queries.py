@@ -336,3 +336,58 @@ def test_chart_labels_are_text_and_never_code() -> None:
         f"{host} GPU 0",
         f"{host} GPU 1 — NEVER USED",
     ]
+
+
+def test_readable_shows_hours_utc_minutes_and_running() -> None:
+    from datetime import UTC, datetime
+
+    from gpuwaste.dashboard.widgets import readable
+
+    frame = pl.DataFrame(
+        {
+            "job_id": ["1", "2"],
+            "state": ["running", "passed"],
+            "end_ts": [None, datetime(2026, 10, 2, 3, 4, 5, tzinfo=UTC)],
+            "gpu_s": [7200.0, 5400.0],
+            "delay_p50_s": [90.0, 30.0],
+            "diagnoses": [None, "gpu_overallocated"],
+        }
+    )
+    out = readable(frame, titles={"state": "Final state"})
+    assert out.columns == [
+        "Job id", "Final state", "End (UTC)", "GPU hours", "Median delay (min)", "Diagnoses"
+    ]  # fmt: skip
+    assert out["Diagnoses"].to_list() == ["", "gpu_overallocated"]
+    assert out["End (UTC)"].to_list() == ["running", "2026-10-02 03:04"]
+    assert out["GPU hours"].to_list() == [2.0, 1.5]
+    assert out["Median delay (min)"].to_list() == [1.5, 0.5]
+
+
+def test_csv_file_name_names_the_table_and_the_view() -> None:
+    from gpuwaste.dashboard.widgets import csv_name
+
+    assert csv_name("top jobs", Filters()) == "top-jobs_all-clusters.csv"
+    f = Filters(cluster="demo", vcs=("nlp", "cv"), start=date(2026, 10, 1), end=date(2026, 10, 3),
+                user="../<b>eve</b>", sizes=(">8",))  # fmt: skip
+    assert csv_name("top jobs", f) == (
+        "top-jobs_cluster-demo_vc-nlp-cv_2026-10-01-to-2026-10-03_user-b-eve-b_size-8.csv"
+    )
+
+
+def test_sizes_sort_as_numbers() -> None:
+    hist = pl.DataFrame(
+        {
+            "grp": ["1", "16", "4", "8", "all"] * 2,
+            "bucket": [0] * 5 + [100] * 5,
+            "gpu_minutes": [1.0] * 10,
+            "cdf": [0.5] * 5 + [1.0] * 5,
+        }
+    )
+    spec = charts.minute_cdf(hist, "by size", ("1", "2-4", "5-8", ">8"))
+    assert spec["encoding"]["color"]["scale"]["domain"] == ["1", "4", "8", "16", "all"]
+    table5 = pl.DataFrame(
+        {"vc": ["a"] * 4 + ["b"] * 2, "gpus_requested": ["1", "16", "other", "2", "8", "4"],
+         "share_pct": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]}
+    )  # fmt: skip
+    bars = charts.bars(table5, "gpus_requested", "share_pct", "vc", "Table V", "%")
+    assert bars["encoding"]["x"]["sort"] == ["1", "2", "4", "8", "16", "other"]

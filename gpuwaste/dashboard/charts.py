@@ -32,6 +32,8 @@ PHASE_COLOR = "#54A24B"
 NEVER_USED_COLOR = "#8C8C8C"
 UTIL, MEMORY = "GPU util %", "memory MiB"
 IDLE, PHASE, NEVER_USED = "idle slot", "stable phase", "never used"
+BUSY = "Busy (not idle)"  # busy_gpu_h: observed and neither idle slot nor never-used GPU
+BY_JOB = "allocated, by job kind"  # the GPU time of debugging, failed and killed jobs
 # A y axis drawn inside its plot (labels over the plot's edge): a chart of stacked rows (vconcat)
 # cannot be fitted to its container in Vega-Lite, so its rows take the container's width and
 # nothing may stick out at the sides.
@@ -65,7 +67,15 @@ def _chart(title: str, datasets: dict[str, pl.DataFrame], body: Spec, height: in
     # SVG: a few hundred marks per chart at most, and the page's text stays text
     spec["usermeta"] = {"embedOptions": {"renderer": "svg", "actions": False}}
     spec["config"] = {
-        "legend": {"orient": "bottom", "labelLimit": 0, "symbolLimit": 0, "symbolOpacity": 1}
+        # at most 2 entries a row under the chart: a longer row ran past a half-page chart's
+        # width and lost its last entries
+        "legend": {
+            "orient": "bottom",
+            "columns": 2,
+            "labelLimit": 0,
+            "symbolLimit": 0,
+            "symbolOpacity": 1,
+        }
     }
     return spec
 
@@ -83,6 +93,13 @@ def _colors(names: Sequence[str], colors: Sequence[str] | None = None) -> Spec:
     """A color scale with a fixed domain, so that a series keeps its color and legend order."""
     colors = colors or [PALETTE[i % len(PALETTE)] for i in range(len(names))]
     return {"domain": list(names), "range": list(colors)}
+
+
+def numbers_first(values: Sequence[str]) -> list[str]:
+    """Values that are whole numbers (GPU counts), in numeric order (1, 2, 4, 8, 16), then the
+    others ("all", "other", "2-4") in their given order."""
+    numbers = sorted((v for v in values if v.isdigit()), key=int)
+    return numbers + [v for v in values if not v.isdigit()]
 
 
 def _hbars(
@@ -124,17 +141,20 @@ def _hbars(
 def breakdown(totals: pl.DataFrame, title: str = "Where the GPU hours went") -> Spec:
     """Horizontal bars: allocated, busy, each kind lost, and GPU time of job kinds."""
     row = totals.row(0, named=True) if totals.height else {}
-    names = ["Allocated", "Busy", *LOST_KINDS.values(), *JOB_KINDS.values()]
+    names = ["Allocated", BUSY, *LOST_KINDS.values(), *JOB_KINDS.values()]
     cols = ["alloc_gpu_h", "busy_gpu_h", *LOST_KINDS, *JOB_KINDS]
-    groups = ["allocated", "used", *(["lost"] * len(LOST_KINDS)), *(["of which"] * len(JOB_KINDS))]
+    groups = ["allocated", "busy", *(["lost"] * len(LOST_KINDS)), *([BY_JOB] * len(JOB_KINDS))]
     bars = pl.DataFrame(
         {"kind": names, "group": groups, "gpu_h": [float(row.get(c) or 0.0) for c in cols]},
         schema={"kind": pl.String, "group": pl.String, "gpu_h": pl.Float64},
     )
     scale = _colors(
-        ["allocated", "used", "lost", "of which"], [PALETTE[0], PALETTE[2], PALETTE[3], PALETTE[5]]
+        ["allocated", "busy", "lost", BY_JOB], [PALETTE[0], PALETTE[2], PALETTE[3], PALETTE[5]]
     )
-    return _hbars(title, bars, "kind", names, "GPU hours", "group", scale)
+    spec = _hbars(title, bars, "kind", names, "GPU hours", "group", scale)
+    # one entry a line: the bars' labels leave the legend only the plot's width
+    spec["encoding"]["color"]["legend"] = {"columns": 1}
+    return spec
 
 
 def trend(daily: pl.DataFrame, title: str = "GPU hours per day") -> Spec:
@@ -146,11 +166,13 @@ def trend(daily: pl.DataFrame, title: str = "GPU hours per day") -> Spec:
         .with_columns(pl.col("kind").replace_strict(LOST_KINDS), pl.col("gpu_h").cast(pl.Float64))
     )
     lines = (
-        daily.select(day, Allocated="alloc_gpu_h", Busy="busy_gpu_h")
+        daily.select(
+            day, pl.col("alloc_gpu_h").alias("Allocated"), pl.col("busy_gpu_h").alias(BUSY)
+        )
         .unpivot(index="day", variable_name="kind", value_name="gpu_h")
         .with_columns(pl.col("gpu_h").cast(pl.Float64))
     )
-    kinds = [*LOST_KINDS.values(), "Allocated", "Busy"]
+    kinds = [*LOST_KINDS.values(), "Allocated", BUSY]
     color = _colors(kinds, [PALETTE[3], PALETTE[4], PALETTE[5], PALETTE[0], PALETTE[2]])
     x = {"field": "day", "type": "ordinal", "title": None, "axis": {"labelAngle": 0}}
     enc = {
@@ -258,13 +280,9 @@ def cdf(
                 "title": None,
                 "scale": _colors(legends),
                 "sort": legends,
-                # CDFs rise from lower left to upper right: the upper left hides nothing
-                "legend": {
-                    "orient": "top-left",
-                    "direction": "vertical",
-                    "fillColor": "#ffffffb3",
-                    "padding": 4,
-                },
+                # under the plot, one curve a line: a legend inside the plot covered curves
+                # that rise early (many jobs near 0 %)
+                "legend": {"orient": "bottom", "direction": "vertical", "columns": 1},
             },
             "strokeDash": {
                 "field": "curve",
@@ -297,12 +315,16 @@ def cdf(
             layers.append({"data": {"values": [{}]}, **rule})
         return _chart(title, {"curves": data}, {"layer": layers}, height=360)
     # side by side: one panel per curve, headed by its legend text, two panels across (the
-    # page shows two such charts next to each other)
+    # page shows two such charts next to each other). Each panel draws its own axes, without
+    # titles (the subtitle names them once): axes shared along a row or column were drawn under
+    # an empty last cell, and neighbouring panels' titles ran into each other.
     line["encoding"]["color"]["legend"] = None
+    line["encoding"]["x"]["title"] = None
+    line["encoding"]["y"]["title"] = None
     inner: Spec = {"layer": [line]}
     if threshold is not None:  # one rule per panel: the curve's row at its first grid point
         inner["layer"].append({"transform": [{"filter": {"field": "x", "equal": 0}}], **rule})
-    return _chart(
+    spec = _chart(
         title,
         {"curves": data},
         {
@@ -315,15 +337,21 @@ def cdf(
                 "header": {"labelLimit": 0},
             },
             "columns": 2,
-            "spec": {"width": 170, "height": 170, **inner},
+            "spec": {"width": 170, "height": 150, **inner},
+            "resolve": {"axis": {"x": "independent", "y": "independent"}},
+            "spacing": {"row": 24, "column": 28},
         },
     )
+    spec["title"]["subtitle"] = f"x: {x_title}; y: share of jobs at or below x"
+    return spec
 
 
 def minute_cdf(hist: pl.DataFrame, title: str, order: Sequence[str]) -> Spec:
     """CDFs of per-minute GPU utilization from cumulated histograms (grp, bucket, cdf)."""
     present = hist["grp"].unique().to_list() if hist.height else []
-    names = [g for g in order if g in present] + sorted(g for g in present if g not in order)
+    names = numbers_first(
+        [g for g in order if g in present] + sorted(g for g in present if g not in order)
+    )
     data = hist.select(
         pl.col("grp").map_elements(label, return_dtype=pl.String),
         pl.col("bucket").cast(pl.Float64),
@@ -372,8 +400,8 @@ def bars(df: pl.DataFrame, x: str, y: str, color: str | None, title: str, y_titl
             "group"
         ),
     )
-    xs = data["x"].unique(maintain_order=True).to_list()
-    groups = data["group"].unique(maintain_order=True).to_list()
+    xs = numbers_first(data["x"].unique(maintain_order=True).to_list())
+    groups = numbers_first(data["group"].unique(maintain_order=True).to_list())
     return _view(
         title,
         "bars",
@@ -413,6 +441,11 @@ def heatmap(grid: pl.DataFrame, title: str) -> Spec:
         pl.col("m_gib").map_elements(lambda v: f"> {v:g} GiB", return_dtype=pl.String).alias("m"),
         pl.col("pct").cast(pl.Float64),
     ).with_columns(text=pl.format("{}%", pl.col("pct").round(1)).fill_null(""))
+    top = cells["pct"].max()
+    top = max(float(top), 1.0) if isinstance(top, int | float) else 1.0
+    # "reds" from 0 to the max: from 70 % of the way, white text reads better than black (WCAG
+    # contrast of the scheme's colors against each)
+    dark = 0.7 * top
     x = {
         "field": "t",
         "type": "ordinal",
@@ -440,7 +473,7 @@ def heatmap(grid: pl.DataFrame, title: str) -> Spec:
                             "field": "pct",
                             "type": "quantitative",
                             "title": "% GPU time",
-                            "scale": {"scheme": "reds"},
+                            "scale": {"scheme": "reds", "domain": [0, top]},
                             "legend": {"orient": "right"},
                         },
                         "tooltip": [
@@ -450,7 +483,17 @@ def heatmap(grid: pl.DataFrame, title: str) -> Spec:
                         ],
                     },
                 },
-                {"mark": {"type": "text"}, "encoding": {"text": {"field": "text"}}},
+                {
+                    "mark": {"type": "text"},
+                    "encoding": {
+                        "text": {"field": "text"},
+                        # white on the dark cells, black on the others
+                        "color": {
+                            "condition": {"test": {"field": "pct", "gt": dark}, "value": "white"},
+                            "value": "black",
+                        },
+                    },
+                },
             ],
         },
         height=260,

@@ -20,6 +20,7 @@ import duckdb
 import polars as pl
 import streamlit as st
 
+from gpuwaste.analyses import freshness
 from gpuwaste.config import DATA_DIR_ENV, DEFAULT_DATA_DIR, load_settings
 from gpuwaste.dashboard import queries
 from gpuwaste.errors import GpuwasteError
@@ -138,3 +139,15 @@ def fetch(fn: Callable[..., pl.DataFrame], *args: Any) -> pl.DataFrame:
 def current_status() -> Status:
     root = data_dir()
     return status(root, _version(str(root)))
+
+
+@st.cache_data(ttl=600, max_entries=16, show_spinner=False)
+def _freshness(root: str, version: tuple[tuple[str, float], ...]) -> pl.DataFrame:
+    return freshness.freshness(Path(root))
+
+
+def cluster_freshness() -> pl.DataFrame:
+    """gpuwaste.analyses.freshness.freshness of the warehouse (per cluster x source: last ingest,
+    last analyze, newest sample, stale or not and why), cached until the warehouse changes."""
+    root = data_dir()
+    return _freshness(str(root), _version(str(root)))

@@ -127,9 +127,13 @@ def quarantine_reasons(con: duckdb.DuckDBPyConnection, f: Filters, limit: int = 
 
 # ----------------------------------------------------------------- overview
 def gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
-    """waste_daily summed over the period and the selected VCs: one row."""
+    """waste_daily summed over the period and the selected VCs: one row. With `observed_gpu_h`
+    and `util_gpu_h` (GPU utilization, time-weighted mean = util_gpu_h / observed_gpu_h) when
+    waste_daily has them (written by analyze since they were added)."""
     where, params = f.summary_where(days=True)
-    cols = ["alloc_gpu_h", "busy_gpu_h", *LOST_KINDS, *JOB_KINDS]
+    have = set(_pl(con, "SELECT * FROM waste_daily LIMIT 0").columns)
+    utilization = [c for c in ("observed_gpu_h", "util_gpu_h") if c in have]
+    cols = ["alloc_gpu_h", "busy_gpu_h", *LOST_KINDS, *JOB_KINDS, *utilization]
     sums = ", ".join(f"coalesce(sum({c}), 0) AS {c}" for c in cols)
     return _pl(
         con, f"SELECT {sums}, count(DISTINCT day) AS days FROM waste_daily WHERE {where}", params
@@ -240,6 +244,14 @@ def job_cdf(
     )
 
 
+# util_minute_hist.size (a GPU count, or 'all') as the filters' size class; a class passes as is
+SIZE_CLASS_OF_SIZE = (
+    "CASE WHEN size = 'all' THEN NULL WHEN try_cast(size AS INT) IS NULL THEN size "
+    "WHEN size::INT <= 1 THEN '1' WHEN size::INT <= 4 THEN '2-4' WHEN size::INT <= 8 THEN '5-8' "
+    "ELSE '>8' END"
+)
+
+
 def minute_cdf(con: duckdb.DuckDBPyConnection, f: Filters, by: str) -> pl.DataFrame:
     """Cumulated util_minute_hist [Philly Fig. 5]: (group, bucket, gpu_minutes, cdf) with one
     curve per size class (by="size") or final status (by="state")."""
@@ -247,7 +259,8 @@ def minute_cdf(con: duckdb.DuckDBPyConnection, f: Filters, by: str) -> pl.DataFr
         raise ValueError("by must be 'size' or 'state'")
     where, params = f.summary_where()
     if f.sizes:
-        where += f" AND size IN ({', '.join('?' * len(f.sizes))})"
+        # the table's sizes are GPU counts (1, 4, 8, 16) and 'all'; the filter's are size classes
+        where += f" AND {SIZE_CLASS_OF_SIZE} IN ({', '.join('?' * len(f.sizes))})"
         params += list(f.sizes)
     if f.states:
         where += f" AND state IN ({', '.join('?' * len(f.states))})"
@@ -308,6 +321,12 @@ def job_list(
 JOB_LISTS: dict[str, tuple[str, str]] = {
     "debug_time_limit": ("is_debug AND hit_time_limit", "lost_gpu_h DESC, job_id"),
     "never_used": ("never_used_gpus > 0", "never_used_gpu_s DESC, job_id"),
+    "lost": ("idle_slot_gpu_s + never_used_gpu_s > 0", "lost_gpu_h DESC, job_id"),
+    "stable_phases": ("n_stable_phases > 0", "n_stable_phases DESC, lost_gpu_h DESC, job_id"),
+    "debug": ("is_debug", "lost_gpu_h DESC, job_id"),
+    "low_util": ("NOT running AND util_mean IS NOT NULL", "gpu_s * (100 - util_mean) DESC, job_id"),
+    "failed": ("state IN ('killed', 'unsuccessful')", "gpu_s DESC, job_id"),
+    "queued": ("queue_delay_s IS NOT NULL", "queue_delay_s DESC, job_id"),
 }
 
 
@@ -405,3 +424,46 @@ def table_counts(
         n = _pl(con, f'SELECT count(*) AS n FROM "{t}"')["n"]
         out[t] = int(n[0]) if n.len() else 0
     return out
+
+
+# ----------------------------------------------------------------- overview, per job
+def job_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
+    """gpu_hours' row for the jobs in the view, every filter applied (user, size and state too,
+    which waste_daily cannot honor): job_gpu_usage of those jobs summed, each GPU allocation
+    counted for its overlap with the period as waste_daily splits it across days. Also
+    `observed_gpu_h` (GPU hours with data) and `util_gpu_h` (utilization-weighted GPU hours):
+    100 * util_gpu_h / observed_gpu_h is the GPU utilization (time-weighted mean) of the view."""
+    where, params = f.jobs_where("j")
+    lo, hi = f.period_start, f.period_end
+    share = (
+        "greatest(epoch(least(g.end_ts, ?) - greatest(g.start_ts, ?)), 0) / g.alloc_s"
+        if lo is not None and hi is not None
+        else "1.0"
+    )
+    share_params = [hi, lo] if lo is not None and hi is not None else []
+    cols = {
+        "alloc_gpu_h": "share * alloc_s",
+        "busy_gpu_h": "share * busy_s",
+        "idle_slot_gpu_h": "share * idle_slot_s",
+        "never_used_gpu_h": "share * never_used_s",
+        "missing_gpu_h": "share * missing_s",
+        "debug_gpu_h": "share * alloc_s) FILTER (WHERE is_debug",
+        "failed_gpu_h": "share * alloc_s) FILTER (WHERE state = 'unsuccessful'",
+        "killed_gpu_h": "share * alloc_s) FILTER (WHERE state = 'killed'",
+        "observed_gpu_h": "share * observed_s",
+        "util_gpu_h": "share * coalesce(util_mean, 0) / 100 * observed_s",
+    }
+    sums = ", ".join(f"coalesce(sum({e}), 0) / 3600 AS {c}" for c, e in cols.items())
+    return _pl(
+        con,
+        f"""
+        WITH g AS (
+            SELECT {share} AS share, g.alloc_s, g.busy_s, g.idle_slot_s, g.never_used_s,
+                   g.missing_s, g.observed_s, g.util_mean, j.is_debug, j.state
+            FROM job_gpu_usage g JOIN job_usage j ON j.cluster = g.cluster AND j.job_id = g.job_id
+            WHERE {where} AND g.alloc_s > 0
+        )
+        SELECT {sums} FROM g WHERE share > 0
+        """,
+        share_params + params,
+    )

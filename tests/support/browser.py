@@ -147,3 +147,77 @@ def wait_for_charts(
 def exception_boxes(page: Any) -> list[str]:
     loc = page.locator('[data-testid="stException"]')
     return [loc.nth(i).inner_text() for i in range(loc.count())]
+
+
+# The rows a table (st.dataframe) shows, as text: the grid keeps an accessible <table> of its
+# header and the rows in view.
+TABLES_JS = """
+() => Array.from(document.querySelectorAll('[data-testid="stDataFrame"] table[role="grid"]')).map(t => ({
+  rows: Number(t.getAttribute('aria-rowcount')) - 1,
+  header: Array.from(t.querySelectorAll('thead th')).map(th => th.innerText.trim()),
+  cells: Array.from(t.querySelectorAll('tbody tr')).map(tr =>
+    Array.from(tr.querySelectorAll('td')).map(td => td.innerText.trim())),
+}))
+"""
+
+# Per chart: its panels (one per facet cell), axes, and the boxes of its titles, subtitles,
+# headers and axis titles (which must not overlap).
+LAYOUT_JS = """
+(title) => {
+  const el = Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]'))
+    .find(e => (e.getAttribute('aria-label') || '').startsWith(title));
+  if (!el) return null;
+  const box = t => { const r = t.getBoundingClientRect();
+    return {text: t.textContent, x: r.x, y: r.y, w: r.width, h: r.height}; };
+  const texts = sel => Array.from(el.querySelectorAll(sel)).filter(t => t.textContent).map(box);
+  return {
+    panels: el.querySelectorAll('g.role-scope.cell > g').length,
+    axes: Array.from(el.querySelectorAll('g.role-axis'))
+      .filter(a => a.querySelector('g.role-axis-label text')).length,
+    labels: texts('g[class*="title"] text, g[class*="header"] text'),
+    legend: texts('g.role-legend-label text'),
+    box: box(el),
+  };
+}
+"""
+
+
+def tables(page: Any, timeout_s: float = 30.0) -> list[dict[str, Any]]:
+    """Each table on the page: its row count, header and the cells of the rows in view (once
+    every table has drawn its rows)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        grids = page.locator('[data-testid="stDataFrame"]').count()
+        found = list(page.evaluate(TABLES_JS))
+        if len(found) == grids and all(t["cells"] for t in found):
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{grids} tables, {len(found)} drawn after {timeout_s} s")
+        page.wait_for_timeout(250)
+
+
+def chart_layout(page: Any, title: str) -> dict[str, Any] | None:
+    return page.evaluate(LAYOUT_JS, title)  # type: ignore[no-any-return]
+
+
+def metrics(page: Any) -> dict[str, str]:
+    """Each st.metric's label and value."""
+    found = page.evaluate(
+        """() => Array.from(document.querySelectorAll('[data-testid="stMetric"]')).map(m => [
+             m.querySelector('[data-testid="stMetricLabel"]').innerText.trim(),
+             m.querySelector('[data-testid="stMetricValue"]').innerText.trim()])"""
+    )
+    return {label: value for label, value in found}
+
+
+def overlapping(boxes: list[dict[str, Any]], slack: float = 2.0) -> list[tuple[str, str]]:
+    """Pairs of text boxes that overlap by more than `slack` px both ways (a text's box holds
+    its line's ascent and descent, so lines set close touch without their letters meeting)."""
+    out = []
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            across = min(a["x"] + a["w"], b["x"] + b["w"]) - max(a["x"], b["x"])
+            down = min(a["y"] + a["h"], b["y"] + b["h"]) - max(a["y"], b["y"])
+            if across > slack and down > slack:
+                out.append((a["text"], b["text"]))
+    return out

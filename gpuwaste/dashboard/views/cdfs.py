@@ -22,6 +22,7 @@ f = widgets.current_filters()
 st.title("Utilization CDFs")
 widgets.show_view(f)
 
+asked = widgets.link_values(("resource", "threshold", "side"))
 c1, c2, c3 = st.columns([2, 2, 1])
 with c1:
     resource = st.radio("Resource", list(RESOURCES), key="resource", bind="query-params",
@@ -32,6 +33,14 @@ with c2:
 with c3:
     side = st.toggle("Side by side", key="side", bind="query-params")
 
+widgets.warn_link_fallbacks(
+    asked,
+    {
+        "resource": str(resource),
+        "threshold": f"a threshold of {threshold}%",
+        "side": "side by side" if side else "curves overlaid",
+    },
+)
 stem = RESOURCES[resource or "GPU utilization"]
 shares: list[dict[str, object]] = []
 cols = st.columns(2)
@@ -53,12 +62,13 @@ for col, kind in zip(cols, ("mean", "max"), strict=True):
         for g in groups:
             c = curves.filter(pl.col("vc") == g).sort("p")
             shares.append(
-                {"vc": g, "statistic": q.CDF_COLUMNS[column], "jobs": int(c["jobs"][0]),
-                 f"share ≤ {threshold}%": round(100 * charts.share_below(c, float(threshold)), 1)}
+                {"VC": g, "Statistic": q.CDF_COLUMNS[column], "Jobs": int(c["jobs"][0]),
+                 f"Jobs at or below {threshold}% (%)":
+                     round(100 * charts.share_below(c, float(threshold)), 1)}
             )  # fmt: skip
 if shares:
     st.caption("Share of jobs at or below the threshold, read off the curves above.")
-    st.dataframe(pl.DataFrame(shares), hide_index=True)
+    widgets.table(pl.DataFrame(shares), name="cdf shares")
 
 st.subheader("Per-minute GPU utilization")
 st.caption("From util_minute_hist, per cluster and VC over the analyzed window: the period and user "

@@ -2,71 +2,135 @@
 
 from __future__ import annotations
 
+import polars as pl
 import streamlit as st
 
 from gpuwaste.dashboard import charts, data, widgets
 from gpuwaste.dashboard import queries as q
 
+UTILIZATION = "GPU utilization (time-weighted mean)"  # the one headline name (docs/analyses.md)
+
 f = widgets.current_filters()
 st.title("Overview")
 widgets.show_view(f)
 
-tot = data.fetch(q.gpu_hours, f)
-row = tot.row(0, named=True)
+# With a user, size or state filter, waste_daily (per cluster, VC and day) cannot give the totals:
+# they come from the GPU rows of the jobs in view.
+per_job = bool(f.user or f.sizes or f.states)
+row = data.fetch(q.job_gpu_hours if per_job else q.gpu_hours, f).row(0, named=True)
+if not row.get("observed_gpu_h"):  # a waste_daily written before it had utilization columns
+    row = {
+        **row,
+        **data.fetch(q.job_gpu_hours, f).select("observed_gpu_h", "util_gpu_h").row(0, named=True),
+    }
+jobs = int(data.fetch(q.job_counts, f)["jobs"][0])
 alloc = float(row["alloc_gpu_h"] or 0.0)
+observed = float(row["observed_gpu_h"] or 0.0)
 
 
 def pct(x: float) -> str:
     return f"{100 * x / alloc:.1f}% of allocated" if alloc else "-"
 
 
-cols = st.columns(5)
-cols[0].metric("GPU hours allocated", f"{alloc:,.0f}", help="Sum of waste_daily.alloc_gpu_h.")
-cols[1].metric(
-    "Used (busy)",
-    f"{row['busy_gpu_h']:,.0f}",
-    pct(row["busy_gpu_h"]),
-    delta_color="off",
-    delta_arrow="off",
+if not jobs:
+    st.info("No jobs match this view.", icon=":material/info:")
+elif not alloc:
+    st.warning(
+        f"{jobs:,} jobs in this view but 0 GPU hours allocated: no job has a GPU "
+        "allocation (`job_gpus` rows: which GPUs of which host it held), so there is nothing to "
+        "measure. Scheduler records (`gpuwaste ingest slurm`) give them; for `gpuwaste ingest csv`, "
+        "map the jobs' `allocation` (or `hosts`) column in the mapping's `[jobs]` section, ingest "
+        "again and run `gpuwaste analyze`.",
+        icon=":material/warning:",
+    )
+
+# a metric's label is cut to its column's width: the headline's long name gets a wide one
+cols = [*st.columns([2, 1]), *st.columns(4)]
+cols[0].metric(
+    UTILIZATION,
+    f"{100 * float(row['util_gpu_h']) / observed:.1f}%" if observed else "-",
+    help="Each GPU's utilization weighted by the time it was observed, over every GPU of the jobs "
+    "in view (Philly Table 3's mean utilization). Time without samples counts in neither part.",
 )
-cols[2].metric("Idle slots", f"{row['idle_slot_gpu_h']:,.0f}", pct(row["idle_slot_gpu_h"]),
-               delta_color="off", delta_arrow="off")  # fmt: skip
-cols[3].metric("Never-used GPUs", f"{row['never_used_gpu_h']:,.0f}", pct(row["never_used_gpu_h"]),
-               delta_color="off", delta_arrow="off")  # fmt: skip
-cols[4].metric(
-    "No data",
-    f"{row['missing_gpu_h']:,.0f}",
-    pct(row["missing_gpu_h"]),
-    delta_color="off",
-    delta_arrow="off",
+cols[1].metric("GPU hours allocated", f"{alloc:,.0f}")
+for col, (field, name, help_text) in zip(
+    cols[2:],
+    (
+        ("busy_gpu_h", "Busy (not idle)", "Observed GPU time outside idle slots and never-used "
+         "GPUs: a GPU at 5% utilization counts as busy."),
+        ("idle_slot_gpu_h", "Idle slots", "Stretches where an allocated GPU sat idle."),
+        ("never_used_gpu_h", "Never-used GPUs", "GPUs that were allocated and never used."),
+        ("missing_gpu_h", "No data", "Allocated GPU time without samples."),
+    ),
+    strict=True,
+):  # fmt: skip
+    value = float(row[field] or 0.0)
+    col.metric(name, f"{value:,.0f}", pct(value), delta_color="off", delta_arrow="off",
+               help=help_text)  # fmt: skip
+st.caption(
+    "GPU hours; days and times in UTC. "
+    + (
+        "The totals are those of the jobs in view (every filter applies)."
+        if per_job
+        else "The totals follow the cluster, VC and period filters."
+    )
 )
 
 left, right = st.columns(2)
 with left:
-    widgets.plot(charts.breakdown(tot), key="breakdown")
+    widgets.plot(charts.breakdown(pl.DataFrame([row])), key="breakdown")
 with right:
     widgets.plot(charts.trend(data.fetch(q.gpu_hours_daily, f)), key="trend")
-if f.user or f.sizes or f.states:
-    st.caption(
-        "GPU hour totals come from waste_daily, per cluster, VC and day: the user, size and state "
-        "filters apply to the lists below, not to them."
-    )
+    if per_job:
+        st.caption(
+            "Per day, the cluster's VCs: the user, size and state filters do not apply here."
+        )
 
 st.subheader("Who lost the most GPU hours")
 users = data.fetch(q.top_users, f)
-left, right = st.columns([3, 2])
-with left:
+if users.height:
     widgets.plot(charts.top_bar(users, "user", "Top users by GPU hours lost"), key="top_users")
-with right:
-    widgets.table(users, "No jobs match this view.")
+    st.caption("Ask the users at the top to release GPUs they do not use.")
+widgets.table(widgets.readable(users), "No jobs match this view.", name="top users")
 st.subheader("Jobs with the most GPU hours lost")
 widgets.job_table(data.fetch(q.top_jobs, f), key="top_jobs_table")
 
 st.subheader("Data freshness")
+fresh = data.cluster_freshness()
+if f.cluster:
+    fresh = fresh.filter(pl.col("cluster") == f.cluster)
+for cluster, reason in (
+    fresh.filter(pl.col("stale"))
+    .select("cluster", "stale_reason")
+    .unique(maintain_order=True)
+    .rows()
+):
+    st.warning(
+        f"Results of cluster {widgets.plain(cluster)} are older than its data: {reason}.",
+        icon=":material/update:",
+    )
+st.caption("When each source was last ingested and how far its data reach; when each cluster was "
+           "last analyzed and the newest sample that analysis saw.")  # fmt: skip
+widgets.table(
+    widgets.readable(
+        fresh.drop("stale_reason"),
+        titles={"watermark": "Data up to (UTC)", "ingested_at": "Last ingest (UTC)",
+                "samples_newest": "Newest sample (UTC)", "analyzed_at": "Last analyze (UTC)",
+                "analyzed_up_to": "Analyzed samples up to (UTC)", "stale": "Results stale"},
+    ).with_columns(pl.col("Last analyze (UTC)").replace("", "never")),
+    "No ingest or analysis recorded: run `gpuwaste ingest`, then `gpuwaste analyze`.",
+    name="freshness",
+)  # fmt: skip
 left, right = st.columns(2)
 with left:
-    st.caption("Each source's watermark (how far ingestion has reached) and quarantined records.")
-    widgets.table(data.fetch(q.freshness, f), "No ingest state recorded: run `gpuwaste ingest`.")
+    st.caption("Quarantined records per source.")
+    quarantined = data.fetch(q.freshness, f).filter(pl.col("quarantined") > 0)
+    widgets.table(widgets.readable(quarantined.select("cluster", "source", "quarantined")),
+                  "No record was quarantined.", name="quarantined per source")  # fmt: skip
 with right:
     st.caption("Quarantined records by reason (`gpuwaste sql` shows them whole).")
-    widgets.table(data.fetch(q.quarantine_reasons, f), "No record was quarantined.")
+    widgets.table(
+        widgets.readable(data.fetch(q.quarantine_reasons, f)),
+        "No record was quarantined.",
+        name="quarantine reasons",
+    )

@@ -1,5 +1,5 @@
 """Waste tables: the studies' tables for the selected cluster and VCs [CloudBrain Tables III-V,
-§IV-C1; Philly Tables 3, 5, 6], and the jobs behind them."""
+§IV-C1; Philly Tables 3, 5, 6], each with what to do about it and the jobs behind it."""
 
 from __future__ import annotations
 
@@ -9,14 +9,51 @@ import streamlit as st
 from gpuwaste.dashboard import charts, data, widgets
 from gpuwaste.dashboard import queries as q
 
+TIME_WEIGHTED = "GPU utilization (time-weighted mean, %)"
+# The study tables' own names for their figures, where the generic titles would be ambiguous.
+TITLES: dict[str, dict[str, str]] = {
+    "waste_by_vc": {"idle_slot_gpu_s": "Idle-slot GPU h", "never_used_gpu_s": "Never-used GPU h",
+                    "idle_slot_pct_own": "Idle slots (% own)", "never_used_pct_own": "Never-used (% own)",
+                    "idle_slot_pct_all": "Idle slots (% all)", "never_used_pct_all": "Never-used (% all)"},
+    "never_used_by_size": {"jobs_with_never_used": "With a never-used GPU", "share_pct": "Share (%)"},
+    "util_by_size_status": {"util_mean": TIME_WEIGHTED},
+    "util_by_spread": {"util_mean": TIME_WEIGHTED, "util_p50": "Per-minute util. p50 (%)",
+                       "util_p90": "Per-minute util. p90 (%)",
+                       "util_p95": "Per-minute util. p95 (%)"},
+    "spatial_summary": {"value": "Value (% or mean %)"},
+}  # fmt: skip
+METRICS = {
+    "mean_gpu_util": "Mean of jobs' GPU utilization (unweighted)",
+    "mean_max_gpu_util": "Mean of jobs' maximum GPU utilization (unweighted)",
+}
+
 f = widgets.current_filters()
 st.title("Waste tables")
 widgets.show_view(f)
 st.caption(
     "The studies' tables are computed per cluster and VC over the analyzed window "
     "(`gpuwaste analyze --since` narrows it); the period, user, size and state filters apply to the "
-    "job lists."
+    "job lists. GPU time in GPU hours."
 )
+
+
+def study_table(table: str, empty: str) -> pl.DataFrame:
+    """A summary table as read: without the cluster column (the view names it), readable."""
+    frame = data.fetch(q.summary, f, table)
+    if table == "spatial_summary":
+        frame = frame.with_columns(pl.col("metric").replace(METRICS))
+    widgets.table(widgets.readable(frame.drop("cluster"), TITLES.get(table)), empty, name=table)
+    return frame
+
+
+def act(what_to_do: str, jobs: str, title: str) -> None:
+    """One line on what to do about the table above, and the worst jobs behind it (selecting one
+    opens it on the Job page)."""
+    st.markdown(f":material/lightbulb: **What to do:** {what_to_do}")
+    with st.expander(title):
+        cond, order = q.JOB_LISTS[jobs]
+        widgets.job_table(data.fetch(q.job_list, f, cond, order), key=f"{jobs}_table", height=250)
+
 
 st.subheader("Idle slots and never-used GPUs, debugging or not (CloudBrain Table IV)")
 waste = data.fetch(q.summary, f, "waste_by_vc")
@@ -39,53 +76,68 @@ if waste.height:
     )
     widgets.plot(charts.bars(long, "x", "pct", "measure", "Idle-slot and never-used GPU time",
                              "% of GPU time"), key="table4")  # fmt: skip
-widgets.table(waste, "No rows in waste_by_vc for this view.")
+study_table("waste_by_vc", "No rows in waste_by_vc for this view.")
+st.caption("% own: of the GPU time of that kind of job; % all: of all GPU time in the VC.")
+act("ask the owners of the jobs that lose the most to release GPUs they leave idle, or to request "
+    "fewer.", "lost", "Jobs with the most GPU hours lost")  # fmt: skip
 
-left, right = st.columns(2)
-with left:
-    st.subheader("Jobs with unused GPUs by size (Table V)")
-    nus = data.fetch(q.summary, f, "never_used_by_size")
-    if nus.height:
-        widgets.plot(charts.bars(nus, "gpus_requested", "share_pct", "vc",
-                                 "Jobs with at least one never-used GPU", "% of jobs"),
-                     key="table5")  # fmt: skip
-    widgets.table(nus, "No rows in never_used_by_size for this view.")
-with right:
-    st.subheader("Stable phases, t x m (Table III)")
-    grid = data.fetch(q.summary, f, "stable_phase_grid")
-    vcs = grid["vc"].unique(maintain_order=True).to_list() if grid.height else []
-    if not vcs:
-        st.info("No rows in stable_phase_grid for this view.")
-    for i, tab in enumerate(
-        st.tabs([widgets.plain(v) for v in vcs]) if len(vcs) > 1 else [st.container()] * len(vcs)
-    ):
-        with tab:
-            g = grid.filter(pl.col("vc") == vcs[i])
-            widgets.plot(charts.heatmap(g, f"% of GPU time in stable phases: {charts.label(vcs[i])}"),
-                         key=f"table3_{i}")  # fmt: skip
+st.subheader("Jobs with unused GPUs by size (CloudBrain Table V)")
+nus = data.fetch(q.summary, f, "never_used_by_size")
+if nus.height:
+    widgets.plot(charts.bars(nus, "gpus_requested", "share_pct", "vc",
+                             "Jobs with at least one never-used GPU", "% of jobs"), key="table5")  # fmt: skip
+study_table("never_used_by_size", "No rows in never_used_by_size for this view.")
+act("ask the owners of these jobs to request only the GPUs their code uses (a never-used GPU is "
+    "held for the whole job).", "never_used", "Jobs with never-used GPUs")  # fmt: skip
+
+st.subheader("Stable phases, t x m (CloudBrain Table III)")
+grid = data.fetch(q.summary, f, "stable_phase_grid")
+vcs = grid["vc"].unique(maintain_order=True).to_list() if grid.height else []
+if not vcs:
+    st.info("No rows in stable_phase_grid for this view.")
+for i, tab in enumerate(
+    st.tabs([widgets.plain(v) for v in vcs]) if len(vcs) > 1 else [st.container()] * len(vcs)
+):
+    with tab:
+        g = grid.filter(pl.col("vc") == vcs[i])
+        widgets.plot(charts.heatmap(g, f"% of GPU time in stable phases: {charts.label(vcs[i])}"),
+                     key=f"table3_{i}")  # fmt: skip
+act("jobs whose GPU memory stays flat for long stretches leave room on their GPUs: they are "
+    "candidates for sharing a GPU (MPS, MIG) or for smaller GPUs.", "stable_phases",
+    "Jobs with the most stable phases")  # fmt: skip
 
 st.subheader("Debugging jobs (CloudBrain §IV-C1)")
-widgets.table(data.fetch(q.summary, f, "debug_jobs"), "No debugging jobs in this view.")
-st.caption("Debugging jobs that hit the time limit:")
-cond, order = q.JOB_LISTS["debug_time_limit"]
-widgets.job_table(data.fetch(q.job_list, f, cond, order), key="debug_limit_table", height=250)
-
-st.subheader("Jobs with never-used GPUs")
-cond, order = q.JOB_LISTS["never_used"]
-widgets.job_table(data.fetch(q.job_list, f, cond, order), key="never_used_table", height=250)
+study_table("debug_jobs", "No debugging jobs in this view.")
+act("debugging jobs that hit the time limit held their GPUs to the end: suggest a shorter time "
+    "limit or an interactive partition for debugging.", "debug_time_limit",
+    "Debugging jobs that hit the time limit")  # fmt: skip
 
 with st.expander("Cluster-level tables (Philly Tables 3, 5, 6; queueing; spatial summary)"):
     ubs = data.fetch(q.summary, f, "util_by_size_status")
     if ubs.height:
         widgets.plot(charts.bars(ubs, "size", "util_mean", "state",
-                                 "Mean GPU utilization by job size and final status", "%"),
-                     key="table3_philly")  # fmt: skip
-    for name, title in (
-        ("util_by_size_status", "GPU utilization by size x status (Philly Table 3)"),
-        ("util_by_spread", "16-GPU jobs by number of servers (Philly Table 5)"),
-        ("jobs_by_status", "Jobs and GPU time by final status (Philly Table 6)"),
-        ("queueing_delay", "Queueing delay by size class"),
-        ("spatial_summary", "Spatial underutilization (CloudBrain §IV-A/B)"),
-    ):
+                                 "GPU utilization (time-weighted mean) by job size and final status",
+                                 "%"), key="table3_philly")  # fmt: skip
+    for name, title, what_to_do, jobs in (
+        ("util_by_size_status", "GPU utilization by size x status (Philly Table 3)",
+         "low utilization in large jobs costs the most GPUs: look at the jobs below.", "low_util"),
+        ("util_by_spread", "16-GPU jobs by number of servers (Philly Table 5)",
+         "jobs spread over more servers run slower: place multi-GPU jobs on as few servers as "
+         "possible.", None),
+        ("jobs_by_status", "Jobs and GPU time by final status (Philly Table 6)",
+         "GPU time of failed and killed jobs is lost work: find the jobs that fail after long runs.",
+         "failed"),
+        ("queueing_delay", "Queueing delay by size class",
+         "long waits for large jobs mean fragmented GPUs: GPUs released by the idle jobs above "
+         "shorten them.", "queued"),
+        ("spatial_summary", "Spatial underutilization (CloudBrain §IV-A/B)",
+         "see the Utilization CDFs page for the distribution behind these shares.", None),
+    ):  # fmt: skip
         st.caption(title)
-        widgets.table(data.fetch(q.summary, f, name), f"No rows in {name} for this view.")
+        study_table(name, f"No rows in {name} for this view.")
+        st.markdown(f":material/lightbulb: **What to do:** {what_to_do}")
+        if jobs:
+            cond, order = q.JOB_LISTS[jobs]
+            st.caption(f"Worst jobs ({jobs.replace('_', ' ')}):")
+            widgets.job_table(data.fetch(q.job_list, f, cond, order), key=f"{jobs}_table",
+                              height=250)  # fmt: skip
