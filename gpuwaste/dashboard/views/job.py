@@ -10,6 +10,26 @@ from gpuwaste.dashboard import charts, data, widgets
 from gpuwaste.dashboard import queries as q
 from gpuwaste.render import safe_text
 
+# Jobs with more GPUs than this get the compact view (one heatmap row per GPU) first, and
+# per-GPU panels only for the GPUs picked under it (stacked panels are ~110 px each).
+COMPACT_ABOVE_GPUS = 4
+
+
+def _pick_gpus(gpus: pl.DataFrame, job_id: str) -> pl.DataFrame:
+    """The job_gpu_usage rows of the GPUs the operator picks for per-GPU panels (none at first)."""
+    keys = gpus.select("host", "gpu", "never_used").unique(["host", "gpu"]).sort("host", "gpu")
+    names = [charts.gpu_name(h, g, n) for h, g, n in keys.iter_rows()]
+    picked = st.multiselect(
+        "GPUs to show in detail (utilization and memory over time)",
+        range(len(names)),
+        format_func=lambda i: names[i],
+        key=f"detail_gpus_{job_id}",
+        placeholder="pick GPUs from the rows above",
+    )
+    chosen = keys[list(picked)].select("host", "gpu")
+    return gpus.join(chosen, on=["host", "gpu"], how="semi")
+
+
 f = widgets.current_filters()
 st.title("Job")
 
@@ -67,12 +87,26 @@ if gpus.height == 0:
 else:
     if samples.height == 0:
         st.info("No GPU samples in the warehouse for this job's GPUs and interval.")
-    title = f"GPU utilization and memory per GPU (job {charts.label(job_id)})"
-    widgets.plot(charts.timeline(samples, gpus, slots, phases, title), key="timeline")
-    st.caption(
-        "Red: idle slots. Green strip along the top: stable memory phases. Grey: a GPU never "
-        "used during the job. Left axis: utilization (%); right axis: memory used (MiB)."
-    )
+    n_gpus = gpus.select("host", "gpu").n_unique()
+    detail = gpus
+    if n_gpus > COMPACT_ABOVE_GPUS:
+        widgets.plot(
+            charts.gpu_heatmap(samples, gpus, slots,
+                               f"GPU utilization, {n_gpus} GPUs (job {charts.label(job_id)})"),
+            key="gpu_heatmap",
+        )  # fmt: skip
+        st.caption(
+            "One row per GPU, time across; blue: GPU utilization (darker is busier). Red: idle "
+            "slots. Grey: a GPU never used during the job. Blank: no sample."
+        )
+        detail = _pick_gpus(gpus, job_id)
+    if detail.height:
+        title = f"GPU utilization and memory per GPU (job {charts.label(job_id)})"
+        widgets.plot(charts.timeline(samples, detail, slots, phases, title), key="timeline")
+        st.caption(
+            "Red: idle slots. Green strip above each GPU: stable memory phases. Grey: a GPU never "
+            "used during the job. Left axis: utilization (%); right axis: memory used (MiB)."
+        )
 
 flags = {
     "debugging": job["is_debug"],
