@@ -4,7 +4,6 @@ free query cannot honor, are not offered there (and are still set on the other p
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest

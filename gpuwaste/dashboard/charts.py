@@ -50,6 +50,9 @@ INSIDE: dict[str, Any] = {
 # Where a row's stable phases are drawn: a strip in the 8 px just above the plot, so that it
 # covers neither the curves nor the axis labels drawn inside the plot (INSIDE).
 PHASE_STRIP: dict[str, Any] = {"y": {"value": -9}, "y2": {"value": -2}}
+# The y scales of a timeline row reach this far above the highest value (100 %, the GPU's memory),
+# so that the top label, drawn above its grid line, stays under the strip.
+HEADROOM = 1.2
 
 
 def label(value: object) -> str:
@@ -615,7 +618,10 @@ def timeline(
                         xr,
                         "util",
                         UTIL,
-                        {"scale": {"domain": [0, 105]}, "axis": {**INSIDE, "format": "d"}},
+                        {
+                            "scale": {"domain": [0, 100 * HEADROOM]},
+                            "axis": {**INSIDE, "format": "d", "values": [0, 50, 100]},
+                        },
                     ),
                     line(
                         pick,
@@ -623,7 +629,7 @@ def timeline(
                         "mem_used_mib",
                         MEMORY,
                         {
-                            "scale": {"domain": [0, round(1.05 * top)]},
+                            "scale": {"domain": [0, round(HEADROOM * top)]},
                             "axis": {
                                 **INSIDE,
                                 "orient": "right",
