@@ -31,9 +31,7 @@ c[0].metric("Jobs idle on all GPUs", f"{idle.height:,}")
 c[1].metric("GPUs held idle", f"{idle['gpus'].sum():,}")
 c[2].metric("GPU hours idle so far", f"{idle['idle_gpu_h'].sum():,.1f}",
             help="Summed over these jobs' GPUs since each GPU became idle.")  # fmt: skip
-st.caption(
-    f"Data up to {as_of} UTC (rerun `gpuwaste ingest` and `gpuwaste analyze` to refresh)."
-)
+st.caption(f"Data up to {as_of} UTC (rerun `gpuwaste ingest` and `gpuwaste analyze` to refresh).")
 
 shown = idle.select(
     "job_id",
