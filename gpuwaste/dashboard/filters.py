@@ -7,6 +7,7 @@ parameterized WHERE clauses over the result tables' columns.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -19,6 +20,12 @@ STATES = ("passed", "killed", "unsuccessful", "running")
 # Widget keys, which are also the URL query parameter names.
 CLUSTER, VC, PERIOD, USER, SIZE, STATE = "cluster", "vc", "period", "user", "size", "state"
 FILTER_KEYS = (CLUSTER, VC, PERIOD, USER, SIZE, STATE)
+
+
+def file_part(text: str) -> str:
+    """Text made safe for a file name: runs of anything but ASCII letters, digits and '-' become
+    one '-'."""
+    return re.sub(r"[^A-Za-z0-9-]+", "-", text).strip("-") or "x"
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,22 @@ class Filters:
         if self.states:
             parts.append(f"state {', '.join(self.states)}")
         return "; ".join(parts)
+
+    def slug(self) -> str:
+        """The view for a file name: `cluster-demo_vc-nlp-vision_2026-10-01-to-2026-10-03_user-a`
+        (`all-clusters` when nothing is set), each part through `file_part`."""
+        parts = [f"cluster {self.cluster}" if self.cluster else "all clusters"]
+        if self.vcs:
+            parts.append("vc " + " ".join(self.vcs))
+        if self.start:
+            parts.append(f"{self.start} to {self.end}")
+        if self.user:
+            parts.append(f"user {self.user}")
+        if self.sizes:
+            parts.append("size " + " ".join(self.sizes))
+        if self.states:
+            parts.append("state " + " ".join(self.states))
+        return "_".join(file_part(p) for p in parts)
 
     # ------------------------------------------------------------ SQL
     def jobs_where(self, prefix: str = "") -> tuple[str, list[Any]]:

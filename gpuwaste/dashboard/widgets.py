@@ -4,6 +4,7 @@ tables, and text that comes from the data shown as text only."""
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Sequence
 from datetime import date
 from functools import partial
@@ -24,12 +25,14 @@ from gpuwaste.dashboard.filters import (
     USER,
     VC,
     Filters,
+    file_part,
 )
 from gpuwaste.render import safe_text
 
 JOB = "job"  # the Job page's job id, also its URL parameter
 OPEN_JOB = "_open_job"  # job id set by a table click: the app switches to the Job page
 PAGE_JOB = "views/job.py"
+JOB_ID = "Job id"  # the job_id column's readable title
 
 
 def _prune(key: str, allowed: Sequence[Any]) -> None:
@@ -43,8 +46,47 @@ def _prune(key: str, allowed: Sequence[Any]) -> None:
         del st.session_state[key]
 
 
+def link_values(keys: Sequence[str]) -> dict[str, list[str]]:
+    """What the URL asks of each of `keys` (their widgets bound to query parameters), read before
+    the widgets are drawn: a widget drops a value it cannot take from the URL without a word."""
+    return {k: st.query_params.get_all(k) for k in keys if k in st.query_params}
+
+
+def _as_link(value: object) -> list[str]:
+    """A widget's value as its query parameter's values."""
+    if value is None:
+        return []
+    if isinstance(value, list | tuple):
+        return [v.isoformat() if isinstance(v, date) else str(v) for v in value]
+    if isinstance(value, bool):
+        return [str(value).lower()]
+    return [value.isoformat() if isinstance(value, date) else str(value)]
+
+
+def warn_link_fallbacks(asked: dict[str, list[str]], shown: dict[str, str]) -> None:
+    """After the widgets of `asked` (from `link_values`) are drawn: one warning per URL parameter
+    whose value the widget did not take, naming the parameter, the value asked for and what is
+    shown instead (`shown[key]`, e.g. "all VCs"). URL values are untrusted: shown as plain text."""
+    for key, values in asked.items():
+        kept = _as_link(st.session_state.get(key))
+        if [v for v in values if v] == kept:
+            continue
+        bad = [v for v in values if v not in kept] or values
+        st.warning(
+            f"The link's {key}={plain(', '.join(bad))} is not a choice here: showing "
+            f"{plain(shown[key])} instead.",
+            icon=":material/link_off:",
+        )
+
+
+def _listed(what: str, values: Sequence[object], none: str) -> str:
+    return f"{what} {', '.join(str(v) for v in values)}" if values else none
+
+
 def sidebar_filters() -> Filters:
-    """Draw the filters in the sidebar; their keys are the URL query parameters."""
+    """Draw the filters in the sidebar; their keys are the URL query parameters. A value in the
+    URL that no filter can take (an unknown cluster, a bad day) gets a warning on the page."""
+    asked = link_values(FILTER_KEYS)
     opts = data.fetch(queries.filter_options)
     clusters = opts["cluster"].unique(maintain_order=True).to_list()
     with st.sidebar:
@@ -72,7 +114,14 @@ def sidebar_filters() -> Filters:
         st.multiselect("Final state", STATES, key=STATE, bind="query-params",
                        placeholder="all states")  # fmt: skip
         st.caption("The view lives in the URL: copy the address to share it.")
-    return current_filters()
+    f = current_filters()
+    days = f"{f.start} to {f.end}" if f.start else "the whole analyzed window"
+    warn_link_fallbacks(asked, {
+        CLUSTER: f"cluster {f.cluster}", VC: _listed("VC", f.vcs, "all VCs"), PERIOD: days,
+        USER: f"user {f.user}" if f.user else "all users",
+        SIZE: _listed("size", f.sizes, "all sizes"), STATE: _listed("state", f.states, "all states"),
+    })  # fmt: skip
+    return f
 
 
 def open_requested_job(job_page: Any) -> None:
@@ -109,28 +158,138 @@ def _open_job(key: str, ids: list[str]) -> None:
         st.session_state[OPEN_JOB] = ids[rows[0]]
 
 
-def job_table(df: pl.DataFrame, key: str, height: int | str = "auto") -> None:
-    """A table of jobs (with a job_id column); selecting a row opens it on the Job page."""
-    if df.height == 0:
-        st.info("No jobs match this view.")
-        return
-    ids = df["job_id"].to_list()
-    st.dataframe(
-        df,
-        key=key,
-        on_select=partial(_open_job, key, ids),
-        selection_mode="single-row",
-        hide_index=True,
-        height=height,  # type: ignore[arg-type]
-    )
-    st.caption("Select a row to open the job.")
+# A job list's columns, first to last (any others follow): what an operator acts on first, then
+# what tells the job apart; the cluster last (the sidebar always selects one).
+JOB_COLUMNS = ("job_id", "user", "lost_gpu_h", "gpu_h", "gpus", "util_mean", "never_used_gpus",
+               "idle_slots", "state", "start_ts", "end_ts", "vc", "name", "is_debug", "diagnoses")  # fmt: skip
 
 
-def table(df: pl.DataFrame, empty: str) -> None:
-    if df.height == 0:
+def job_table(df: pl.DataFrame, key: str, height: int | Literal["auto"] = "auto") -> None:
+    """A table of job_usage rows, readable; selecting a row opens the job on the Job page."""
+    first = [c for c in JOB_COLUMNS if c in df.columns]
+    df = df.select(*first, *(c for c in df.columns if c not in first))
+    table(readable(df, titles={"util_mean": "Mean GPU util. of its GPUs (%)"}), name=key.removesuffix("_table"), empty="No jobs match this view.", key=key,
+          open_jobs=True, height=height)  # fmt: skip
+
+
+# Result columns' readable titles, and the factor that turns their unit into the shown one
+# (GPU seconds into GPU hours, seconds of delay into minutes). A page may override a title where a
+# column means something more precise (`readable(frame, titles=...)`).
+H, MIN = 1 / 3600, 1 / 60
+COLUMNS: dict[str, tuple[str, float]] = {
+    "cluster": ("Cluster", 1), "vc": ("VC", 1), "user": ("User", 1), "job_id": (JOB_ID, 1),
+    "name": ("Job name", 1), "state": ("State", 1), "gpus": ("GPUs", 1),
+    "start_ts": ("Start (UTC)", 1), "end_ts": ("End (UTC)", 1), "jobs": ("Jobs", 1),
+    "gpu_h": ("GPU hours", 1), "lost_gpu_h": ("GPU hours lost", 1),
+    "idle_slot_gpu_h": ("Idle-slot GPU hours", 1), "never_used_gpu_h": ("Never-used GPU hours", 1),
+    "util_mean": ("GPU utilization, mean of its GPUs (%)", 1),
+    "never_used_gpus": ("Never-used GPUs", 1), "idle_slots": ("Idle slots", 1),
+    "is_debug": ("Debugging", 1), "diagnoses": ("Diagnoses", 1), "kind": ("Kind", 1),
+    "gpu_s": ("GPU hours", H), "idle_slot_gpu_s": ("Idle-slot GPU hours", H),
+    "never_used_gpu_s": ("Never-used GPU hours", H), "idle_gpu_s": ("Idle GPU hours", H),
+    "idle_slot_pct_own": ("Idle slots (% of own GPU time)", 1),
+    "never_used_pct_own": ("Never-used GPUs (% of own GPU time)", 1),
+    "idle_slot_pct_all": ("Idle slots (% of all GPU time)", 1),
+    "never_used_pct_all": ("Never-used GPUs (% of all GPU time)", 1),
+    "gpus_requested": ("GPUs requested", 1), "jobs_with_never_used": ("Jobs with a never-used GPU", 1),
+    "share_pct": ("Share of jobs (%)", 1), "metric": ("Metric", 1), "value": ("Value", 1),
+    "hit_time_limit_pct": ("Hit the time limit (% of jobs)", 1),
+    "idle_ge_threshold_pct": ("Idle at or above the threshold (% of jobs)", 1),
+    "size": ("Size (GPUs)", 1), "size_class": ("Size (GPUs)", 1), "gpu_minutes": ("GPU hours", 1 / 60),
+    "servers": ("Servers", 1), "jobs_pct": ("Jobs (%)", 1), "gpu_time_pct": ("GPU time (%)", 1),
+    "delay_mean_s": ("Mean delay (min)", MIN), "delay_p50_s": ("Median delay (min)", MIN),
+    "delay_p90_s": ("p90 delay (min)", MIN), "delay_p99_s": ("p99 delay (min)", MIN),
+    "source": ("Source", 1), "watermark": ("Ingested up to (UTC)", 1),
+    "updated_at": ("Last ingest (UTC)", 1), "quarantined": ("Quarantined records", 1),
+    "reason": ("Reason", 1), "records": ("Records", 1), "last_seen": ("Last seen (UTC)", 1),
+    "example_location": ("Example location", 1),
+}  # fmt: skip
+TIME_FORMAT = "%Y-%m-%d %H:%M"  # times are UTC; the column title says so once
+RUNNING = "running"
+
+
+def readable(frame: pl.DataFrame, titles: dict[str, str] | None = None) -> pl.DataFrame:
+    """A result frame as an operator reads it: GPU seconds as GPU hours (delays in minutes),
+    rounded; times as `YYYY-MM-DD HH:MM` in UTC; a running job's end as "running"; readable column
+    titles with their unit (COLUMNS, then `titles` for this page's meaning of a column)."""
+    running = pl.col("state") == RUNNING if "state" in frame.columns else pl.lit(False)
+    out = []
+    for name, dtype in frame.schema.items():
+        title, factor = COLUMNS.get(name, (name.replace("_", " ").capitalize(), 1))
+        col = pl.col(name)
+        if isinstance(dtype, pl.Datetime):
+            if dtype.time_zone:
+                col = col.dt.convert_time_zone("UTC")
+            col = col.dt.strftime(TIME_FORMAT)
+            if name == "end_ts":
+                col = pl.when(col.is_null() & running).then(pl.lit(RUNNING)).otherwise(col)
+        elif dtype.is_float():
+            col = (col * factor).round(2 if factor != 1 or name.endswith("_h") else 1)
+        elif factor != 1:
+            col = (col * factor).round(2)
+        out.append(col.alias((titles or {}).get(name, title)))
+    return frame.select(out)
+
+
+def csv_name(name: str, f: Filters) -> str:
+    """The download's file name: the table's name, then the view, e.g.
+    `top-jobs_cluster-demo_vc-nlp.csv` (`_all-clusters` when no filter is set)."""
+    return f"{file_part(name)}_{f.slug()}.csv"
+
+
+def table(
+    frame: pl.DataFrame,
+    empty: str = "No rows in this view.",
+    *,
+    name: str = "table",
+    key: str | None = None,
+    open_jobs: bool = False,
+    height: int | Literal["auto"] = "auto",
+    filters: Filters | None = None,
+    column_config: dict[str, Any] | None = None,
+) -> None:
+    """Draw `frame` as a table, with a "Download CSV" button under it.
+
+    The CSV is exactly `frame`: the same columns, titles, values and rows as shown (so give the
+    frame its human column titles and formatted values before calling, see `readable`). Its file
+    name is `csv_name(name, filters)`: `name` (e.g. "top jobs") then the view's filters
+    (`filters` defaults to the sidebar's).
+
+    - `empty`: the st.info shown instead when `frame` has no rows (no button then).
+    - `key`: the table's widget key; the button's key is `"csv_" + key`, else made of `name` and
+      the column titles (so two tables on a page need a different `name`, columns or `key`).
+    - `open_jobs=True`: `frame` has a `job_id` column (or "Job id", its readable title) and
+      selecting a row opens that job on the Job page (`key` required).
+    - `column_config`: passed to st.dataframe (widths, number formats); the CSV is unaffected.
+    """
+    if frame.height == 0:
         st.info(empty)
-    else:
-        st.dataframe(df, hide_index=True)
+        return
+    options: dict[str, Any] = {"hide_index": True, "height": height}
+    if column_config:
+        options["column_config"] = column_config
+    if open_jobs:
+        if key is None:
+            raise ValueError("a job table needs a key")
+        ids = frame[JOB_ID if JOB_ID in frame.columns else "job_id"].to_list()
+        options.update(on_select=partial(_open_job, key, ids), selection_mode="single-row")
+    st.dataframe(frame, key=key, **options)
+    left, right = st.columns([4, 1], vertical_alignment="center")
+    if open_jobs:
+        left.caption("Select a row to open the job.")
+    right.download_button(
+        "Download CSV",
+        frame.write_csv().encode(),
+        file_name=csv_name(name, filters or current_filters()),
+        mime="text/csv",
+        key=f"csv_{key}"
+        if key
+        else f"csv_{file_part(name)}_{zlib.crc32(str(frame.columns).encode())}",
+        on_click="ignore",
+        icon=":material/download:",
+        help=f"This table ({frame.height:,} rows) as shown, as CSV.",
+        width="stretch",
+    )
 
 
 def plot(spec: charts.Spec, key: str) -> None:
