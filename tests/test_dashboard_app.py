@@ -198,7 +198,7 @@ def test_job_page_unknown_job_and_search(app: AppTest) -> None:
     assert "No such job" in str(at.warning[0].value)
     at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), "job", q="mallory")
     (found,) = [d.value for d in at.dataframe]
-    assert found["user"].to_list() == [NASTY_USER]
+    assert found["User"].to_list() == [NASTY_USER]
 
 
 def test_untrusted_text_is_shown_as_text(app: AppTest, warehouse: Built) -> None:

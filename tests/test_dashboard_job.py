@@ -101,6 +101,9 @@ def test_a_job_with_few_gpus_keeps_its_panels(app: AppTest, demo: Path) -> None:
     assert not [t for t in charts if t.startswith(HEATMAP)]
     (panels,) = [c for t, c in charts.items() if t.startswith(PANELS)]
     assert len(panels.spec["vconcat"]) == gpus
+    # flags, figures, per GPU, idle slots, phases: each table with its CSV download
+    assert len(at.dataframe) == 5
+    assert [b.proto.label for b in at.get("download_button")] == ["Download CSV"] * 5
 
 
 def test_one_time_format_and_the_phase_strip_above_the_plot(app: AppTest, demo: Path) -> None:

@@ -147,11 +147,14 @@ def test_running_now_page_lists_them_ready_to_act_on(app: AppTest) -> None:
     at = _open(app, "now")
     assert at.title[0].value == "Running now"
     (table,) = [d.value for d in at.dataframe]
-    assert table["job_id"].to_list() == ["never-used", "all-idle"]
-    assert table["user"].to_list() == ["carol", "alice"]
-    assert table["gpus"].to_list() == [4, 2]
-    assert table["idle for (h)"].to_list() == [0.5, 2.0]
-    assert table["idle since (UTC)"].to_list() == ["2026-11-01 11:30", "2026-11-01 10:00"]
+    assert table["Job id"].to_list() == ["never-used", "all-idle"]
+    assert table["User"].to_list() == ["carol", "alice"]
+    assert table["GPUs"].to_list() == [4, 2]
+    assert table["Idle for (hours)"].to_list() == [0.5, 2.0]
+    assert table["All GPUs idle since (UTC)"].to_list() == ["2026-11-01 11:30", "2026-11-01 10:00"]
+    assert table["Idle GPU hours"].to_list() == [6.25, 5.0]
+    (button,) = at.get("download_button")
+    assert button.proto.label == "Download CSV"
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Jobs idle on all GPUs"] == "2" and metrics["GPUs held idle"] == "6"
     assert metrics["GPU hours idle so far"] == "11.2"

@@ -36,6 +36,8 @@ def test_a_sql_link_fills_the_box_and_waits_for_run(app: AppTest) -> None:
     at.button(key="run").click().run()
     (out,) = _results(at)
     assert out["n"].to_list() == [200]  # type: ignore[attr-defined]
+    # a CSV download under the table list and under the result
+    assert [b.proto.label for b in at.get("download_button")] == ["Download CSV"] * 2
     # editing the box does not run it either; the last result stays, marked as older
     at.text_area(key="sql").set_value("SELECT 1 AS one").run()
     (out,) = _results(at)

@@ -120,17 +120,20 @@ flags = {
 left, right = st.columns(2)
 with left:
     st.caption("Flags and diagnoses")
-    st.dataframe(pl.DataFrame({"flag": list(flags), "value": [safe_text(v) for v in flags.values()]}),
-                 hide_index=True)  # fmt: skip
+    widgets.table(
+        pl.DataFrame({"flag": list(flags), "value": [safe_text(v) for v in flags.values()]}),
+        name=f"job {job_id} flags",
+    )
 with right:
     st.caption("All figures (job_usage)")
-    st.dataframe(
+    widgets.table(
         pl.DataFrame({"field": list(job), "value": [safe_text(v) for v in job.values()]}),
-        hide_index=True, height=300,
-    )  # fmt: skip
+        name=f"job {job_id} figures",
+        height=300,
+    )
 with st.expander(f"Per GPU ({gpus.height})"):
-    widgets.table(gpus, "No rows.")
+    widgets.table(widgets.readable(gpus), "No rows.", name=f"job {job_id} GPUs")
 with st.expander(f"Idle slots ({slots.height})"):
-    widgets.table(slots, "No idle slots.")
+    widgets.table(widgets.readable(slots), "No idle slots.", name=f"job {job_id} idle slots")
 with st.expander(f"Memory phases ({phases.height})"):
-    widgets.table(phases, "No phases.")
+    widgets.table(widgets.readable(phases), "No phases.", name=f"job {job_id} memory phases")

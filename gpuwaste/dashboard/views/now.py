@@ -9,8 +9,6 @@ import streamlit as st
 from gpuwaste.dashboard import data, widgets
 from gpuwaste.dashboard import queries as q
 
-TIME = "%Y-%m-%d %H:%M"
-
 f = widgets.current_filters()
 st.title("Running now")
 widgets.show_view(f)
@@ -25,7 +23,7 @@ if idle.height == 0:
     st.info("No running job is idle on all its GPUs in this view.")
     st.stop()
 
-as_of = idle.select(pl.col("as_of").max().dt.strftime(TIME)).item()
+as_of = idle.select(pl.col("as_of").max().dt.strftime(widgets.TIME_FORMAT)).item()
 c = st.columns(3)
 c[0].metric("Jobs idle on all GPUs", f"{idle.height:,}")
 c[1].metric("GPUs held idle", f"{idle['gpus'].sum():,}")
@@ -33,16 +31,19 @@ c[2].metric("GPU hours idle so far", f"{idle['idle_gpu_h'].sum():,.1f}",
             help="Summed over these jobs' GPUs since each GPU became idle.")  # fmt: skip
 st.caption(f"Data up to {as_of} UTC (rerun `gpuwaste ingest` and `gpuwaste analyze` to refresh).")
 
-shown = idle.select(
-    "job_id",
-    "user",
-    "vc",
-    "name",
-    "gpus",
-    pl.col("idle_since").dt.strftime(TIME).alias("idle since (UTC)"),
-    pl.col("idle_h").alias("idle for (h)"),
-    pl.col("idle_gpu_h").alias("idle GPU hours"),
-    pl.col("start_ts").dt.strftime(TIME).alias("started (UTC)"),
-    "cluster",
-)
-widgets.job_table(shown, key="idle_now_table")
+widgets.table(
+    widgets.readable(
+        idle.select(
+            "job_id", "user", "vc", "name", "gpus", "idle_since", "idle_h", "idle_gpu_h",
+            "start_ts", "cluster",
+        ),
+        titles={
+            "idle_since": "All GPUs idle since (UTC)",
+            "idle_h": "Idle for (hours)",
+            "idle_gpu_h": "Idle GPU hours",
+        },
+    ),
+    name="running jobs idle on all GPUs",
+    key="idle_now_table",
+    open_jobs=True,
+)  # fmt: skip

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpuwaste.dashboard import data, sqlbox
+from gpuwaste.dashboard import data, sqlbox, widgets
+from gpuwaste.dashboard.filters import Filters
 from gpuwaste.warehouse.schema import all_tables
 
 DEFAULT = sqlbox.example(all_tables()["job_usage"])
@@ -32,7 +33,7 @@ left, right = st.columns([3, 2])
 with right:
     st.selectbox("Example for table", sorted(all_tables()), key="example_table", index=None,
                  placeholder="choose a table", on_change=_use_example)  # fmt: skip
-    st.dataframe(sqlbox.table_list(), hide_index=True, height=360)
+    widgets.table(sqlbox.table_list(), name="warehouse tables", height=360, filters=Filters())
 with left:
     if "sql" not in st.session_state and "sql" not in st.query_params:
         st.session_state["sql"] = DEFAULT
@@ -59,4 +60,5 @@ elif out.frame is not None:
     if out.truncated:
         note += f" (first {sqlbox.MAX_ROWS:,} shown)"
     st.caption(note)
-    st.dataframe(out.frame, hide_index=True)
+    # as the query returned it; the file is not named after the sidebar's view (not applied here)
+    widgets.table(out.frame, "The query returned no rows.", name="sql result", filters=Filters())
