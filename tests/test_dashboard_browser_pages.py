@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 HEATMAP = "GPU utilization, "
 PANELS = "GPU utilization and memory per GPU"
-# The page's height with the 16-GPU job open (Streamlit's main area): 1,800 px measured with the
+# The page's height with the 16-GPU job open (Streamlit's main area): 1,853 px measured with the
 # heatmap, 4,011 px with 16 stacked panels before.
 MAX_JOB_PAGE_PX = 2_500
 
