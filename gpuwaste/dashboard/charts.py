@@ -732,7 +732,8 @@ def gpu_heatmap(
         "axis": {"labelLimit": 260, "labelOverlap": False, "labelFlush": False},
     }
     tip_time = {"field": "from", "title": "from (UTC)"}
-    spec = _chart(
+    where = {"x": {"field": "start", **x}, "x2": {"field": "end"}, "y": y}  # a cell, a span
+    return _chart(
         title,
         {"cells": cells, "marked": marked},
         {
@@ -742,9 +743,7 @@ def gpu_heatmap(
                     "data": {"name": "cells"},
                     "mark": {"type": "rect"},
                     "encoding": {
-                        "x": {"field": "start", **x},
-                        "x2": {"field": "end"},
-                        "y": y,
+                        **where,
                         "color": {
                             "field": "util",
                             "type": "quantitative",
@@ -763,9 +762,7 @@ def gpu_heatmap(
                     "data": {"name": "marked"},
                     "mark": {"type": "rect", "opacity": 0.85},
                     "encoding": {
-                        "x": {"field": "start", **x},
-                        "x2": {"field": "end"},
-                        "y": y,
+                        **where,
                         "color": {
                             "field": "kind",
                             "type": "nominal",
@@ -780,4 +777,3 @@ def gpu_heatmap(
             "resolve": {"scale": {"color": "independent"}},
         },
     )
-    return spec
