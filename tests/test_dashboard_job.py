@@ -73,7 +73,7 @@ def test_a_16_gpu_job_gets_a_heatmap_first_and_panels_on_request(app: AppTest, d
     slots = _count(demo, "SELECT count(*) FROM idle_slots WHERE cluster = ? AND job_id = ?",
                    cluster, job)  # fmt: skip
     assert slots > 0 and (heat.data["marked"]["kind"] == "idle slot").sum() == slots
-    picker = at.multiselect(key=f"detail_gpus_{job}")
+    picker = at.multiselect(key=f"detail_gpus_{cluster}_{job}")
     assert picker.value == [] and len(picker.options) == gpus
     picker.set_value([0, 15]).run()
     panels = [c for t, c in _charts(at).items() if t.startswith(PANELS)]

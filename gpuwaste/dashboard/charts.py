@@ -480,7 +480,7 @@ def time_axis(start: object, end: object) -> Spec:
     }
 
 
-def _gpu_keys(gpus: pl.DataFrame, max_gpus: int | None = None) -> pl.DataFrame:
+def gpu_keys(gpus: pl.DataFrame, max_gpus: int | None = None) -> pl.DataFrame:
     """One row per GPU of a job (host, gpu, never_used over its attempts, first start, last
     end, memory capacity), numbered 0.. by host and GPU in `row`."""
     keys = (
@@ -510,7 +510,7 @@ def timeline(
     slots shaded red, stable phases as a green strip along the top, never-used GPUs shaded grey
     and named so in their row title. Rows are numbered 0.. here; each layer selects its row by
     that number."""
-    keys = _gpu_keys(gpus, max_gpus)
+    keys = gpu_keys(gpus, max_gpus)
     on = ["host", "gpu"]
     ms = pl.col("ts").dt.epoch("ms").cast(pl.Float64)
     lines = samples.join(keys.select("row", *on), on=on).select(
@@ -679,7 +679,7 @@ def gpu_heatmap(
     """The compact view of a job with many GPUs: one row per GPU, time across, each cell
     colored by the GPU's mean utilization in it; idle slots drawn red and never-used GPUs grey
     over their cells; a cell with no sample stays blank (no data)."""
-    keys = _gpu_keys(gpus).with_columns(
+    keys = gpu_keys(gpus).with_columns(
         name=pl.struct("host", "gpu", "never_used").map_elements(
             lambda r: gpu_name(r["host"], r["gpu"], r["never_used"]), return_dtype=pl.String
         )

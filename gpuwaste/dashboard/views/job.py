@@ -1,5 +1,6 @@
 """Job: find a job, see each GPU's utilization and memory over time with idle slots and stable
-phases shaded and never-used GPUs marked, and the job's figures and flags."""
+phases shaded and never-used GPUs marked (a job with many GPUs first as one heatmap of GPUs x
+time), and the job's figures and flags."""
 
 from __future__ import annotations
 
@@ -11,19 +12,21 @@ from gpuwaste.dashboard import queries as q
 from gpuwaste.render import safe_text
 
 # Jobs with more GPUs than this get the compact view (one heatmap row per GPU) first, and
-# per-GPU panels only for the GPUs picked under it (stacked panels are ~110 px each).
+# per-GPU panels only for the GPUs picked under it (a panel is about 125 px tall).
 COMPACT_ABOVE_GPUS = 4
 
 
-def _pick_gpus(gpus: pl.DataFrame, job_id: str) -> pl.DataFrame:
+def _pick_gpus(gpus: pl.DataFrame, cluster: str, job_id: str) -> pl.DataFrame:
     """The job_gpu_usage rows of the GPUs the operator picks for per-GPU panels (none at first)."""
-    keys = gpus.select("host", "gpu", "never_used").unique(["host", "gpu"]).sort("host", "gpu")
-    names = [charts.gpu_name(h, g, n) for h, g, n in keys.iter_rows()]
+    keys = charts.gpu_keys(gpus)
+    names = [
+        charts.gpu_name(h, g, n) for h, g, n in keys.select("host", "gpu", "never_used").iter_rows()
+    ]
     picked = st.multiselect(
         "GPUs to show in detail (utilization and memory over time)",
         range(len(names)),
         format_func=lambda i: names[i],
-        key=f"detail_gpus_{job_id}",
+        key=f"detail_gpus_{cluster}_{job_id}",
         placeholder="pick GPUs from the rows above",
     )
     chosen = keys[list(picked)].select("host", "gpu")
@@ -99,7 +102,7 @@ else:
             "One row per GPU, time across; blue: GPU utilization (darker is busier). Red: idle "
             "slots. Grey: a GPU never used during the job. Blank: no sample."
         )
-        detail = _pick_gpus(gpus, job_id)
+        detail = _pick_gpus(gpus, cluster, job_id)
     if detail.height:
         title = f"GPU utilization and memory per GPU (job {charts.label(job_id)})"
         widgets.plot(charts.timeline(samples, detail, slots, phases, title), key="timeline")
