@@ -158,17 +158,18 @@ def _open_job(key: str, ids: list[str]) -> None:
         st.session_state[OPEN_JOB] = ids[rows[0]]
 
 
-# A job list's columns, first to last (any others follow): what an operator acts on first, then
-# what tells the job apart; the cluster last (the sidebar always selects one).
+# A job list's columns, in this order: what an operator acts on first, then what tells the job
+# apart; few enough to fit the page's width (the Job page shows the rest; the cluster is the
+# sidebar's).
 JOB_COLUMNS = ("job_id", "user", "lost_gpu_h", "gpu_h", "gpus", "util_mean", "never_used_gpus",
-               "idle_slots", "state", "start_ts", "end_ts", "vc", "name", "is_debug", "diagnoses")  # fmt: skip
+               "state", "start_ts", "end_ts", "vc")  # fmt: skip
 
 
 def job_table(df: pl.DataFrame, key: str, height: int | Literal["auto"] = "auto") -> None:
     """A table of job_usage rows, readable; selecting a row opens the job on the Job page."""
-    first = [c for c in JOB_COLUMNS if c in df.columns]
-    df = df.select(*first, *(c for c in df.columns if c not in first))
-    table(readable(df, titles={"util_mean": "Mean GPU util. of its GPUs (%)"}), name=key.removesuffix("_table"), empty="No jobs match this view.", key=key,
+    df = df.select(c for c in JOB_COLUMNS if c in df.columns)
+    table(readable(df, titles={"util_mean": "Mean util. of its GPUs (%)"}),
+          name=key.removesuffix("_table"), empty="No jobs match this view.", key=key,
           open_jobs=True, height=height)  # fmt: skip
 
 
@@ -210,8 +211,9 @@ RUNNING = "running"
 
 def readable(frame: pl.DataFrame, titles: dict[str, str] | None = None) -> pl.DataFrame:
     """A result frame as an operator reads it: GPU seconds as GPU hours (delays in minutes),
-    rounded; times as `YYYY-MM-DD HH:MM` in UTC; a running job's end as "running"; readable column
-    titles with their unit (COLUMNS, then `titles` for this page's meaning of a column)."""
+    rounded; times as `YYYY-MM-DD HH:MM` in UTC; a running job's end as "running", other missing
+    text or time as empty (never "None"); readable column titles with their unit (COLUMNS, then
+    `titles` for this page's meaning of a column)."""
     running = pl.col("state") == RUNNING if "state" in frame.columns else pl.lit(False)
     out = []
     for name, dtype in frame.schema.items():
@@ -223,6 +225,9 @@ def readable(frame: pl.DataFrame, titles: dict[str, str] | None = None) -> pl.Da
             col = col.dt.strftime(TIME_FORMAT)
             if name == "end_ts":
                 col = pl.when(col.is_null() & running).then(pl.lit(RUNNING)).otherwise(col)
+            col = col.fill_null("")
+        elif dtype == pl.String:
+            col = col.fill_null("")  # Streamlit shows a missing text as "None"
         elif dtype.is_float():
             col = (col * factor).round(2 if factor != 1 or name.endswith("_h") else 1)
         elif factor != 1:
@@ -274,10 +279,9 @@ def table(
         ids = frame[JOB_ID if JOB_ID in frame.columns else "job_id"].to_list()
         options.update(on_select=partial(_open_job, key, ids), selection_mode="single-row")
     st.dataframe(frame, key=key, **options)
-    left, right = st.columns([4, 1], vertical_alignment="center")
     if open_jobs:
-        left.caption("Select a row to open the job.")
-    right.download_button(
+        st.caption("Select a row to open the job.")
+    st.download_button(
         "Download CSV",
         frame.write_csv().encode(),
         file_name=csv_name(name, filters or current_filters()),
@@ -288,7 +292,6 @@ def table(
         on_click="ignore",
         icon=":material/download:",
         help=f"This table ({frame.height:,} rows) as shown, as CSV.",
-        width="stretch",
     )
 
 
