@@ -389,12 +389,16 @@ def test_untrusted_text_is_shown_as_text(app: AppTest, warehouse: Built) -> None
 
 def test_sql_page(app: AppTest) -> None:
     at = _open(app, "sql")
-    assert at.dataframe  # the default example ran
-    at.text_area(key="sql").set_value("SELECT count(*) AS n FROM job_usage").run()
+    at.button(key="run").click().run()
+    assert len(at.dataframe) == 2  # the table list, and the default example's result
+    at.text_area(key="sql").set_value("SELECT count(*) AS n FROM job_usage")
+    at.button(key="run").click().run()
     assert at.dataframe[-1].value["n"][0] == 500
-    at.text_area(key="sql").set_value("COPY job_usage TO '/tmp/out.csv'").run()
+    at.text_area(key="sql").set_value("COPY job_usage TO '/tmp/out.csv'")
+    at.button(key="run").click().run()
     assert at.error and "Refused" in str(at.code[-1].value)
-    at.text_area(key="sql").set_value("SELECT nope FROM job_usage").run()
+    at.text_area(key="sql").set_value("SELECT nope FROM job_usage")
+    at.button(key="run").click().run()
     assert "nope" in str(at.code[-1].value) and not at.exception
     at.selectbox(key="example_table").set_value("waste_by_vc").run()
     assert "FROM waste_by_vc" in str(at.text_area(key="sql").value)

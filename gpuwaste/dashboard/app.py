@@ -11,22 +11,35 @@ from pathlib import Path
 import streamlit as st
 
 from gpuwaste.dashboard import data, widgets
+from gpuwaste.dashboard.filters import FILTER_KEYS
 
 HERE = Path(__file__).resolve().parent
 PAGES = HERE / "views"
+SQL = "sql"  # the SQL page's url path
 
-st.set_page_config(page_title="gpuwaste", page_icon=":material/memory:", layout="wide")
+# The tab's icon, drawn here: a ":material/...:" icon would be fetched from fonts.gstatic.com,
+# and the dashboard must work with no internet access (an SVG becomes a data: URL).
+ICON = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32">'
+    '<rect x="6" y="6" width="20" height="20" rx="3" fill="#4C78A8"/>'
+    '<rect x="11" y="11" width="10" height="10" rx="1" fill="#ffffff"/>'
+    '<path d="M10 2v4M16 2v4M22 2v4M10 26v4M16 26v4M22 26v4M2 10h4M2 16h4M2 22h4M26 10h4'
+    'M26 16h4M26 22h4" stroke="#4C78A8" stroke-width="2"/></svg>'
+)
+st.set_page_config(page_title="gpuwaste", page_icon=ICON, layout="wide")
 
 job_page = st.Page(PAGES / "job.py", title="Job", icon=":material/search:", url_path="job")
 pages = [
     st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:",
             url_path="overview", default=True),
+    st.Page(PAGES / "now.py", title="Running now", icon=":material/hourglass_empty:",
+            url_path="now"),
     st.Page(PAGES / "cdfs.py", title="Utilization CDFs", icon=":material/show_chart:",
             url_path="cdfs"),
     st.Page(PAGES / "waste.py", title="Waste tables", icon=":material/table_chart:",
             url_path="waste"),
     job_page,
-    st.Page(PAGES / "sql.py", title="SQL", icon=":material/terminal:", url_path="sql"),
+    st.Page(PAGES / "sql.py", title="SQL", icon=":material/terminal:", url_path=SQL),
 ]  # fmt: skip
 page = st.navigation(pages)
 
@@ -38,5 +51,15 @@ if not status.ok:
     st.warning(status.message, icon=":material/info:")
     st.stop()
 
-widgets.sidebar_filters()
+if page.url_path == SQL:
+    # Free SQL reads every cluster: the filters are not offered here, but kept for the other pages
+    for key in FILTER_KEYS:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+    st.sidebar.caption(
+        "The filters do not apply to SQL: filter in the query (`WHERE cluster = '...'`). "
+        "They come back on the other pages."
+    )
+else:
+    widgets.sidebar_filters()
 page.run()

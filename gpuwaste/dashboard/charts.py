@@ -16,6 +16,7 @@ a Vega expression: layers select their rows with field predicates on integers we
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,14 @@ INSIDE: dict[str, Any] = {
     "tickCount": 2,
     "labelFlush": True,
 }
+
+
+# Where a row's stable phases are drawn: a strip in the 8 px just above the plot, so that it
+# covers neither the curves nor the axis labels drawn inside the plot (INSIDE).
+PHASE_STRIP: dict[str, Any] = {"y": {"value": -9}, "y2": {"value": -2}}
+# The y scales of a timeline row reach this far above the highest value (100 %, the GPU's memory),
+# so that the top label, drawn above its grid line, stays under the strip.
+HEADROOM = 1.2
 
 
 def label(value: object) -> str:
@@ -500,6 +509,38 @@ def heatmap(grid: pl.DataFrame, title: str) -> Spec:
     )
 
 
+def time_axis(start: object, end: object) -> Spec:
+    """A UTC time x axis with one label format throughout (Vega's default mixes "Nov 01",
+    "03 PM" and ":30" on one axis): hours and minutes when `start` and `end` (datetimes) fall on
+    one UTC day, else the date too."""
+    days = {t.astimezone(UTC).date() for t in (start, end) if isinstance(t, datetime)}
+    return {
+        "type": "temporal",
+        "scale": {"type": "utc"},
+        "title": "time (UTC)",
+        # the utc scale makes the format UTC ("formatType": "utc" here makes Vega ignore it)
+        "axis": {"format": "%H:%M" if len(days) <= 1 else "%b %d %H:%M"},
+    }
+
+
+def gpu_keys(gpus: pl.DataFrame, max_gpus: int | None = None) -> pl.DataFrame:
+    """One row per GPU of a job (host, gpu, never_used over its attempts, first start, last
+    end, memory capacity), numbered 0.. by host and GPU in `row`."""
+    keys = (
+        gpus.group_by("host", "gpu", maintain_order=True)
+        .agg(
+            pl.col("never_used").all(),
+            pl.col("start_ts").min(),
+            pl.col("end_ts").max(),
+            pl.col("mem_total_mib").max(),
+        )
+        .sort("host", "gpu")
+    )
+    if max_gpus is not None:
+        keys = keys.head(max_gpus)
+    return keys.with_row_index("row").with_columns(pl.col("row").cast(pl.Int32))
+
+
 def timeline(
     samples: pl.DataFrame,
     gpus: pl.DataFrame,
@@ -512,19 +553,7 @@ def timeline(
     slots shaded red, stable phases as a green strip along the top, never-used GPUs shaded grey
     and named so in their row title. Rows are numbered 0.. here; each layer selects its row by
     that number."""
-    keys = (
-        gpus.group_by("host", "gpu", maintain_order=True)
-        .agg(
-            pl.col("never_used").all(),
-            pl.col("start_ts").min(),
-            pl.col("end_ts").max(),
-            pl.col("mem_total_mib").max(),
-        )
-        .sort("host", "gpu")
-        .head(max_gpus)
-        .with_row_index("row")
-        .with_columns(pl.col("row").cast(pl.Int32))
-    )
+    keys = gpu_keys(gpus, max_gpus)
     on = ["host", "gpu"]
     ms = pl.col("ts").dt.epoch("ms").cast(pl.Float64)
     lines = samples.join(keys.select("row", *on), on=on).select(
@@ -574,7 +603,7 @@ def timeline(
             [PALETTE[0], PALETTE[1], IDLE_COLOR, PHASE_COLOR, NEVER_USED_COLOR],
         ),
     }
-    x = {"type": "temporal", "scale": {"type": "utc"}, "title": "time (UTC)"}
+    x = time_axis(keys["start_ts"].min(), keys["end_ts"].max())
 
     def line(pick: list[Spec], xr: Spec, field: str, name: str, y: Spec) -> Spec:
         return {
@@ -590,7 +619,7 @@ def timeline(
 
     rows = []
     for r in keys.iter_rows(named=True):
-        name = f"{label(r['host'])} GPU {r['gpu']}" + (" — NEVER USED" if r["never_used"] else "")
+        name = gpu_name(r["host"], r["gpu"], r["never_used"])
         mine = lines.filter(pl.col("row") == r["row"])["mem_used_mib"].drop_nulls().to_list()
         top = max([float(v) for v in mine] + [float(r["mem_total_mib"] or 0.0), 1.0])
         pick = [{"filter": {"field": "row", "equal": r["row"]}}]
@@ -607,12 +636,13 @@ def timeline(
         }
         rows.append(
             {
-                "title": {"text": name, "fontSize": 13, "anchor": "start"},
+                "title": {"text": name, "fontSize": 13, "anchor": "start", "offset": 12},
                 "width": "container",
                 "height": 100,
                 "layer": [
                     # idle slots and never-used time over the whole height, stable phases as a strip
-                    # along the top (a phase often lies inside an idle slot)
+                    # just above the plot (a phase often lies inside an idle slot), clear of the
+                    # axis labels drawn inside the plot
                     {
                         **band,
                         "transform": [
@@ -624,14 +654,17 @@ def timeline(
                         **band,
                         "transform": [*pick, {"filter": {"field": "kind", "equal": PHASE}}],
                         "mark": {"type": "rect", "opacity": 0.6},
-                        "encoding": {**band["encoding"], "y": {"value": 0}, "y2": {"value": 8}},
+                        "encoding": {**band["encoding"], **PHASE_STRIP},
                     },
                     line(
                         pick,
                         xr,
                         "util",
                         UTIL,
-                        {"scale": {"domain": [0, 105]}, "axis": {**INSIDE, "format": "d"}},
+                        {
+                            "scale": {"domain": [0, 100 * HEADROOM]},
+                            "axis": {**INSIDE, "format": "d", "values": [0, 50, 100]},
+                        },
                     ),
                     line(
                         pick,
@@ -639,7 +672,7 @@ def timeline(
                         "mem_used_mib",
                         MEMORY,
                         {
-                            "scale": {"domain": [0, round(1.05 * top)]},
+                            "scale": {"domain": [0, round(HEADROOM * top)]},
                             "axis": {
                                 **INSIDE,
                                 "orient": "right",
@@ -660,5 +693,130 @@ def timeline(
             "vconcat": rows or [{"mark": "text", "data": {"values": [{}]}}],
             "spacing": 12,
             "resolve": {"scale": {"x": "shared", "color": "shared"}},
+        },
+    )
+
+
+HEATMAP_COLUMNS = 240  # time cells per GPU in the compact view
+HEATMAP_ROW_PX = 16
+
+
+def _utc_text(column: str) -> pl.Expr:
+    """Epoch milliseconds as "Nov 01 20:15" (UTC), for tooltips: the column "from"."""
+    ts = pl.from_epoch(pl.col(column).cast(pl.Int64), time_unit="ms")
+    return ts.dt.strftime("%b %d %H:%M").alias("from")
+
+
+def gpu_name(host: object, gpu: object, never_used: bool) -> str:
+    """A GPU's row label in the Job page's charts."""
+    return f"{label(host)} GPU {gpu}" + (" — NEVER USED" if never_used else "")
+
+
+def gpu_heatmap(
+    samples: pl.DataFrame,
+    gpus: pl.DataFrame,
+    slots: pl.DataFrame,
+    title: str,
+    columns: int = HEATMAP_COLUMNS,
+) -> Spec:
+    """The compact view of a job with many GPUs: one row per GPU, time across, each cell
+    colored by the GPU's mean utilization in it; idle slots drawn red and never-used GPUs grey
+    over their cells; a cell with no sample stays blank (no data)."""
+    keys = gpu_keys(gpus).with_columns(
+        name=pl.struct("host", "gpu", "never_used").map_elements(
+            lambda r: gpu_name(r["host"], r["gpu"], r["never_used"]), return_dtype=pl.String
+        )
+    )
+    names = keys["name"].to_list()
+    on = ["host", "gpu"]
+    lo = keys["start_ts"].min()
+    hi = keys["end_ts"].max()
+    span_ms = (
+        max((hi - lo).total_seconds() * 1000.0, 1000.0)
+        if isinstance(lo, datetime) and isinstance(hi, datetime)
+        else 1000.0
+    )
+    step = span_ms / max(columns, 1)
+    lo_ms = float(lo.timestamp() * 1000.0) if isinstance(lo, datetime) else 0.0
+    k = ((pl.col("ts").dt.epoch("ms").cast(pl.Float64) - lo_ms) / step).floor()
+    cells = (
+        samples.join(keys.select("name", *on), on=on)
+        .group_by("name", k.alias("k"))
+        .agg(pl.col("util").cast(pl.Float64).mean())
+        .select(
+            "name",
+            (lo_ms + pl.col("k") * step).alias("start"),
+            (lo_ms + (pl.col("k") + 1) * step).alias("end"),
+            pl.col("util").round(1),
+        )
+        .sort("name", "start")
+        .with_columns(_utc_text("start"))
+    )
+    ms = {c: pl.col(c).dt.epoch("ms").cast(pl.Float64) for c in ("start_ts", "end_ts")}
+    marked = pl.concat(
+        [
+            keys.filter(pl.col("never_used")).select(
+                "name", ms["start_ts"].alias("start"), ms["end_ts"].alias("end"),
+                kind=pl.lit(NEVER_USED),
+            ),
+            slots.join(keys.select("name", *on), on=on).select(
+                "name", ms["start_ts"].alias("start"), ms["end_ts"].alias("end"),
+                kind=pl.lit(IDLE),
+            ),
+        ]
+    )  # fmt: skip
+    marked = marked.with_columns(_utc_text("start"))
+    x = time_axis(lo, hi)
+    y = {
+        "field": "name",
+        "type": "nominal",
+        "sort": names,
+        "title": None,
+        "axis": {"labelLimit": 260, "labelOverlap": False, "labelFlush": False},
+    }
+    tip_time = {"field": "from", "title": "from (UTC)"}
+    where = {"x": {"field": "start", **x}, "x2": {"field": "end"}, "y": y}  # a cell, a span
+    return _chart(
+        title,
+        {"cells": cells, "marked": marked},
+        {
+            "height": {"step": HEATMAP_ROW_PX},
+            "layer": [
+                {
+                    "data": {"name": "cells"},
+                    "mark": {"type": "rect"},
+                    "encoding": {
+                        **where,
+                        "color": {
+                            "field": "util",
+                            "type": "quantitative",
+                            "title": UTIL,
+                            "scale": {"scheme": "blues", "domain": [0, 100]},
+                            "legend": {"orient": "right"},
+                        },
+                        "tooltip": [
+                            {"field": "name", "title": "GPU"},
+                            tip_time,
+                            {"field": "util", "title": UTIL, "format": ".1f"},
+                        ],
+                    },
+                },
+                {
+                    "data": {"name": "marked"},
+                    "mark": {"type": "rect", "opacity": 0.85},
+                    "encoding": {
+                        **where,
+                        "color": {
+                            "field": "kind",
+                            "type": "nominal",
+                            "title": None,
+                            "scale": _colors([IDLE, NEVER_USED], [IDLE_COLOR, NEVER_USED_COLOR]),
+                            "legend": {"orient": "bottom"},
+                        },
+                        "tooltip": [{"field": "name", "title": "GPU"}, {"field": "kind"}, tip_time],
+                    },
+                },
+            ],
+            "resolve": {"scale": {"color": "independent"}},
         },
     )

@@ -8,6 +8,7 @@ or count jobs at or below a few hundred values of a result column to draw its CD
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -466,4 +467,51 @@ def job_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
         SELECT {sums} FROM g WHERE share > 0
         """,
         share_params + params,
+    )
+
+
+# ----------------------------------------------------------------- running now
+def idle_now(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
+    """Running jobs idle on every GPU of their current attempt up to the newest data, by the
+    analyses' definition of idle [CloudBrain §IV-C]: each GPU either never used, or in an idle
+    slot (idle_slots) that lasts to the allocation's end (for a running job, how far the data
+    reached when `gpuwaste analyze` last ran, `as_of`). One row per job: since when all its GPUs
+    have been idle (the latest of its GPUs' idle starts), for how long, on how many GPUs, and
+    the GPU hours idle in that stretch; most idle GPU hours first. The period and state filters
+    do not apply (the jobs run now); cluster, VC, user and size do."""
+    now = replace(f, start=None, end=None, states=())
+    where, params = now.jobs_where("u")
+    return _pl(
+        con,
+        f"""
+        WITH run AS (
+            SELECT u.cluster, u.job_id, u."user", u.vc, u.name, u.gpus, u.start_ts
+            FROM job_usage u WHERE u.running AND {where}
+        ), g AS (
+            SELECT a.cluster, a.job_id, a.attempt, a.host, a.gpu, a.start_ts, a.end_ts,
+                   a.never_used
+            FROM job_gpu_usage a JOIN run USING (cluster, job_id)
+            QUALIFY a.attempt = max(a.attempt) OVER (PARTITION BY a.cluster, a.job_id)
+        ), per_gpu AS (
+            -- since when this GPU is idle up to its allocation's end; NULL: busy or no data at
+            -- the end (an idle slot reaching the end ends there, to the microsecond)
+            SELECT g.cluster, g.job_id, g.host, g.gpu, g.end_ts,
+                   CASE WHEN g.never_used THEN g.start_ts ELSE s.start_ts END AS idle_since
+            FROM g LEFT JOIN idle_slots s
+              ON s.cluster = g.cluster AND s.job_id = g.job_id AND s.attempt = g.attempt
+             AND s.host = g.host AND s.gpu = g.gpu AND s.end_ts >= g.end_ts
+        ), jobs AS (
+            SELECT cluster, job_id, count(*) AS gpus_seen, max(idle_since) AS idle_since,
+                   max(end_ts) AS as_of,
+                   sum(epoch(end_ts - idle_since)) / 3600 AS idle_gpu_h
+            FROM per_gpu GROUP BY ALL
+            HAVING count(idle_since) = count(*)
+        )
+        SELECT run.cluster, run.job_id, run."user", run.vc, run.name, run.gpus,
+               jobs.idle_since, round(epoch(jobs.as_of - jobs.idle_since) / 3600, 2) AS idle_h,
+               round(jobs.idle_gpu_h, 2) AS idle_gpu_h, run.start_ts, jobs.as_of
+        FROM jobs JOIN run USING (cluster, job_id)
+        ORDER BY idle_gpu_h DESC, idle_h DESC, run.cluster, run.job_id
+        """,
+        params,
     )

@@ -1,5 +1,6 @@
 """Job: find a job, see each GPU's utilization and memory over time with idle slots and stable
-phases shaded and never-used GPUs marked, and the job's figures and flags."""
+phases shaded and never-used GPUs marked (a job with many GPUs first as one heatmap of GPUs x
+time), and the job's figures and flags."""
 
 from __future__ import annotations
 
@@ -9,6 +10,28 @@ import streamlit as st
 from gpuwaste.dashboard import charts, data, widgets
 from gpuwaste.dashboard import queries as q
 from gpuwaste.render import safe_text
+
+# Jobs with more GPUs than this get the compact view (one heatmap row per GPU) first, and
+# per-GPU panels only for the GPUs picked under it (a panel is about 125 px tall).
+COMPACT_ABOVE_GPUS = 4
+
+
+def _pick_gpus(gpus: pl.DataFrame, cluster: str, job_id: str) -> pl.DataFrame:
+    """The job_gpu_usage rows of the GPUs the operator picks for per-GPU panels (none at first)."""
+    keys = charts.gpu_keys(gpus)
+    names = [
+        charts.gpu_name(h, g, n) for h, g, n in keys.select("host", "gpu", "never_used").iter_rows()
+    ]
+    picked = st.multiselect(
+        "GPUs to show in detail (utilization and memory over time)",
+        range(len(names)),
+        format_func=lambda i: names[i],
+        key=f"detail_gpus_{cluster}_{job_id}",
+        placeholder="pick GPUs from the rows above",
+    )
+    chosen = keys[list(picked)].select("host", "gpu")
+    return gpus.join(chosen, on=["host", "gpu"], how="semi")
+
 
 f = widgets.current_filters()
 st.title("Job")
@@ -67,12 +90,26 @@ if gpus.height == 0:
 else:
     if samples.height == 0:
         st.info("No GPU samples in the warehouse for this job's GPUs and interval.")
-    title = f"GPU utilization and memory per GPU (job {charts.label(job_id)})"
-    widgets.plot(charts.timeline(samples, gpus, slots, phases, title), key="timeline")
-    st.caption(
-        "Red: idle slots. Green strip along the top: stable memory phases. Grey: a GPU never "
-        "used during the job. Left axis: utilization (%); right axis: memory used (MiB)."
-    )
+    n_gpus = gpus.select("host", "gpu").n_unique()
+    detail = gpus
+    if n_gpus > COMPACT_ABOVE_GPUS:
+        widgets.plot(
+            charts.gpu_heatmap(samples, gpus, slots,
+                               f"GPU utilization, {n_gpus} GPUs (job {charts.label(job_id)})"),
+            key="gpu_heatmap",
+        )  # fmt: skip
+        st.caption(
+            "One row per GPU, time across; blue: GPU utilization (darker is busier). Red: idle "
+            "slots. Grey: a GPU never used during the job. Blank: no sample."
+        )
+        detail = _pick_gpus(gpus, cluster, job_id)
+    if detail.height:
+        title = f"GPU utilization and memory per GPU (job {charts.label(job_id)})"
+        widgets.plot(charts.timeline(samples, detail, slots, phases, title), key="timeline")
+        st.caption(
+            "Red: idle slots. Green strip above each GPU: stable memory phases. Grey: a GPU never "
+            "used during the job. Left axis: utilization (%); right axis: memory used (MiB)."
+        )
 
 flags = {
     "debugging": job["is_debug"],
@@ -86,17 +123,20 @@ flags = {
 left, right = st.columns(2)
 with left:
     st.caption("Flags and diagnoses")
-    st.dataframe(pl.DataFrame({"flag": list(flags), "value": [safe_text(v) for v in flags.values()]}),
-                 hide_index=True)  # fmt: skip
+    widgets.table(
+        pl.DataFrame({"flag": list(flags), "value": [safe_text(v) for v in flags.values()]}),
+        name=f"job {job_id} flags",
+    )
 with right:
     st.caption("All figures (job_usage)")
-    st.dataframe(
+    widgets.table(
         pl.DataFrame({"field": list(job), "value": [safe_text(v) for v in job.values()]}),
-        hide_index=True, height=300,
-    )  # fmt: skip
+        name=f"job {job_id} figures",
+        height=300,
+    )
 with st.expander(f"Per GPU ({gpus.height})"):
-    widgets.table(gpus, "No rows.")
+    widgets.table(widgets.readable(gpus), "No rows.", name=f"job {job_id} GPUs")
 with st.expander(f"Idle slots ({slots.height})"):
-    widgets.table(slots, "No idle slots.")
+    widgets.table(widgets.readable(slots), "No idle slots.", name=f"job {job_id} idle slots")
 with st.expander(f"Memory phases ({phases.height})"):
-    widgets.table(phases, "No phases.")
+    widgets.table(widgets.readable(phases), "No phases.", name=f"job {job_id} memory phases")

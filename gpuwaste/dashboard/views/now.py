@@ -1,0 +1,49 @@
+"""Running now: the running jobs idle on every one of their GPUs, with since when, on how many
+GPUs, whose, and a way to the job: the list to act on (ask the user, or end the job)."""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from gpuwaste.dashboard import data, widgets
+from gpuwaste.dashboard import queries as q
+
+f = widgets.current_filters()
+st.title("Running now")
+widgets.show_view(f)
+st.caption(
+    "Running jobs whose every GPU has been idle (utilization 0 and no GPU memory used, the "
+    "analyses' idle; or never used) up to the newest data `gpuwaste analyze` saw. Cluster, VC, "
+    "user and size filters apply; period and state do not (these jobs run now)."
+)
+
+idle = data.fetch(q.idle_now, f)
+if idle.height == 0:
+    st.info("No running job is idle on all its GPUs in this view.")
+    st.stop()
+
+as_of = idle.select(pl.col("as_of").max().dt.strftime(widgets.TIME_FORMAT)).item()
+c = st.columns(3)
+c[0].metric("Jobs idle on all GPUs", f"{idle.height:,}")
+c[1].metric("GPUs held idle", f"{idle['gpus'].sum():,}")
+c[2].metric("GPU hours idle so far", f"{idle['idle_gpu_h'].sum():,.1f}",
+            help="Summed over these jobs' GPUs since each GPU became idle.")  # fmt: skip
+st.caption(f"Data up to {as_of} UTC (rerun `gpuwaste ingest` and `gpuwaste analyze` to refresh).")
+
+widgets.table(
+    widgets.readable(
+        idle.select(
+            "job_id", "user", "vc", "name", "gpus", "idle_since", "idle_h", "idle_gpu_h",
+            "start_ts", "cluster",
+        ),
+        titles={
+            "idle_since": "All GPUs idle since (UTC)",
+            "idle_h": "Idle for (hours)",
+            "idle_gpu_h": "Idle GPU hours",
+        },
+    ),
+    name="running jobs idle on all GPUs",
+    key="idle_now_table",
+    open_jobs=True,
+)  # fmt: skip
