@@ -1,0 +1,128 @@
+"""A fingerprint of every result table, to prove that a change of code changed no result.
+
+`digest_tables(data_dir, names)` reads each table's parquet files as stored (no gpuwaste code on
+the reading side, so a redesign of the warehouse cannot fool it), puts the rows in one canonical
+order and hashes them with the column names and types. Floats are rounded to 9 significant
+digits first: DuckDB's parallel sums may differ in the last bits between two runs of the same
+code, which is not a change of result.
+
+`python -m tests.support.result_digest --update` rebuilds the reference warehouses and rewrites
+`tests/data/result_digests.json`: do that only for a change that is meant to change results, and
+say so in the commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+REPO = Path(__file__).resolve().parents[2]
+DIGESTS = REPO / "tests" / "data" / "result_digests.json"
+GENERATED = {"seed": 11, "gpus": 16, "days": 1, "cluster": "gen"}
+
+
+def _round(x: float | None) -> float | None:
+    if x is None or not math.isfinite(x) or x == 0:
+        return x
+    return float(f"{x:.9g}")
+
+
+def _canonical(frame: pl.DataFrame) -> pl.DataFrame:
+    cols = []
+    for name, dtype in frame.schema.items():
+        c = pl.col(name)
+        if dtype.is_float():
+            c = c.map_elements(_round, return_dtype=pl.Float64)
+        cols.append(c.cast(pl.String).fill_null("<null>").alias(name))
+    out = frame.select(cols) if cols else frame
+    return out.sort(out.columns) if out.columns else out
+
+
+def digest_table(data_dir: Path, name: str) -> dict[str, Any]:
+    """{rows, sha256} of one table's stored rows (all clusters)."""
+    files = sorted(
+        p for p in (data_dir / "parquet" / name).glob("**/*.parquet") if ".tmp" not in p.name
+    )
+    if not files:
+        return {"rows": 0, "sha256": ""}
+    frame = pl.concat(
+        [pl.read_parquet(f, hive_partitioning=False) for f in files], how="diagonal_relaxed"
+    )
+    frame = frame.select(sorted(frame.columns))
+    canon = _canonical(frame)
+    h = hashlib.sha256()
+    h.update(json.dumps({c: str(t) for c, t in frame.schema.items()}).encode())
+    h.update(canon.write_csv().encode())
+    return {"rows": frame.height, "sha256": h.hexdigest()}
+
+
+def digest_tables(data_dir: Path, names: list[str]) -> dict[str, dict[str, Any]]:
+    return {name: digest_table(data_dir, name) for name in sorted(names)}
+
+
+def _gpuwaste(*args: str, cwd: Path | None = None) -> None:
+    exe = Path(sys.executable).parent / "gpuwaste"
+    out = subprocess.run(
+        [str(exe), *args], capture_output=True, text=True, cwd=cwd, timeout=900, check=False
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"gpuwaste {' '.join(args)} failed:\n{out.stderr[-3000:]}")
+
+
+def build_demo(base: Path) -> Path:
+    """The bundled sample through `gpuwaste demo --no-serve`."""
+    d = base / "demo"
+    _gpuwaste("demo", "--no-serve", "--data-dir", str(d))
+    return d
+
+
+def build_generated(base: Path) -> Path:
+    """A generated cluster (Prometheus-format metrics + sacct) through a configured ingest."""
+    src = base / "generated-src"
+    g = GENERATED
+    _gpuwaste(
+        "generate", "--out", str(src), "--seed", str(g["seed"]), "--gpus", str(g["gpus"]),
+        "--days", str(g["days"]), "--cluster", str(g["cluster"]),
+    )  # fmt: skip
+    d = base / "generated"
+    config = base / "gpuwaste.toml"
+    config.write_text(
+        f'data_dir = "{d}"\n\n[[clusters]]\nname = "{g["cluster"]}"\n\n'
+        f'[clusters.openmetrics]\nfile = "{src / "metrics.om"}"\n\n'
+        f'[clusters.slurm]\nfile = "{src / "sacct.txt"}"\n'
+    )
+    _gpuwaste("ingest", "--config", str(config), "--quiet")
+    _gpuwaste("analyze", "--config", str(config), "--quiet")
+    return d
+
+
+def result_table_names(data_dir: Path) -> list[str]:
+    """Every table `gpuwaste analyze` wrote: the folders besides the fact tables."""
+    facts = {"gpu_samples", "host_samples", "jobs", "job_gpus", "ingest_state", "quarantine"}
+    return sorted(p.name for p in (data_dir / "parquet").iterdir() if p.name not in facts)
+
+
+def compute(base: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    out = {}
+    for label, build in (("demo", build_demo), ("generated", build_generated)):
+        d = build(base)
+        out[label] = digest_tables(d, result_table_names(d))
+    return out
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    if sys.argv[1:] != ["--update"]:
+        sys.exit("usage: python -m tests.support.result_digest --update")
+    with tempfile.TemporaryDirectory() as tmp:
+        digests = compute(Path(tmp))
+    DIGESTS.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {DIGESTS}")

@@ -1,0 +1,54 @@
+"""Every result table is what it was when `tests/data/result_digests.json` was recorded.
+
+The reference was recorded from the code before the redesign of issue 17 (one analysis registry,
+ingest by source, explicit per-job steps), on the bundled demo and on a generated cluster. A
+change of code that is not meant to change results must leave every table, row for row, as it
+was; one that is meant to must say so and re-record (`python -m tests.support.result_digest
+--update`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.result_digest import DIGESTS, build_demo, build_generated, digest_tables
+
+pytestmark = pytest.mark.slow
+
+REFERENCE = json.loads(DIGESTS.read_text())
+
+
+@pytest.mark.parametrize("label", sorted(REFERENCE))
+def test_every_result_table_is_unchanged(label: str, tmp_path: Path) -> None:
+    build = {"demo": build_demo, "generated": build_generated}[label]
+    data_dir = build(tmp_path)
+    want = REFERENCE[label]
+    have = digest_tables(data_dir, sorted(want))
+    written = sorted(p.name for p in (data_dir / "parquet").iterdir())
+    assert set(want) <= set(written), f"tables no longer written: {set(want) - set(written)}"
+    assert want["job_usage"]["rows"] > 50 and want["job_gpu_usage"]["rows"] > 50
+    changed = {t: (want[t], have[t]) for t in want if want[t] != have[t]}
+    assert not changed, f"result tables changed on the {label} warehouse: {changed}"
+
+
+def test_the_digest_sees_a_change_of_one_value(tmp_path: Path) -> None:
+    """The fingerprint is not blind: one value changed in one file changes its table's digest."""
+    import polars as pl
+
+    d = tmp_path / "wh" / "parquet" / "t" / "cluster=a"
+    d.mkdir(parents=True)
+    frame = pl.DataFrame({"x": [1.0, 2.0, 3.0], "s": ["a", "b", None]})
+    frame.write_parquet(d / "analyze.parquet")
+    before = digest_tables(tmp_path / "wh", ["t"])
+    frame.with_columns(
+        pl.when(pl.col("x") == 2.0).then(2.001).otherwise(pl.col("x")).alias("x")
+    ).write_parquet(d / "analyze.parquet")
+    after = digest_tables(tmp_path / "wh", ["t"])
+    assert before["t"]["rows"] == after["t"]["rows"] == 3
+    assert before["t"]["sha256"] != after["t"]["sha256"]
+    # row order on disk is not a change
+    frame.reverse().write_parquet(d / "analyze.parquet")
+    assert digest_tables(tmp_path / "wh", ["t"]) == before
