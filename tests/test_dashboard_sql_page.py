@@ -57,4 +57,7 @@ def test_the_filters_are_not_offered_on_the_sql_page(app: AppTest, warehouse: Bu
     assert "do not apply to SQL" in str(at.sidebar.caption[0].value)
     at.switch_page("views/overview.py").run()
     assert at.sidebar.multiselect(key="vc").value == [vc]  # kept for the other pages
-    assert not at.exception and not at.warning
+    # no complaint about the kept filters (the built warehouse was never analyzed, so the
+    # Overview's freshness warning is expected and is not about them)
+    others = [str(w.value) for w in at.warning if "older than its data" not in str(w.value)]
+    assert not at.exception and not others, others
