@@ -28,8 +28,8 @@ import numpy as np
 import polars as pl
 
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables
-from gpuwaste.analyses.tables import STABLE_PHASES
 from gpuwaste.config import Thresholds
+from gpuwaste.warehouse.results import STABLE_PHASES
 
 GPU_KEY = ["job_id", "attempt", "host", "gpu"]
 STEP_FRACTION = 8  # readings closer than tolerance / 8 to the previous one stay in its run
