@@ -26,6 +26,7 @@ import duckdb
 import polars as pl
 
 from gpuwaste.analyses import job_samples, sample_flags, stable_phases
+from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
 from gpuwaste.warehouse.schema import conform, table
@@ -212,31 +213,27 @@ def _phase_counts(
     return stable_phases.phase_counts(frames["batch_phases"])
 
 
+def _analysis_step(output: str, name: str, *, conform: bool = True) -> Step:
+    """The step that runs registered analysis `name`'s SQL, with the inputs it declares."""
+    a = BY_NAME[name]
+    return Step(output, a.inputs, sql=a.sql_file, result=name if conform else "")
+
+
 # The per-GPU pass over the allocations in `analyze_alloc` (one host range), in order.
 GPU_STEPS: tuple[Step, ...] = (
     Step("batch_alloc", ("analyze_alloc",), fn=_allocations),
     Step("job_samples", ("batch_alloc", "gpu_samples"), fn=_job_samples),
     Step("sample_flags", ("job_samples",), fn=_sample_flags),
     Step("gpu_sample_stats", ("sample_flags",), sql="staging/gpu_sample_stats", temp_table=True),
-    Step(
-        "batch_idle_slots",
-        ("sample_flags", "gpu_sample_stats", "analyze_alloc"),
-        sql="analyses/idle_slots",
-        result="idle_slots",
-    ),
+    _analysis_step("batch_idle_slots", "idle_slots"),
     Step("level_runs", ("sample_flags",), fn=_level_runs),
     Step("batch_phases", ("level_runs", "batch_alloc"), fn=_phases, result="stable_phases"),
     Step("util_minutes", ("sample_flags",), sql="staging/util_minutes", temp_table=True),
     Step("batch_checkpoint", ("job_samples", "analyze_alloc"), sql="staging/job_checkpoint"),
-    Step("batch_util_hist", ("util_minutes", "analyze_alloc"), sql="analyses/job_util_hist"),
+    _analysis_step("batch_util_hist", "job_util_hist", conform=False),  # conformed once summed
     Step("batch_fluctuation", ("util_minutes", "analyze_alloc"), sql="staging/job_fluctuation"),
     Step("batch_phase_counts", ("batch_phases",), fn=_phase_counts),
-    Step(
-        "batch_gpu_usage",
-        ("analyze_alloc", "gpu_sample_stats", "batch_idle_slots", "batch_phase_counts"),
-        sql="analyses/job_gpu_usage",
-        result="job_gpu_usage",
-    ),
+    _analysis_step("batch_gpu_usage", "job_gpu_usage"),
     Step("batch_host_usage", ("analyze_alloc", "host_samples"), sql="staging/job_host_usage"),
 )
 # What each host range hands on to the roll-up of the jobs (parts added up over host ranges).
@@ -250,21 +247,7 @@ GPU_PARTS = (
     "batch_host_usage",
 )
 # The roll-up of the jobs, once per batch, over the parts of all host ranges.
-JOB_STEP = Step(
-    "batch_job_usage",
-    (
-        "jobs",
-        "analyze_batch",
-        "batch_gpu_usage",
-        "batch_host_usage",
-        "batch_fluctuation",
-        "batch_checkpoint",
-        "batch_idle_slots",
-        "batch_phases",
-    ),
-    sql="analyses/job_usage",
-    result="job_usage",
-)
+JOB_STEP = _analysis_step("batch_job_usage", "job_usage")
 # Batch relation -> the result table it is a part of.
 RESULT_OF = {
     "batch_gpu_usage": "job_gpu_usage",
