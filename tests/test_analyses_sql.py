@@ -1,15 +1,17 @@
 """The SQL reads on its own: every file states its grain and sources first and ends with
-`select * from final`; every analysis module has its SQL file; every result table is documented."""
+`select * from final`; every registered analysis has its SQL file, and declares the inputs its
+header names; the SQL that `gpuwaste analyze` does not run says so."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from gpuwaste.analyses.per_job import PER_JOB_TABLES
-from gpuwaste.analyses.run import SUMMARIES
-from gpuwaste.warehouse.schema import RESULT_TABLES
+from gpuwaste.analyses.per_job import GPU_STEPS, JOB_STEP
+from gpuwaste.analyses.registry import ANALYSES, ORACLES
+from gpuwaste.warehouse.schema import all_tables
 
 REPO = Path(__file__).resolve().parent.parent
 SQL = REPO / "gpuwaste" / "sql"
@@ -28,13 +30,40 @@ def test_sql_file_shape(path: Path) -> None:
         assert keyword not in code, f"{path}: upper-case {keyword.strip()}"
 
 
-def test_every_analysis_has_its_sql() -> None:
-    for name in (*PER_JOB_TABLES, *SUMMARIES):
-        assert (SQL / "analyses" / f"{name}.sql").is_file(), name
-        assert (REPO / "gpuwaste" / "analyses" / f"{name}.py").is_file(), name
+def _sources(sql_file: str) -> set[str]:
+    """The words of a SQL file's `-- sources:` header (up to its `-- variables:` line)."""
+    lines = (SQL / f"{sql_file}.sql").read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("-- sources: "))
+    text = []
+    for line in lines[start:]:
+        if not line.startswith("--") or (text and line.startswith("-- variables:")):
+            break
+        text.append(line)
+    return set(re.findall(r"[a-z_]+", " ".join(text)))
 
 
-def test_every_result_table_is_documented() -> None:
-    doc = (REPO / "docs" / "analyses.md").read_text()
-    for name in RESULT_TABLES:
-        assert f"`{name}`" in doc, name
+def test_every_analysis_has_its_sql_and_declares_what_it_reads() -> None:
+    for a in ANALYSES:
+        assert (SQL / f"{a.sql_file}.sql").is_file(), a.name
+        assert set(a.inputs) <= _sources(a.sql_file), a.name
+        if a.kind == "summary":  # a summary reads warehouse tables only, each one declared
+            assert _sources(a.sql_file) & set(all_tables()) == set(a.inputs), a.name
+
+
+def test_every_sql_step_declares_what_it_reads() -> None:
+    for step in (*GPU_STEPS, JOB_STEP):
+        if step.sql:
+            assert set(step.inputs) <= _sources(step.sql), step.output
+
+
+def test_every_sql_file_is_run_or_labelled_as_an_oracle() -> None:
+    run = {a.sql_file for a in ANALYSES if a.kind == "summary"}
+    run |= {s.sql for s in (*GPU_STEPS, JOB_STEP) if s.sql}
+    run |= {"staging/allocations", "staging/resolve_unknown_gpus", "reports/waste_by"}
+    for path in SQL_FILES:
+        name = f"{path.parent.name}/{path.stem}"
+        assert (name in run) != (name in ORACLES), name
+        if name in ORACLES:
+            header = path.read_text().split("\nwith", 1)[0]
+            assert "not run by `gpuwaste analyze`" in header, name
+            assert "tests/test_job_samples.py" in header, name

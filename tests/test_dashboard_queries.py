@@ -12,11 +12,11 @@ import duckdb
 import polars as pl
 import pytest
 
-from gpuwaste.analyses.tables import ALL_VCS
 from gpuwaste.dashboard import charts, data, sqlbox
 from gpuwaste.dashboard import queries as q
 from gpuwaste.dashboard.filters import Filters
 from gpuwaste.warehouse.readonly import read_only_connection
+from gpuwaste.warehouse.results import ALL_VCS
 from gpuwaste.warehouse.store import Warehouse
 from tests.support.result_warehouse import NASTY_USER, Built, build_result_warehouse
 

@@ -72,14 +72,25 @@ def _sql_pass(
     con.execute(f"create table gpu_intervals as {load_sql('staging/gpu_intervals')}")
     con.execute(f"create view sample_flags as {load_sql('staging/sample_flags')}")
     flags = con.sql("select * from sample_flags").pl()
-    runs = stable_phases.level_runs(con, t)
+    set_variables(con, {"phase_step_mib": t.phase_tolerance_mib / stable_phases.STEP_FRACTION})
+    runs = con.sql(load_sql("analyses/stable_phases")).pl()
     return con.sql("select * from job_samples").pl(), flags, runs
+
+
+def _polars_job_samples(
+    samples: pl.DataFrame, alloc: pl.DataFrame, idle_mem_floor_mib: float, window_s: float
+) -> pl.DataFrame:
+    """job_samples.compute over frames: samples (host, gpu, ts, util, mem_used_mib,
+    mem_total_mib), in stored order, and allocations -> the rows of job_samples.sql."""
+    hosts, alloc_keyed = job_samples._keyed_allocations(alloc)
+    keyed = job_samples._keyed(samples, hosts)
+    return job_samples._compute_keyed(keyed, alloc_keyed, idle_mem_floor_mib, window_s)
 
 
 def _polars_pass(
     samples: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    js = job_samples.compute_frame(samples, alloc, t.idle_mem_floor_mib, t.fluctuation_window_s)
+    js = _polars_job_samples(samples, alloc, t.idle_mem_floor_mib, t.fluctuation_window_s)
     flags = sample_flags.compute(js, t)
     return js, flags, stable_phases.level_runs_frame(flags, t)
 
@@ -186,7 +197,7 @@ def test_shared_gpu_rows_come_once_per_allocation() -> None:
         schema=ALLOC_SCHEMA,
         orient="row",
     )
-    js = job_samples.compute_frame(samples, alloc, 0.0, 120.0)
+    js = _polars_job_samples(samples, alloc, 0.0, 120.0)
     counts = dict(js.group_by("alloc_id").len().iter_rows())
     assert counts == {1: 5, 2: 6}  # 15..75 s and 45..120 s
     _assert_same(

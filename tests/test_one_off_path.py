@@ -29,10 +29,9 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from gpuwaste.analyses import tables  # noqa: F401  (registers the result tables)
 from gpuwaste.cli import app
 from gpuwaste.generate import GeneratorSpec, write_all
-from gpuwaste.warehouse.schema import RESULT_TABLES
+from gpuwaste.warehouse.results import RESULT_TABLES
 from gpuwaste.warehouse.store import Warehouse
 
 CLUSTER = "gen"

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from gpuwaste.analyses.registry import PER_JOB_TABLES, SUMMARY_TABLES
 from gpuwaste.cli_common import ClusterOpt, ConfigOpt, DataDirOpt, FormatOpt, QuietOpt, settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.render import OutputFormat, render
@@ -30,6 +31,13 @@ def print_why_no_gpu_time(data_dir: Path, clusters: list[str]) -> None:
         why = why_no_gpu_time(Warehouse(data_dir), cluster)
         if why is not None:
             print(f"gpuwaste: {why}", file=sys.stderr)
+
+
+# `report NAME`'s help, from the registry: every summary, freshness, every per-job table.
+REPORT_NAME_HELP = (
+    f"{SUMMARY_TABLES[0]} (default), {', '.join(SUMMARY_TABLES[1:])}, freshness, or a per-job "
+    f"table ({', '.join(PER_JOB_TABLES)}). Not with --by."
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -75,12 +83,7 @@ def register(app: typer.Typer) -> None:
     def report(
         name: Annotated[
             str | None,
-            typer.Argument(
-                help="waste_by_vc (default), never_used_by_size, stable_phase_grid, "
-                "spatial_summary, debug_jobs, util_by_size_status, util_minute_hist, "
-                "util_by_spread, jobs_by_status, queueing_delay, waste_daily, freshness, or a "
-                "per-job table (job_usage, ...). Not with --by."
-            ),
+            typer.Argument(help=REPORT_NAME_HELP),
         ] = None,
         config: ConfigOpt = None,
         data_dir: DataDirOpt = None,
@@ -127,7 +130,7 @@ def register(app: typer.Typer) -> None:
             from gpuwaste.analyses.report import FRESHNESS, TITLES
             from gpuwaste.analyses.report import report as build_report
 
-            name = name or "waste_by_vc"
+            name = name or SUMMARY_TABLES[0]
             df = build_report(s, name, cluster=cluster, vc=vc, since=start)
             render(df, fmt, title=TITLES.get(name, name))
             if name == FRESHNESS:

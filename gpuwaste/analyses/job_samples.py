@@ -145,15 +145,6 @@ def _compute_keyed(
     )
 
 
-def compute_frame(
-    samples: pl.DataFrame, alloc: pl.DataFrame, idle_mem_floor_mib: float, window_s: float
-) -> pl.DataFrame:
-    """Pure: samples (host, gpu, ts, util, mem_used_mib, mem_total_mib), in stored order, and
-    allocations (alloc_id, host, gpu, start_ts, end_ts) -> the rows of job_samples.sql."""
-    hosts, alloc_keyed = _keyed_allocations(alloc)
-    return _compute_keyed(_keyed(samples, hosts), alloc_keyed, idle_mem_floor_mib, window_s)
-
-
 def compute(
     con: duckdb.DuckDBPyConnection, alloc: pl.DataFrame, idle_mem_floor_mib: float, window_s: float
 ) -> pl.DataFrame:

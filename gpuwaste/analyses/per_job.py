@@ -1,6 +1,13 @@
 """The per-job pass: for a batch of jobs, one window scan of their samples, then every per-job
 result table (job_gpu_usage, idle_slots, stable_phases, job_util_hist, job_usage).
 
+The pass is a list of `Step`s (`GPU_STEPS` per host range, then `JOB_STEP`), each naming the
+relations it reads and the one it writes. The SQL files read those relations by name, so each
+output is put on the DuckDB connection under its name inside `Relations`, a context manager that
+takes every name off again when the pass ends, on an error too; an output is released as soon as
+the last step that reads it has run. Empty frames take their schemas from `PART_SCHEMAS` and the
+result tables.
+
 Each per-job result is a pure function of one job's records and samples, so jobs are processed in
 batches (by start day), and inside a batch the per-GPU pass runs over a range of hosts at a time
 (sample files are sorted by host, so a range reads only its row groups): memory is bounded by
@@ -10,27 +17,19 @@ hosts x days, and a re-run of a job replaces exactly its rows.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from types import TracebackType
 
 import duckdb
 import polars as pl
 
-from gpuwaste.analyses import (
-    idle_slots,
-    job_gpu_usage,
-    job_samples,
-    job_usage,
-    job_util_hist,
-    sample_flags,
-    stable_phases,
-)
+from gpuwaste.analyses import job_samples, sample_flags, stable_phases
+from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
 from gpuwaste.warehouse.schema import conform, table
-
-PER_JOB_TABLES = ("job_gpu_usage", "idle_slots", "stable_phases", "job_util_hist", "job_usage")
 
 
 @dataclass
@@ -60,6 +59,205 @@ def _conform(df: pl.DataFrame, name: str) -> pl.DataFrame:
     return conform(df, t, stored=True)
 
 
+# The parts each host range adds up to, besides the result tables, and their schemas when empty.
+PART_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    "batch_fluctuation": {
+        "job_id": pl.String(),
+        "windows": pl.Int64(),
+        "fluctuating_windows": pl.Int64(),
+        "fluctuating": pl.Boolean(),
+    },
+    "batch_checkpoint": {"job_id": pl.String(), "checkpointing_gpus": pl.Int64()},
+    "batch_host_usage": {
+        "job_id": pl.String(),
+        "host": pl.String(),
+        "cpu_mean": pl.Float64(),
+        "cpu_max": pl.Float64(),
+        "mem_mean": pl.Float64(),
+        "mem_max": pl.Float64(),
+    },
+}
+
+
+class Relations:
+    """Frames and temp tables put on a DuckDB connection by name for one pass; every name is
+    taken off when the `with` block ends, whether it ends normally or by an error."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        self.frames: dict[str, pl.DataFrame] = {}
+        self._tables: list[str] = []
+
+    def frame(self, name: str, df: pl.DataFrame) -> pl.DataFrame:
+        self.con.register(name, df)
+        self.frames[name] = df
+        return df
+
+    def table(self, name: str, sql: str) -> None:
+        self.con.execute(f"create or replace temp table {name} as {sql}")
+        if name not in self._tables:
+            self._tables.append(name)
+
+    def release(self, name: str) -> None:
+        if self.frames.pop(name, None) is not None:
+            self.con.unregister(name)
+        if name in self._tables:
+            self._tables.remove(name)
+            self.con.execute(f"drop table if exists {name}")
+
+    def __enter__(self) -> Relations:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for name in [*self.frames, *self._tables]:
+            try:
+                self.release(name)
+            except duckdb.Error:
+                if exc is None:
+                    raise  # a failure while cleaning up is reported only if nothing else was
+
+
+# A polars step: (the pass's frames so far, the connection, the thresholds) -> its output.
+StepFn = Callable[[Mapping[str, pl.DataFrame], duckdb.DuckDBPyConnection, Thresholds], pl.DataFrame]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the pass: relation `output`, made from the relations `inputs` by the SQL file
+    `sql` (under gpuwaste/sql/) or by the polars function `fn`; conformed to result table
+    `result` if given; a temp table when `temp_table` (read by several SQL steps), else a frame.
+    Inputs not made by an earlier step are the warehouse's views or the batch's temp tables."""
+
+    output: str
+    inputs: tuple[str, ...]
+    sql: str = ""
+    fn: StepFn | None = None
+    result: str = ""
+    temp_table: bool = False
+
+    def run(self, rel: Relations, thresholds: Thresholds) -> None:
+        if self.sql and self.temp_table:
+            rel.table(self.output, load_sql(self.sql))
+            return
+        if self.sql:
+            df = rel.con.sql(load_sql(self.sql)).pl()
+        elif self.fn is not None:
+            df = self.fn(rel.frames, rel.con, thresholds)
+        else:
+            raise ValueError(f"step {self.output} has neither sql nor fn")
+        rel.frame(self.output, _conform(df, self.result) if self.result else df)
+
+
+def run_steps(
+    rel: Relations,
+    steps: tuple[Step, ...],
+    keep: tuple[str, ...],
+    thresholds: Thresholds,
+    lap: Callable[[str], None],
+) -> dict[str, pl.DataFrame]:
+    """Run `steps` in order on `rel`; each output is released after the last step that reads it,
+    except those in `keep`, whose frames are returned (`rel` takes their names off at its end)."""
+    last_reader = {name: i for i, step in enumerate(steps) for name in step.inputs}
+    made: set[str] = set()
+    for i, step in enumerate(steps):
+        step.run(rel, thresholds)
+        made.add(step.output)
+        lap(step.output)
+        for name in [n for n in step.inputs if n in made and last_reader[n] == i and n not in keep]:
+            rel.release(name)
+    return {name: rel.frames[name] for name in keep if name in rel.frames}
+
+
+def _allocations(
+    frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
+) -> pl.DataFrame:
+    return con.sql(
+        "select alloc_id, job_id, attempt, host, gpu, start_ts, end_ts from analyze_alloc"
+    ).pl()
+
+
+def _job_samples(
+    frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
+) -> pl.DataFrame:
+    return job_samples.compute(
+        con, frames["batch_alloc"], t.idle_mem_floor_mib, t.fluctuation_window_s
+    )
+
+
+def _sample_flags(
+    frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
+) -> pl.DataFrame:
+    return sample_flags.compute(frames["job_samples"], t)
+
+
+def _level_runs(
+    frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
+) -> pl.DataFrame:
+    return stable_phases.level_runs_frame(frames["sample_flags"], t)
+
+
+def _phases(
+    frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
+) -> pl.DataFrame:
+    return stable_phases.merge_phases(frames["level_runs"], frames["batch_alloc"], t)
+
+
+def _phase_counts(
+    frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
+) -> pl.DataFrame:
+    return stable_phases.phase_counts(frames["batch_phases"])
+
+
+def _analysis_step(output: str, name: str, *, conform: bool = True) -> Step:
+    """The step that runs registered analysis `name`'s SQL, with the inputs it declares."""
+    a = BY_NAME[name]
+    return Step(output, a.inputs, sql=a.sql_file, result=name if conform else "")
+
+
+# The per-GPU pass over the allocations in `analyze_alloc` (one host range), in order.
+GPU_STEPS: tuple[Step, ...] = (
+    Step("batch_alloc", ("analyze_alloc",), fn=_allocations),
+    Step("job_samples", ("batch_alloc", "gpu_samples"), fn=_job_samples),
+    Step("sample_flags", ("job_samples",), fn=_sample_flags),
+    Step("gpu_sample_stats", ("sample_flags",), sql="staging/gpu_sample_stats", temp_table=True),
+    _analysis_step("batch_idle_slots", "idle_slots"),
+    Step("level_runs", ("sample_flags",), fn=_level_runs),
+    Step("batch_phases", ("level_runs", "batch_alloc"), fn=_phases, result="stable_phases"),
+    Step("util_minutes", ("sample_flags",), sql="staging/util_minutes", temp_table=True),
+    Step("batch_checkpoint", ("job_samples", "analyze_alloc"), sql="staging/job_checkpoint"),
+    _analysis_step("batch_util_hist", "job_util_hist", conform=False),  # conformed once summed
+    Step("batch_fluctuation", ("util_minutes", "analyze_alloc"), sql="staging/job_fluctuation"),
+    Step("batch_phase_counts", ("batch_phases",), fn=_phase_counts),
+    _analysis_step("batch_gpu_usage", "job_gpu_usage"),
+    Step("batch_host_usage", ("analyze_alloc", "host_samples"), sql="staging/job_host_usage"),
+)
+# What each host range hands on to the roll-up of the jobs (parts added up over host ranges).
+GPU_PARTS = (
+    "batch_gpu_usage",
+    "batch_idle_slots",
+    "batch_phases",
+    "batch_util_hist",
+    "batch_fluctuation",
+    "batch_checkpoint",
+    "batch_host_usage",
+)
+# The roll-up of the jobs, once per batch, over the parts of all host ranges.
+JOB_STEP = _analysis_step("batch_job_usage", "job_usage")
+# Batch relation -> the result table it is a part of.
+RESULT_OF = {
+    "batch_gpu_usage": "job_gpu_usage",
+    "batch_idle_slots": "idle_slots",
+    "batch_phases": "stable_phases",
+    "batch_util_hist": "job_util_hist",
+    "batch_job_usage": "job_usage",
+}
+
+
 def _date_range(con: duckdb.DuckDBPyConnection) -> tuple[date, date] | None:
     row = con.execute(
         "select min(start_ts)::date, max(end_ts - interval 1 microsecond)::date from analyze_alloc"
@@ -69,30 +267,26 @@ def _date_range(con: duckdb.DuckDBPyConnection) -> tuple[date, date] | None:
     return row[0], row[1]
 
 
-def _resolve_unknown(con: duckdb.DuckDBPyConnection) -> int:
+def _resolve_unknown(rel: Relations) -> int:
     """Replace allocations with GPU index -1 by the GPUs whose samples carry the job's label."""
+    con = rel.con
     unknown = con.execute("select count(*) from analyze_alloc where gpu < 0").fetchall()[0]
     if not unknown or not unknown[0]:
         return 0
-    resolved = con.sql(load_sql("staging/resolve_unknown_gpus")).pl()
-    con.register("resolved_gpus", resolved)
+    rel.frame("resolved_gpus", con.sql(load_sql("staging/resolve_unknown_gpus")).pl())
     missing = con.execute(
         "select count(*) from analyze_alloc u where gpu < 0 and not exists "
         "(select 1 from resolved_gpus r where r.job_id = u.job_id and r.attempt = u.attempt "
         "and r.host = u.host)"
     ).fetchall()[0]
-    con.execute(
-        "create or replace temp table analyze_alloc as "
+    rel.table(
+        "analyze_alloc",
         "select row_number() over (order by job_id, attempt, host, gpu) as alloc_id, * from ("
         "select job_id, attempt, host, gpu, start_ts, end_ts from analyze_alloc where gpu >= 0 "
-        "union select job_id, attempt, host, gpu, start_ts, end_ts from resolved_gpus)"
+        "union select job_id, attempt, host, gpu, start_ts, end_ts from resolved_gpus)",
     )
-    con.unregister("resolved_gpus")
+    rel.release("resolved_gpus")
     return int(missing[0]) if missing else 0
-
-
-def _table(con: duckdb.DuckDBPyConnection, name: str, sql_name: str, kind: str = "table") -> None:
-    con.execute(f"create or replace temp {kind} {name} as {load_sql(sql_name)}")
 
 
 def _host_chunks(con: duckdb.DuckDBPyConnection, batch_hosts: int) -> list[tuple[str, str]]:
@@ -113,58 +307,60 @@ def _gpu_pass(
     thresholds: Thresholds,
     lap: Callable[[str], None],
 ) -> dict[str, pl.DataFrame]:
-    """The per-GPU tables for the allocations in `analyze_alloc` (one host range)."""
+    """The parts (GPU_PARTS) for the allocations in `analyze_alloc` (one host range)."""
     span = _date_range(con)
     if span is None:
         return {}
     set_variables(con, {"date_lo": span[0], "date_hi": span[1]})
-    alloc = con.sql(
-        "select alloc_id, job_id, attempt, host, gpu, start_ts, end_ts from analyze_alloc"
-    ).pl()
-    samples = job_samples.compute(
-        con, alloc, thresholds.idle_mem_floor_mib, thresholds.fluctuation_window_s
+    with Relations(con) as rel:
+        return run_steps(rel, GPU_STEPS, GPU_PARTS, thresholds, lap)
+
+
+def _empty(name: str) -> pl.DataFrame:
+    """The rows of part `name` when no host range gave any."""
+    if name in RESULT_OF:
+        return _conform(pl.DataFrame(), RESULT_OF[name])
+    return pl.DataFrame(schema=PART_SCHEMAS[name])
+
+
+def _roll_up_parts(
+    parts: dict[str, list[pl.DataFrame]], thresholds: Thresholds
+) -> dict[str, pl.DataFrame]:
+    """The parts of every host range as one frame each: per-GPU rows concatenated, per-job
+    counts (minutes, fluctuation windows, checkpointing GPUs) added up."""
+
+    def combined(name: str) -> pl.DataFrame | None:
+        frames = parts.get(name, [])
+        return pl.concat(frames, how="vertical_relaxed") if frames else None
+
+    out = {name: combined(name) for name in GPU_PARTS}
+    hist = out["batch_util_hist"]
+    if hist is not None and hist.height:
+        out["batch_util_hist"] = _conform(
+            hist.group_by("job_id", "bucket").agg(pl.col("gpu_minutes").sum()), "job_util_hist"
+        )
+    else:
+        out["batch_util_hist"] = None
+    fluct = out["batch_fluctuation"]
+    share = thresholds.fluctuation_job_share
+    out["batch_fluctuation"] = (
+        fluct.group_by("job_id")
+        .agg(pl.col("windows").sum(), pl.col("fluctuating_windows").sum())
+        .with_columns(
+            (pl.col("fluctuating_windows") > share * pl.col("windows")).alias("fluctuating")
+        )
+        if fluct is not None and fluct.height
+        else None
     )
-    con.register("job_samples", samples)
-    lap("window pass")
-    flags = sample_flags.compute(samples, thresholds)
-    con.register("sample_flags", flags)
-    lap("flags")
-    _table(con, "gpu_sample_stats", "staging/gpu_sample_stats")
-    lap("gpu stats")
-    slots = _conform(idle_slots.compute(con), "idle_slots")
-    lap("idle slots")
-    runs = stable_phases.level_runs_frame(flags, thresholds)
-    lap("memory runs")
-    phases = _conform(stable_phases.merge_phases(runs, alloc, thresholds), "stable_phases")
-    lap("phase merge")
-    _table(con, "util_minutes", "staging/util_minutes")
-    lap("util_minutes")
-    checkpoint = con.sql(load_sql("staging/job_checkpoint")).pl()
-    lap("checkpoint")
-    con.unregister("sample_flags")
-    con.unregister("job_samples")
-    del samples, flags
-    hist = job_util_hist.compute(con)
-    fluct = con.sql(load_sql("staging/job_fluctuation")).pl()
-    con.execute("drop table util_minutes")
-    lap("minutes")
-    con.register("batch_idle_slots", slots)
-    con.register("batch_phase_counts", stable_phases.phase_counts(phases))
-    gpu_usage = _conform(job_gpu_usage.compute(con), "job_gpu_usage")
-    host_usage = con.sql(load_sql("staging/job_host_usage")).pl()
-    con.unregister("batch_idle_slots")
-    con.unregister("batch_phase_counts")
-    con.execute("drop table gpu_sample_stats")
-    lap("gpu roll-up")
-    return {
-        "job_gpu_usage": gpu_usage,
-        "idle_slots": slots,
-        "stable_phases": phases,
-        "hist": hist,
-        "fluct": fluct,
-        "checkpoint": checkpoint,
-        "host_usage": host_usage,
-    }
+    ckpt = out["batch_checkpoint"]
+    out["batch_checkpoint"] = (
+        ckpt.group_by("job_id").agg(pl.col("checkpointing_gpus").sum())
+        if ckpt is not None and ckpt.height
+        else None
+    )
+    host = out["batch_host_usage"]
+    out["batch_host_usage"] = host if host is not None and host.height else None
+    return {name: df if df is not None else _empty(name) for name, df in out.items()}
 
 
 def run_batch(
@@ -178,7 +374,8 @@ def run_batch(
     """Every per-job table for `job_ids` of `cluster` (con: a warehouse connection).
 
     The per-GPU pass runs over `batch_hosts` hosts at a time (each reads only its hosts' row
-    groups), then the jobs are rolled up once from the per-GPU rows of all hosts.
+    groups), then the jobs are rolled up once from the per-GPU rows of all hosts. Every name the
+    batch puts on `con` is taken off again when it returns or raises.
     """
     result = BatchResult()
     clock = [time.perf_counter()]
@@ -189,105 +386,37 @@ def run_batch(
         clock[0] = now
 
     set_variables(con, {**threshold_variables(thresholds), "cluster": cluster, "as_of": as_of})
-    con.register("analyze_batch", pl.DataFrame({"job_id": job_ids}, schema={"job_id": pl.String}))
-    _table(con, "analyze_alloc", "staging/allocations")
-    span = _date_range(con)
-    lo, hi = span if span else (as_of.date(), as_of.date())
-    set_variables(con, {"date_lo": lo, "date_hi": hi})
-    result.unresolved_gpus = _resolve_unknown(con)
-    con.execute("create or replace temp table analyze_alloc_all as select * from analyze_alloc")
-    lap("allocations")
+    with Relations(con) as rel:
+        rel.frame("analyze_batch", pl.DataFrame({"job_id": job_ids}, schema={"job_id": pl.String}))
+        rel.table("analyze_alloc", load_sql("staging/allocations"))
+        span = _date_range(con)
+        lo, hi = span if span else (as_of.date(), as_of.date())
+        set_variables(con, {"date_lo": lo, "date_hi": hi})
+        result.unresolved_gpus = _resolve_unknown(rel)
+        rel.table("analyze_alloc_all", "select * from analyze_alloc")
+        lap("allocations")
 
-    parts: dict[str, list[pl.DataFrame]] = {}
-    for host_lo, host_hi in _host_chunks(con, batch_hosts):
-        set_variables(con, {"host_lo": host_lo, "host_hi": host_hi})
-        con.execute(
-            "create or replace temp table analyze_alloc as select * from analyze_alloc_all "
-            "where host between getvariable('host_lo') and getvariable('host_hi')"
-        )
-        for name, df in _gpu_pass(con, thresholds, lap).items():
-            parts.setdefault(name, []).append(df)
-    con.execute("create or replace temp table analyze_alloc as select * from analyze_alloc_all")
+        parts: dict[str, list[pl.DataFrame]] = {}
+        for host_lo, host_hi in _host_chunks(con, batch_hosts):
+            set_variables(con, {"host_lo": host_lo, "host_hi": host_hi})
+            rel.table(
+                "analyze_alloc",
+                "select * from analyze_alloc_all "
+                "where host between getvariable('host_lo') and getvariable('host_hi')",
+            )
+            for name, df in _gpu_pass(con, thresholds, lap).items():
+                parts.setdefault(name, []).append(df)
+        rel.table("analyze_alloc", "select * from analyze_alloc_all")
 
-    def combined(name: str, table_name: str | None = None) -> pl.DataFrame:
-        frames = parts.get(name, [])
-        if frames:
-            return pl.concat(frames, how="vertical_relaxed")
-        return _conform(pl.DataFrame(), table_name) if table_name else pl.DataFrame()
-
-    gpu_usage = combined("job_gpu_usage", "job_gpu_usage")
-    slots = combined("idle_slots", "idle_slots")
-    phases = combined("stable_phases", "stable_phases")
-    hist_parts = combined("hist")
-    hist = _conform(
-        hist_parts.group_by("job_id", "bucket").agg(pl.col("gpu_minutes").sum())
-        if hist_parts.height
-        else pl.DataFrame(),
-        "job_util_hist",
-    )
-    fluct_parts = combined("fluct")
-    share = thresholds.fluctuation_job_share
-    fluct = (
-        fluct_parts.group_by("job_id")
-        .agg(pl.col("windows").sum(), pl.col("fluctuating_windows").sum())
-        .with_columns(
-            (pl.col("fluctuating_windows") > share * pl.col("windows")).alias("fluctuating")
-        )
-        if fluct_parts.height
-        else pl.DataFrame(
-            schema={
-                "job_id": pl.String,
-                "windows": pl.Int64,
-                "fluctuating_windows": pl.Int64,
-                "fluctuating": pl.Boolean,
-            }
-        )
-    )
-    ckpt_parts = combined("checkpoint")
-    checkpoint = (
-        ckpt_parts.group_by("job_id").agg(pl.col("checkpointing_gpus").sum())
-        if ckpt_parts.height
-        else pl.DataFrame(schema={"job_id": pl.String, "checkpointing_gpus": pl.Int64})
-    )
-    host_parts = combined("host_usage")
-    host_usage = (
-        host_parts
-        if host_parts.height
-        else pl.DataFrame(
-            schema={
-                "job_id": pl.String,
-                "host": pl.String,
-                "cpu_mean": pl.Float64,
-                "cpu_max": pl.Float64,
-                "mem_mean": pl.Float64,
-                "mem_max": pl.Float64,
-            }
-        )
-    )
-
-    con.register("batch_idle_slots", slots)
-    con.register("batch_gpu_usage", gpu_usage)
-    con.register("batch_host_usage", host_usage)
-    con.register("batch_fluctuation", fluct)
-    con.register("batch_checkpoint", checkpoint)
-    con.register("batch_phases", phases)
-    jobs = _conform(job_usage.compute(con), "job_usage")
-    for name in (
-        "batch_idle_slots",
-        "batch_gpu_usage",
-        "batch_host_usage",
-        "batch_fluctuation",
-        "batch_checkpoint",
-        "batch_phases",
-        "analyze_batch",
-    ):
-        con.unregister(name)
-    lap("job roll-up")
-    result.frames = {
-        "job_gpu_usage": gpu_usage,
-        "idle_slots": slots,
-        "stable_phases": phases,
-        "job_util_hist": hist,
-        "job_usage": jobs,
-    }
+        batch = _roll_up_parts(parts, thresholds)
+        for name in JOB_STEP.inputs:
+            if name in batch:
+                rel.frame(name, batch[name])
+        JOB_STEP.run(rel, thresholds)
+        batch[JOB_STEP.output] = rel.frames[JOB_STEP.output]
+        lap("job roll-up")
+    result.frames = {RESULT_OF[name]: batch[name] for name in RESULT_OF}
     return result
+
+
+__all__ = ["GPU_STEPS", "JOB_STEP", "BatchResult", "Relations", "Step", "run_batch", "run_steps"]

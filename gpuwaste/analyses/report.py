@@ -15,32 +15,19 @@ import duckdb
 import polars as pl
 
 from gpuwaste.analyses.freshness import freshness
-from gpuwaste.analyses.per_job import PER_JOB_TABLES
-from gpuwaste.analyses.run import SUMMARIES
+from gpuwaste.analyses.registry import ANALYSES, BY_NAME, PER_JOB_TABLES, SUMMARY_TABLES
 from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
-from gpuwaste.analyses.tables import ALL_VCS
 from gpuwaste.config import Settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect, view_sql
+from gpuwaste.warehouse.results import ALL_VCS
 from gpuwaste.warehouse.schema import table
 from gpuwaste.warehouse.store import Warehouse
 
 FRESHNESS = "freshness"
-REPORTS = (*SUMMARIES, *PER_JOB_TABLES, FRESHNESS)
+REPORTS = (*SUMMARY_TABLES, *PER_JOB_TABLES, FRESHNESS)
 TITLES = {
-    "waste_by_vc": "Idle slots and never-used GPUs, % of GPU time (CloudBrain Table IV)",
-    "never_used_by_size": "Jobs with a never-used GPU by GPUs requested (CloudBrain Table V)",
-    "stable_phase_grid": "% of GPU time in stable phases, t x m (CloudBrain Table III)",
-    "spatial_summary": "Spatial underutilization; mean_* are means over jobs, each job once "
-    "(CloudBrain §IV-A, §IV-B)",
-    "debug_jobs": "Debugging jobs (CloudBrain §IV-C1)",
-    "util_by_size_status": "GPU utilization (time-weighted mean) by size and status (Philly Table 3)",
-    "util_minute_hist": "Per-minute GPU utilization, GPU-minutes (Philly Figure 5)",
-    "util_by_spread": "16-GPU jobs by number of servers: GPU utilization (time-weighted mean), "
-    "percentiles of per-minute utilization (Philly Table 5)",
-    "jobs_by_status": "Jobs and GPU time by final status (Philly Table 6)",
-    "queueing_delay": "Queueing delay, seconds (Philly §3)",
-    "waste_daily": "GPU hours per UTC day by kind",
+    **{a.name: a.title for a in ANALYSES},
     FRESHNESS: "When each cluster was last ingested and analyzed (UTC)",
 }
 
@@ -129,9 +116,9 @@ def report(
             _since_views(con, wh, since)
         frames = []
         for c in clusters:
-            if since is not None and name in SUMMARIES:
+            if since is not None and name in SUMMARY_TABLES:
                 set_variables(con, {**threshold_variables(settings.thresholds), "cluster": c})
-                df = SUMMARIES[name](con).with_columns(pl.lit(c).alias("cluster"))
+                df = BY_NAME[name].compute(con).with_columns(pl.lit(c).alias("cluster"))
             else:
                 df = con.sql(f'select * from "{name}" where cluster = $1', params=[c]).pl()
             frames.append(df)

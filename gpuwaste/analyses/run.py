@@ -21,28 +21,16 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from gpuwaste.analyses import (
-    debug_jobs,
-    jobs_by_status,
-    never_used_by_size,
-    queueing_delay,
-    spatial_summary,
-    stable_phase_grid,
-    state,
-    util_by_size_status,
-    util_by_spread,
-    util_minute_hist,
-    waste_by_vc,
-    waste_daily,
-)
+from gpuwaste.analyses import state
 from gpuwaste.analyses.freshness import newest_sample_ts
-from gpuwaste.analyses.per_job import PER_JOB_TABLES, BatchResult, run_batch
+from gpuwaste.analyses.per_job import BatchResult, run_batch
+from gpuwaste.analyses.registry import PER_JOB_TABLES, summary_order
 from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
 from gpuwaste.config import Settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect, refresh_catalog
 from gpuwaste.warehouse.lock import writer_lock
-from gpuwaste.warehouse.schema import RESULT_TABLES
+from gpuwaste.warehouse.results import RESULT_TABLES
 from gpuwaste.warehouse.store import Warehouse
 
 FILE_KEY = "analyze"
@@ -55,21 +43,9 @@ def _stable(df: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(pl.col(pl.Float64).round(DECIMALS))
 
 
+# The summaries in the order they run, from the registry (each after the summaries it reads).
 SUMMARIES: dict[str, Callable[[duckdb.DuckDBPyConnection], pl.DataFrame]] = {
-    m.NAME: m.compute
-    for m in (
-        waste_by_vc,
-        never_used_by_size,
-        stable_phase_grid,
-        spatial_summary,
-        debug_jobs,
-        util_by_size_status,
-        util_minute_hist,
-        util_by_spread,
-        jobs_by_status,
-        queueing_delay,
-        waste_daily,
-    )
+    a.name: a.compute for a in summary_order()
 }
 
 
@@ -217,6 +193,37 @@ def _dirty_jobs(
     return dirty, removed
 
 
+def _write_per_job_tables(
+    data_dir: Path,
+    run: ClusterRun,
+    batch: Callable[[list[str]], BatchResult],
+    batches: list[list[str]],
+    touched: list[str],
+    rebuilt: bool,
+) -> None:
+    """Run `batch` over `batches` (jobs failing alone left out, in `run.failed_jobs`), then
+    replace the rows of the `touched` jobs (recomputed or removed) in every per-job table (every
+    file when `rebuilt`)."""
+    wh = Warehouse(data_dir)
+    result = BatchResult()
+    errors: list[str] = []
+    for ids in batches:
+        for part in _run_isolating(batch, ids, run.failed_jobs, errors):
+            result.add(part)
+    run.log = _write_log(data_dir, run.cluster, errors)
+    run.unresolved_gpus = result.unresolved_gpus
+    run.seconds = result.seconds
+    for name in PER_JOB_TABLES:
+        combined = result.combined(name)
+        rows = _stable(combined) if combined is not None else pl.DataFrame()
+        if rebuilt:
+            run.rows[name] = wh.replace_file(name, run.cluster, FILE_KEY, rows)
+        else:
+            run.rows[name] = wh.replace_rows_where(
+                name, run.cluster, FILE_KEY, pl.col("job_id").is_in(touched), rows
+            )
+
+
 def analyze_cluster(
     settings: Settings,
     cluster: str,
@@ -229,54 +236,43 @@ def analyze_cluster(
 ) -> ClusterRun:
     wh = Warehouse(settings.data_dir)
     t = settings.thresholds
-    con = connect(settings.data_dir)
-    con.execute(f"set memory_limit = '{memory_limit}'")
-    con.execute("set preserve_insertion_order = false")
-    as_of = _as_of(con, cluster)
-    samples_until = newest_sample_ts(wh, cluster)
-    parts = state.partition_signatures(wh, cluster)
-    fps = state.job_fingerprints(con, cluster, as_of)
     thresholds_json = t.model_dump_json()
-    prev = None if rebuild else state.load(settings.data_dir, cluster)
     schema_now = state.results_schema(tuple(RESULT_TABLES))
-    if prev is not None and (
-        prev[0].thresholds != thresholds_json or prev[0].results_schema != schema_now
-    ):
-        prev = None
-    run = ClusterRun(cluster=cluster, jobs_total=fps.height, rebuilt=prev is None)
-    dirty, removed = _dirty_jobs(fps, prev, parts, as_of, since)
-    run.jobs_recomputed, run.jobs_removed = dirty.height, len(removed)
+    with connect(settings.data_dir) as con:  # closed on an error too
+        con.execute(f"set memory_limit = '{memory_limit}'")
+        con.execute("set preserve_insertion_order = false")
+        as_of = _as_of(con, cluster)
+        samples_until = newest_sample_ts(wh, cluster)
+        parts = state.partition_signatures(wh, cluster)
+        fps = state.job_fingerprints(con, cluster, as_of)
+        prev = None if rebuild else state.load(settings.data_dir, cluster)
+        if prev is not None and (
+            prev[0].thresholds != thresholds_json or prev[0].results_schema != schema_now
+        ):
+            prev = None
+        run = ClusterRun(cluster=cluster, jobs_total=fps.height, rebuilt=prev is None)
+        dirty, removed = _dirty_jobs(fps, prev, parts, as_of, since)
+        run.jobs_recomputed, run.jobs_removed = dirty.height, len(removed)
+        changed = bool(dirty.height or removed or prev is None)
+        if changed:
 
-    if dirty.height or removed or prev is None:
-        result = BatchResult()
-        errors: list[str] = []
+            def batch(ids: list[str]) -> BatchResult:
+                return run_batch(con, cluster, ids, t, as_of, batch_hosts)
 
-        def batch(ids: list[str]) -> BatchResult:
-            return run_batch(con, cluster, ids, t, as_of, batch_hosts)
-
-        for ids in _batches(dirty, batch_days):
-            for part in _run_isolating(batch, ids, run.failed_jobs, errors):
-                result.add(part)
-        run.log = _write_log(settings.data_dir, cluster, errors)
-        run.unresolved_gpus = result.unresolved_gpus
-        run.seconds = result.seconds
-        touched = dirty["job_id"].to_list() + removed
-        for name in PER_JOB_TABLES:
-            combined = result.combined(name)
-            rows = _stable(combined) if combined is not None else pl.DataFrame()
-            if prev is None:
-                run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, rows)
-            else:
-                run.rows[name] = wh.replace_rows_where(
-                    name, cluster, FILE_KEY, pl.col("job_id").is_in(touched), rows
-                )
-        con.close()
+            _write_per_job_tables(
+                settings.data_dir,
+                run,
+                batch,
+                _batches(dirty, batch_days),
+                dirty["job_id"].to_list() + removed,
+                prev is None,
+            )
+    if changed:
         refresh_catalog(settings.data_dir)
-        con = connect(settings.data_dir)
-        set_variables(con, {**threshold_variables(t), "cluster": cluster})
-        for name, compute in SUMMARIES.items():
-            run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, _stable(compute(con)))
-    con.close()
+        with connect(settings.data_dir) as con:
+            set_variables(con, {**threshold_variables(t), "cluster": cluster})
+            for name, compute in SUMMARIES.items():
+                run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, _stable(compute(con)))
     state.save(
         settings.data_dir,
         cluster,

@@ -23,23 +23,14 @@ breaks at the first run edge past the tolerance instead of at the exact reading)
 
 from __future__ import annotations
 
-import duckdb
 import numpy as np
 import polars as pl
 
-from gpuwaste.analyses.sqlfiles import load_sql, set_variables
-from gpuwaste.analyses.tables import STABLE_PHASES
 from gpuwaste.config import Thresholds
+from gpuwaste.warehouse.results import STABLE_PHASES
 
 GPU_KEY = ["job_id", "attempt", "host", "gpu"]
 STEP_FRACTION = 8  # readings closer than tolerance / 8 to the previous one stay in its run
-
-
-def level_runs(con: duckdb.DuckDBPyConnection, t: Thresholds) -> pl.DataFrame:
-    """Runs of near-equal memory readings of this batch, one row per run, in time order per
-    allocation, by the SQL (needs `sample_flags`); `level_runs_frame` computes the same."""
-    set_variables(con, {"phase_step_mib": t.phase_tolerance_mib / STEP_FRACTION})
-    return con.sql(load_sql("analyses/stable_phases")).pl()
 
 
 def _micros(seconds: pl.Expr) -> pl.Expr:

@@ -14,10 +14,10 @@ import polars as pl
 
 from gpuwaste.analyses.report import check_vc
 from gpuwaste.analyses.sqlfiles import Scalar, load_sql, set_variables
-from gpuwaste.analyses.tables import ALL_VCS
 from gpuwaste.config import Settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect
+from gpuwaste.warehouse.results import ALL_VCS
 from gpuwaste.warehouse.store import Warehouse
 
 BY = ("user", "vc", "model")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from gpuwaste.analyses.tables import ALL_VCS, SIZE_CLASSES
+from gpuwaste.warehouse.results import ALL_VCS, SIZE_CLASSES
 
 STATES = ("passed", "killed", "unsuccessful", "running")
 

@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from gpuwaste.analyses.registry import PER_JOB_TABLES, SUMMARY_TABLES
 from gpuwaste.dashboard.filters import Filters
 from gpuwaste.warehouse.readonly import read_retrying
 
@@ -45,23 +46,8 @@ JOB_KINDS: dict[str, str] = {
     "killed_gpu_h": "Killed jobs",
 }
 
-RESULT_TABLES = (
-    "job_usage",
-    "job_gpu_usage",
-    "idle_slots",
-    "stable_phases",
-    "waste_by_vc",
-    "never_used_by_size",
-    "stable_phase_grid",
-    "spatial_summary",
-    "debug_jobs",
-    "util_by_size_status",
-    "util_minute_hist",
-    "util_by_spread",
-    "jobs_by_status",
-    "queueing_delay",
-    "waste_daily",
-)
+# Every result table, from the analyses' registry (per-job tables first, then the summaries).
+RESULT_TABLES = (*PER_JOB_TABLES, *SUMMARY_TABLES)
 
 JOB_LIST_COLUMNS = (
     'job_id, "user", vc, name, state, gpus, start_ts, end_ts, '

@@ -13,7 +13,6 @@ from typing import Any, Literal
 import polars as pl
 import streamlit as st
 
-from gpuwaste.analyses.tables import SIZE_CLASSES
 from gpuwaste.dashboard import charts, data, queries
 from gpuwaste.dashboard.filters import (
     CLUSTER,
@@ -28,10 +27,10 @@ from gpuwaste.dashboard.filters import (
     file_part,
 )
 from gpuwaste.render import safe_text
+from gpuwaste.warehouse.results import SIZE_CLASSES
 
 JOB = "job"  # the Job page's job id, also its URL parameter
 OPEN_JOB = "_open_job"  # job id set by a table click: the app switches to the Job page
-PAGE_JOB = "views/job.py"
 JOB_ID = "Job id"  # the job_id column's readable title
 
 

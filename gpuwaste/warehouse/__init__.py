@@ -1,7 +1,8 @@
 """The warehouse: hive-partitioned parquet plus one DuckDB file of views."""
 
 from gpuwaste.warehouse.catalog import connect, refresh_catalog
-from gpuwaste.warehouse.schema import FACT_TABLES, RESULT_TABLES, Table, all_tables, table
+from gpuwaste.warehouse.results import RESULT_TABLES
+from gpuwaste.warehouse.schema import FACT_TABLES, Table, all_tables, table
 from gpuwaste.warehouse.store import Warehouse, WarehouseError
 
 __all__ = [

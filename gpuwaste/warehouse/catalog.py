@@ -28,7 +28,6 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-import gpuwaste.analyses.tables  # noqa: F401  (registers the result tables)
 from gpuwaste.warehouse.schema import UTC_TS, Table, all_tables
 from gpuwaste.warehouse.store import Warehouse
 

@@ -162,17 +162,12 @@ FACT_TABLES: dict[str, Table] = {
     t.name: t for t in (GPU_SAMPLES, HOST_SAMPLES, JOBS, JOB_GPUS, INGEST_STATE, QUARANTINE)
 }
 
-# Result tables register themselves here (see gpuwaste.analyses); the catalog makes a view for
-# every registered table that has files.
-RESULT_TABLES: dict[str, Table] = {}
-
-
-def register_result(table: Table) -> Table:
-    RESULT_TABLES[table.name] = table
-    return table
-
 
 def all_tables() -> dict[str, Table]:
+    """Fact tables and result tables (`gpuwaste.warehouse.results`), declared statically: every
+    process sees the same set, whatever else it imported."""
+    from gpuwaste.warehouse.results import RESULT_TABLES  # results.py builds on Table, above
+
     return {**FACT_TABLES, **RESULT_TABLES}
 
 

@@ -1,7 +1,7 @@
 """A result warehouse filled with plausible rows, for the dashboard's tests and benchmark.
 
 `build_result_warehouse(data_dir, n_jobs=...)` writes every result table of
-gpuwaste.analyses.tables (through `Warehouse.replace_file`), `ingest_state`, `quarantine`, and
+gpuwaste.warehouse.results (through `Warehouse.replace_file`), `ingest_state`, `quarantine`, and
 `gpu_samples` for a few "drill-down" jobs, for one cluster with a handful of virtual clusters.
 Nothing here is a metric the dashboard relies on being *right*: the summary tables are rolled up
 from the synthetic jobs so that they are consistent with them, which lets tests compare what a
@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from gpuwaste.analyses.tables import ALL_VCS
 from gpuwaste.warehouse.catalog import refresh_catalog
+from gpuwaste.warehouse.results import ALL_VCS
 from gpuwaste.warehouse.store import Warehouse
 
 NASTY_USER = "<b>mallory</b>\x1b[31m"

@@ -6,10 +6,10 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from gpuwaste.analyses.tables import SIZE_CLASSES
 from gpuwaste.dashboard import charts, data, widgets
 from gpuwaste.dashboard import queries as q
 from gpuwaste.dashboard.filters import STATES
+from gpuwaste.warehouse.results import SIZE_CLASSES
 
 RESOURCES = {
     "GPU utilization": "util",

@@ -4,6 +4,8 @@
 --        [CloudBrain §IV-B].
 -- sources: sample_flags (staging).
 -- variables: phase_step_mib (= phase_tolerance_mib / 8).
+-- Definition only, not run by `gpuwaste analyze`: stable_phases.level_runs_frame computes the
+-- same runs in polars, and tests/test_job_samples.py proves both equal.
 -- A phase is a maximal run over which memory stays within a tolerance of its running level; that
 -- merge is sequential, so it is done in polars/numpy over the (few) runs this query returns.
 -- Readings find their run with an ASOF join to the run openings (a sort-merge), not a running sum.

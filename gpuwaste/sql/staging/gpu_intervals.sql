@@ -2,6 +2,8 @@
 --        gaps are judged by.
 -- sources: job_samples (staging/job_samples.sql).
 -- variables: sampling_interval_s (null = estimate), fallback_interval_s.
+-- Definition only, not run by `gpuwaste analyze`: sample_flags.py computes the same intervals
+-- in polars, and tests/test_job_samples.py proves both equal.
 -- [ICSE24 §3.2] choice: a gap longer than `missing_gap_intervals` sampling intervals is missing
 -- data. The interval is the configured one, else the median spacing of the GPU's own samples.
 with

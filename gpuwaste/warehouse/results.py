@@ -1,5 +1,8 @@
 """Result tables written by `gpuwaste analyze`: the contract between analyses and the dashboard.
 
+Declared here, in the warehouse, so that every process sees the same catalog whatever it imported;
+`gpuwaste.analyses.registry` names, for each table, the analysis that computes it.
+
 Each table is one file per (cluster, key) under `<data_dir>/parquet/<table>/cluster=<c>/`.
 Summary tables carry a `vc` column in which the value `ALL_VCS` ("(all)") is every VC together.
 Percentages are 0-100; durations are seconds; memory is MiB unless the name says otherwise.
@@ -9,7 +12,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from gpuwaste.warehouse.schema import UTC_TS, Table, register_result
+from gpuwaste.warehouse.schema import UTC_TS, Table
 
 ALL_VCS = "(all)"
 SIZE_CLASSES = ("1", "2-4", "5-8", ">8")
@@ -18,10 +21,8 @@ S, F, N, B, T = pl.String(), pl.Float64(), pl.Int64(), pl.Boolean(), UTC_TS
 
 
 def _result(name: str, doc: str, key: tuple[str, ...], /, **cols: pl.DataType) -> Table:
-    return register_result(
-        Table(
-            name, {"cluster": S, **cols}, layout="cluster", key=key, sort=key, doc=doc, result=True
-        )
+    return Table(
+        name, {"cluster": S, **cols}, layout="cluster", key=key, sort=key, doc=doc, result=True
     )
 
 
@@ -290,4 +291,26 @@ WASTE_DAILY = _result(
     killed_gpu_h=F,
 )
 
-__all__ = ["ALL_VCS", "SIZE_CLASSES"]
+RESULT_TABLES: dict[str, Table] = {
+    t.name: t
+    for t in (
+        JOB_GPU_USAGE,
+        JOB_UTIL_HIST,
+        JOB_USAGE,
+        IDLE_SLOTS,
+        STABLE_PHASES,
+        WASTE_BY_VC,
+        NEVER_USED_BY_SIZE,
+        STABLE_PHASE_GRID,
+        SPATIAL_SUMMARY,
+        DEBUG_JOBS,
+        UTIL_BY_SIZE_STATUS,
+        UTIL_MINUTE_HIST,
+        UTIL_BY_SPREAD,
+        JOBS_BY_STATUS,
+        QUEUEING_DELAY,
+        WASTE_DAILY,
+    )
+}
+
+__all__ = ["ALL_VCS", "RESULT_TABLES", "SIZE_CLASSES"]

@@ -1,0 +1,341 @@
+"""Every analysis, declared once: its result table, SQL file, title, paper section and inputs.
+
+Every list of analyses is derived from `ANALYSES`: the order `gpuwaste analyze` runs the
+summaries in (`summary_order`, from their inputs), the titles and names of `gpuwaste report`
+(and its `--help`), the dashboard's list of result tables, and the test that docs/analyses.md
+names each one. To add a summary: write `gpuwaste/sql/analyses/<name>.sql`, declare its table in
+`gpuwaste/warehouse/results.py`, and add one `Analysis` below.
+
+Two kinds:
+- `per_job`: one row set per job, computed in batches by the per-job pass (`per_job.py`, whose
+  steps read the batch's own relations); a re-run of a job replaces exactly its rows.
+- `summary`: one cluster's figures, computed by its SQL file alone over the per-job tables, with
+  the variables `cluster` and the thresholds set.
+
+A `.py` module exists only where there is polars logic (`stable_phases.py`, `job_samples.py`,
+`sample_flags.py`); every other analysis is its SQL file. `ORACLES` lists the SQL files that
+`gpuwaste analyze` does not run: the definitions that tests/test_job_samples.py proves equal to
+the polars path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from graphlib import TopologicalSorter
+from typing import Literal
+
+import duckdb
+import polars as pl
+
+from gpuwaste.analyses.sqlfiles import load_sql
+from gpuwaste.warehouse.results import RESULT_TABLES
+from gpuwaste.warehouse.schema import Table
+
+Kind = Literal["per_job", "summary"]
+
+
+@dataclass(frozen=True)
+class Analysis:
+    name: str  # its result table (declared in gpuwaste/warehouse/results.py)
+    kind: Kind
+    title: str  # what `gpuwaste report` prints above the table
+    section: str  # where the study defines it
+    inputs: tuple[str, ...]  # tables and batch relations its SQL reads (its header's sources)
+    definition: str  # what it computes, in words (docs/definitions.md for the full rule)
+    sql: str = ""  # file under gpuwaste/sql/, without .sql (default: analyses/<name>)
+    module: str = ""  # the module with its polars logic, if any
+
+    @property
+    def sql_file(self) -> str:
+        return self.sql or f"analyses/{self.name}"
+
+    @property
+    def table(self) -> Table:
+        return RESULT_TABLES[self.name]
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return self.table.key
+
+    def compute(self, con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+        """Its SQL over `con` (a summary: over the result tables of the cluster in the variable
+        `cluster`, the thresholds set)."""
+        return con.sql(load_sql(self.sql_file)).pl()
+
+
+def _summary(
+    name: str, title: str, section: str, inputs: tuple[str, ...], definition: str
+) -> Analysis:
+    return Analysis(name, "summary", title, section, inputs, definition)
+
+
+ANALYSES: tuple[Analysis, ...] = (
+    # ---------------------------------------------------------------- per job (per_job.py)
+    Analysis(
+        "job_gpu_usage",
+        "per_job",
+        "Usage per job x attempt x GPU",
+        "ICSE24 §3.2; CloudBrain §III-B, §IV-C",
+        ("analyze_alloc", "gpu_sample_stats", "batch_idle_slots", "batch_phase_counts"),
+        "Definitions (docs/definitions.md): for GPU i of a job with samples u_ij at times t_j, "
+        "U_i = sum_j u_ij (t_j - t_(j-1)) / (t_K - t_0), time-weighted; **choice**: a gap between "
+        "samples longer than `missing_gap_intervals` (3) sampling intervals is *missing data*, "
+        "counted neither idle nor busy, so the denominator here is the observed seconds and "
+        "`missing_s` is reported beside. The sampling interval is `sampling_interval_s`, else "
+        "the median spacing of the GPU's own samples (`fallback_interval_s` with fewer than "
+        "two). A *never-used GPU* is an allocated GPU not used at any time of the job (every "
+        "sample idle); its observed time is `never_used_s`. "
+        "Grain: one row per job x attempt x allocated GPU, with "
+        "idle_slot_s + never_used_s + busy_s + missing_s = alloc_s, where busy is observed time "
+        "outside idle slots (idle runs of 60 s or less count as busy). `low_data` marks a GPU "
+        "observed for less than `min_observed_share` of its allocation: it is flagged, not "
+        "judged. Units: seconds, percent 0-100, MiB.",
+    ),
+    Analysis(
+        "idle_slots",
+        "per_job",
+        "Idle slots of jobs' GPUs",
+        "CloudBrain §IV-C",
+        ("sample_flags", "gpu_sample_stats", "analyze_alloc"),
+        'Definition (docs/definitions.md, "Non-continuous use"): an *idle slot* of a job\'s GPU '
+        "is a period longer than 60 s (`idle_slot_min_s`, strictly longer) in which the GPU is "
+        'not used at all: GPU utilization = 0 and GPU memory used = 0; **choice**: "memory used '
+        '= 0" means at or under `idle_mem_floor_mib` (default 0 MiB). Missing data is never '
+        "idle: a gap longer than `missing_gap_intervals` sampling intervals ends a run. A "
+        "never-used GPU has no idle slots (its whole observed time is never-used time, see "
+        "job_gpu_usage). Grain: one row per idle slot of a job x attempt x GPU; start_ts/end_ts "
+        "are the edges of the time its idle samples stand for (sample j stands for "
+        "(t_(j-1), t_j]). Units: seconds.",
+    ),
+    Analysis(
+        "stable_phases",
+        "per_job",
+        "Memory phases of jobs' GPUs",
+        "CloudBrain §IV-B, Table III",
+        ("sample_flags",),
+        "Memory phases and stable phases: the definition is the docstring of "
+        "gpuwaste/analyses/stable_phases.py, which merges runs into phases in polars; "
+        "sql/analyses/stable_phases.sql cuts the readings into runs (the definition of the runs "
+        "that tests/test_job_samples.py proves equal to `level_runs_frame`).",
+        module="gpuwaste.analyses.stable_phases",
+    ),
+    Analysis(
+        "job_util_hist",
+        "per_job",
+        "GPU-minutes per job by per-minute GPU utilization",
+        "Philly §3, Figure 5 and Table 3",
+        ("util_minutes", "analyze_alloc"),
+        'Definition (docs/definitions.md, "Cluster-level views"): the CDF of per-minute GPU '
+        "utilization by job size and final status. Philly sampled once a minute; here a minute "
+        "(counted from the attempt's start) of one GPU has the time-weighted mean utilization of "
+        "the samples in it, and weighs the seconds of data in it. Stored per job as GPU-minutes "
+        "in 1-point buckets (0..100) so that the cluster summaries (util_by_size_status, "
+        "util_minute_hist, util_by_spread) can be re-aggregated when only some jobs change. "
+        "Grain: one row per job x bucket. Units: GPU-minutes.",
+    ),
+    Analysis(
+        "job_usage",
+        "per_job",
+        "Usage, flags and diagnoses per job",
+        "ICSE24 §3.2, Table 1; CloudBrain §III-B, §IV-B, §IV-C; Philly §3, §4",
+        (
+            "jobs",
+            "analyze_batch",
+            "batch_gpu_usage",
+            "batch_host_usage",
+            "batch_fluctuation",
+            "batch_checkpoint",
+            "batch_idle_slots",
+            "batch_phases",
+        ),
+        "Definitions (docs/definitions.md): job U = mean over its GPUs of U_i (job_gpu_usage); "
+        "GPU memory utilization likewise, with the maximum beside the mean; CPU and host memory: "
+        "the mean of each host's series during the job, then the mean over its hosts "
+        "[CloudBrain §III-B]. Size class [Philly Table 3]: 1, 2-4, 5-8, >8 GPUs; queueing delay: "
+        "submission to first start. Debugging [CloudBrain §IV-C1, ICSE24 §4.1]: declared by the "
+        "scheduler (`jobs.is_debug`), or **choice** inferred when idle-slot time exceeds "
+        "`infer_debug_idle_share` (50 %) of the job's GPU time and it has at least "
+        "`infer_debug_min_slots` (3) idle slots; kept apart. `idle_share`: share of GPU time in "
+        'idle slots or on never-used GPUs (the "unused" share of CloudBrain §IV-C1). '
+        "`hit_time_limit`: ran at least `debug_max_duration_h` minus `debug_limit_tolerance_s`, "
+        "or ended in TIMEOUT. Fluctuating [CloudBrain §IV-B] **choice**: 120 s windows from "
+        "each attempt's start; a window of one GPU fluctuates when max - min utilization "
+        "exceeds 90 points; the job when more than 75 % of its GPU windows do (GPU utilization "
+        "only: host samples are too coarse for 120 s windows). Diagnoses [ICSE24 Table 1] for "
+        "jobs with U <= `low_util_pct` that have enough data: improper_batch_size, "
+        "insufficient_gpu_memory, gpu_oversubscription, unreleased_job (idle over the final "
+        "`unreleased_min_s`), slow_start (idle over the first `slow_start_min_s`), non_dl_job "
+        "(no GPU ever used while CPU utilization > `very_low_pct`), interactive_job, "
+        "synchronous_checkpointing. Checkpointing [ICSE24 Table 1] **choice**: some GPU of the "
+        "job drops to utilization 0 at least `checkpoint_min_dips` (3) times between busy "
+        "stretches, with dip-to-dip spacing varying by under `checkpoint_spacing_tolerance` "
+        "(20 %) of its mean (sql/staging/job_checkpoint.sql); kept as its own flag for every "
+        "job, and a diagnosis for the low-utilization ones. A running job (no end yet) is "
+        "analyzed up to the watermark and marked `running`. Grain: one row per job. Units: "
+        "seconds, percent 0-100, MiB.",
+    ),
+    # ---------------------------------------------------------------- summaries (one SQL each)
+    _summary(
+        "waste_by_vc",
+        "Idle slots and never-used GPUs, % of GPU time (CloudBrain Table IV)",
+        "CloudBrain §IV-C, Table IV",
+        ("job_usage",),
+        "Definition (docs/definitions.md): Idle-slot and never-used GPU time, each as a percent "
+        'of the GPU time of the jobs of that kind ("among its own job") and of all jobs of the '
+        'VC ("among all the jobs"); split into declared debugging, inferred debugging and '
+        "non-debugging jobs, with totals. Grain: one row per VC (and '(all)') x kind. Units: "
+        "seconds, percent 0-100.",
+    ),
+    _summary(
+        "never_used_by_size",
+        "Jobs with a never-used GPU by GPUs requested (CloudBrain Table V)",
+        "CloudBrain §IV-C, Table V",
+        ("job_usage",),
+        "Definition (docs/definitions.md): By number of GPUs requested (1, 2, 4, 8, 16, other), "
+        "the number and share of jobs that have at least one never-used GPU (jobs with no GPU "
+        "time are left out). Grain: one row per VC (and '(all)') x GPUs requested (and 'all'). "
+        "Units: seconds, percent 0-100.",
+    ),
+    _summary(
+        "stable_phase_grid",
+        "% of GPU time in stable phases, t x m (CloudBrain Table III)",
+        "CloudBrain §IV-B, Table III",
+        ("stable_phases", "job_usage"),
+        "Definition (docs/definitions.md): For t in `stable_phase_lengths_s` and m in "
+        "`stable_phase_idle_gib`, the percentage of all GPU time that lies in stable phases "
+        "(phases longer than t whose idle memory exceeds m). Grain: one row per VC (and "
+        "'(all)') x t x m. Units: seconds, percent 0-100.",
+    ),
+    _summary(
+        "spatial_summary",
+        "Spatial underutilization; mean_* are means over jobs, each job once "
+        "(CloudBrain §IV-A, §IV-B)",
+        "CloudBrain §IV-A, §IV-B",
+        ("job_usage",),
+        "Definition (docs/definitions.md): Means and maxima of GPU, GPU memory, CPU and host "
+        "memory utilization over jobs; shares of jobs under the thresholds (`low_share_pct`, "
+        "`very_low_pct`), mismatch shares (`mismatch_high_pct` vs `mismatch_low_pct`), "
+        "fluctuating jobs, jobs with more than one stable phase and whose phase levels differ by "
+        "more than 1 and 8 GiB. Jobs flagged low_data are left out. Grain: one row per VC (and "
+        "'(all)') x metric. Units: seconds, percent 0-100.",
+    ),
+    _summary(
+        "debug_jobs",
+        "Debugging jobs (CloudBrain §IV-C1)",
+        "CloudBrain §IV-C1, ICSE24 §4.1",
+        ("job_usage",),
+        "Definition (docs/definitions.md): Debugging jobs, declared and inferred kept apart: the "
+        "share that reaches the maximum duration for debugging jobs (`debug_max_duration_h`) and "
+        "the share whose GPUs are unused (idle slots or never used) for `debug_unused_share` "
+        "(80 %) of their GPU time or more. Grain: one row per VC (and '(all)') x kind (declared "
+        "| inferred | any). Units: seconds, percent 0-100.",
+    ),
+    _summary(
+        "util_by_size_status",
+        "GPU utilization (time-weighted mean) by size and status (Philly Table 3)",
+        "Philly §3, Table 3",
+        ("job_gpu_usage", "job_usage"),
+        "Definition (docs/definitions.md): Mean GPU utilization by job size (1, 4, 8, 16 GPUs, "
+        "all) x final status (and all), weighted by observed GPU-minutes. Grain: one row per VC "
+        "(and '(all)') x size x status. Units: seconds, percent 0-100.",
+    ),
+    _summary(
+        "util_minute_hist",
+        "Per-minute GPU utilization, GPU-minutes (Philly Figure 5)",
+        "Philly §3, Figure 5",
+        ("job_util_hist", "job_usage"),
+        "Definition (docs/definitions.md): Per-minute GPU utilization as GPU-minutes in 1-point "
+        "buckets by job size x final status; cumulate for the CDF of the figure. Grain: one row "
+        "per VC (and '(all)') x size x status x bucket. Units: seconds, percent 0-100.",
+    ),
+    _summary(
+        "util_by_spread",
+        "16-GPU jobs by number of servers: GPU utilization (time-weighted mean), "
+        "percentiles of per-minute utilization (Philly Table 5)",
+        "Philly §3, Table 5",
+        ("job_usage", "job_gpu_usage", "job_util_hist"),
+        "Definition (docs/definitions.md): GPU utilization of 16-GPU jobs by the number of "
+        "servers they are spread over: mean (observed-time weighted) and the 50th, 90th, 95th "
+        "percentiles of per-minute utilization. Grain: one row per VC (and '(all)') x number of "
+        "servers. Units: seconds, percent 0-100.",
+    ),
+    _summary(
+        "jobs_by_status",
+        "Jobs and GPU time by final status (Philly Table 6)",
+        "Philly §4, Table 6",
+        ("job_usage",),
+        "Definition (docs/definitions.md): Jobs and GPU time by final status (passed, killed, "
+        "unsuccessful; running jobs apart). Grain: one row per VC (and '(all)') x status. Units: "
+        "seconds, percent 0-100.",
+    ),
+    _summary(
+        "queueing_delay",
+        "Queueing delay, seconds (Philly §3)",
+        "Philly §3",
+        ("job_usage",),
+        "Definition (docs/definitions.md): Queueing delay: time from submission to the start of "
+        "the first attempt, by job size class and VC: mean, 50th, 90th, 99th percentiles. "
+        "Grain: one row per VC (and '(all)') x size class (and 'all'). Units: seconds, percent "
+        "0-100.",
+    ),
+    _summary(
+        "waste_daily",
+        "GPU hours per UTC day by kind",
+        "CloudBrain §IV-C; ICSE24 §3.2; Philly §4",
+        ("job_gpu_usage", "job_usage"),
+        'Definition: allocated GPU time (docs/definitions.md, "Allocation") split into busy, '
+        "idle-slot [CloudBrain §IV-C], never-used [CloudBrain §IV-C] and no-data (missing, "
+        "[ICSE24 §3.2] choice) hours, which add up to the allocated hours; beside them the GPU "
+        "hours of debugging jobs (declared or inferred), failed (unsuccessful) and killed jobs "
+        "[Philly §4]. An allocation is split across the days it spans in proportion to its "
+        "overlap with each day. Grain: one row per VC (and '(all)') x UTC day. Units: GPU "
+        "hours.",
+    ),
+)
+
+BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}
+
+# SQL files `gpuwaste analyze` does not run: each is the definition an operator reads, and
+# tests/test_job_samples.py proves the polars code named beside it computes the same rows.
+ORACLES: dict[str, str] = {
+    "staging/job_samples": "gpuwaste.analyses.job_samples",
+    "staging/gpu_intervals": "gpuwaste.analyses.sample_flags",
+    "staging/sample_flags": "gpuwaste.analyses.sample_flags",
+    "analyses/stable_phases": "gpuwaste.analyses.stable_phases.level_runs_frame",
+}
+
+
+def per_job() -> tuple[Analysis, ...]:
+    return tuple(a for a in ANALYSES if a.kind == "per_job")
+
+
+def summary_order(analyses: tuple[Analysis, ...] = ANALYSES) -> tuple[Analysis, ...]:
+    """The summaries in an order where each runs after the summaries it reads (declaration order
+    where their inputs leave a choice)."""
+    summaries = {a.name: a for a in analyses if a.kind == "summary"}
+    sorter: TopologicalSorter[str] = TopologicalSorter()
+    for a in summaries.values():
+        sorter.add(a.name, *(i for i in a.inputs if i in summaries))
+    sorter.prepare()
+    order: list[str] = []
+    while sorter.is_active():
+        ready = sorted(sorter.get_ready(), key=list(summaries).index)
+        order.extend(ready)
+        sorter.done(*ready)
+    return tuple(summaries[n] for n in order)
+
+
+PER_JOB_TABLES: tuple[str, ...] = tuple(a.name for a in per_job())
+SUMMARY_TABLES: tuple[str, ...] = tuple(a.name for a in summary_order())
+
+
+__all__ = [
+    "ANALYSES",
+    "BY_NAME",
+    "ORACLES",
+    "PER_JOB_TABLES",
+    "SUMMARY_TABLES",
+    "Analysis",
+    "per_job",
+    "summary_order",
+]

@@ -1,0 +1,147 @@
+"""One registry of analyses, every list derived from it; the warehouse knows every result table
+without importing the analyses; the per-job pass and `analyze_cluster` leave nothing behind on
+an error."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from gpuwaste.analyses import run as run_module
+from gpuwaste.analyses.per_job import run_batch
+from gpuwaste.analyses.registry import (
+    ANALYSES,
+    PER_JOB_TABLES,
+    SUMMARY_TABLES,
+    Analysis,
+    summary_order,
+)
+from gpuwaste.analyses.report import REPORTS, TITLES
+from gpuwaste.cli import app
+from gpuwaste.config import Settings, Thresholds
+from gpuwaste.dashboard import queries
+from gpuwaste.warehouse.catalog import connect
+from gpuwaste.warehouse.results import RESULT_TABLES
+from gpuwaste.warehouse.schema import all_tables
+from tests.support.two_jobs import T0, write_two_jobs
+
+REPO = Path(__file__).resolve().parent.parent
+NAMES = [a.name for a in ANALYSES]
+
+
+def test_every_result_table_has_one_analysis() -> None:
+    assert sorted(NAMES) == sorted(RESULT_TABLES)
+    assert len(set(NAMES)) == len(NAMES)
+    assert set(PER_JOB_TABLES) | set(SUMMARY_TABLES) == set(NAMES)
+
+
+def test_every_list_of_analyses_is_derived_from_the_registry() -> None:
+    """`report --help`, the report's names and titles, analyze's summaries, the dashboard's list
+    of result tables, the SQL page's tables and docs/analyses.md name every analysis."""
+    shown = CliRunner().invoke(app, ["report", "--help"], env={"COLUMNS": "2000"}, color=False)
+    help_text = " ".join(shown.output.split())
+    doc = (REPO / "docs" / "analyses.md").read_text()
+    for name in NAMES:
+        assert name in help_text, name
+        assert name in REPORTS and TITLES[name], name
+        assert name in queries.RESULT_TABLES, name
+        assert name in all_tables(), name  # the SQL page's "Example for table" list
+        assert f"`{name}`" in doc, name
+    assert list(run_module.SUMMARIES) == list(SUMMARY_TABLES)
+    assert sorted(queries.RESULT_TABLES) == sorted(NAMES)
+
+
+def _summary(name: str, *inputs: str) -> Analysis:
+    return Analysis(name, "summary", name, "", inputs, "")
+
+
+def test_summaries_run_after_the_summaries_they_read() -> None:
+    """Declared out of order, `c` reading `b` reading `a`: they run a, b, c; a summary that
+    reads none keeps its declared place among the ready ones."""
+    declared = (_summary("c", "b"), _summary("b", "a", "job_usage"), _summary("a"), _summary("d"))
+    assert [a.name for a in summary_order(declared)] == ["a", "d", "b", "c"]
+
+
+def test_a_fresh_process_importing_only_the_warehouse_knows_every_result_table() -> None:
+    code = (
+        "import sys\n"
+        "from gpuwaste.warehouse.schema import all_tables\n"
+        "print(' '.join(sorted(all_tables())))\n"
+        "print(' '.join(m for m in sys.modules if m.startswith(('gpuwaste.analyses', "
+        "'gpuwaste.dashboard'))))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
+    ).stdout.splitlines()
+    assert set(out[0].split()) >= set(NAMES)
+    assert out[1:] == [""]
+
+
+def _imports(path: Path) -> list[str]:
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.append(node.module)
+    return names
+
+
+def test_the_warehouse_imports_neither_the_analyses_nor_the_dashboard() -> None:
+    for path in sorted((REPO / "gpuwaste" / "warehouse").glob("*.py")):
+        for name in _imports(path):
+            assert not name.startswith(("gpuwaste.analyses", "gpuwaste.dashboard")), (path, name)
+
+
+def _temp_names(con: duckdb.DuckDBPyConnection) -> set[str]:
+    views = con.sql("select view_name from duckdb_views() where temporary").fetchall()
+    tables = con.sql("select table_name from duckdb_tables() where temporary").fetchall()
+    return {r[0] for r in views + tables}
+
+
+def test_the_per_job_pass_takes_its_names_off_the_connection(tmp_path: Path) -> None:
+    write_two_jobs(tmp_path)
+    as_of = T0.replace(hour=12)
+    with connect(tmp_path) as con:
+        before = _temp_names(con)
+        result = run_batch(con, "c", ["a", "b"], Thresholds(), as_of)
+        assert result.frames["job_usage"].height == 2
+        assert _temp_names(con) == before
+
+
+def test_a_step_that_raises_leaves_no_name_on_the_connection(tmp_path: Path) -> None:
+    """The last per-GPU step reads host_samples; without that view it raises, after a dozen
+    frames and temp tables were put on the connection: none is left."""
+    write_two_jobs(tmp_path)
+    with connect(tmp_path) as con:
+        before = _temp_names(con)
+        con.execute("drop view host_samples")
+        with pytest.raises(duckdb.CatalogException, match="host_samples"):
+            run_batch(con, "c", ["a", "b"], Thresholds(), datetime(2026, 11, 2, tzinfo=UTC))
+        assert _temp_names(con) == before - {"host_samples"}
+
+
+def test_analyze_cluster_closes_its_connection_on_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A memory limit DuckDB refuses fails right after the connection opens: it is closed."""
+    write_two_jobs(tmp_path)
+    opened: list[duckdb.DuckDBPyConnection] = []
+
+    def recording_connect(data_dir: Path) -> duckdb.DuckDBPyConnection:
+        opened.append(connect(data_dir))
+        return opened[-1]
+
+    monkeypatch.setattr(run_module, "connect", recording_connect)
+    with pytest.raises(duckdb.Error):
+        run_module.analyze_cluster(Settings(data_dir=tmp_path), "c", memory_limit="lots")
+    assert len(opened) == 1
+    with pytest.raises(duckdb.ConnectionException):
+        opened[0].execute("select 1")
