@@ -33,8 +33,8 @@ sys.path.insert(0, str(REPO))
 
 from gpuwaste.config import ClusterConfig, PrometheusSource, Settings  # noqa: E402
 from gpuwaste.generate import GeneratorSpec, write_all  # noqa: E402
-from gpuwaste.ingest.prometheus_client import PrometheusClient  # noqa: E402
-from gpuwaste.ingest.prometheus_ingest import ingest_prometheus  # noqa: E402
+from gpuwaste.ingest.prometheus.client import PrometheusClient  # noqa: E402
+from gpuwaste.ingest.prometheus.source import ingest_prometheus  # noqa: E402
 from tests.support.prometheus import PrometheusServer  # noqa: E402
 
 MARK_START = "<!-- bench/ingest_prometheus.py: start -->"
@@ -192,7 +192,7 @@ def report(f: dict[str, Any]) -> str:
         f"alone of the same bodies ran at "
         f"{f['samples_fetched'] / f['json_loads_only_s'] / 1e6:.2f} M samples/s in this run.",
         "- Why it can beat `json.loads`: the body's `values` arrays are rewritten as CSV and read by "
-        "polars; only the label sets go through `json` (gpuwaste/ingest/prometheus_parse.py).",
+        "polars; only the label sets go through `json` (gpuwaste/ingest/prometheus/parse.py).",
         "",
         "Every full-size run so far (the machine's load varies a lot; compare within a row):",
         "",

@@ -1,8 +1,10 @@
-"""What the `gpuwaste ingest SOURCE` subcommands share: settings from the group's options, and the
-cluster a one-off run (source given by flags) ingests into."""
+"""What the `gpuwaste ingest SOURCE` subcommands share: their `--cluster` option, settings and run
+options from the group's options, and the cluster a one-off run (source given by flags) ingests
+into."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,19 +14,31 @@ from pydantic import ValidationError
 from gpuwaste.cli_common import settings
 from gpuwaste.config import ClusterConfig, ConfigError, Settings, error_input, error_reason
 from gpuwaste.errors import GpuwasteError
+from gpuwaste.ingest.base import RunOptions
 
 ClusterName = Annotated[
-    str | None, typer.Option("--cluster", help="Cluster name (needed with an input flag).")
+    str | None,
+    typer.Option(
+        "--cluster",
+        help="With an input flag: the cluster the data is from (needed). Without: only this "
+        "configured cluster (default: every cluster configuring this source).",
+    ),
 ]
 
 
 def common(
-    ctx: typer.Context, config: Path | None, data_dir: Path | None, quiet: bool
-) -> tuple[Settings, bool]:
-    """Settings and quietness: the subcommand's own options, else those of `gpuwaste ingest`."""
+    ctx: typer.Context,
+    config: Path | None,
+    data_dir: Path | None,
+    quiet: bool,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> tuple[Settings, RunOptions]:
+    """Settings and run options: the subcommand's own options, else those of `gpuwaste ingest`."""
     obj: dict[str, Any] = ctx.obj or {}
     s = settings(config or obj.get("config"), data_dir or obj.get("data_dir"))
-    return s, quiet or bool(obj.get("quiet"))
+    return s, RunOptions(quiet=quiet or bool(obj.get("quiet")), since=since, until=until)
 
 
 # The flag (or argument) that sets a field of a one-off cluster, where it is not `--field-name`.
