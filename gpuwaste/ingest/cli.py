@@ -16,7 +16,9 @@ from gpuwaste.ingest.run import run_configured
 from gpuwaste.ingest.sources import SOURCES
 
 ingest_app = typer.Typer(
-    help="Pull new data since the last watermark into the warehouse (the scheduled job).",
+    help="Pull new data since the last watermark into the warehouse (the scheduled job). A "
+    "SOURCE given its input flags ingests them one-off into --cluster NAME; without them, it runs "
+    "its configured source for --cluster NAME only, or for every cluster that has one.",
     invoke_without_command=True,
     chain=True,
 )
