@@ -1,6 +1,6 @@
 """What the `gpuwaste ingest SOURCE` subcommands share: their `--cluster` option, settings and run
-options from the group's options, and the cluster a one-off run (source given by flags) ingests
-into."""
+options from the group's options, the cluster a one-off run (source given by flags) ingests into,
+and how a subcommand runs (`run_subcommand`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from pydantic import ValidationError
 from gpuwaste.cli_common import settings
 from gpuwaste.config import ClusterConfig, ConfigError, Settings, error_input, error_reason
 from gpuwaste.errors import GpuwasteError
-from gpuwaste.ingest.base import RunOptions
+from gpuwaste.ingest.base import RunOptions, Source
+from gpuwaste.ingest.run import run_configured, run_one
 
 ClusterName = Annotated[
     str | None,
@@ -88,3 +89,24 @@ def one_off_cluster(
         return one_off
     update = {k: getattr(one_off, k) for k in (*source, "timezone")}
     return known[0].model_copy(update=update)
+
+
+def run_subcommand(
+    s: Settings,
+    options: RunOptions,
+    source: Source,
+    cluster: str | None,
+    inputs: dict[str, Any] | None,
+    *,
+    what: str,
+    timezone: str | None = None,
+) -> None:
+    """What every `gpuwaste ingest SOURCE` does. Without input flags (`inputs` None): the
+    configured source of `cluster`, or of every cluster that has it. With them (`inputs`, the
+    source's table as the flags give it): one-off into `cluster`, which `what` (the command as
+    typed) then needs."""
+    if inputs is None:
+        run_configured(s, [source], options, cluster=cluster)
+        return
+    tables = {source.config_key: inputs}
+    run_one(s, one_off_cluster(s, cluster, what, timezone=timezone, **tables), source, options)

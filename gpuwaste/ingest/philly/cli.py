@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gpuwaste.cli_common import ConfigOpt, DataDirOpt, QuietOpt
-from gpuwaste.ingest.cli_options import ClusterName, common, one_off_cluster
-from gpuwaste.ingest.run import run_configured, run_one
+from gpuwaste.ingest.cli_options import ClusterName, common, run_subcommand
 
 if TYPE_CHECKING:
     from gpuwaste.ingest.base import Source
@@ -39,8 +38,5 @@ def register(app: typer.Typer, source: Source) -> None:
     ) -> None:
         """The Microsoft Philly trace -> jobs, job_gpus, gpu_samples, host_samples."""
         s, options = common(ctx, config, data_dir, quiet)
-        if folder is None:
-            run_configured(s, [source], options, cluster=cluster)
-            return
-        src = {"dir": folder, "timezone": timezone}
-        run_one(s, one_off_cluster(s, cluster, "ingest philly DIR", philly=src), source, options)
+        inputs = {"dir": folder, "timezone": timezone} if folder is not None else None
+        run_subcommand(s, options, source, cluster, inputs, what="ingest philly DIR")

@@ -16,8 +16,7 @@ import typer
 
 from gpuwaste.cli_common import ConfigOpt, DataDirOpt, QuietOpt
 from gpuwaste.errors import GpuwasteError
-from gpuwaste.ingest.cli_options import ClusterName, common, one_off_cluster
-from gpuwaste.ingest.run import run_configured, run_one
+from gpuwaste.ingest.cli_options import ClusterName, common, run_subcommand
 
 if TYPE_CHECKING:
     from gpuwaste.ingest.base import Source
@@ -81,20 +80,19 @@ def register_prometheus(app: typer.Typer, source: Source) -> None:
         """DCGM GPU series, node-exporter host series and (optionally) Kubernetes pods."""
         window = {"since": parse_when(since, "--since"), "until": parse_when(until, "--until")}
         s, options = common(ctx, config, data_dir, quiet, **window)
-        if url is None:
-            run_configured(s, [source], options, cluster=cluster)
-            return
-        prometheus: dict[str, Any] = {
-            "url": url,
-            "label_filter": label_filter,
-            "scrape_interval_s": scrape_interval,
-            "verify_tls": not insecure,
-            "kubernetes": {"enabled": kubernetes},
-        }
-        if token_env:
-            prometheus["token_env"] = token_env
+        inputs: dict[str, Any] | None = None
+        if url is not None:
+            inputs = {
+                "url": url,
+                "label_filter": label_filter,
+                "scrape_interval_s": scrape_interval,
+                "verify_tls": not insecure,
+                "kubernetes": {"enabled": kubernetes},
+            }
+            if token_env:
+                inputs["token_env"] = token_env
         what = "gpuwaste ingest prometheus --url"
-        run_one(s, one_off_cluster(s, cluster, what, prometheus=prometheus), source, options)
+        run_subcommand(s, options, source, cluster, inputs, what=what)
 
 
 def register_openmetrics(app: typer.Typer, source: Source) -> None:
@@ -114,9 +112,6 @@ def register_openmetrics(app: typer.Typer, source: Source) -> None:
     ) -> None:
         """Saved DCGM / node-exporter samples from a file, with no server (the demo's path)."""
         s, options = common(ctx, config, data_dir, quiet)
-        if file is None:
-            run_configured(s, [source], options, cluster=cluster)
-            return
+        inputs = {"file": file} if file is not None else None
         what = "gpuwaste ingest openmetrics --file"
-        one_off = one_off_cluster(s, cluster, what, openmetrics={"file": file})
-        run_one(s, one_off, source, options)
+        run_subcommand(s, options, source, cluster, inputs, what=what)

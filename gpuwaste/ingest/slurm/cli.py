@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gpuwaste.cli_common import ConfigOpt, DataDirOpt, QuietOpt
-from gpuwaste.ingest.cli_options import ClusterName, common, one_off_cluster
-from gpuwaste.ingest.run import run_configured, run_one
+from gpuwaste.ingest.cli_options import ClusterName, common, run_subcommand
 
 if TYPE_CHECKING:
     from gpuwaste.ingest.base import Source
@@ -53,14 +52,13 @@ def register(app: typer.Typer, source: Source) -> None:
     ) -> None:
         """Slurm accounting (sacct) -> jobs and job_gpus."""
         s, options = common(ctx, config, data_dir, quiet)
-        if file is None:
-            run_configured(s, [source], options, cluster=cluster)
-            return
-        src = {
-            "file": file,
-            "scontrol_file": scontrol,
-            "columns": [c.strip() for c in columns.split(",")] if columns else None,
-            "vc_from": vc_from,
-        }
-        one_off = one_off_cluster(s, cluster, "ingest slurm --file", timezone=timezone, slurm=src)
-        run_one(s, one_off, source, options)
+        inputs = None
+        if file is not None:
+            inputs = {
+                "file": file,
+                "scontrol_file": scontrol,
+                "columns": [c.strip() for c in columns.split(",")] if columns else None,
+                "vc_from": vc_from,
+            }
+        what = "ingest slurm --file"
+        run_subcommand(s, options, source, cluster, inputs, what=what, timezone=timezone)

@@ -13,10 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuwaste.cli_common import ConfigOpt, DataDirOpt, QuietOpt
-from gpuwaste.config import CsvSource
 from gpuwaste.errors import GpuwasteError
-from gpuwaste.ingest.cli_options import ClusterName, common, one_off_cluster
-from gpuwaste.ingest.run import run_configured, run_one
+from gpuwaste.ingest.cli_options import ClusterName, common, run_subcommand
 
 if TYPE_CHECKING:
     from gpuwaste.ingest.base import Source
@@ -43,12 +41,11 @@ def register(app: typer.Typer, source: Source) -> None:
         quiet: QuietOpt = False,
     ) -> None:
         s, options = common(ctx, config, data_dir, quiet)
-        if samples is None and jobs is None:
-            run_configured(s, [source], options, cluster=cluster)
-            return
-        if mapping is None:
-            raise GpuwasteError(f"ingest {kind} needs --mapping M.toml to name the columns.")
-        sources: dict[str, Any] = {kind: CsvSource(samples=samples, jobs=jobs, mapping=mapping)}
-        run_one(s, one_off_cluster(s, cluster, f"ingest {kind}", **sources), source, options)
+        inputs: dict[str, Any] | None = None
+        if samples is not None or jobs is not None:
+            if mapping is None:
+                raise GpuwasteError(f"ingest {kind} needs --mapping M.toml to name the columns.")
+            inputs = {"samples": samples, "jobs": jobs, "mapping": mapping}
+        run_subcommand(s, options, source, cluster, inputs, what=f"ingest {kind}")
 
     tabular_cmd.__doc__ = f"Generic {kind} exports with a column mapping -> samples and jobs."
