@@ -20,8 +20,16 @@ from gpuwaste.ingest.slurm.source import run_slurm
 from gpuwaste.ingest.tabular import cli as tabular_cli
 from gpuwaste.ingest.tabular.source import run_csv, run_parquet
 
+# name (subcommand), [clusters.<config key>], runner, its subcommand; Prometheus draws its own
+# progress bar (of query windows)
 SOURCES: tuple[Source, ...] = (
-    Source("prometheus", "prometheus", run_prometheus, prometheus_cli.register_prometheus, True),
+    Source(
+        "prometheus",
+        "prometheus",
+        run_prometheus,
+        prometheus_cli.register_prometheus,
+        shows_progress=True,
+    ),
     Source("openmetrics", "openmetrics", run_openmetrics, prometheus_cli.register_openmetrics),
     Source("slurm", "slurm", run_slurm, slurm_cli.register),
     Source("philly", "philly", run_philly, philly_cli.register),
