@@ -16,7 +16,7 @@ Each measurement runs in its own child process, which reports its own peak RSS
 
 1. `parse`: gpuwaste's streaming reader + parser (`iter_byte_chunks` + `parse_chunk`), long-format
    samples produced and dropped (parse throughput alone);
-2. `ingest`: `gpuwaste.ingest.philly_source.ingest_philly` end to end into a fresh warehouse
+2. `ingest`: `gpuwaste.ingest.philly.source.ingest_philly` end to end into a fresh warehouse
    (staging, day-by-day `replace_window`, zstd parquet);
 3. `polars read_csv`: `pl.read_csv` of the same file (wide rows, no reshaping, no time parsing),
    the baseline.
@@ -96,8 +96,8 @@ def _rss_mib() -> float:
 
 
 def child_parse(path: Path) -> dict[str, float]:
-    from gpuwaste.ingest.philly_parse import GPU_UTIL, parse_chunk
-    from gpuwaste.ingest.philly_source import iter_byte_chunks
+    from gpuwaste.ingest.philly.parse import GPU_UTIL, parse_chunk
+    from gpuwaste.ingest.philly.source import iter_byte_chunks
 
     t = time.perf_counter()
     rows = samples = refused = 0
@@ -118,7 +118,7 @@ def child_ingest(path: Path, work: Path) -> dict[str, float]:
     import shutil
 
     from gpuwaste.config import ClusterConfig, PhillySource, Settings
-    from gpuwaste.ingest.philly_source import ingest_philly
+    from gpuwaste.ingest.philly.source import ingest_philly
 
     trace = work / "trace"
     data = work / "warehouse"

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpuwaste.ingest.hostlist import HostListError, expand_hostlist
+from gpuwaste.ingest.slurm_notation import HostListError, expand_hostlist
 
 
 @pytest.mark.parametrize(

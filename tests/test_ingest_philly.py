@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from gpuwaste.cli import app
 from gpuwaste.config import ClusterConfig, OpenMetricsSource, PhillySource, Settings
 from gpuwaste.ingest.base import IngestError
-from gpuwaste.ingest.philly_parse import (
+from gpuwaste.ingest.philly.parse import (
     PhillyFormatError,
     check_header,
     lines_frame,
@@ -28,8 +28,8 @@ from gpuwaste.ingest.philly_parse import (
     parse_job_log,
     parse_mem_util_lines,
 )
-from gpuwaste.ingest.philly_source import ingest_philly, iter_byte_chunks
-from gpuwaste.ingest.prometheus_runners import ingest_openmetrics
+from gpuwaste.ingest.philly.source import ingest_philly, iter_byte_chunks
+from gpuwaste.ingest.prometheus.openmetrics_source import ingest_openmetrics
 from gpuwaste.warehouse.store import Warehouse
 from tests.support.prometheus import Synthetic, write_synthetic_openmetrics
 
@@ -348,7 +348,7 @@ def test_the_later_line_wins_whichever_parser_reads_it(
 def test_order_last_wins_equals_a_full_sort(rows: list[tuple[str, int, int]], order: str) -> None:
     """The radix-sort-and-merge path gives what a full sort by (host, gpu, ts, lineno) keeping
     the last of each key gives, whatever order the rows come in."""
-    from gpuwaste.ingest.philly_source import order_last_wins
+    from gpuwaste.ingest.philly.source import order_last_wins
 
     df = pl.DataFrame(
         {

@@ -17,7 +17,7 @@ import pytest
 
 from gpuwaste.config import ClusterConfig, PhillySource, Settings
 from gpuwaste.generate import GeneratorSpec, write_all
-from gpuwaste.ingest.philly_source import ingest_philly
+from gpuwaste.ingest.philly.source import ingest_philly
 from gpuwaste.warehouse.store import Warehouse
 
 SPEC = GeneratorSpec(seed=5, gpus=32, days=1.0, cluster="gen")

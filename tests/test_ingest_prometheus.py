@@ -29,8 +29,8 @@ from gpuwaste.config import (
     SlurmSource,
 )
 from gpuwaste.ingest.base import IngestError, IngestResult
-from gpuwaste.ingest.prometheus_ingest import SOURCE, ingest_prometheus
-from gpuwaste.ingest.slurm_source import ingest_slurm
+from gpuwaste.ingest.prometheus.source import SOURCE, ingest_prometheus
+from gpuwaste.ingest.slurm.source import ingest_slurm
 from gpuwaste.warehouse.bookkeeping import get_watermark, set_watermark
 from gpuwaste.warehouse.lock import writer_lock
 from gpuwaste.warehouse.store import Warehouse

@@ -17,8 +17,8 @@ import pytest
 
 from gpuwaste.config import ClusterConfig, OpenMetricsSource, PrometheusSource, Settings
 from gpuwaste.generate import GeneratorSpec, write_all
-from gpuwaste.ingest.prometheus_ingest import ingest_prometheus
-from gpuwaste.ingest.prometheus_runners import ingest_openmetrics
+from gpuwaste.ingest.prometheus.openmetrics_source import ingest_openmetrics
+from gpuwaste.ingest.prometheus.source import ingest_prometheus
 from gpuwaste.warehouse.store import Warehouse
 from tests.support.prometheus import PrometheusServer, running_prometheus
 

@@ -11,14 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuwaste.config import PrometheusLabels
-from gpuwaste.ingest.prometheus_parse import (
+from gpuwaste.ingest.prometheus.parse import (
     ResponseError,
     _fast,
     parse_body,
     parse_payload,
     series_from_result,
 )
-from gpuwaste.ingest.prometheus_rows import host_of, job_of
+from gpuwaste.ingest.prometheus.rows import host_of, job_of
 from tests.conftest import FIXTURES
 
 API = FIXTURES / "prometheus_api"
@@ -141,7 +141,7 @@ def test_windows_cover_without_overlap_and_respect_the_point_limit(
     from datetime import timedelta
 
     from gpuwaste.config import PrometheusSource
-    from gpuwaste.ingest.prometheus_ingest import plan_windows, window_length
+    from gpuwaste.ingest.prometheus.source import plan_windows, window_length
 
     src = PrometheusSource(
         url="http://x", max_points_per_query=max_points, scrape_interval_s=interval

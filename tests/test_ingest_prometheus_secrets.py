@@ -6,7 +6,7 @@ import pytest
 
 from gpuwaste.config import PrometheusSource
 from gpuwaste.ingest.base import IngestError
-from gpuwaste.ingest.prometheus_client import PrometheusClient
+from gpuwaste.ingest.prometheus.client import PrometheusClient
 from gpuwaste.ingest.secrets import MissingSecret, credentials
 
 

@@ -16,7 +16,8 @@ import pytest
 from gpuwaste.config import ClusterConfig, Settings, SlurmSource
 from gpuwaste.generate import GeneratorSpec, job_gpus_frame, jobs_frame, simulate, write_all
 from gpuwaste.generate.parquet import write_samples_parquet
-from gpuwaste.ingest.slurm_source import UNKNOWN_GPU, ingest_slurm
+from gpuwaste.ingest.gpu_indices import UNKNOWN_GPU
+from gpuwaste.ingest.slurm.source import ingest_slurm
 from gpuwaste.warehouse.catalog import connect
 from gpuwaste.warehouse.store import Warehouse
 

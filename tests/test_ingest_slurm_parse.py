@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuwaste.ingest.slurm_parse import (
+from gpuwaste.ingest.slurm.parse import (
     SacctFormatError,
     SacctOptions,
     columns_from_command,
     gpu_count,
-    map_state,
     parse_sacct,
 )
+from gpuwaste.ingest.slurm_notation import map_state
 from tests.conftest import FIXTURES
 
 SACCT = FIXTURES / "sacct"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import stat
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,8 +12,10 @@ from typer.testing import CliRunner
 
 from gpuwaste.cli import app
 from gpuwaste.config import ClusterConfig, Settings, SlurmSource
+from gpuwaste.errors import GpuwasteError
 from gpuwaste.ingest.base import IngestError
-from gpuwaste.ingest.slurm_source import UNKNOWN_GPU, ingest_slurm
+from gpuwaste.ingest.gpu_indices import UNKNOWN_GPU
+from gpuwaste.ingest.slurm.source import ingest_slurm
 from gpuwaste.warehouse.bookkeeping import get_watermark
 from gpuwaste.warehouse.store import Warehouse
 from tests.conftest import FIXTURES
@@ -192,8 +193,12 @@ def test_one_off_cli(data_dir: Path) -> None:
     res = CliRunner().invoke(
         app, ["ingest", "slurm", "--file", str(BERLIN), "--data-dir", str(data_dir)]
     )
-    assert res.exit_code != 0
-    assert os.environ.get("GPUWASTE_CONFIG") is None or True
+    # without --cluster the data has no cluster to go to: refused, and nothing more is written
+    assert isinstance(res.exception, GpuwasteError)
+    assert str(res.exception) == (
+        "ingest slurm --file needs --cluster NAME to say which cluster the data is from."
+    )
+    assert Warehouse(data_dir).clusters("jobs") == ["c9"]
 
 
 def test_a_job_without_gpus_holds_no_gpu_rows(data_dir: Path, tmp_path: Path) -> None:

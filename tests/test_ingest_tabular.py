@@ -13,18 +13,18 @@ from typer.testing import CliRunner
 
 from gpuwaste.cli import app
 from gpuwaste.config import ClusterConfig, CsvSource, OpenMetricsSource, Settings, SlurmSource
-from gpuwaste.ingest.base import IngestError
+from gpuwaste.ingest.base import IngestError, RunOptions
 from gpuwaste.ingest.run import run_configured
-from gpuwaste.ingest.slurm_source import ingest_slurm
-from gpuwaste.ingest.tabular import (
+from gpuwaste.ingest.slurm.source import ingest_slurm
+from gpuwaste.ingest.tabular.parse import (
     MappingError,
     SamplesMapping,
-    ingest_tabular,
     load_mapping,
     map_samples,
     parse_allocation,
     split_csv,
 )
+from gpuwaste.ingest.tabular.source import ingest_tabular
 from gpuwaste.warehouse.store import Warehouse
 from tests.support.prometheus import Synthetic, write_synthetic_openmetrics
 
@@ -216,7 +216,9 @@ def test_csv_jobs_replace_label_jobs_and_csv_samples_resolve_slurm_gpus(
     wh = Warehouse(data_dir)
     for first, then in ((telemetry, jobs_only), (jobs_only, telemetry)):
         for c in (first, then):
-            run_configured(Settings(data_dir=data_dir, clusters=[c]), quiet=True)
+            run_configured(
+                Settings(data_dir=data_dir, clusters=[c]), options=RunOptions(quiet=True)
+            )
         assert set(wh.read("jobs", "t")["source"]) == {"csv"}
         assert not (wh.cluster_dir("job_gpus", "t") / "openmetrics.parquet").exists()
     sacct = tmp_path / "sacct.txt"

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 
 from gpuwaste.config import KubernetesJobs
-from gpuwaste.ingest.kube import merge_jobs, pods_to_jobs
-from gpuwaste.ingest.openmetrics import parse_text
+from gpuwaste.ingest.prometheus.kube import merge_jobs, pods_to_jobs
+from gpuwaste.ingest.prometheus.openmetrics_parse import parse_text
 from tests.conftest import FIXTURES
 
 KSM = FIXTURES / "kube_state_metrics"

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from gpuwaste.config import ClusterConfig, OpenMetricsSource, PrometheusLabels, Settings
 from gpuwaste.ingest.base import IngestError
-from gpuwaste.ingest.openmetrics import parse_labels, parse_text
-from gpuwaste.ingest.prometheus_rows import gpu_rows
-from gpuwaste.ingest.prometheus_runners import ingest_openmetrics
+from gpuwaste.ingest.prometheus.openmetrics_parse import parse_labels, parse_text
+from gpuwaste.ingest.prometheus.openmetrics_source import ingest_openmetrics
+from gpuwaste.ingest.prometheus.rows import gpu_rows
 from gpuwaste.warehouse.store import Warehouse
 from tests.conftest import FIXTURES
 

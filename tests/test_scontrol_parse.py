@@ -8,11 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuwaste.ingest.scontrol_parse import (
-    ScontrolFormatError,
-    expand_indices,
-    parse_scontrol,
-)
+from gpuwaste.ingest.slurm.scontrol_parse import ScontrolFormatError, parse_scontrol
+from gpuwaste.ingest.slurm_notation import expand_indices
 from tests.conftest import FIXTURES
 
 DATA = Path(__file__).parent / "data" / "scontrol"

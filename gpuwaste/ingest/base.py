@@ -1,20 +1,25 @@
-"""What every ingestor shares: its result, its error, and the registry of sources.
+"""What every source shares: its result, its error, and the options of a run.
 
-An ingestor is three layers (style.md): a pure parser (text or JSON -> typed rows + refused
-records), one function that does the I/O (a file read, an HTTP call, a subprocess), and a runner
-that joins them and writes to the warehouse, advancing the watermark only after the data is
-durably written. A runner registers itself under its source name, so `gpuwaste ingest` with no
-argument runs every source configured for every cluster.
+A source is three layers (style.md), one sub-package each (`ingest/prometheus/`, `ingest/slurm/`,
+...): a pure parser (text or JSON -> typed rows + refused records), a `source` module that does
+the I/O (a file read, an HTTP call, a subprocess) and the writes, advancing the watermark only
+after the data is durably written, and a `cli` module with its `gpuwaste ingest` subcommand. The
+list of sources is `ingest/sources.py`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 from gpuwaste.config import ClusterConfig, Settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.bookkeeping import Refused, summarize_refused
+
+if TYPE_CHECKING:
+    import typer
 
 
 class IngestError(GpuwasteError):
@@ -35,27 +40,31 @@ class IngestResult:
         return f"{line}; {self.note}" if self.note else line
 
 
-# source name -> (is it configured for this cluster?, run it)
-Runner = Callable[[Settings, ClusterConfig, bool], IngestResult]  # (settings, cluster, quiet)
-SOURCES: dict[str, tuple[Callable[[ClusterConfig], bool], Runner]] = {}
-# Telemetry runs before scheduler records, so that a scheduler source can take GPU indices from
-# the samples' job labels (Slurm's sacct knows hosts, not GPU indices).
-TELEMETRY, SCHEDULER = 10, 20
-_PRIORITY: dict[str, int] = {}
+@dataclass(frozen=True)
+class RunOptions:
+    """What the command line says about one run, passed to every source's runner.
+
+    `quiet`: no progress display (the summary line goes to stderr). `since` / `until` bound the
+    time range of a source that reads one (Prometheus); the file sources read their whole input
+    and ignore them."""
+
+    quiet: bool = False
+    since: datetime | None = None
+    until: datetime | None = None
 
 
-def register_source(
-    name: str, configured: Callable[[ClusterConfig], bool], priority: int = SCHEDULER
-) -> Callable[[Runner], Runner]:
-    """Register a runner; `priority` orders a run of every source (TELEMETRY first)."""
-
-    def deco(fn: Runner) -> Runner:
-        SOURCES[name] = (configured, fn)
-        _PRIORITY[name] = priority
-        return fn
-
-    return deco
+Runner = Callable[[Settings, ClusterConfig, RunOptions], IngestResult]
 
 
-def sources_in_order() -> list[str]:
-    return sorted(SOURCES, key=lambda n: (_PRIORITY.get(n, SCHEDULER), n))
+@dataclass(frozen=True)
+class Source:
+    """One source, as `ingest/sources.py` declares it."""
+
+    name: str  # the subcommand, and the `source` of the rows it writes
+    config_key: str  # the table of a cluster that configures it: [clusters.<config_key>]
+    run: Runner  # ingest one configured cluster
+    register_cli: Callable[[typer.Typer, Source], None]  # add `gpuwaste ingest <name>`
+    shows_progress: bool = False  # shows its own progress display (else `ingest.run` shows one)
+
+    def configured(self, cluster: ClusterConfig) -> bool:
+        return getattr(cluster, self.config_key) is not None

@@ -1,8 +1,9 @@
 """`gpuwaste ingest [SOURCE...]`: each source is a subcommand; with none, every configured one.
 
-A subcommand given its flags (`--url`, `--file`, a folder) runs one-off without a configuration
-file; given none, it runs that source for every cluster that configures it. Subcommands chain:
-`gpuwaste ingest prometheus slurm`.
+A subcommand given its input flags (`--url`, `--file`, a folder) runs one-off without a
+configuration file; given none, it runs that source for `--cluster NAME`, or for every cluster
+that configures it (`ingest.run`). Subcommands chain: `gpuwaste ingest prometheus slurm`. The
+subcommands are those of `ingest.sources.SOURCES`, added here.
 """
 
 from __future__ import annotations
@@ -10,10 +11,14 @@ from __future__ import annotations
 import typer
 
 from gpuwaste.cli_common import ConfigOpt, DataDirOpt, QuietOpt, settings
+from gpuwaste.ingest.base import RunOptions
 from gpuwaste.ingest.run import run_configured
+from gpuwaste.ingest.sources import SOURCES
 
 ingest_app = typer.Typer(
-    help="Pull new data since the last watermark into the warehouse (the scheduled job).",
+    help="Pull new data since the last watermark into the warehouse (the scheduled job). A "
+    "SOURCE given its input flags ingests them one-off into --cluster NAME; without them, it runs "
+    "its configured source for --cluster NAME only, or for every cluster that has one.",
     invoke_without_command=True,
     chain=True,
 )
@@ -29,14 +34,8 @@ def ingest_all(
     """With no SOURCE: every source configured for every cluster."""
     ctx.obj = {"config": config, "data_dir": data_dir, "quiet": quiet}
     if ctx.invoked_subcommand is None:
-        run_configured(settings(config, data_dir), None, quiet)
+        run_configured(settings(config, data_dir), SOURCES, RunOptions(quiet=quiet))
 
 
-def _register_subcommands() -> None:
-    from gpuwaste.ingest import files_cli, prometheus_cli
-
-    prometheus_cli.register(ingest_app)
-    files_cli.register(ingest_app)
-
-
-_register_subcommands()
+for _source in SOURCES:
+    _source.register_cli(ingest_app, _source)

@@ -1,8 +1,10 @@
-"""What the `gpuwaste ingest SOURCE` subcommands share: settings from the group's options, and the
-cluster a one-off run (source given by flags) ingests into."""
+"""What the `gpuwaste ingest SOURCE` subcommands share: their `--cluster` option, settings and run
+options from the group's options, the cluster a one-off run (source given by flags) ingests into,
+and how a subcommand runs (`run_subcommand`)."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,19 +14,32 @@ from pydantic import ValidationError
 from gpuwaste.cli_common import settings
 from gpuwaste.config import ClusterConfig, ConfigError, Settings, error_input, error_reason
 from gpuwaste.errors import GpuwasteError
+from gpuwaste.ingest.base import RunOptions, Source
+from gpuwaste.ingest.run import run_configured, run_one
 
 ClusterName = Annotated[
-    str | None, typer.Option("--cluster", help="Cluster name (needed with an input flag).")
+    str | None,
+    typer.Option(
+        "--cluster",
+        help="With an input flag: the cluster the data is from (needed). Without: only this "
+        "configured cluster (default: every cluster configuring this source).",
+    ),
 ]
 
 
 def common(
-    ctx: typer.Context, config: Path | None, data_dir: Path | None, quiet: bool
-) -> tuple[Settings, bool]:
-    """Settings and quietness: the subcommand's own options, else those of `gpuwaste ingest`."""
+    ctx: typer.Context,
+    config: Path | None,
+    data_dir: Path | None,
+    quiet: bool,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> tuple[Settings, RunOptions]:
+    """Settings and run options: the subcommand's own options, else those of `gpuwaste ingest`."""
     obj: dict[str, Any] = ctx.obj or {}
     s = settings(config or obj.get("config"), data_dir or obj.get("data_dir"))
-    return s, quiet or bool(obj.get("quiet"))
+    return s, RunOptions(quiet=quiet or bool(obj.get("quiet")), since=since, until=until)
 
 
 # The flag (or argument) that sets a field of a one-off cluster, where it is not `--field-name`.
@@ -74,3 +89,24 @@ def one_off_cluster(
         return one_off
     update = {k: getattr(one_off, k) for k in (*source, "timezone")}
     return known[0].model_copy(update=update)
+
+
+def run_subcommand(
+    s: Settings,
+    options: RunOptions,
+    source: Source,
+    cluster: str | None,
+    inputs: dict[str, Any] | None,
+    *,
+    what: str,
+    timezone: str | None = None,
+) -> None:
+    """What every `gpuwaste ingest SOURCE` does. Without input flags (`inputs` None): the
+    configured source of `cluster`, or of every cluster that has it. With them (`inputs`, the
+    source's table as the flags give it): one-off into `cluster`, which `what` (the command as
+    typed) then needs."""
+    if inputs is None:
+        run_configured(s, [source], options, cluster=cluster)
+        return
+    tables = {source.config_key: inputs}
+    run_one(s, one_off_cluster(s, cluster, what, timezone=timezone, **tables), source, options)

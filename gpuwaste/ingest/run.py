@@ -1,22 +1,26 @@
-"""Run ingest sources under the writer lock, then refresh the catalog of views."""
+"""Run ingest sources under the writer lock, then refresh the catalog of views.
+
+Every subcommand behaves alike: given its input flags it runs one-off (`run_one`); given none, it
+runs its source for the configured clusters (`run_configured`): with `--cluster NAME` for that
+cluster only (an error if NAME does not configure the source), without it for every cluster that
+configures the source. Each finished source prints one summary line: on stdout, or on stderr with
+`--quiet` (which also hides the progress display).
+"""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
 from gpuwaste.config import ClusterConfig, Settings
 from gpuwaste.errors import GpuwasteError
-from gpuwaste.ingest.base import SOURCES, IngestResult, sources_in_order
+from gpuwaste.ingest.base import IngestResult, RunOptions, Source
+from gpuwaste.ingest.progress import source_progress
 from gpuwaste.warehouse.catalog import refresh_catalog
 from gpuwaste.warehouse.diagnose import why_no_gpu_time
 from gpuwaste.warehouse.lock import writer_lock
 from gpuwaste.warehouse.schema import FACT_TABLES
 from gpuwaste.warehouse.store import Warehouse
-
-
-def _load_sources() -> None:
-    """Import the ingestor modules so that they register themselves."""
-    import gpuwaste.ingest.sources  # noqa: F401
 
 
 def explain_no_gpu_time(settings: Settings, result: IngestResult) -> None:
@@ -29,59 +33,90 @@ def explain_no_gpu_time(settings: Settings, result: IngestResult) -> None:
         result.note = f"{result.note}; {why}" if result.note else why
 
 
-def run_one(settings: Settings, cluster: ClusterConfig, source: str, quiet: bool) -> IngestResult:
-    """One source for one cluster (the one-off form: `gpuwaste ingest SOURCE --flags`)."""
-    _load_sources()
-    _, runner = SOURCES[source]
-    with writer_lock(settings.data_dir):
-        Warehouse(settings.data_dir).remove_temp_files(FACT_TABLES)
-        try:
-            result = runner(settings, cluster, quiet)
-            explain_no_gpu_time(settings, result)
-        finally:
-            refresh_catalog(settings.data_dir)
-    print(result.summary(), file=sys.stderr if quiet else sys.stdout)
+def _run_source(
+    settings: Settings, cluster: ClusterConfig, source: Source, options: RunOptions
+) -> IngestResult:
+    """One source for one cluster, with a progress display unless the source shows its own;
+    prints the summary line."""
+    if source.shows_progress:
+        result = source.run(settings, cluster, options)
+    else:
+        with source_progress(f"{cluster.name} {source.name}", options.quiet):
+            result = source.run(settings, cluster, options)
+    explain_no_gpu_time(settings, result)
+    print(result.summary(), file=sys.stderr if options.quiet else sys.stdout)
     return result
 
 
-def run_configured(
-    settings: Settings, sources: list[str] | None = None, quiet: bool = False
-) -> list[IngestResult]:
-    """Every configured source of every cluster (or only `sources`); a failing source does not
-    stop the others, but the run ends in an error naming each failure."""
-    _load_sources()
+def run_one(
+    settings: Settings, cluster: ClusterConfig, source: Source, options: RunOptions
+) -> IngestResult:
+    """One source for one cluster (the one-off form: `gpuwaste ingest SOURCE --flags`)."""
+    with writer_lock(settings.data_dir):
+        Warehouse(settings.data_dir).remove_temp_files(FACT_TABLES)
+        try:
+            return _run_source(settings, cluster, source, options)
+        finally:
+            refresh_catalog(settings.data_dir)
+
+
+def _clusters(
+    settings: Settings, sources: Sequence[Source], cluster: str | None
+) -> list[ClusterConfig]:
+    """The configured clusters a run covers: all, or `cluster` alone, which must then configure
+    each of `sources`."""
     if not settings.clusters:
         where = settings.source_path or "no configuration file"
         raise GpuwasteError(
             f"no clusters configured ({where}): give a gpuwaste.toml with [[clusters]], or run a "
             "source one-off, e.g. `gpuwaste ingest prometheus --url URL --cluster NAME`."
         )
-    unknown = sorted(set(sources or []) - set(SOURCES))
-    if unknown:
-        raise GpuwasteError(f"unknown source '{unknown[0]}' (known: {', '.join(sorted(SOURCES))}).")
+    if cluster is None:
+        return list(settings.clusters)
+    selected = settings.cluster(cluster)
+    for source in sources:
+        if not source.configured(selected):
+            raise GpuwasteError(
+                f"cluster {cluster} has no [{source.config_key}] source configured "
+                f"(in {settings.source_path or 'the configuration'})."
+            )
+    return [selected]
+
+
+def run_configured(
+    settings: Settings,
+    sources: Sequence[Source] | None = None,
+    options: RunOptions | None = None,
+    *,
+    cluster: str | None = None,
+) -> list[IngestResult]:
+    """`sources` (default: every source) for every configured cluster that has them, or for
+    `cluster` alone. A failing source does not stop the others, but the run ends in an error
+    naming each failure."""
+    if sources is None:
+        from gpuwaste.ingest.sources import SOURCES  # not at the top: it imports the CLI modules
+
+        sources = SOURCES
+    options = options or RunOptions()
+    clusters = _clusters(settings, sources, cluster)
     results: list[IngestResult] = []
     failures: list[str] = []
     with writer_lock(settings.data_dir):
         Warehouse(settings.data_dir).remove_temp_files(FACT_TABLES)
         try:
-            for cluster in settings.clusters:
-                for name in sources_in_order():
-                    configured, runner = SOURCES[name]
-                    if (sources and name not in sources) or not configured(cluster):
+            for c in clusters:
+                for source in sources:
+                    if not source.configured(c):
                         continue
                     try:
-                        result = runner(settings, cluster, quiet)
-                        explain_no_gpu_time(settings, result)
+                        results.append(_run_source(settings, c, source, options))
                     except GpuwasteError as exc:
-                        failures.append(f"{cluster.name}/{name}: {exc}")
-                        print(f"gpuwaste: {cluster.name}/{name}: {exc}", file=sys.stderr)
-                        continue
-                    results.append(result)
-                    print(result.summary(), file=sys.stderr if quiet else sys.stdout)
+                        failures.append(f"{c.name}/{source.name}: {exc}")
+                        print(f"gpuwaste: {c.name}/{source.name}: {exc}", file=sys.stderr)
         finally:
             refresh_catalog(settings.data_dir)
     if failures:
         raise GpuwasteError(f"{len(failures)} source(s) failed; first: {failures[0]}")
-    if not results and not quiet:
+    if not results and not options.quiet:
         print("nothing to ingest: no configured source matched.")
     return results

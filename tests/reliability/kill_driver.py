@@ -47,7 +47,7 @@ def _event(name: str) -> bool:
 
 
 def install() -> None:
-    import gpuwaste.ingest.prometheus_ingest as ingest
+    import gpuwaste.ingest.prometheus.source as ingest
 
     real_write = pl.DataFrame.write_parquet
     real_replace = os.replace

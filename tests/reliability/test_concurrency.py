@@ -21,7 +21,7 @@ import pytest
 
 from gpuwaste.config import ClusterConfig, PrometheusSource, Settings
 from gpuwaste.dashboard import queries
-from gpuwaste.ingest.prometheus_ingest import ingest_prometheus, window_length
+from gpuwaste.ingest.prometheus.source import ingest_prometheus, window_length
 from gpuwaste.warehouse.catalog import refresh_catalog
 from gpuwaste.warehouse.readonly import read_only_connection, read_retrying, run_query
 from gpuwaste.warehouse.store import Warehouse

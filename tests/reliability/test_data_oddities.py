@@ -15,8 +15,8 @@ from pathlib import Path
 import polars as pl
 
 from gpuwaste.config import ClusterConfig, Settings
-from gpuwaste.ingest.prometheus_runners import ingest_openmetrics
-from gpuwaste.ingest.slurm_parse import SacctOptions, parse_sacct
+from gpuwaste.ingest.prometheus.openmetrics_source import ingest_openmetrics
+from gpuwaste.ingest.slurm.parse import SacctOptions, parse_sacct
 from gpuwaste.warehouse.store import Warehouse
 
 T0 = 1_790_000_000  # 2026-09-21T14:13:20Z
@@ -33,7 +33,7 @@ def ingest(tmp_path: Path, text: str) -> pl.DataFrame:
     f.write_text(text + "# EOF\n")
     d = tmp_path / "wh"
     for _ in range(2):  # a re-run replaces, never adds
-        ingest_openmetrics(Settings(data_dir=d), ClusterConfig(name="c1"), f, quiet=True)
+        ingest_openmetrics(Settings(data_dir=d), ClusterConfig(name="c1"), f)
     return Warehouse(d).read("gpu_samples", "c1")
 
 

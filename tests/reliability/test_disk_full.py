@@ -22,7 +22,7 @@ import pytest
 
 from gpuwaste.config import ClusterConfig, PrometheusSource, Settings
 from gpuwaste.errors import GpuwasteError
-from gpuwaste.ingest.prometheus_ingest import ingest_prometheus, window_length
+from gpuwaste.ingest.prometheus.source import ingest_prometheus, window_length
 from gpuwaste.warehouse.bookkeeping import get_watermark
 from gpuwaste.warehouse.store import Warehouse
 from tests.reliability.faults import MAX_POINTS, assert_same, bounds, leftover_temp_files, snapshot

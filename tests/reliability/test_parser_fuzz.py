@@ -19,8 +19,7 @@ from hypothesis import strategies as st
 
 from gpuwaste.config import PrometheusLabels
 from gpuwaste.ingest.base import IngestError
-from gpuwaste.ingest.openmetrics import parse_text
-from gpuwaste.ingest.philly_parse import (
+from gpuwaste.ingest.philly.parse import (
     CPU_UTIL,
     GPU_UTIL,
     MEM_UTIL,
@@ -28,8 +27,9 @@ from gpuwaste.ingest.philly_parse import (
     parse_chunk,
     parse_job_log,
 )
-from gpuwaste.ingest.prometheus_parse import ResponseError, SeriesSet, parse_body, parse_payload
-from gpuwaste.ingest.prometheus_rows import (
+from gpuwaste.ingest.prometheus.openmetrics_parse import parse_text
+from gpuwaste.ingest.prometheus.parse import ResponseError, SeriesSet, parse_body, parse_payload
+from gpuwaste.ingest.prometheus.rows import (
     FB_FREE,
     FB_USED,
     GPU_METRICS,
@@ -38,12 +38,18 @@ from gpuwaste.ingest.prometheus_rows import (
     gpu_rows,
     host_rows,
 )
-from gpuwaste.ingest.prometheus_rows import (
+from gpuwaste.ingest.prometheus.rows import (
     GPU_UTIL as DCGM_UTIL,
 )
-from gpuwaste.ingest.scontrol_parse import ScontrolFormatError, parse_scontrol
-from gpuwaste.ingest.slurm_parse import SacctFormatError, SacctOptions, parse_sacct
-from gpuwaste.ingest.tabular import MappingError, load_mapping, map_jobs, map_samples, split_csv
+from gpuwaste.ingest.slurm.parse import SacctFormatError, SacctOptions, parse_sacct
+from gpuwaste.ingest.slurm.scontrol_parse import ScontrolFormatError, parse_scontrol
+from gpuwaste.ingest.tabular.parse import (
+    MappingError,
+    load_mapping,
+    map_jobs,
+    map_samples,
+    split_csv,
+)
 from gpuwaste.warehouse.bookkeeping import Refused
 from tests.reliability.fuzzing import fuzz_settings
 from tests.reliability.mutations import TESTS_DATA, fixtures, line_texts, mutated

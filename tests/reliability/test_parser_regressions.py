@@ -5,10 +5,10 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from gpuwaste.ingest.openmetrics import parse_text
-from gpuwaste.ingest.philly_parse import CPU_UTIL, GPU_UTIL, MEM_UTIL, parse_chunk
-from gpuwaste.ingest.prometheus_parse import ResponseError, parse_body
-from gpuwaste.ingest.tabular import JobsMapping, SamplesMapping, map_jobs, map_samples
+from gpuwaste.ingest.philly.parse import CPU_UTIL, GPU_UTIL, MEM_UTIL, parse_chunk
+from gpuwaste.ingest.prometheus.openmetrics_parse import parse_text
+from gpuwaste.ingest.prometheus.parse import ResponseError, parse_body
+from gpuwaste.ingest.tabular.parse import JobsMapping, SamplesMapping, map_jobs, map_samples
 
 
 def test_philly_nan_and_infinite_values_are_refused_not_stored() -> None:

@@ -18,7 +18,7 @@ import pytest
 
 from gpuwaste.config import PrometheusSource
 from gpuwaste.ingest.base import IngestError
-from gpuwaste.ingest.prometheus_client import PrometheusClient
+from gpuwaste.ingest.prometheus.client import PrometheusClient
 from tests.reliability.echo_server import echo_server, url_of
 from tests.support.components import free_port
 

@@ -18,7 +18,7 @@ import pytest
 
 from gpuwaste.config import ClusterConfig, PrometheusSource, Settings
 from gpuwaste.errors import GpuwasteError
-from gpuwaste.ingest.prometheus_ingest import ingest_prometheus
+from gpuwaste.ingest.prometheus.source import ingest_prometheus
 from gpuwaste.warehouse.bookkeeping import get_watermark
 from gpuwaste.warehouse.store import Warehouse
 from tests.reliability.fault_proxy import FaultProxy, Plan, at, fault_proxy

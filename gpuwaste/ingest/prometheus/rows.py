@@ -31,7 +31,7 @@ from datetime import datetime
 import polars as pl
 
 from gpuwaste.config import PrometheusLabels
-from gpuwaste.ingest.prometheus_parse import SeriesSet
+from gpuwaste.ingest.prometheus.parse import SeriesSet
 from gpuwaste.warehouse.bookkeeping import Refused
 from gpuwaste.warehouse.schema import GPU_SAMPLES, HOST_SAMPLES, UTC_TS, conform
 

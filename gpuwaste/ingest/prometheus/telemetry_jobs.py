@@ -23,8 +23,6 @@ import polars as pl
 
 from gpuwaste.warehouse.schema import JOB_GPUS, JOBS, UTC_TS, conform
 
-SPAN_COLUMNS = ("job_id", "attempt", "host", "gpu", "start_ts", "end_ts")
-
 
 def spans_from_samples(gpu_rows: pl.DataFrame, interval_s: float) -> pl.DataFrame:
     """`gpu_samples` rows -> job_gpus rows for the samples that carry a job_id."""

@@ -2,7 +2,7 @@
 
 The `openmetrics` file source (and `make demo`) loads DCGM and node-exporter samples from a file
 without any server, through the same row builders as the Prometheus source
-(`prometheus_rows.gpu_rows` / `host_rows`).
+(`prometheus.rows.gpu_rows` / `host_rows`).
 
 Format rules kept:
 - OpenMetrics (text ends with `# EOF`): sample timestamps are in seconds (may be fractional);
@@ -24,7 +24,7 @@ from datetime import datetime
 
 import polars as pl
 
-from gpuwaste.ingest.prometheus_parse import MAX_TS_S, MIN_TS_S, SAMPLE_SCHEMA, SeriesSet
+from gpuwaste.ingest.prometheus.parse import MAX_TS_S, MIN_TS_S, SAMPLE_SCHEMA, SeriesSet
 from gpuwaste.warehouse.bookkeeping import Refused
 from gpuwaste.warehouse.schema import UTC_TS
 

@@ -1,26 +1,23 @@
-"""Source runners registered with gpuwaste.ingest.base.register_source.
+"""The `openmetrics` source: a saved OpenMetrics / Prometheus text file (`.om`, `.om.gz`,
+`.prom`) -> gpu_samples, host_samples and (as the Prometheus source) jobs from labels or pods.
 
-- `prometheus`: a cluster's Prometheus-compatible server (see prometheus_ingest).
-- `openmetrics`: a saved OpenMetrics / Prometheus text file (`.om`, `.om.gz`, `.prom`), through
-  the same row builders; the demo loads the bundled sample this way, with no server.
-
-The one-off command-line form passes `--since` / `--until` through `ONE_OFF_WINDOW` (a context
-variable), since a runner's signature is the same for every source.
+Parsed by `openmetrics_parse` and turned into rows by the same builders as the Prometheus source
+(`rows.gpu_rows` / `host_rows`); the demo loads the bundled sample this way, with no server.
+Re-loading a file replaces its time range.
 """
 
 from __future__ import annotations
 
 import gzip
 import zlib
-from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
 
 from gpuwaste.config import ClusterConfig, PrometheusLabels, Settings
-from gpuwaste.ingest import kube, telemetry_jobs
-from gpuwaste.ingest.base import IngestError, IngestResult, register_source
+from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
+from gpuwaste.ingest.gpu_indices import fill_unknown_gpus
 from gpuwaste.ingest.job_precedence import (
     OPENMETRICS_KUBE_KEY,
     OPENMETRICS_SPANS_KEY,
@@ -28,30 +25,21 @@ from gpuwaste.ingest.job_precedence import (
     TELEMETRY_KEY,
     label_jobs_wanted,
 )
-from gpuwaste.ingest.openmetrics import parse_text
-from gpuwaste.ingest.prometheus_ingest import ingest_prometheus, scheduler_configured
-from gpuwaste.ingest.prometheus_parse import SeriesSet
-from gpuwaste.ingest.prometheus_rows import (
+from gpuwaste.ingest.prometheus import kube, telemetry_jobs
+from gpuwaste.ingest.prometheus.openmetrics_parse import parse_text
+from gpuwaste.ingest.prometheus.parse import SeriesSet
+from gpuwaste.ingest.prometheus.rows import (
     GPU_METRICS,
     HOST_METRICS,
     gpu_rows,
     host_rows,
     none_read,
 )
-from gpuwaste.ingest.slurm_source import fill_unknown_gpus
+from gpuwaste.ingest.prometheus.source import scheduler_configured
 from gpuwaste.warehouse.bookkeeping import set_watermark, write_quarantine
 from gpuwaste.warehouse.store import Warehouse
 
-ONE_OFF_WINDOW: ContextVar[tuple[datetime | None, datetime | None]] = ContextVar(
-    "prometheus_one_off_window", default=(None, None)
-)
 OPENMETRICS = "openmetrics"
-
-
-@register_source("prometheus", lambda c: c.prometheus is not None)
-def run_prometheus(settings: Settings, cluster: ClusterConfig, quiet: bool) -> IngestResult:
-    since, until = ONE_OFF_WINDOW.get()
-    return ingest_prometheus(settings, cluster, since=since, until=until, quiet=quiet)
 
 
 def read_metrics_file(path: Path) -> str:
@@ -69,9 +57,7 @@ def read_metrics_file(path: Path) -> str:
         raise IngestError(f"{path} is not OpenMetrics text (not UTF-8).") from None
 
 
-def ingest_openmetrics(
-    settings: Settings, cluster: ClusterConfig, path: Path, *, quiet: bool = False
-) -> IngestResult:
+def ingest_openmetrics(settings: Settings, cluster: ClusterConfig, path: Path) -> IngestResult:
     """Load one text file; re-loading it replaces its time range (source `openmetrics`)."""
     text = read_metrics_file(path)
     mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC)
@@ -153,7 +139,9 @@ def _openmetrics_jobs(
         wh.replace_file("jobs", cluster.name, OPENMETRICS_TELEMETRY_KEY, jobs)
 
 
-@register_source(OPENMETRICS, lambda c: c.openmetrics is not None)
-def run_openmetrics(settings: Settings, cluster: ClusterConfig, quiet: bool) -> IngestResult:
+def run_openmetrics(
+    settings: Settings, cluster: ClusterConfig, options: RunOptions
+) -> IngestResult:
+    """The configured file of `cluster` (its runner in `ingest.sources`)."""
     assert cluster.openmetrics is not None
-    return ingest_openmetrics(settings, cluster, cluster.openmetrics.file, quiet=quiet)
+    return ingest_openmetrics(settings, cluster, cluster.openmetrics.file)

@@ -1,7 +1,8 @@
 """`gpuwaste ingest prometheus | openmetrics`: GPU and host telemetry.
 
-With `--url` (or `--file`) and `--cluster`, a subcommand runs one-off without a configuration
-file; with neither, it runs that source for every cluster that configures it. Credentials are
+With `--url` (or `--file`) and `--cluster NAME`, a subcommand runs one-off without a configuration
+file; without, it runs the configured source of `--cluster NAME`, or of every cluster that has
+one. Credentials are
 never flags: `--token-env NAME` names the environment variable that holds a bearer token.
 """
 
@@ -9,14 +10,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from gpuwaste.cli_common import ConfigOpt, DataDirOpt, QuietOpt
 from gpuwaste.errors import GpuwasteError
-from gpuwaste.ingest.cli_options import ClusterName, common, one_off_cluster
-from gpuwaste.ingest.run import run_configured, run_one
+from gpuwaste.ingest.cli_options import ClusterName, common, run_subcommand
+
+if TYPE_CHECKING:
+    from gpuwaste.ingest.base import Source
 
 
 def parse_when(text: str | None, flag: str) -> datetime | None:
@@ -32,10 +35,10 @@ def parse_when(text: str | None, flag: str) -> datetime | None:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def register(app: typer.Typer) -> None:
-    """Add this family's subcommands to the `ingest` app."""
+def register_prometheus(app: typer.Typer, source: Source) -> None:
+    """Add `prometheus` to the `ingest` app."""
 
-    @app.command("prometheus")
+    @app.command(source.name)
     def prometheus_cmd(
         ctx: typer.Context,
         url: Annotated[
@@ -75,44 +78,27 @@ def register(app: typer.Typer) -> None:
         quiet: QuietOpt = False,
     ) -> None:
         """DCGM GPU series, node-exporter host series and (optionally) Kubernetes pods."""
-        from gpuwaste.ingest.prometheus_runners import ONE_OFF_WINDOW
+        window = {"since": parse_when(since, "--since"), "until": parse_when(until, "--until")}
+        s, options = common(ctx, config, data_dir, quiet, **window)
+        inputs: dict[str, Any] | None = None
+        if url is not None:
+            inputs = {
+                "url": url,
+                "label_filter": label_filter,
+                "scrape_interval_s": scrape_interval,
+                "verify_tls": not insecure,
+                "kubernetes": {"enabled": kubernetes},
+            }
+            if token_env:
+                inputs["token_env"] = token_env
+        what = "gpuwaste ingest prometheus --url"
+        run_subcommand(s, options, source, cluster, inputs, what=what)
 
-        s, q = common(ctx, config, data_dir, quiet)
-        window = (parse_when(since, "--since"), parse_when(until, "--until"))
-        if url is None:
-            if cluster is not None:
-                selected = s.cluster(cluster)
-                if selected.prometheus is None:
-                    raise GpuwasteError(f"cluster {cluster} has no [prometheus] source configured.")
-                token = ONE_OFF_WINDOW.set(window)
-                try:
-                    run_one(s, selected, "prometheus", q)
-                finally:
-                    ONE_OFF_WINDOW.reset(token)
-                return
-            token = ONE_OFF_WINDOW.set(window)
-            try:
-                run_configured(s, ["prometheus"], q)
-            finally:
-                ONE_OFF_WINDOW.reset(token)
-            return
-        source: dict[str, Any] = {
-            "url": url,
-            "label_filter": label_filter,
-            "scrape_interval_s": scrape_interval,
-            "verify_tls": not insecure,
-            "kubernetes": {"enabled": kubernetes},
-        }
-        if token_env:
-            source["token_env"] = token_env
-        c = one_off_cluster(s, cluster, "gpuwaste ingest prometheus --url", prometheus=source)
-        token = ONE_OFF_WINDOW.set(window)
-        try:
-            run_one(s, c, "prometheus", q)
-        finally:
-            ONE_OFF_WINDOW.reset(token)
 
-    @app.command("openmetrics")
+def register_openmetrics(app: typer.Typer, source: Source) -> None:
+    """Add `openmetrics` to the `ingest` app."""
+
+    @app.command(source.name)
     def openmetrics_cmd(
         ctx: typer.Context,
         file: Annotated[
@@ -125,17 +111,7 @@ def register(app: typer.Typer) -> None:
         quiet: QuietOpt = False,
     ) -> None:
         """Saved DCGM / node-exporter samples from a file, with no server (the demo's path)."""
-        s, q = common(ctx, config, data_dir, quiet)
-        if file is None:
-            if cluster is not None:
-                selected = s.cluster(cluster)
-                if selected.openmetrics is None:
-                    raise GpuwasteError(f"cluster {cluster} has no [openmetrics] file configured.")
-                run_one(s, selected, "openmetrics", q)
-            else:
-                run_configured(s, ["openmetrics"], q)
-            return
-        c = one_off_cluster(
-            s, cluster, "gpuwaste ingest openmetrics --file", openmetrics={"file": file}
-        )
-        run_one(s, c, "openmetrics", q)
+        s, options = common(ctx, config, data_dir, quiet)
+        inputs = {"file": file} if file is not None else None
+        what = "gpuwaste ingest openmetrics --file"
+        run_subcommand(s, options, source, cluster, inputs, what=what)

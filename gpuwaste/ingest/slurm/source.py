@@ -1,6 +1,7 @@
 """The Slurm source: sacct output (a file, or a configured `sacct` command) -> `jobs`, `job_gpus`.
 
-I/O and writes only; parsing is in `slurm_parse` and `scontrol_parse`.
+I/O and writes only; parsing is in `slurm.parse` and `slurm.scontrol_parse`; the GPU indices of a
+host-only allocation in `gpu_indices`.
 
 - **File** (`[clusters.slurm] file = ...` or `gpuwaste ingest slurm --file F`): the whole file is
   parsed; the quarantine batch is the file's path, so re-reading it replaces its refused rows.
@@ -34,14 +35,19 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import duckdb
 import polars as pl
 
 from gpuwaste.config import ClusterConfig, Settings, SlurmSource
-from gpuwaste.ingest.base import IngestError, IngestResult
+from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
+from gpuwaste.ingest.gpu_indices import (
+    JOB_GPUS_KEY,
+    PAIRS_SCHEMA,
+    UNKNOWN_GPU,
+    build_job_gpus,
+    pairs_from_samples,
+)
 from gpuwaste.ingest.job_precedence import yield_label_jobs
-from gpuwaste.ingest.scontrol_parse import ScontrolFormatError, parse_scontrol
-from gpuwaste.ingest.slurm_parse import (
+from gpuwaste.ingest.slurm.parse import (
     SOURCE,
     SacctFormatError,
     SacctOptions,
@@ -49,17 +55,9 @@ from gpuwaste.ingest.slurm_parse import (
     columns_from_command,
     parse_sacct,
 )
+from gpuwaste.ingest.slurm.scontrol_parse import ScontrolFormatError, parse_scontrol
 from gpuwaste.warehouse.bookkeeping import get_watermark, set_watermark, write_quarantine
 from gpuwaste.warehouse.store import Warehouse
-
-UNKNOWN_GPU = -1  # job_gpus.gpu when only the host is known
-JOB_GPUS_KEY = SOURCE
-
-_PAIRS_SCHEMA: dict[str, pl.DataType] = {
-    "job_id": pl.String(),
-    "host": pl.String(),
-    "gpu": pl.Int16(),
-}
 
 
 def options_for(cfg: SlurmSource, cluster: ClusterConfig) -> SacctOptions:
@@ -129,128 +127,6 @@ def run_sacct(command: list[str], start: datetime, end: datetime, timeout: float
     return proc.stdout
 
 
-def pairs_from_samples(
-    wh: Warehouse,
-    cluster: str,
-    jobs: pl.DataFrame,
-    within: tuple[datetime, datetime] | None = None,
-) -> pl.DataFrame:
-    """(job_id, host, gpu) where gpu_samples carry the job's id (hpc_job) inside its interval
-    (and, if given, inside `within` = [start, end): only those samples are read)."""
-    base = wh.cluster_dir("gpu_samples", cluster)
-    started = jobs.filter(pl.col("start_ts").is_not_null())
-    if started.height == 0 or not any(base.glob("date=*/*.parquet")):
-        return pl.DataFrame(schema=_PAIRS_SCHEMA)
-    keys = pl.concat(
-        [
-            started.select("job_id", pl.col("job_id").alias("key"), "start_ts", "end_ts"),
-            started.filter(pl.col("slurm_job_id").is_not_null())
-            .filter(pl.col("slurm_job_id") != pl.col("job_id"))
-            .select("job_id", pl.col("slurm_job_id").alias("key"), "start_ts", "end_ts"),
-        ]
-    )
-    lo = keys["start_ts"].min()
-    if within is not None and isinstance(lo, datetime):
-        lo = max(lo, within[0])
-    bounds = within or (None, None)
-    glob = str(base / "date=*" / "*.parquet").replace("'", "''")
-    con = duckdb.connect(":memory:")
-    try:
-        con.execute("SET TimeZone = 'UTC'")
-        con.register("job_keys", keys.to_arrow())
-        df = con.sql(
-            f"""
-            select distinct k.job_id, s.host, cast(s.gpu as smallint) as gpu
-            from read_parquet('{glob}', hive_partitioning = true, union_by_name = true) as s
-            join job_keys as k on s.job_id = k.key
-            where s.date >= cast($1 as date)
-              and s.ts >= k.start_ts and (k.end_ts is null or s.ts <= k.end_ts)
-              and ($3 is null or (s.date <= cast($3 as date) and s.ts >= $2 and s.ts < $3))
-            """,
-            params=[lo.date() if isinstance(lo, datetime) else None, *bounds],
-        ).pl()
-    finally:
-        con.close()
-    return df.cast(_PAIRS_SCHEMA) if df.height else pl.DataFrame(schema=_PAIRS_SCHEMA)
-
-
-def build_job_gpus(
-    jobs: pl.DataFrame, scontrol_pairs: pl.DataFrame, sample_pairs: pl.DataFrame
-) -> pl.DataFrame:
-    """job_gpus rows: indices from scontrol, else from samples, else one gpu=-1 row per host.
-    A job that holds no GPU (`gpus` = 0: no GPU in its TRES / GRES) has no rows."""
-    started = jobs.filter(pl.col("start_ts").is_not_null() & (pl.col("gpus").fill_null(1) > 0))
-    spans = started.select("job_id", "start_ts", "end_ts")
-    sc = scontrol_pairs
-    if sc.height:
-        # scontrol prints the raw JobId (our job_id) and the array / het form (slurm_job_id).
-        by_display = started.select(pl.col("job_id").alias("jid"), pl.col("slurm_job_id"))
-        sc = pl.concat(
-            [
-                sc.select(pl.col("job_id_raw").alias("job_id"), "host", "gpu"),
-                sc.join(by_display, left_on="job_id", right_on="slurm_job_id", how="inner").select(
-                    pl.col("jid").alias("job_id"), "host", "gpu"
-                ),
-            ]
-        ).unique()
-    from_sc = sc.join(spans.select("job_id"), on="job_id", how="semi")
-    have = from_sc.select("job_id").unique()
-    from_samples = sample_pairs.join(have, on="job_id", how="anti")
-    have = pl.concat([have, from_samples.select("job_id").unique()])
-    unknown = (
-        started.join(have, on="job_id", how="anti")
-        .select("job_id", pl.col("hosts").alias("host"))
-        .explode("host")
-        .drop_nulls("host")
-        .with_columns(pl.lit(UNKNOWN_GPU, dtype=pl.Int16()).alias("gpu"))
-    )
-    pairs = pl.concat(
-        [
-            from_sc.select("job_id", "host", pl.col("gpu").cast(pl.Int16())),
-            from_samples.select("job_id", "host", pl.col("gpu").cast(pl.Int16())),
-            unknown.select("job_id", "host", "gpu"),
-        ]
-    ).unique()
-    return (
-        pairs.join(spans, on="job_id", how="inner")
-        .with_columns(pl.lit(0, dtype=pl.Int16()).alias("attempt"))
-        .select("job_id", "attempt", "host", "gpu", "start_ts", "end_ts")
-        .sort("job_id", "host", "gpu")
-    )
-
-
-def fill_unknown_gpus(wh: Warehouse, cluster: str, start: datetime, end: datetime) -> int:
-    """Give stored Slurm allocations with GPU index unknown (gpu = -1) the indices that the job
-    labels of the samples just written in [start, end) show, as `ingest slurm` run after the
-    telemetry would have. Called by telemetry ingests (reading only their own time range, so a
-    cluster without job labels costs a scan of the new samples only); returns the jobs resolved.
-    """
-    stored = wh.read("job_gpus", cluster, JOB_GPUS_KEY)
-    unknown = stored.filter(
-        (pl.col("gpu") == UNKNOWN_GPU)
-        & (pl.col("start_ts") < end)
-        & (pl.col("end_ts").is_null() | (pl.col("end_ts") >= start))
-    )
-    if unknown.height == 0:
-        return 0
-    # the rows carry what build_job_gpus needs: the job's interval and its hosts
-    jobs = unknown.group_by("job_id").agg(
-        pl.col("start_ts").first(),
-        pl.col("end_ts").first(),
-        pl.col("host").alias("hosts"),
-        pl.lit(None, dtype=pl.Int32()).alias("gpus"),
-        pl.lit(None, dtype=pl.String()).alias("slurm_job_id"),
-    )
-    pairs = pairs_from_samples(wh, cluster, jobs, within=(start, end))
-    if pairs.height == 0:
-        return 0
-    resolved = jobs.join(pairs.select("job_id").unique(), on="job_id", how="semi")
-    rows = build_job_gpus(resolved, pairs.clear(), pairs)
-    ids = resolved["job_id"].implode()
-    wh.replace_rows_where("job_gpus", cluster, JOB_GPUS_KEY, pl.col("job_id").is_in(ids), rows)
-    return resolved.height
-
-
 def write_slurm(
     wh: Warehouse,
     cluster: str,
@@ -299,7 +175,7 @@ def ingest_slurm(
         )
     opts = options_for(cfg, cluster)
     wh = Warehouse(settings.data_dir)
-    scontrol_pairs = pl.DataFrame(schema={**_PAIRS_SCHEMA, "job_id_raw": pl.String()})
+    scontrol_pairs = pl.DataFrame(schema={**PAIRS_SCHEMA, "job_id_raw": pl.String()})
     refused_sc = []
     if cfg.scontrol_file is not None:
         sc_text = read_text(cfg.scontrol_file, "scontrol show job -d")
@@ -357,3 +233,8 @@ def ingest_slurm(
         written=written,
         note=note,
     )
+
+
+def run_slurm(settings: Settings, cluster: ClusterConfig, options: RunOptions) -> IngestResult:
+    """The configured file or command of `cluster` (its runner in `ingest.sources`)."""
+    return ingest_slurm(settings, cluster)

@@ -1,8 +1,9 @@
 """The one place that talks HTTP to Prometheus (or Thanos, Mimir, VictoriaMetrics).
 
-Plain `requests` with one Session rather than prometheus-api-client: every request has a timeout,
+Plain `requests` with one Session rather than prometheus-api-client (3-5x faster on the same raw
+range selections, `bench/ingest_prometheus.py --clients`): every request has a timeout,
 retries are bounded with exponential backoff, the answer is handed on as raw bytes (decoded by
-`prometheus_parse.parse_body`, several times faster than `json`), and `Accept-Encoding: identity`
+`prometheus.parse.parse_body`, several times faster than `json`), and `Accept-Encoding: identity`
 is sent to loopback servers, where compression costs more than it saves.
 
 Retried: connection errors, timeouts, HTTP 429 and 5xx. Not retried: other 4xx (a bad query, a
@@ -23,7 +24,7 @@ import requests
 
 from gpuwaste.config import PrometheusSource
 from gpuwaste.ingest.base import IngestError
-from gpuwaste.ingest.prometheus_parse import ResponseError, SeriesSet, parse_body
+from gpuwaste.ingest.prometheus.parse import ResponseError, SeriesSet, parse_body
 from gpuwaste.ingest.secrets import credentials
 
 BACKOFF_S = 0.5
@@ -143,10 +144,6 @@ class PrometheusClient:
                 f"Prometheus at {self.url}: unexpected answer to {promql!r}: "
                 f"{self._redact(str(exc))}."
             ) from None
-
-    def query_raw(self, promql: str, at: datetime) -> bytes:
-        """The undecoded body of `/api/v1/query` (for the benchmark's baseline)."""
-        return self.get("/api/v1/query", {"query": promql, "time": _ts(at)})
 
     def metric_names(self, match: str, start: datetime, end: datetime) -> set[str]:
         """Names of the metrics with series matching `match` between `start` and `end`."""

@@ -42,45 +42,18 @@ from zoneinfo import ZoneInfo
 
 import polars as pl
 
-from gpuwaste.ingest.hostlist import HostListError, expand_hostlist
+from gpuwaste.ingest.slurm_notation import (
+    PENDING,
+    RUNNING,
+    HostListError,
+    expand_hostlist,
+    map_state,
+)
 from gpuwaste.warehouse.bookkeeping import Refused
 from gpuwaste.warehouse.schema import UTC_TS
 
 SOURCE = "slurm"
 CANDIDATE_DELIMITERS = (";|;", "^|^", "|")
-
-PASSED = "passed"
-KILLED = "killed"
-UNSUCCESSFUL = "unsuccessful"
-RUNNING = "running"
-PENDING = "pending"  # internal: not written
-
-STATE_MAP: dict[str, str] = {
-    "COMPLETED": PASSED,
-    "CANCELLED": KILLED,
-    "PREEMPTED": KILLED,
-    "REVOKED": KILLED,
-    "FAILED": UNSUCCESSFUL,
-    "TIMEOUT": UNSUCCESSFUL,
-    "NODE_FAIL": UNSUCCESSFUL,
-    "OUT_OF_MEMORY": UNSUCCESSFUL,
-    "BOOT_FAIL": UNSUCCESSFUL,
-    "DEADLINE": UNSUCCESSFUL,
-    "RUNNING": RUNNING,
-    "REQUEUED": RUNNING,
-    "REQUEUE_HOLD": RUNNING,
-    "REQUEUE_FED": RUNNING,
-    "SUSPENDED": RUNNING,
-    "COMPLETING": RUNNING,
-    "CONFIGURING": RUNNING,
-    "RESIZING": RUNNING,
-    "SIGNALING": RUNNING,
-    "STAGE_OUT": RUNNING,
-    "STOPPED": RUNNING,
-    "SPECIAL_EXIT": RUNNING,
-    "PENDING": PENDING,
-    "RESV_DEL_HOLD": PENDING,
-}
 
 NULL_TIMES = frozenset({"", "Unknown", "None", "N/A", "(null)"})
 _JOBID = re.compile(r"^(?P<job>\d+(?:_(?:\d+|\[[^\]]*\]))?(?:\+\d+)?)(?:\.(?P<step>.+))?$")
@@ -266,12 +239,6 @@ def gpu_count(tres: str, gres_style: bool = False) -> int:
         else:
             typed += n
     return total if total is not None else typed
-
-
-def map_state(raw: str) -> str | None:
-    """passed | killed | unsuccessful | running | pending, or None for an unknown state."""
-    word = raw.strip().split(" ", 1)[0].rstrip("+").upper()
-    return STATE_MAP.get(word)
 
 
 class _Columns:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from gpuwaste.ingest.hostlist import HostListError, expand_hostlist
+from gpuwaste.ingest.slurm_notation import HostListError, expand_hostlist, expand_indices
 from gpuwaste.warehouse.bookkeeping import Refused
 
 _KV = re.compile(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_/:]*)=(\S*)")
@@ -46,22 +46,6 @@ class ScontrolParse:
     gpus: pl.DataFrame  # job_id, job_id_raw, host, gpu
     refused: list[Refused] = field(default_factory=list)
     accepted: int = 0  # job records
-
-
-def expand_indices(spec: str) -> list[int]:
-    """`0-3,5` -> [0, 1, 2, 3, 5]; `N/A` or empty -> []. Raises ValueError."""
-    spec = spec.strip()
-    if spec in ("", "N/A"):
-        return []
-    out: list[int] = []
-    for part in spec.split(","):
-        lo_s, _, hi_s = part.partition("-")
-        lo = int(lo_s)
-        hi = int(hi_s) if hi_s else lo
-        if lo < 0 or hi < lo or hi > 4096:
-            raise ValueError(f"bad GPU index range {part!r}")
-        out.extend(range(lo, hi + 1))
-    return out
 
 
 def _display_id(kv: dict[str, str]) -> str:

@@ -1,6 +1,12 @@
-"""Slurm host lists: `node[01-04,07]`, `gpu-a[1-2],gpu-b3`, `r[1-2]-n[01-02]` -> host names.
+"""Slurm's notations, read by the Slurm source and by tabular exports that use them (pure).
 
-Pure functions. The syntax is Slurm's (`scontrol show hostnames`): commas outside brackets separate
+- Host lists: `node[01-04,07]`, `gpu-a[1-2],gpu-b3`, `r[1-2]-n[01-02]` -> host names
+  (`expand_hostlist`).
+- GPU index lists: `0-3,5` -> [0, 1, 2, 3, 5] (`expand_indices`).
+- Job states: `COMPLETED`, `CANCELLED by 1234`, ... -> passed | killed | unsuccessful | running |
+  pending (`map_state`).
+
+Host lists: the syntax is Slurm's (`scontrol show hostnames`): commas outside brackets separate
 entries; inside brackets, comma-separated numbers or `lo-hi` ranges whose zero padding is the
 width of `lo`; several bracket groups in one entry expand as a cartesian product, left to right.
 """
@@ -103,3 +109,59 @@ def expand_hostlist(text: str) -> list[str]:
             seen.add(host)
             hosts.append(host)
     return hosts
+
+
+def expand_indices(spec: str) -> list[int]:
+    """`0-3,5` -> [0, 1, 2, 3, 5]; `N/A` or empty -> []. Raises ValueError."""
+    spec = spec.strip()
+    if spec in ("", "N/A"):
+        return []
+    out: list[int] = []
+    for part in spec.split(","):
+        lo_s, _, hi_s = part.partition("-")
+        lo = int(lo_s)
+        hi = int(hi_s) if hi_s else lo
+        if lo < 0 or hi < lo or hi > 4096:
+            raise ValueError(f"bad GPU index range {part!r}")
+        out.extend(range(lo, hi + 1))
+    return out
+
+
+PASSED = "passed"
+KILLED = "killed"
+UNSUCCESSFUL = "unsuccessful"
+RUNNING = "running"
+PENDING = "pending"  # internal: not written
+
+STATE_MAP: dict[str, str] = {
+    "COMPLETED": PASSED,
+    "CANCELLED": KILLED,
+    "PREEMPTED": KILLED,
+    "REVOKED": KILLED,
+    "FAILED": UNSUCCESSFUL,
+    "TIMEOUT": UNSUCCESSFUL,
+    "NODE_FAIL": UNSUCCESSFUL,
+    "OUT_OF_MEMORY": UNSUCCESSFUL,
+    "BOOT_FAIL": UNSUCCESSFUL,
+    "DEADLINE": UNSUCCESSFUL,
+    "RUNNING": RUNNING,
+    "REQUEUED": RUNNING,
+    "REQUEUE_HOLD": RUNNING,
+    "REQUEUE_FED": RUNNING,
+    "SUSPENDED": RUNNING,
+    "COMPLETING": RUNNING,
+    "CONFIGURING": RUNNING,
+    "RESIZING": RUNNING,
+    "SIGNALING": RUNNING,
+    "STAGE_OUT": RUNNING,
+    "STOPPED": RUNNING,
+    "SPECIAL_EXIT": RUNNING,
+    "PENDING": PENDING,
+    "RESV_DEL_HOLD": PENDING,
+}
+
+
+def map_state(raw: str) -> str | None:
+    """passed | killed | unsuccessful | running | pending, or None for an unknown state."""
+    word = raw.strip().split(" ", 1)[0].rstrip("+").upper()
+    return STATE_MAP.get(word)

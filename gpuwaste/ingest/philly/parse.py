@@ -46,7 +46,6 @@ JOB_LOG = "cluster_job_log"
 GPU_UTIL = "cluster_gpu_util"
 CPU_UTIL = "cluster_cpu_util"
 MEM_UTIL = "cluster_mem_util"
-MACHINE_LIST = "cluster_machine_list"
 
 STATUS_MAP = {"Pass": "passed", "Killed": "killed", "Failed": "unsuccessful"}
 ZONE_OFFSET_H = {"PDT": 7, "PST": 8, "UTC": 0, "GMT": 0}

@@ -3,7 +3,7 @@
 Input: series of the kube-state-metrics families (raw samples of a window, as the Prometheus
 source fetches them, or a saved scrape parsed by `openmetrics.parse_text`). A job is a pod that
 requests the configured GPU resource (`kube_pod_container_resource_requests{resource=
-"nvidia_com_gpu"}`); its id is `namespace/pod`, the same id `prometheus_rows.job_of` gives the
+"nvidia_com_gpu"}`); its id is `namespace/pod`, the same id `prometheus.rows.job_of` gives the
 DCGM samples of that pod, so `job_gpus` (GPU assignment from the DCGM `pod` label) joins it.
 
 - `gpus`: the sum over the pod's containers of their last GPU request.
@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from gpuwaste.config import KubernetesJobs
-from gpuwaste.ingest.prometheus_parse import SeriesSet
+from gpuwaste.ingest.prometheus.parse import SeriesSet
 from gpuwaste.warehouse.schema import JOBS, UTC_TS, conform
 
 REQUESTS = "kube_pod_container_resource_requests"

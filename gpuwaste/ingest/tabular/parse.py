@@ -6,11 +6,8 @@ docs/ingest-files.md) has a `[samples]` table (long format: one row per GPU per 
 written: `time_format = "iso" | "epoch_s" | "epoch_ms"` or a strftime pattern such as
 "%d/%m/%Y %H:%M"; times without a zone are read in `timezone` (default UTC).
 
-Pure parts: `load_mapping(text)` and `map_samples` / `map_jobs` (frame in, rows + refused out).
-`read_table` and `ingest_tabular` do the I/O and writes: samples replace the window
-[first ts, last ts] of `gpu_samples` for source `csv`/`parquet`; jobs are upserted by job_id and
-their `job_gpus` rows replaced. The inputs are read whole: files beyond a few GB belong in a
-dedicated source (as the Philly one).
+Pure: `load_mapping(text)`, `split_csv` and `map_samples` / `map_jobs` (frame in, rows +
+refused out). The I/O and writes are in `tabular.source`.
 
 Refused (quarantine, file:line for CSV, file:row N for parquet): an unparseable time, a
 utilization outside 0-100 or not a number, a missing host / GPU / job id, a negative GPU count,
@@ -22,23 +19,20 @@ from __future__ import annotations
 import csv
 import io
 import tomllib
-from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Annotated, Literal
 
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gpuwaste.config import ClusterConfig, CsvSource, Settings
-from gpuwaste.ingest.base import IngestError, IngestResult
-from gpuwaste.ingest.hostlist import HostListError, expand_hostlist
-from gpuwaste.ingest.job_precedence import yield_label_jobs
-from gpuwaste.ingest.scontrol_parse import expand_indices
-from gpuwaste.ingest.slurm_parse import map_state
-from gpuwaste.ingest.slurm_source import fill_unknown_gpus
-from gpuwaste.warehouse.bookkeeping import Refused, write_quarantine
+from gpuwaste.ingest.base import IngestError
+from gpuwaste.ingest.slurm_notation import (
+    HostListError,
+    expand_hostlist,
+    expand_indices,
+    map_state,
+)
+from gpuwaste.warehouse.bookkeeping import Refused
 from gpuwaste.warehouse.schema import UTC_TS
-from gpuwaste.warehouse.store import Warehouse
 
 Kind = Literal["csv", "parquet"]
 STATES = ("passed", "killed", "unsuccessful", "running")
@@ -441,98 +435,3 @@ def split_csv(text: str, name: str) -> tuple[pl.DataFrame, pl.Expr, list[Refused
     df = pl.DataFrame(rows, schema=dict.fromkeys(header, pl.String()), orient="row")
     df = df.with_columns(pl.all().replace("", None))  # an empty field is a missing value
     return df, pl.lit(pl.Series("line", lines, dtype=pl.String())), refused
-
-
-def read_table(path: Path, kind: Kind) -> tuple[pl.DataFrame, pl.Expr, list[Refused]]:
-    """The input file, an expression giving each row's location (line or row number), and the
-    records refused while reading it."""
-    if not path.is_file():
-        raise IngestError(f"{kind} input {path} does not exist.")
-    if kind == "csv":
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise IngestError(
-                f"{path} is not a readable csv file (not UTF-8 text: {exc.reason})."
-            ) from None
-        return split_csv(text, str(path))
-    try:
-        df = pl.read_parquet(path)
-        return df, pl.lit("row ") + (pl.int_range(pl.len()) + 1).cast(pl.String), []
-    except Exception as exc:  # polars raises several kinds for a wrong file
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-        raise IngestError(f"{path} is not a readable {kind} file ({first}).") from None
-
-
-def ingest_tabular(settings: Settings, cluster: ClusterConfig, kind: Kind) -> IngestResult:
-    cfg: CsvSource | None = cluster.csv if kind == "csv" else cluster.parquet
-    if cfg is None:
-        raise IngestError(f"cluster '{cluster.name}' has no [{kind}] source configured.")
-    if cfg.samples is None and cfg.jobs is None:
-        raise IngestError(f"cluster '{cluster.name}': the {kind} source needs `samples` or `jobs`.")
-    if not cfg.mapping.is_file():
-        raise IngestError(f"mapping file {cfg.mapping} does not exist.")
-    try:
-        mapping = load_mapping(cfg.mapping.read_text(encoding="utf-8"))
-    except MappingError as exc:
-        raise IngestError(f"mapping file {cfg.mapping}: {exc}.") from None
-    if cfg.samples is not None and mapping.samples is None:
-        raise IngestError(f"mapping file {cfg.mapping} has no [samples] table for {cfg.samples}.")
-    if cfg.jobs is not None and mapping.jobs is None:
-        raise IngestError(f"mapping file {cfg.mapping} has no [jobs] table for {cfg.jobs}.")
-    # Read and map everything before writing anything.
-    samples: pl.DataFrame | None = None
-    jobs: pl.DataFrame | None = None
-    job_gpus: pl.DataFrame | None = None
-    refused: dict[str, list[Refused]] = {}
-    accepted = 0
-    try:
-        if cfg.samples is not None and mapping.samples is not None:
-            df, loc, bad = read_table(cfg.samples, kind)
-            samples, r = map_samples(df, mapping.samples, str(cfg.samples), loc)
-            refused[str(cfg.samples)] = bad + r
-            accepted += samples.height
-        if cfg.jobs is not None and mapping.jobs is not None:
-            df, loc, bad = read_table(cfg.jobs, kind)
-            jobs, job_gpus, r = map_jobs(df, mapping.jobs, str(cfg.jobs), loc)
-            refused[str(cfg.jobs)] = bad + r
-            accepted += df.height - len(r)
-    except MappingError as exc:
-        raise IngestError(f"{exc} ({cfg.mapping}).") from None
-    wh = Warehouse(settings.data_dir)
-    written: dict[str, int] = {}
-    if samples is not None and samples.height:
-        samples = samples.unique(subset=["host", "gpu", "ts", "job_id"], keep="last").with_columns(
-            pl.lit(kind).alias("source"), pl.lit(f"{kind}_util").alias("util_source")
-        )
-        lo, hi = samples["ts"].min(), samples["ts"].max()
-        assert isinstance(lo, datetime) and isinstance(hi, datetime)
-        written["gpu_samples"] = wh.replace_window(
-            "gpu_samples", cluster.name, lo, hi + timedelta(microseconds=1), samples, source=kind
-        )
-        fill_unknown_gpus(wh, cluster.name, lo, hi + timedelta(microseconds=1))
-    if jobs is not None and jobs.height and job_gpus is not None:
-        written["jobs"] = wh.upsert(
-            "jobs", cluster.name, kind, jobs.with_columns(pl.lit(kind).alias("source"))
-        )
-        written["job_gpus"] = wh.replace_rows_where(
-            "job_gpus",
-            cluster.name,
-            kind,
-            pl.col("job_id").is_in(jobs["job_id"].implode()),
-            job_gpus,
-        )
-        yield_label_jobs(wh, cluster.name)
-    all_refused: list[Refused] = []
-    for batch, r in refused.items():
-        write_quarantine(wh, cluster.name, kind, batch, r)
-        all_refused.extend(r)
-    note = ", ".join(f"{n} {t} rows written" for t, n in written.items())
-    return IngestResult(
-        source=kind,
-        cluster=cluster.name,
-        accepted=accepted,
-        refused=all_refused,
-        written=written,
-        note=note,
-    )

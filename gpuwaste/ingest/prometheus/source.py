@@ -8,7 +8,7 @@ at the scrape interval. For each window, in this order:
    at the window's last millisecond): Prometheus returns the stored samples, so a GPU that
    vanished for ten minutes is ten minutes of missing data, not of its last value (which
    `query_range` would repeat for up to 5 minutes of lookback);
-2. parse to rows (pure: `prometheus_rows`, `kube`, `telemetry_jobs`), refusing bad values;
+2. parse to rows (pure: `rows`, `kube`, `telemetry_jobs`), refusing bad values;
 3. write `gpu_samples` and `host_samples` with `replace_window` (atomic per day file; the
    window's earlier rows of this source are replaced, so a re-run never duplicates), the
    window's quarantine batch, and the jobs / job_gpus derived so far;
@@ -26,16 +26,16 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import polars as pl
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gpuwaste.config import ClusterConfig, PrometheusSource, Settings
-from gpuwaste.ingest import kube, telemetry_jobs
-from gpuwaste.ingest.base import IngestError, IngestResult
+from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
+from gpuwaste.ingest.gpu_indices import fill_unknown_gpus
 from gpuwaste.ingest.job_precedence import KUBE_KEY, SPANS_KEY, TELEMETRY_KEY, label_jobs_wanted
-from gpuwaste.ingest.prometheus_client import PrometheusClient, TooManySamples
-from gpuwaste.ingest.prometheus_parse import SeriesSet, concat_sets
-from gpuwaste.ingest.prometheus_rows import (
+from gpuwaste.ingest.progress import window_progress
+from gpuwaste.ingest.prometheus import kube, telemetry_jobs
+from gpuwaste.ingest.prometheus.client import PrometheusClient, TooManySamples
+from gpuwaste.ingest.prometheus.parse import SeriesSet, concat_sets
+from gpuwaste.ingest.prometheus.rows import (
     GPU_METRICS,
     HOST_METRICS,
     NODE_CPU,
@@ -43,7 +43,6 @@ from gpuwaste.ingest.prometheus_rows import (
     host_rows,
     none_read,
 )
-from gpuwaste.ingest.slurm_source import fill_unknown_gpus
 from gpuwaste.warehouse.bookkeeping import (
     QUARANTINE_KEY,
     Refused,
@@ -160,23 +159,6 @@ def _names_regex(names: tuple[str, ...]) -> str:
     return "|".join(names)
 
 
-def _progress(quiet: bool) -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("windows  {task.fields[rate]}"),
-        TimeElapsedColumn(),
-        disable=quiet,
-        transient=False,
-        console=None if quiet else _stderr_console(),
-    )
-
-
-def _stderr_console() -> Console:
-    return Console(stderr=True)
-
-
 def ingest_prometheus(
     settings: Settings,
     cluster: ClusterConfig,
@@ -211,7 +193,7 @@ def ingest_prometheus(
     written: dict[str, int] = {}
     seen: set[str] = set()  # metrics present in any window
     t0 = time.perf_counter()
-    with PrometheusClient(src) as client, _progress(quiet) as progress:
+    with PrometheusClient(src) as client, window_progress(quiet) as progress:
         fetcher = Fetcher(client, inner)
         task = progress.add_task(f"{cluster.name} prometheus", total=len(windows), rate="")
         for i, (ws, we) in enumerate(windows):
@@ -270,6 +252,13 @@ def ingest_prometheus(
         if not seen & {*GPU_METRICS, *HOST_METRICS}:  # not an error: data may come later
             result.note += f"; {_nothing_to_read(client, inner, src.label_filter, start, end)}"
     return result
+
+
+def run_prometheus(settings: Settings, cluster: ClusterConfig, options: RunOptions) -> IngestResult:
+    """The configured server of `cluster` over the run's window (its runner in `ingest.sources`)."""
+    return ingest_prometheus(
+        settings, cluster, since=options.since, until=options.until, quiet=options.quiet
+    )
 
 
 def _names_match(names: tuple[str, ...], inner: str) -> str:

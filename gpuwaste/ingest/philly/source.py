@@ -1,6 +1,6 @@
 """The Philly source: a folder with the public trace's files -> jobs, job_gpus, samples.
 
-I/O and writes only; parsing is in `philly_parse`. The utilization files (3 GB of CSV in the real
+I/O and writes only; parsing is in `philly.parse`. The utilization files (3 GB of CSV in the real
 trace) are read in byte chunks cut at line ends (`CHUNK_BYTES`), each chunk parsed by polars'
 CSV reader (`parse_chunk`: clean rows in bulk, odd rows line by line) and written at once to a
 staging folder inside the data directory, one parquet file per chunk and UTC
@@ -28,9 +28,9 @@ import numpy as np
 import polars as pl
 
 from gpuwaste.config import ClusterConfig, Settings
-from gpuwaste.ingest.base import IngestError, IngestResult
+from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
 from gpuwaste.ingest.job_precedence import yield_label_jobs
-from gpuwaste.ingest.philly_parse import (
+from gpuwaste.ingest.philly.parse import (
     CPU_UTIL,
     GPU_UTIL,
     JOB_LOG,
@@ -366,3 +366,8 @@ def ingest_philly(
         written=written,
         note=note,
     )
+
+
+def run_philly(settings: Settings, cluster: ClusterConfig, options: RunOptions) -> IngestResult:
+    """The configured trace folder of `cluster` (its runner in `ingest.sources`)."""
+    return ingest_philly(settings, cluster)

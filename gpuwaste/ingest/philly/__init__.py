@@ -1,0 +1,1 @@
+"""The Microsoft Philly trace -> jobs, job_gpus, gpu_samples, host_samples."""

@@ -1,0 +1,133 @@
+"""Generic CSV / parquet exports: read the files, map them (`tabular.parse`), write the warehouse.
+
+Samples replace the window [first ts, last ts] of `gpu_samples` for source `csv`/`parquet`; jobs
+are upserted by job_id and their `job_gpus` rows replaced. The inputs are read whole: files beyond
+a few GB belong in a dedicated source (as the Philly one).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+
+from gpuwaste.config import ClusterConfig, CsvSource, Settings
+from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
+from gpuwaste.ingest.gpu_indices import fill_unknown_gpus
+from gpuwaste.ingest.job_precedence import yield_label_jobs
+from gpuwaste.ingest.tabular.parse import (
+    Kind,
+    MappingError,
+    load_mapping,
+    map_jobs,
+    map_samples,
+    split_csv,
+)
+from gpuwaste.warehouse.bookkeeping import Refused, write_quarantine
+from gpuwaste.warehouse.store import Warehouse
+
+
+def read_table(path: Path, kind: Kind) -> tuple[pl.DataFrame, pl.Expr, list[Refused]]:
+    """The input file, an expression giving each row's location (line or row number), and the
+    records refused while reading it."""
+    if not path.is_file():
+        raise IngestError(f"{kind} input {path} does not exist.")
+    if kind == "csv":
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise IngestError(
+                f"{path} is not a readable csv file (not UTF-8 text: {exc.reason})."
+            ) from None
+        return split_csv(text, str(path))
+    try:
+        df = pl.read_parquet(path)
+        return df, pl.lit("row ") + (pl.int_range(pl.len()) + 1).cast(pl.String), []
+    except Exception as exc:  # polars raises several kinds for a wrong file
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise IngestError(f"{path} is not a readable {kind} file ({first}).") from None
+
+
+def ingest_tabular(settings: Settings, cluster: ClusterConfig, kind: Kind) -> IngestResult:
+    cfg: CsvSource | None = cluster.csv if kind == "csv" else cluster.parquet
+    if cfg is None:
+        raise IngestError(f"cluster '{cluster.name}' has no [{kind}] source configured.")
+    if cfg.samples is None and cfg.jobs is None:
+        raise IngestError(f"cluster '{cluster.name}': the {kind} source needs `samples` or `jobs`.")
+    if not cfg.mapping.is_file():
+        raise IngestError(f"mapping file {cfg.mapping} does not exist.")
+    try:
+        mapping = load_mapping(cfg.mapping.read_text(encoding="utf-8"))
+    except MappingError as exc:
+        raise IngestError(f"mapping file {cfg.mapping}: {exc}.") from None
+    if cfg.samples is not None and mapping.samples is None:
+        raise IngestError(f"mapping file {cfg.mapping} has no [samples] table for {cfg.samples}.")
+    if cfg.jobs is not None and mapping.jobs is None:
+        raise IngestError(f"mapping file {cfg.mapping} has no [jobs] table for {cfg.jobs}.")
+    # Read and map everything before writing anything.
+    samples: pl.DataFrame | None = None
+    jobs: pl.DataFrame | None = None
+    job_gpus: pl.DataFrame | None = None
+    refused: dict[str, list[Refused]] = {}
+    accepted = 0
+    try:
+        if cfg.samples is not None and mapping.samples is not None:
+            df, loc, bad = read_table(cfg.samples, kind)
+            samples, r = map_samples(df, mapping.samples, str(cfg.samples), loc)
+            refused[str(cfg.samples)] = bad + r
+            accepted += samples.height
+        if cfg.jobs is not None and mapping.jobs is not None:
+            df, loc, bad = read_table(cfg.jobs, kind)
+            jobs, job_gpus, r = map_jobs(df, mapping.jobs, str(cfg.jobs), loc)
+            refused[str(cfg.jobs)] = bad + r
+            accepted += df.height - len(r)
+    except MappingError as exc:
+        raise IngestError(f"{exc} ({cfg.mapping}).") from None
+    wh = Warehouse(settings.data_dir)
+    written: dict[str, int] = {}
+    if samples is not None and samples.height:
+        samples = samples.unique(subset=["host", "gpu", "ts", "job_id"], keep="last").with_columns(
+            pl.lit(kind).alias("source"), pl.lit(f"{kind}_util").alias("util_source")
+        )
+        lo, hi = samples["ts"].min(), samples["ts"].max()
+        assert isinstance(lo, datetime) and isinstance(hi, datetime)
+        written["gpu_samples"] = wh.replace_window(
+            "gpu_samples", cluster.name, lo, hi + timedelta(microseconds=1), samples, source=kind
+        )
+        fill_unknown_gpus(wh, cluster.name, lo, hi + timedelta(microseconds=1))
+    if jobs is not None and jobs.height and job_gpus is not None:
+        written["jobs"] = wh.upsert(
+            "jobs", cluster.name, kind, jobs.with_columns(pl.lit(kind).alias("source"))
+        )
+        written["job_gpus"] = wh.replace_rows_where(
+            "job_gpus",
+            cluster.name,
+            kind,
+            pl.col("job_id").is_in(jobs["job_id"].implode()),
+            job_gpus,
+        )
+        yield_label_jobs(wh, cluster.name)
+    all_refused: list[Refused] = []
+    for batch, r in refused.items():
+        write_quarantine(wh, cluster.name, kind, batch, r)
+        all_refused.extend(r)
+    note = ", ".join(f"{n} {t} rows written" for t, n in written.items())
+    return IngestResult(
+        source=kind,
+        cluster=cluster.name,
+        accepted=accepted,
+        refused=all_refused,
+        written=written,
+        note=note,
+    )
+
+
+def run_csv(settings: Settings, cluster: ClusterConfig, options: RunOptions) -> IngestResult:
+    """The configured CSV files of `cluster` (its runner in `ingest.sources`)."""
+    return ingest_tabular(settings, cluster, "csv")
+
+
+def run_parquet(settings: Settings, cluster: ClusterConfig, options: RunOptions) -> IngestResult:
+    """The configured parquet files of `cluster` (its runner in `ingest.sources`)."""
+    return ingest_tabular(settings, cluster, "parquet")
