@@ -1,6 +1,6 @@
 """Parse the Microsoft Philly trace (msr-fiddle/philly-traces). Pure: text or lines in, rows out.
 
-The five files and their quirks (`../shared/traces/philly/README.md`):
+The five files and their quirks (docs/philly-trace.md):
 
 - `cluster_job_log`: one JSON array of jobs. `status` Pass -> passed, Killed -> killed, Failed ->
   unsuccessful; `vc` (hash) -> vc; `user` (hash) -> user. Times have no zone: they are local time
