@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -59,21 +60,28 @@ DRAWN_JS = """() => {
 }"""
 
 
-def new_tab_seconds(app: Path, repeat: int) -> list[float]:
+def start_app(app: Path, *options: str, env: dict[str, str] | None = None) -> tuple[Any, str]:
+    """`streamlit run APP` on a free loopback port, once it answers: (its process, its URL)."""
     port = free_port()
     cmd = [sys.executable, "-m", "streamlit", "run", str(app), "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true",
-           "--browser.gatherUsageStats", "false"]  # fmt: skip
+           "--browser.gatherUsageStats", "false", *options]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)  # fmt: skip
+                            start_new_session=True, env=env)  # fmt: skip
     url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while not _healthy(url):
+        if time.monotonic() > deadline:
+            _stop_group(proc)
+            raise RuntimeError(f"streamlit did not start for {app}")
+        time.sleep(0.2)
+    return proc, url
+
+
+def new_tab_seconds(app: Path, repeat: int) -> list[float]:
+    proc, url = start_app(app)
     times = []
     try:
-        deadline = time.monotonic() + 60
-        while not _healthy(url):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit did not start for {app}")
-            time.sleep(0.2)
         with browser_page() as first:
             first.goto(url)  # the browser caches the app's files, the server runs the script once
             first.get_by_role("heading", name="Mini").wait_for(timeout=60_000)
@@ -97,7 +105,7 @@ def main() -> None:
     import os
 
     print(f"load average at the start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    results = {}
+    results: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, body in APPS.items():
             if name == "plotly" and importlib.util.find_spec("plotly") is None:
