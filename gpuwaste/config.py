@@ -63,7 +63,7 @@ class _Strict(BaseModel):
 
 
 class Thresholds(_Strict):
-    """The studies' parameters; each default is the one definitions.md gives."""
+    """The studies' parameters; each default is the one docs/definitions.md gives."""
 
     # Basic quantities [ICSE24 §3.2]: a gap longer than this many sampling intervals is no data.
     missing_gap_intervals: PositiveFloat = 3.0

@@ -77,7 +77,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "Usage per job x attempt x GPU",
         "ICSE24 §3.2; CloudBrain §III-B, §IV-C",
         ("analyze_alloc", "gpu_sample_stats", "batch_idle_slots", "batch_phase_counts"),
-        "Definitions (docs/definitions.md): for GPU i of a job with samples u_ij at times t_j, "
+        "Definitions (docs/definitions.md#gpu-utilization): for GPU i of a job with samples u_ij at times t_j, "
         "U_i = sum_j u_ij (t_j - t_(j-1)) / (t_K - t_0), time-weighted; **choice**: a gap between "
         "samples longer than `missing_gap_intervals` (3) sampling intervals is *missing data*, "
         "counted neither idle nor busy, so the denominator here is the observed seconds and "
@@ -97,7 +97,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "Idle slots of jobs' GPUs",
         "CloudBrain §IV-C",
         ("sample_flags", "gpu_sample_stats", "analyze_alloc"),
-        'Definition (docs/definitions.md, "Non-continuous use"): an *idle slot* of a job\'s GPU '
+        "Definition (docs/definitions.md#idle-slots): an *idle slot* of a job's GPU "
         "is a period longer than 60 s (`idle_slot_min_s`, strictly longer) in which the GPU is "
         'not used at all: GPU utilization = 0 and GPU memory used = 0; **choice**: "memory used '
         '= 0" means at or under `idle_mem_floor_mib` (default 0 MiB). Missing data is never '
@@ -113,7 +113,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "Memory phases of jobs' GPUs",
         "CloudBrain §IV-B, Table III",
         ("sample_flags",),
-        "Memory phases and stable phases: the definition is the docstring of "
+        "Memory phases and stable phases (docs/definitions.md#memory-phases): the definition is the docstring of "
         "gpuwaste/analyses/stable_phases.py, which merges runs into phases in polars; "
         "sql/analyses/stable_phases.sql cuts the readings into runs (the definition of the runs "
         "that tests/test_job_samples.py proves equal to `level_runs_frame`).",
@@ -125,7 +125,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "GPU-minutes per job by per-minute GPU utilization",
         "Philly §3, Figure 5 and Table 3",
         ("util_minutes", "analyze_alloc"),
-        'Definition (docs/definitions.md, "Cluster-level views"): the CDF of per-minute GPU '
+        "Definition (docs/definitions.md#per-minute-utilization): the CDF of per-minute GPU "
         "utilization by job size and final status. Philly sampled once a minute; here a minute "
         "(counted from the attempt's start) of one GPU has the time-weighted mean utilization of "
         "the samples in it, and weighs the seconds of data in it. Stored per job as GPU-minutes "
@@ -148,7 +148,7 @@ ANALYSES: tuple[Analysis, ...] = (
             "batch_idle_slots",
             "batch_phases",
         ),
-        "Definitions (docs/definitions.md): job U = mean over its GPUs of U_i (job_gpu_usage); "
+        "Definitions (docs/definitions.md#job-usage): job U = mean over its GPUs of U_i (job_gpu_usage); "
         "GPU memory utilization likewise, with the maximum beside the mean; CPU and host memory: "
         "the mean of each host's series during the job, then the mean over its hosts "
         "[CloudBrain §III-B]. Size class [Philly Table 3]: 1, 2-4, 5-8, >8 GPUs; queueing delay: "
@@ -180,7 +180,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "Idle slots and never-used GPUs, % of GPU time (CloudBrain Table IV)",
         "CloudBrain §IV-C, Table IV",
         ("job_usage",),
-        "Definition (docs/definitions.md): Idle-slot and never-used GPU time, each as a percent "
+        "Definition (docs/definitions.md#waste-by-vc): Idle-slot and never-used GPU time, each as a percent "
         'of the GPU time of the jobs of that kind ("among its own job") and of all jobs of the '
         'VC ("among all the jobs"); split into declared debugging, inferred debugging and '
         "non-debugging jobs, with totals. Grain: one row per VC (and '(all)') x kind. Units: "
@@ -191,7 +191,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "Jobs with a never-used GPU by GPUs requested (CloudBrain Table V)",
         "CloudBrain §IV-C, Table V",
         ("job_usage",),
-        "Definition (docs/definitions.md): By number of GPUs requested (1, 2, 4, 8, 16, other), "
+        "Definition (docs/definitions.md#never-used-by-size): By number of GPUs requested (1, 2, 4, 8, 16, other), "
         "the number and share of jobs that have at least one never-used GPU (jobs with no GPU "
         "time are left out). Grain: one row per VC (and '(all)') x GPUs requested (and 'all'). "
         "Units: seconds, percent 0-100.",
@@ -201,7 +201,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "% of GPU time in stable phases, t x m (CloudBrain Table III)",
         "CloudBrain §IV-B, Table III",
         ("stable_phases", "job_usage"),
-        "Definition (docs/definitions.md): For t in `stable_phase_lengths_s` and m in "
+        "Definition (docs/definitions.md#stable-phase-grid): For t in `stable_phase_lengths_s` and m in "
         "`stable_phase_idle_gib`, the percentage of all GPU time that lies in stable phases "
         "(phases longer than t whose idle memory exceeds m). Grain: one row per VC (and "
         "'(all)') x t x m. Units: seconds, percent 0-100.",
@@ -212,7 +212,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "(CloudBrain §IV-A, §IV-B)",
         "CloudBrain §IV-A, §IV-B",
         ("job_usage",),
-        "Definition (docs/definitions.md): Means and maxima of GPU, GPU memory, CPU and host "
+        "Definition (docs/definitions.md#spatial-summary): Means and maxima of GPU, GPU memory, CPU and host "
         "memory utilization over jobs; shares of jobs under the thresholds (`low_share_pct`, "
         "`very_low_pct`), mismatch shares (`mismatch_high_pct` vs `mismatch_low_pct`), "
         "fluctuating jobs, jobs with more than one stable phase and whose phase levels differ by "
@@ -224,7 +224,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "Debugging jobs (CloudBrain §IV-C1)",
         "CloudBrain §IV-C1, ICSE24 §4.1",
         ("job_usage",),
-        "Definition (docs/definitions.md): Debugging jobs, declared and inferred kept apart: the "
+        "Definition (docs/definitions.md#debug-jobs): Debugging jobs, declared and inferred kept apart: the "
         "share that reaches the maximum duration for debugging jobs (`debug_max_duration_h`) and "
         "the share whose GPUs are unused (idle slots or never used) for `debug_unused_share` "
         "(80 %) of their GPU time or more. Grain: one row per VC (and '(all)') x kind (declared "
@@ -235,7 +235,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "GPU utilization (time-weighted mean) by size and status (Philly Table 3)",
         "Philly §3, Table 3",
         ("job_gpu_usage", "job_usage"),
-        "Definition (docs/definitions.md): Mean GPU utilization by job size (1, 4, 8, 16 GPUs, "
+        "Definition (docs/definitions.md#utilization-by-size-and-status): Mean GPU utilization by job size (1, 4, 8, 16 GPUs, "
         "all) x final status (and all), weighted by observed GPU-minutes. Grain: one row per VC "
         "(and '(all)') x size x status. Units: seconds, percent 0-100.",
     ),
@@ -244,7 +244,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "Per-minute GPU utilization, GPU-minutes (Philly Figure 5)",
         "Philly §3, Figure 5",
         ("job_util_hist", "job_usage"),
-        "Definition (docs/definitions.md): Per-minute GPU utilization as GPU-minutes in 1-point "
+        "Definition (docs/definitions.md#per-minute-utilization-histogram): Per-minute GPU utilization as GPU-minutes in 1-point "
         "buckets by job size x final status; cumulate for the CDF of the figure. Grain: one row "
         "per VC (and '(all)') x size x status x bucket. Units: seconds, percent 0-100.",
     ),
@@ -254,7 +254,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "percentiles of per-minute utilization (Philly Table 5)",
         "Philly §3, Table 5",
         ("job_usage", "job_gpu_usage", "job_util_hist"),
-        "Definition (docs/definitions.md): GPU utilization of 16-GPU jobs by the number of "
+        "Definition (docs/definitions.md#utilization-by-spread): GPU utilization of 16-GPU jobs by the number of "
         "servers they are spread over: mean (observed-time weighted) and the 50th, 90th, 95th "
         "percentiles of per-minute utilization. Grain: one row per VC (and '(all)') x number of "
         "servers. Units: seconds, percent 0-100.",
@@ -264,7 +264,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "Jobs and GPU time by final status (Philly Table 6)",
         "Philly §4, Table 6",
         ("job_usage",),
-        "Definition (docs/definitions.md): Jobs and GPU time by final status (passed, killed, "
+        "Definition (docs/definitions.md#jobs-by-status): Jobs and GPU time by final status (passed, killed, "
         "unsuccessful; running jobs apart). Grain: one row per VC (and '(all)') x status. Units: "
         "seconds, percent 0-100.",
     ),
@@ -273,7 +273,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "Queueing delay, seconds (Philly §3)",
         "Philly §3",
         ("job_usage",),
-        "Definition (docs/definitions.md): Queueing delay: time from submission to the start of "
+        "Definition (docs/definitions.md#queueing-delay): Queueing delay: time from submission to the start of "
         "the first attempt, by job size class and VC: mean, 50th, 90th, 99th percentiles. "
         "Grain: one row per VC (and '(all)') x size class (and 'all'). Units: seconds, percent "
         "0-100.",
@@ -283,7 +283,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "GPU hours per UTC day by kind",
         "CloudBrain §IV-C; ICSE24 §3.2; Philly §4",
         ("job_gpu_usage", "job_usage"),
-        'Definition: allocated GPU time (docs/definitions.md, "Allocation") split into busy, '
+        "Definition: allocated GPU time (docs/definitions.md#daily-waste) split into busy, "
         "idle-slot [CloudBrain §IV-C], never-used [CloudBrain §IV-C] and no-data (missing, "
         "[ICSE24 §3.2] choice) hours, which add up to the allocated hours; beside them the GPU "
         "hours of debugging jobs (declared or inferred), failed (unsuccessful) and killed jobs "

@@ -1,6 +1,6 @@
 """Memory phases and stable phases [CloudBrain §IV-B, Table III].
 
-Definition (docs/definitions.md, "Stable phases"): GPU memory use of a job is piecewise steady. A
+Definition (docs/definitions.md#memory-phases, #stable-phases): GPU memory use of a job is piecewise steady. A
 *phase* is a maximal run of samples over which memory used stays within a tolerance of the phase's
 level; **choice**: a new phase starts where memory used moves more than `phase_tolerance_mib`
 (512 MiB) away from the running level of the current phase. The running level is the

@@ -147,7 +147,7 @@ class Job:
 
 
 def final_state(raw_state: str) -> str:
-    """Slurm state -> passed | killed | unsuccessful | running (definitions.md, Final status)."""
+    """Slurm state -> passed | killed | unsuccessful | running (docs/definitions.md#final-status)."""
     if raw_state == "COMPLETED":
         return "passed"
     if raw_state.startswith("CANCELLED"):

@@ -15,7 +15,9 @@ from gpuwaste.generate.philly import PhillyView, short_hash
 from gpuwaste.generate.plans import slot_levels
 from gpuwaste.generate.timefmt import iso_z
 
-IDLE_SLOT_MIN_S = 60  # an idle slot is a run of idleness longer than this (definitions.md)
+IDLE_SLOT_MIN_S = (
+    60  # an idle slot is a run of idleness longer than this (docs/definitions.md#idle-slots)
+)
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,9 @@ def jobs_from_spans(
             "gpus",
             pl.when(running).then(pl.lit("running")).otherwise(None).alias("state"),
             pl.when(running).then(pl.lit("running")).otherwise(pl.lit("ended")).alias("raw_state"),
-            pl.lit(False).alias("is_debug"),  # no scheduler marked it (definitions.md)
+            pl.lit(False).alias(
+                "is_debug"
+            ),  # no scheduler marked it (docs/definitions.md#debugging-jobs)
             pl.lit(source).alias("source"),
         )
     )
