@@ -46,7 +46,7 @@ def test_every_citation_names_a_heading_of_the_definitions() -> None:
     assert {"idle-slots", "gpu-utilization", "waste-by-vc"} <= anchors
     cited: dict[str, list[str]] = {}
     for f in _tracked_text_files():
-        if not f.exists():
+        if not f.exists() or f == Path(__file__):  # this file's messages name the pattern
             continue
         for anchor in CITATION.findall(f.read_text(errors="replace")):
             cited.setdefault(anchor, []).append(str(f.relative_to(REPO)))
