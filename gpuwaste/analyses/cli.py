@@ -27,8 +27,9 @@ def print_why_no_gpu_time(data_dir: Path, clusters: list[str]) -> None:
     from gpuwaste.warehouse.diagnose import why_no_gpu_time
     from gpuwaste.warehouse.store import Warehouse
 
+    wh = Warehouse(data_dir)
     for cluster in clusters:
-        why = why_no_gpu_time(Warehouse(data_dir), cluster)
+        why = why_no_gpu_time(wh, cluster)
         if why is not None:
             print(f"gpuwaste: {why}", file=sys.stderr)
 

@@ -425,9 +425,14 @@ def parse_mem_util_lines(
         )
     )
     refused = _refused_frame(df, location)
-    good = (
-        df.filter(pl.col("problem").is_null())
-        .filter(pl.col("total").is_not_null() & pl.col("free").is_not_null())
+    return _mem_rows(df.filter(pl.col("problem").is_null())), refused
+
+
+def _mem_rows(ok: pl.DataFrame) -> pl.DataFrame:
+    """Accepted memory rows -> (host, ts, mem_used_frac, lineno); NA or mem_total == 0 is no
+    sample (skipped). One rule for the exact parser and the fast path."""
+    return (
+        ok.filter(pl.col("total").is_not_null() & pl.col("free").is_not_null())
         .filter(pl.col("total") > 0)
         .select(
             "host",
@@ -436,7 +441,6 @@ def parse_mem_util_lines(
             "lineno",
         )
     )
-    return good, refused
 
 
 # ------------------------------------------------------------------ fast path for clean rows
@@ -549,16 +553,7 @@ def parse_chunk(
     elif kind == CPU_UTIL:
         good = ok.drop_nulls("cpu_util").select("host", "ts", "cpu_util", "lineno")
     else:
-        good = (
-            ok.filter(pl.col("total").is_not_null() & pl.col("free").is_not_null())
-            .filter(pl.col("total") > 0)
-            .select(
-                "host",
-                "ts",
-                ((pl.col("total") - pl.col("free")) / pl.col("total")).alias("mem_used_frac"),
-                "lineno",
-            )
-        )
+        good = _mem_rows(ok)
     odd = df.filter(~pl.col("_clean"))["lineno"].to_list()
     if not odd:
         return good, pl.DataFrame(schema=REFUSED_SCHEMA), n_lines
