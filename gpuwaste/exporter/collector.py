@@ -1,0 +1,105 @@
+"""The prometheus_client collector: the warehouse's figures, read at most once per
+`cache_seconds`, never an error page.
+
+The first scrape reads the figures; a later scrape that finds them older than `cache_seconds`
+starts one read in a background thread and is answered with the figures it has (their age is
+`gpuwaste_figures_computed_timestamp_seconds`), so a scrape never waits for the warehouse once
+the exporter has served. When the warehouse is missing, empty or unreadable, the scrape gets
+`gpuwaste_up 0` and the exporter logs one line saying why (once, until the reason changes).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import polars as pl
+from prometheus_client.core import Metric
+
+from gpuwaste.errors import GpuwasteError
+from gpuwaste.exporter.figures import Figures, read_figures
+from gpuwaste.exporter.metrics import families
+
+log = logging.getLogger("gpuwaste.exporter")
+
+
+class WasteCollector:
+    """Collects the figures of the warehouse at `data_dir` (register it on a CollectorRegistry)."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        top_jobs: int = 50,
+        cache_seconds: float = 60.0,
+        update_interval_s: float = 300.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.top_jobs = top_jobs
+        self.cache_seconds = cache_seconds
+        self.update_interval_s = update_interval_s
+        self.clock = clock
+        self.reads = 0  # how many times the figures were read (each a full read of the warehouse)
+        self._figures: Figures | None = None
+        self._problem: str | None = None
+        self._read_at: float | None = None
+        self._lock = threading.Lock()
+        self._refresher: threading.Thread | None = None
+
+    def refresh(self) -> None:
+        """Read the figures now (blocking); keep them, or the reason they could not be read."""
+        with self._lock:
+            started = self.clock()
+            self._read_at = started
+            self.reads += 1
+            try:
+                figs = read_figures(
+                    self.data_dir, self.top_jobs, datetime.fromtimestamp(started, UTC)
+                )
+            except GpuwasteError as exc:
+                self._keep(None, str(exc))
+            except (duckdb.Error, pl.exceptions.PolarsError, OSError) as exc:
+                reason = (
+                    str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                )
+                self._keep(None, f"the warehouse at {self.data_dir} could not be read: {reason}")
+            else:
+                self._keep(figs, None)
+
+    def _keep(self, figs: Figures | None, problem: str | None) -> None:
+        if problem is not None and problem != self._problem:
+            log.warning("serving gpuwaste_up 0: %s", problem)
+        elif problem is None and self._problem is not None:
+            log.warning("reading the warehouse at %s again: gpuwaste_up 1", self.data_dir)
+        self._figures, self._problem = figs, problem
+
+    def wait(self) -> None:
+        """Wait for a background read to finish (tests, and the benchmark)."""
+        refresher = self._refresher
+        if refresher is not None:
+            refresher.join()
+
+    def _expired(self, now: float) -> bool:
+        return self._read_at is None or now - self._read_at >= self.cache_seconds
+
+    def _refresh_in_background(self) -> None:
+        if self._refresher is not None and self._refresher.is_alive():
+            return
+        self._refresher = threading.Thread(
+            target=self.refresh, name="gpuwaste-refresh", daemon=True
+        )
+        self._refresher.start()
+
+    def collect(self) -> Iterable[Metric]:
+        now = self.clock()
+        if self._read_at is None:
+            self.refresh()
+        elif self._expired(now) and not self._lock.locked():
+            self._refresh_in_background()
+        return families(self._figures, now, self.update_interval_s)
