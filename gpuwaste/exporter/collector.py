@@ -79,6 +79,11 @@ class WasteCollector:
             log.warning("reading the warehouse at %s again: gpuwaste_up 1", self.data_dir)
         self._figures, self._problem = figs, problem
 
+    @property
+    def reading_in_background(self) -> bool:
+        """True while a background read of the figures runs."""
+        return self._refresher is not None and self._refresher.is_alive()
+
     def wait(self) -> None:
         """Wait for a background read to finish (tests, and the benchmark)."""
         refresher = self._refresher
@@ -89,7 +94,7 @@ class WasteCollector:
         return self._read_at is None or now - self._read_at >= self.cache_seconds
 
     def _refresh_in_background(self) -> None:
-        if self._refresher is not None and self._refresher.is_alive():
+        if self.reading_in_background:
             return
         self._refresher = threading.Thread(
             target=self.refresh, name="gpuwaste-refresh", daemon=True
