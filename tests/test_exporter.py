@@ -14,6 +14,9 @@ import logging
 import math
 import subprocess
 import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -134,6 +137,17 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("exporter") / "data"
     build(d)
     return d
+
+
+@contextmanager
+def serving(collector: WasteCollector) -> Iterator[str]:
+    """The exporter's HTTP server on a free loopback port; yields the /metrics URL."""
+    httpd = start(collector, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}/metrics"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
 
 
 def scrape_text(collector: WasteCollector) -> str:
@@ -283,6 +297,22 @@ def test_the_figures_are_read_at_most_once_per_cache_seconds(planted: Path) -> N
     assert c.reads == 2
 
 
+def test_a_read_started_at_start_serves_the_first_scrape(planted: Path) -> None:
+    c = WasteCollector(planted, cache_seconds=60, clock=Clock(T.timestamp()))
+    c.start_reading()  # what `gpuwaste exporter` does when it starts
+    got = samples(scrape_text(c))  # waits for that read instead of reading again
+    assert value(got, "gpuwaste_up") == 1
+    assert c.reads == 1
+
+
+def test_concurrent_first_scrapes_read_the_figures_once(planted: Path) -> None:
+    c = WasteCollector(planted, cache_seconds=60, clock=Clock(T.timestamp()))
+    with ThreadPoolExecutor(4) as pool:
+        texts = list(pool.map(lambda _: scrape_text(c), range(4)))
+    assert all(value(samples(t), "gpuwaste_up") == 1 for t in texts)
+    assert c.reads == 1
+
+
 # ------------------------------------------------------------------------------------ no data
 def test_a_missing_warehouse_gives_up_0_and_one_log_line(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
@@ -333,12 +363,8 @@ def test_an_unreadable_result_file_gives_up_0_not_an_error(tmp_path: Path) -> No
 
 # ------------------------------------------------------------------------------------ HTTP
 def test_the_server_answers_on_loopback(planted: Path) -> None:
-    httpd = start(WasteCollector(planted), "127.0.0.1", 0)
-    try:
-        r = requests.get(f"http://127.0.0.1:{httpd.server_port}/metrics", timeout=30)
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(WasteCollector(planted)) as url:
+        r = requests.get(url, timeout=30)
     assert r.status_code == 200
     assert r.headers["Content-Type"].startswith("text/plain")
     got = samples(r.text)
@@ -347,12 +373,8 @@ def test_the_server_answers_on_loopback(planted: Path) -> None:
 
 
 def test_the_server_over_no_warehouse_answers_200_with_up_0(tmp_path: Path) -> None:
-    httpd = start(WasteCollector(tmp_path / "none"), "127.0.0.1", 0)
-    try:
-        r = requests.get(f"http://127.0.0.1:{httpd.server_port}/metrics", timeout=30)
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(WasteCollector(tmp_path / "none")) as url:
+        r = requests.get(url, timeout=30)
     assert r.status_code == 200
     assert value(samples(r.text), "gpuwaste_up") == 0
 
@@ -368,16 +390,11 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_command_refuses_a_port_in_use_in_one_sentence(planted: Path) -> None:
-    httpd = start(WasteCollector(planted), "127.0.0.1", 0)
-    try:
-        done = _cli("--data-dir", str(planted), "--port", str(httpd.server_port))
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(WasteCollector(planted)) as url:
+        port = url.split(":")[2].split("/")[0]
+        done = _cli("--data-dir", str(planted), "--port", port)
     assert done.returncode == 1
-    assert done.stderr.splitlines()[-1].startswith(
-        f"gpuwaste: cannot listen on 127.0.0.1:{httpd.server_port}: "
-    )
+    assert done.stderr.splitlines()[-1].startswith(f"gpuwaste: cannot listen on 127.0.0.1:{port}: ")
     assert "Traceback" not in done.stderr
 
 

@@ -17,8 +17,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuwaste.exporter.collector import WasteCollector
-from gpuwaste.exporter.server import start
-from tests.test_exporter import build
+from tests.test_exporter import build, serving
 
 DASHBOARD = Path(__file__).resolve().parent.parent / "deploy" / "grafana" / "gpuwaste.json"
 PROMQL_WORDS = {
@@ -39,12 +38,8 @@ def live_metric_names(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
     """The metric names `gpuwaste exporter` serves, read over HTTP from a running one."""
     data_dir = tmp_path_factory.mktemp("grafana") / "data"
     build(data_dir)
-    httpd = start(WasteCollector(data_dir), "127.0.0.1", 0)
-    try:
-        text = requests.get(f"http://127.0.0.1:{httpd.server_port}/metrics", timeout=30).text
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(WasteCollector(data_dir)) as url:
+        text = requests.get(url, timeout=30).text
     return {s.name for f in text_string_to_metric_families(text) for s in f.samples}
 
 

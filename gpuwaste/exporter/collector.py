@@ -1,8 +1,8 @@
 """The prometheus_client collector: the warehouse's figures, read at most once per
 `cache_seconds`, never an error page.
 
-The first scrape reads the figures; a later scrape that finds them older than `cache_seconds`
-starts one read in a background thread and is answered with the figures it has (their age is
+The exporter starts reading the figures when it starts, and the first scrape waits for them; a
+later scrape that finds them older than `cache_seconds` starts one read in a background thread and is answered with the figures it has (their age is
 `gpuwaste_figures_computed_timestamp_seconds`), so a scrape never waits for the warehouse once
 the exporter has served. When the warehouse is missing, empty or unreadable, the scrape gets
 `gpuwaste_up 0` and the exporter logs one line saying why (once, until the reason changes).
@@ -55,22 +55,27 @@ class WasteCollector:
     def refresh(self) -> None:
         """Read the figures now (blocking); keep them, or the reason they could not be read."""
         with self._lock:
-            started = self.clock()
-            self._read_at = started
-            self.reads += 1
-            try:
-                figs = read_figures(
-                    self.data_dir, self.top_jobs, datetime.fromtimestamp(started, UTC)
-                )
-            except GpuwasteError as exc:
-                self._keep(None, str(exc))
-            except (duckdb.Error, pl.exceptions.PolarsError, OSError) as exc:
-                reason = (
-                    str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                )
-                self._keep(None, f"the warehouse at {self.data_dir} could not be read: {reason}")
-            else:
-                self._keep(figs, None)
+            self._read()
+
+    def _read_first(self) -> None:
+        """Read the figures unless another thread's read got there first."""
+        with self._lock:
+            if self._read_at is None:
+                self._read()
+
+    def _read(self) -> None:
+        started = self.clock()
+        self._read_at = started
+        self.reads += 1
+        try:
+            figs = read_figures(self.data_dir, self.top_jobs, datetime.fromtimestamp(started, UTC))
+        except GpuwasteError as exc:
+            self._keep(None, str(exc))
+        except (duckdb.Error, pl.exceptions.PolarsError, OSError) as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            self._keep(None, f"the warehouse at {self.data_dir} could not be read: {reason}")
+        else:
+            self._keep(figs, None)
 
     def _keep(self, figs: Figures | None, problem: str | None) -> None:
         if problem is not None and problem != self._problem:
@@ -93,7 +98,8 @@ class WasteCollector:
     def _expired(self, now: float) -> bool:
         return self._read_at is None or now - self._read_at >= self.cache_seconds
 
-    def _refresh_in_background(self) -> None:
+    def start_reading(self) -> None:
+        """Read the figures in a background thread (unless a read is running)."""
         if self.reading_in_background:
             return
         self._refresher = threading.Thread(
@@ -103,8 +109,14 @@ class WasteCollector:
 
     def collect(self) -> Iterable[Metric]:
         now = self.clock()
-        if self._read_at is None:
-            self.refresh()
-        elif self._expired(now) and not self._lock.locked():
-            self._refresh_in_background()
+        if self._expired(now) and not self.reading_in_background:
+            if self._read_at is None:
+                self._read_first()  # nothing to serve yet: this scrape waits for the figures
+            else:
+                self.start_reading()
+        if self._figures is None and self._problem is None:
+            # the first read is running: in the background (started with the exporter), or for
+            # another scrape
+            self.wait()
+            self._read_first()
         return families(self._figures, now, self.update_interval_s)

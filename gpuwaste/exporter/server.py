@@ -27,8 +27,9 @@ def start(collector: WasteCollector, host: str, port: int) -> WSGIServer:
 
 
 def serve_forever(collector: WasteCollector, host: str, port: int) -> None:
-    """Serve until SIGTERM, SIGHUP or Ctrl-C."""
+    """Serve until SIGTERM, SIGHUP or Ctrl-C; the first read of the figures starts at once."""
     httpd = start(collector, host, port)
+    collector.start_reading()
     stop = threading.Event()
     previous = {
         sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGHUP)
