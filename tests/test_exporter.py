@@ -81,6 +81,9 @@ EXPECTED: dict[str, dict[str, tuple[float, ...]]] = {
         "7d": (13, 10.3, 1.5, 0, 1.2, 0),
     },
 }
+# Untrusted text in a label value: quotes, a backslash, a newline, an escape sequence, HTML.
+NASTY_USER = '<b>m"al\\lory</b>\n\x1b[31m'
+USERS = {"G": NASTY_USER}
 KINDS = ("allocated", "busy", "idle_slot", "never_used", "missing", "debug")
 
 
@@ -93,7 +96,7 @@ def _rows(
     for job, (vc, debug, running, allocs) in plant.items():
         start = min(a[0] for a in allocs)
         end = max(a[1] for a in allocs)
-        jobs.append({"job_id": job, "user": f"u-{job}", "vc": vc, "name": job, "gpus": len(allocs),
+        jobs.append({"job_id": job, "user": USERS.get(job, f"u-{job}"), "vc": vc, "name": job, "gpus": len(allocs),
                      "running": running, "state": "running" if running else "passed",
                      "is_debug": debug, "size_class": "1", "start_ts": start,
                      "end_ts": None if running else end})  # fmt: skip
@@ -222,6 +225,8 @@ def test_every_idle_job_has_its_own_series_within_the_top_n(planted: Path) -> No
     assert idle == {"F": 7200, "G": 3600, "A": 1800}
     gpus = {dict(k)["job_id"]: v for k, v in got["gpuwaste_idle_job_gpus"].items()}
     assert gpus == {"F": 2, "G": 1, "A": 1}
+    users = {dict(k)["job_id"]: dict(k)["user"] for k in got["gpuwaste_idle_job_gpus"]}
+    assert users["G"] == NASTY_USER  # escaped in the text format, read back intact
 
 
 def test_no_idle_job_gives_no_idle_job_series(planted: Path) -> None:
@@ -353,12 +358,18 @@ def test_an_empty_warehouse_then_results_arriving(
     ]
 
 
-def test_an_unreadable_result_file_gives_up_0_not_an_error(tmp_path: Path) -> None:
+def test_an_unreadable_result_file_gives_up_0_not_an_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     d = tmp_path / "data"
     build(d)
     (d / "parquet" / "job_gpu_usage" / "cluster=c1" / "built.parquet").write_bytes(b"not parquet")
-    got = samples(scrape_text(WasteCollector(d)))
+    with caplog.at_level(logging.WARNING, logger="gpuwaste.exporter"):
+        got = samples(scrape_text(WasteCollector(d)))
     assert value(got, "gpuwaste_up") == 0
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith(f"serving gpuwaste_up 0: the warehouse at {d} could not be read: ")
+    assert "\n" not in line and "Traceback" not in line
 
 
 # ------------------------------------------------------------------------------------ HTTP

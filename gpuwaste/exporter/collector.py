@@ -28,6 +28,12 @@ from gpuwaste.exporter.metrics import families
 log = logging.getLogger("gpuwaste.exporter")
 
 
+def _first(exc: BaseException) -> str:
+    """The first line of an exception's message (its type when it has none)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class WasteCollector:
     """Collects the figures of the warehouse at `data_dir` (register it on a CollectorRegistry)."""
 
@@ -72,8 +78,9 @@ class WasteCollector:
         except GpuwasteError as exc:
             self._keep(None, str(exc))
         except (duckdb.Error, pl.exceptions.PolarsError, OSError) as exc:
-            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            self._keep(None, f"the warehouse at {self.data_dir} could not be read: {reason}")
+            self._keep(None, f"the warehouse at {self.data_dir} could not be read: {_first(exc)}")
+        except Exception as exc:  # never an error page: up 0 and the reason in the log
+            self._keep(None, f"reading {self.data_dir} failed: {type(exc).__name__}: {_first(exc)}")
         else:
             self._keep(figs, None)
 
@@ -119,4 +126,10 @@ class WasteCollector:
             # another scrape
             self.wait()
             self._read_first()
-        return families(self._figures, now, self.update_interval_s)
+        try:
+            return families(self._figures, now, self.update_interval_s)
+        except Exception as exc:  # never an error page
+            self._keep(
+                None, f"the figures could not be served: {type(exc).__name__}: {_first(exc)}"
+            )
+            return families(None, now, self.update_interval_s)

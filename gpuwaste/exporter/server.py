@@ -16,7 +16,7 @@ def start(collector: WasteCollector, host: str, port: int) -> WSGIServer:
     """Serve `/metrics` on host:port in a daemon thread (port 0: any free port, see
     `server.server_port`); GpuwasteError when the address cannot be listened on."""
     if not 0 <= port < 65536:
-        raise GpuwasteError(f"port {port} is not a TCP port (1-65535).")
+        raise GpuwasteError(f"port {port} is not a TCP port (1-65535, or 0 for any free port).")
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     try:
