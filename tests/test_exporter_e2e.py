@@ -17,18 +17,21 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 import requests
 
 from gpuwaste.analyses.run import analyze
 from gpuwaste.demo import demo_settings
+from gpuwaste.exporter.figures import read_figures
 from gpuwaste.exporter.metrics import METRICS
 from gpuwaste.generate.cli import generate_command
 from gpuwaste.ingest.run import run_configured
+from gpuwaste.warehouse.readonly import read_only_connection
 from tests.support.components import free_port
 from tests.support.prometheus import PrometheusServer
 
@@ -202,3 +205,30 @@ def test_the_idle_job_alert_is_pending_or_firing_for_exactly_the_planted_job(
     assert [a["labels"]["job_id"] for a in alerts] == [job]
     assert alerts[0]["state"] in ("pending", "firing")
     assert alerts[0]["labels"]["cluster"] == "demo"
+
+
+def test_the_7d_window_of_a_one_day_cluster_is_the_analyses_whole_total(
+    generated: tuple[Path, dict[str, float]],
+) -> None:
+    """The generated cluster spans one day, inside the 7 d window: per VC, the exporter's GPU
+    hours (window_hours.sql) equal waste_daily's (the analyses' own per-day split) summed."""
+    data_dir, _ = generated
+    figs = read_figures(data_dir, 50, datetime.now(UTC))
+    con = read_only_connection(data_dir)
+    try:
+        daily = con.sql(
+            "SELECT cluster, vc, sum(alloc_gpu_h) AS allocated_gpu_h, sum(busy_gpu_h) AS busy_gpu_h,"
+            " sum(idle_slot_gpu_h) AS idle_slot_gpu_h, sum(never_used_gpu_h) AS never_used_gpu_h,"
+            " sum(missing_gpu_h) AS missing_gpu_h, sum(debug_gpu_h) AS debug_gpu_h "
+            "FROM waste_daily WHERE vc <> '(all)' GROUP BY ALL ORDER BY cluster, vc"
+        ).pl()
+    finally:
+        con.close()
+    week = figs.windows.filter(pl.col("window") == "7d").drop("window").sort("cluster", "vc")
+    assert week.height == daily.height > 4
+    assert week.select("cluster", "vc").equals(daily.select("cluster", "vc"))
+    for column in week.columns[2:]:
+        assert week[column].to_list() == pytest.approx(
+            daily[column].to_list(), rel=1e-6, abs=1e-5
+        ), column
+    assert week["idle_slot_gpu_h"].sum() > 1 and week["never_used_gpu_h"].sum() > 1
