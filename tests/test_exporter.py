@@ -418,3 +418,35 @@ def test_the_exporter_section_of_the_configuration() -> None:
     with pytest.raises(ConfigError, match=r"unknown key 'exporter.topn'"):
         parse_settings({"exporter": {"topn": 3}}, "g.toml")
     assert math.isfinite(parse_settings({}).exporter.update_interval_s)
+
+
+def test_ten_thousand_idle_jobs_give_top_n_plus_one_series_per_cluster(tmp_path: Path) -> None:
+    n = 10_000
+    ids = [f"j{i:05d}" for i in range(n)]
+    start = [T - timedelta(minutes=1 + i % 600) for i in range(n)]  # idle 1 min .. 10 h
+    jobs = pl.DataFrame({"job_id": ids, "user": "u", "vc": "nlp", "name": "x", "gpus": 1,
+                         "running": True, "state": "running", "is_debug": False,
+                         "size_class": "1", "start_ts": start, "end_ts": None},
+                        schema_overrides={"end_ts": pl.Datetime("us", "UTC")})  # fmt: skip
+    gpus = pl.DataFrame({"job_id": ids, "attempt": 0, "host": "h", "gpu": list(range(n)),
+                         "start_ts": start, "end_ts": T, "never_used": True})  # fmt: skip
+    gpus = gpus.with_columns(
+        alloc_s=(pl.col("end_ts") - pl.col("start_ts")).dt.total_seconds().cast(pl.Float64),
+        missing_s=pl.lit(0.0),
+        idle_slot_s=pl.lit(0.0),
+    ).with_columns(never_used_s=pl.col("alloc_s"))
+    d = tmp_path / "data"
+    wh = Warehouse(d)
+    wh.replace_file("job_usage", "big", "built", jobs)
+    wh.replace_file("job_gpu_usage", "big", "built", gpus)
+    refresh_catalog(d, force=True)
+    got = samples(scrape_text(WasteCollector(d, top_jobs=50)))
+    idle = got["gpuwaste_idle_job_idle_seconds"]
+    assert len(idle) == 51 and len(got["gpuwaste_idle_job_gpus"]) == 51
+    other = (("cluster", "big"), ("job_id", OTHER_JOBS), ("user", ""), ("vc", ""))
+    assert value(got, "gpuwaste_idle_job_gpus", **dict(other)) == n - 50
+    minutes = sorted((1 + i % 600 for i in range(n)), reverse=True)  # idle, most first
+    assert idle[other] == minutes[50] * 60  # the longest idle of the jobs beyond the top 50
+    assert value(got, "gpuwaste_idle_jobs", cluster="big") == n
+    top = sorted((v for k, v in idle.items() if k != other), reverse=True)
+    assert top == [m * 60 for m in minutes[:50]]
