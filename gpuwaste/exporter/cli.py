@@ -28,17 +28,23 @@ def register(app: typer.Typer) -> None:
         data_dir: DataDirOpt = None,
         host: Annotated[
             str | None,
-            typer.Option(help="Address to listen on (default [exporter] host, 127.0.0.1)."),
+            typer.Option(
+                help="Address to listen on (default: exporter.host of the config, else 127.0.0.1)."
+            ),
         ] = None,
         port: Annotated[
-            int | None, typer.Option(help="Port to listen on (default [exporter] port, 9815).")
+            int | None,
+            typer.Option(
+                help="Port to listen on (default: exporter.port of the config, else 9815)."
+            ),
         ] = None,
         cache_seconds: Annotated[
             float | None,
             typer.Option(
                 "--cache-seconds",
                 min=0,
-                help="Read the figures at most once per this many seconds (default 60).",
+                help="Read the figures at most once per this many seconds (default: "
+                "exporter.cache_seconds of the config, else 60).",
             ),
         ] = None,
         top_jobs: Annotated[
@@ -47,7 +53,7 @@ def register(app: typer.Typer) -> None:
                 "--top-jobs",
                 min=0,
                 help="Idle running jobs exported one by one; the rest as one '(other)' series "
-                "per cluster (default 50).",
+                "per cluster (default: exporter.top_jobs of the config, else 50).",
             ),
         ] = None,
         config: ConfigOpt = None,
@@ -65,8 +71,5 @@ def register(app: typer.Typer) -> None:
             cache_seconds=conf.cache_seconds if cache_seconds is None else cache_seconds,
             update_interval_s=conf.update_interval_s,
         )
-        host = conf.host if host is None else host
-        port = conf.port if port is None else port
-        print(f"gpuwaste exporter on http://{host}:{port}/metrics over {s.data_dir} "
-              "(Ctrl-C to stop)", file=sys.stderr)  # fmt: skip
-        serve_forever(collector, host, port)
+        serve_forever(collector, conf.host if host is None else host,
+                      conf.port if port is None else port)  # fmt: skip

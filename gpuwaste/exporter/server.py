@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from wsgiref.simple_server import WSGIServer
 
@@ -29,6 +30,8 @@ def start(collector: WasteCollector, host: str, port: int) -> WSGIServer:
 def serve_forever(collector: WasteCollector, host: str, port: int) -> None:
     """Serve until SIGTERM, SIGHUP or Ctrl-C; the first read of the figures starts at once."""
     httpd = start(collector, host, port)
+    print(f"gpuwaste exporter on http://{host}:{httpd.server_port}/metrics over "
+          f"{collector.data_dir} (Ctrl-C to stop)", file=sys.stderr)  # fmt: skip
     collector.start_reading()
     stop = threading.Event()
     previous = {
