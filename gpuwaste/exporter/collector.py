@@ -2,7 +2,8 @@
 `cache_seconds`, never an error page.
 
 The exporter starts reading the figures when it starts, and the first scrape waits for them; a
-later scrape that finds them older than `cache_seconds` starts one read in a background thread and is answered with the figures it has (their age is
+later scrape that finds them older than `cache_seconds` starts one read in a background thread
+and is answered with the figures it has (their age is
 `gpuwaste_figures_computed_timestamp_seconds`), so a scrape never waits for the warehouse once
 the exporter has served. When the warehouse is missing, empty or unreadable, the scrape gets
 `gpuwaste_up 0` and the exporter logs one line saying why (once, until the reason changes).
@@ -97,7 +98,7 @@ class WasteCollector:
         return self._refresher is not None and self._refresher.is_alive()
 
     def wait(self) -> None:
-        """Wait for a background read to finish (tests, and the benchmark)."""
+        """Wait for the background read, if one runs, to finish."""
         refresher = self._refresher
         if refresher is not None:
             refresher.join()
