@@ -19,6 +19,7 @@ from gpuwaste.cli_common import ConfigOpt, DataDirOpt, FormatOpt, settings
 from gpuwaste.config import DATA_DIR_ENV, DEFAULT_DATA_DIR
 from gpuwaste.dashboard.cli import register as register_dashboard
 from gpuwaste.errors import GpuwasteError
+from gpuwaste.exporter.cli import register as register_exporter
 from gpuwaste.ingest.cli import ingest_app
 from gpuwaste.render import OutputFormat, render
 
@@ -51,6 +52,7 @@ app = typer.Typer(
 app.add_typer(ingest_app, name="ingest")
 register_analyses(app)
 register_dashboard(app)
+register_exporter(app)
 
 
 @app.command()

@@ -210,10 +210,23 @@ class ClusterConfig(_Strict):
         return check_timezone(v)
 
 
+class ExporterSettings(_Strict):
+    """`gpuwaste exporter`: the Prometheus exporter (docs/exporter.md)."""
+
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=1, le=65535)] = 9815
+    cache_seconds: NonNegFloat = 60.0  # the figures are computed at most once per this
+    top_jobs: Annotated[int, Field(ge=0, le=10_000)] = 50  # idle running jobs with own series
+    # How often `gpuwaste ingest` and `gpuwaste analyze` are scheduled: the staleness alerts fire
+    # after 3 of these (exported as gpuwaste_update_interval_seconds).
+    update_interval_s: PositiveFloat = 300.0
+
+
 class Settings(_Strict):
     data_dir: Path = DEFAULT_DATA_DIR
     clusters: list[ClusterConfig] = Field(default_factory=list)
     thresholds: Thresholds = Field(default_factory=Thresholds)
+    exporter: ExporterSettings = Field(default_factory=ExporterSettings)
     source_path: Path | None = Field(default=None, exclude=True)
 
     def cluster(self, name: str) -> ClusterConfig:
