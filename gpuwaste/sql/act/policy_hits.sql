@@ -11,8 +11,8 @@
 --     Shield and OpenPAI judge); a job idle stretch is a maximal run of such time, in one pass of
 --     +1/-1 events (allocations and idle intervals) summed in time order per job;
 --   * the idle cancel point for threshold H is the earliest t >= start + grace with the job idle
---     over [t - H, t] and t before the stretch's end; an interactive job is also cancelled at
---     start + max_interactive_s; the earlier of the two wins;
+--     over [t - H, t] (t at most the stretch's end, and before the job's end); an interactive
+--     job is also cancelled at start + max_interactive_s; the earlier of the two wins;
 --   * after the cancel point t, a GPU's time outside its idle intervals is busy or missing data:
 --     work lost counts it minus the GPU's missing data (the busy time certainly after t);
 --     work_lost_max_s counts it all (as if the missing data lay before t).
@@ -84,25 +84,26 @@ stretches as (
     group by cluster, job_id, run
 ),
 
+job_ends as (
+    select cluster, job_id, max(end_ts) as end_ts from gpus group by cluster, job_id
+),
+
 idle_cancels as (
     select cluster, job_id, idle_hours, min(cancel_ts) as cancel_ts
     from (
         select
-            s.cluster, s.job_id, t.idle_hours, s.idle_to,
+            s.cluster, s.job_id, t.idle_hours, s.idle_to, e.end_ts,
             greatest(
                 s.idle_from + to_seconds(t.idle_hours * 3600),
                 j.start_ts + to_seconds(getvariable('grace_s')::double)
             ) as cancel_ts
         from stretches as s
         join policy_jobs as j using (cluster, job_id)
+        join job_ends as e using (cluster, job_id)
         join thresholds as t on epoch(s.idle_to - s.idle_from) >= t.idle_hours * 3600
     )
-    where cancel_ts < idle_to
+    where cancel_ts <= idle_to and cancel_ts < end_ts
     group by cluster, job_id, idle_hours
-),
-
-job_ends as (
-    select cluster, job_id, max(end_ts) as end_ts from gpus group by cluster, job_id
 ),
 
 limit_cancels as (
