@@ -105,11 +105,19 @@ def generate(
     gzip: Annotated[
         bool, typer.Option("--gzip", help="Write metrics.om.gz instead of metrics.om.")
     ] = False,
+    policy_cases: Annotated[
+        bool,
+        typer.Option(
+            "--policy-cases",
+            help="Make every batch job of 4 h or more busy-then-idle or idle-then-busy (for "
+            "replaying cancel rules; truth.json lists them under policy_cases).",
+        ),
+    ] = False,
 ) -> None:
     """Write a synthetic multi-tenant cluster in the sources' own formats, with its planted truth."""
     from gpuwaste.generate.cli import generate_command
 
-    generate_command(out, seed, gpus, days, interval_s, start, cluster, gzip)
+    generate_command(out, seed, gpus, days, interval_s, start, cluster, gzip, policy_cases)
 
 
 DemoDataDirOpt = Annotated[
