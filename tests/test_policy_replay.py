@@ -18,6 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 from typer.testing import CliRunner
 
@@ -79,6 +80,15 @@ JOBS: list[dict[str, Any]] = [
     {"job_id": "E", "vc": "x", "hours": 3, "is_debug": True, "gpus": {("h1", 7): always(BUSY)}},
     # F: idle 1 h, no data 1 h -> 1.5 h, busy 1.5 h -> 3 h
     {"job_id": "F", "vc": "y", "hours": 3, "gpus": {("h2", 0): gap_then_busy}},
+    # G: idle 40 min, busy 20 min, idle 2 h: two long idle slots on one GPU (the general sweep)
+    {"job_id": "G", "vc": "z", "hours": 3, "gpus": {
+        ("h2", 3): lambda k: IDLE if k <= 40 or k > 60 else BUSY}},
+    # H: two attempts, GPU 1 for the first hour, GPU 2 for the second, both idle: the job is idle
+    #    for 2 h across the attempts (the general sweep)
+    {"job_id": "H", "vc": "z", "hours": 2, "gpus": {
+        ("h2", 1): lambda k: IDLE if k <= 60 else None,
+        ("h2", 2): lambda k: IDLE if k > 60 else None},
+     "attempts": [(0, "h2", 1, 0, 1), (1, "h2", 2, 1, 2)]},
 ]  # fmt: skip
 
 
@@ -100,7 +110,16 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 "gpus": list(j["gpus"]),
             }
         )
-    build(data_dir, samples, jobs)
+    wh = build(data_dir, samples, jobs)
+    for j in JOBS:  # allocations other than one window for all the job's GPUs
+        attempts = [
+            {"job_id": j["job_id"], "attempt": a, "host": h, "gpu": g, "start_ts": at(s * H),
+             "end_ts": at(e * H)}
+            for a, h, g, s, e in j.get("attempts", [])
+        ]  # fmt: skip
+        if attempts:
+            rows = pl.DataFrame(attempts)
+            wh.replace_rows_where("job_gpus", "c", "test", pl.col("job_id") == j["job_id"], rows)
     run(data_dir, sampling_interval_s=60)
     return data_dir
 
@@ -131,6 +150,10 @@ def test_hand_computed_hits(warehouse: Path) -> None:
         (1.0, "D"): (1.5, 3.0, 1.0),
         (0.5, "F"): (0.5, 2.5, 1.5),  # after 0.5 h: 0.5 h idle, 0.5 h no data, 1.5 h busy
         (1.0, "F"): (1.0, 2.0, 1.5),
+        (0.5, "G"): (0.5, 2.5, 1 / 3),  # in the first idle slot; busy 40 -> 60 min after
+        (1.0, "G"): (2.0, 1.0, 0.0),  # the first slot is too short: 1 h into the second
+        (0.5, "H"): (0.5, 1.5, 0.0),  # half an hour of GPU 1 and the hour of GPU 2
+        (1.0, "H"): (1.0, 1.0, 0.0),  # cancelled as GPU 1's attempt ends: GPU 2's hour
     }
     assert set(got) == set(expected)  # C (one GPU busy) and E (busy) are never idle as jobs;
     # A's and B's stretches are shorter than 2 h
@@ -149,9 +172,9 @@ def test_hand_computed_hits(warehouse: Path) -> None:
 def test_per_vc_and_total(warehouse: Path) -> None:
     rows = replay_json(warehouse, "--idle-hours", "1")
     by_vc = {r["vc"]: r for r in rows}
-    assert [r["vc"] for r in rows] == ["(all)", "x", "y"]  # the total first
-    x, y, total = by_vc["x"], by_vc["y"], by_vc["(all)"]
-    # x: A (3 GPU h), D (6), E (3); y: B (6), C (4), F (3)
+    assert [r["vc"] for r in rows] == ["(all)", "x", "y", "z"]  # the total first
+    x, y, z, total = by_vc["x"], by_vc["y"], by_vc["z"], by_vc["(all)"]
+    # x: A (3 GPU h), D (6), E (3); y: B (6), C (4), F (3); z: G (3), H (2)
     assert (x["jobs"], x["gpu_h"], y["jobs"], y["gpu_h"]) == (3, 12.0, 3, 13.0)
     assert (x["jobs_hit"], x["wrongful_hits"]) == (2, 1)
     assert x["reclaimed_gpu_h"] == pytest.approx(1.0 + 3.0)
@@ -160,9 +183,11 @@ def test_per_vc_and_total(warehouse: Path) -> None:
     assert y["reclaimed_gpu_h"] == pytest.approx(4.0 + 2.0)
     assert y["work_lost_gpu_h"] == pytest.approx(3.0 + 1.5)
     assert y["work_lost_max_gpu_h"] == pytest.approx(3.0 + 2.0)
-    assert total["jobs"] == 6 and total["jobs_hit"] == 4 and total["wrongful_hits"] == 3
-    assert total["reclaimed_gpu_h"] == pytest.approx(10.0)
-    assert total["reclaimed_pct"] == pytest.approx(100 * 10.0 / 25.0)
+    assert (z["jobs"], z["gpu_h"], z["jobs_hit"], z["wrongful_hits"]) == (2, 5.0, 2, 0)
+    assert z["reclaimed_gpu_h"] == pytest.approx(1.0 + 1.0)
+    assert total["jobs"] == 8 and total["jobs_hit"] == 6 and total["wrongful_hits"] == 3
+    assert total["reclaimed_gpu_h"] == pytest.approx(12.0)
+    assert total["reclaimed_pct"] == pytest.approx(100 * 12.0 / 30.0)
 
 
 def test_grace_delays_the_cancel(warehouse: Path) -> None:
@@ -199,7 +224,7 @@ def test_sweep_equals_single_thresholds(warehouse: Path) -> None:
 def test_period_and_formats(warehouse: Path) -> None:
     assert replay_json(warehouse, "--idle-hours", "1", "--since", "2026-11-02") == []
     until = (at(0) + timedelta(seconds=1)).isoformat()
-    assert replay_json(warehouse, "--idle-hours", "1", "--until", until)[0]["jobs"] == 6
+    assert replay_json(warehouse, "--idle-hours", "1", "--until", until)[0]["jobs"] == 8
     assert replay_json(warehouse, "--idle-hours", "1", "--until", at(0).isoformat()) == []
     out = CliRunner().invoke(
         app, ["policy", "replay", "--data-dir", str(warehouse), "--idle-hours", "1", "--format",
@@ -207,7 +232,7 @@ def test_period_and_formats(warehouse: Path) -> None:
     )  # fmt: skip
     assert out.exit_code == 0
     rows = list(csv.DictReader(io.StringIO(out.stdout)))
-    assert [r["vc"] for r in rows] == ["(all)", "x", "y"] and rows[0]["jobs_hit"] == "4"
+    assert [r["vc"] for r in rows] == ["(all)", "x", "y", "z"] and rows[0]["jobs_hit"] == "6"
     table = CliRunner().invoke(
         app, ["policy", "replay", "--data-dir", str(warehouse), "--idle-hours", "1"]
     )
@@ -220,7 +245,7 @@ def test_python_api_equals_cli(warehouse: Path) -> None:
         df = replay_hits(con, make_rule(["1"]), cluster="c")
     finally:
         con.close()
-    assert sorted(df["job_id"].to_list()) == ["A", "B", "D", "F"]
+    assert sorted(df["job_id"].to_list()) == ["A", "B", "D", "F", "G", "H"]
     assert set(df["user"].to_list()) == {"u1"} and set(df["gpus"].to_list()) == {1, 2}
 
 

@@ -40,6 +40,58 @@ idle as (
     where never_used
 ),
 
+-- Only idle time lasting at least the shortest threshold can make a cancel. Most jobs hold all
+-- their GPUs over one window (one attempt); for them, a job idle stretch that long lies inside
+-- one idle slot of each used GPU, so it is [latest slot start, earliest slot end] when each used
+-- GPU has exactly one slot that long (never-used GPUs are idle over the whole window): a group-by
+-- per job. The other jobs that can have such a stretch go through the general sweep below.
+windows as (
+    select
+        cluster, job_id,
+        count(*) - count(*) filter (where never_used) as used_gpus,
+        min(start_ts) = max(start_ts) and min(end_ts) = max(end_ts) as one_window,
+        min(start_ts) as alloc_from,
+        max(end_ts) as end_ts
+    from gpus
+    group by cluster, job_id
+),
+
+long_slots as (
+    select
+        s.cluster, s.job_id,
+        count(*) as slots,
+        count(distinct (s.attempt, s.host, s.gpu)) as slot_gpus,
+        max(s.start_ts) as idle_from,
+        min(s.end_ts) as idle_to
+    from idle_slots as s
+    semi join policy_jobs as j using (cluster, job_id)
+    where s.duration_s >= (select min(idle_hours) from thresholds) * 3600
+    group by s.cluster, s.job_id
+),
+
+shapes as (
+    select
+        w.cluster, w.job_id, w.alloc_from, w.end_ts, w.one_window,
+        l.idle_from, l.idle_to,
+        w.one_window and coalesce(l.slots, 0) = w.used_gpus
+            and coalesce(l.slot_gpus, 0) = w.used_gpus as simple,
+        not w.one_window
+            or (coalesce(l.slot_gpus, 0) = w.used_gpus and l.slots > w.used_gpus) as swept
+    from windows as w
+    left join long_slots as l using (cluster, job_id)
+),
+
+simple_stretches as (
+    select
+        cluster, job_id,
+        greatest(coalesce(idle_from, alloc_from), alloc_from) as idle_from,
+        least(coalesce(idle_to, end_ts), end_ts) as idle_to
+    from shapes
+    where simple
+),
+
+-- The general sweep: +1/-1 events of allocations and idle intervals, summed in time order per
+-- job; the job is idle where every GPU it holds is idle.
 changes as (
     select cluster, job_id, ts, sum(d_alloc) as d_alloc, sum(d_idle) as d_idle
     from (
@@ -51,6 +103,7 @@ changes as (
         union all
         select cluster, job_id, end_ts, 0, -1 from idle
     )
+    semi join (select cluster, job_id from shapes where swept) using (cluster, job_id)
     group by cluster, job_id, ts
 ),
 
@@ -70,7 +123,7 @@ segments as (
     where next_ts is not null
 ),
 
-stretches as (
+swept_stretches as (
     select cluster, job_id, min(ts) as idle_from, max(next_ts) as idle_to
     from (
         select
@@ -84,22 +137,24 @@ stretches as (
     group by cluster, job_id, run
 ),
 
-job_ends as (
-    select cluster, job_id, max(end_ts) as end_ts from gpus group by cluster, job_id
+stretches as (
+    select * from simple_stretches
+    union all
+    select * from swept_stretches
 ),
 
 idle_cancels as (
     select cluster, job_id, idle_hours, min(cancel_ts) as cancel_ts
     from (
         select
-            s.cluster, s.job_id, t.idle_hours, s.idle_to, e.end_ts,
+            s.cluster, s.job_id, t.idle_hours, s.idle_to, w.end_ts,
             greatest(
                 s.idle_from + to_seconds(t.idle_hours * 3600),
                 j.start_ts + to_seconds(getvariable('grace_s')::double)
             ) as cancel_ts
         from stretches as s
         join policy_jobs as j using (cluster, job_id)
-        join job_ends as e using (cluster, job_id)
+        join windows as w using (cluster, job_id)
         join thresholds as t on epoch(s.idle_to - s.idle_from) >= t.idle_hours * 3600
     )
     where cancel_ts <= idle_to and cancel_ts < end_ts
@@ -110,7 +165,7 @@ limit_cancels as (
     select j.cluster, j.job_id, t.idle_hours,
            j.start_ts + to_seconds(getvariable('max_interactive_s')::double) as cancel_ts
     from policy_jobs as j
-    join job_ends as e using (cluster, job_id)
+    join windows as e using (cluster, job_id)
     cross join thresholds as t
     where j.interactive
       and getvariable('max_interactive_s') is not null
