@@ -161,12 +161,12 @@ def test_hand_computed_hits(warehouse: Path) -> None:
         r = got[key]
         assert r["cancel_ts"] == at(cancel_h * H).isoformat(), key
         assert r["reason"] == "idle"
-        assert r["reclaimed_s"] == pytest.approx(reclaimed * H), key
-        assert r["work_lost_s"] == pytest.approx(lost * H), key
+        assert r["reclaimed_gpu_h"] == pytest.approx(reclaimed), key
+        assert r["work_lost_gpu_h"] == pytest.approx(lost), key
         assert r["wrongful"] is (lost > 0), key
     # F's missing half hour after the cancel point could have been work: the upper bound has it
-    assert got[(0.5, "F")]["work_lost_max_s"] == pytest.approx(2.0 * H)
-    assert got[(0.5, "B")]["work_lost_max_s"] == pytest.approx(3.0 * H)
+    assert got[(0.5, "F")]["work_lost_max_gpu_h"] == pytest.approx(2.0)
+    assert got[(0.5, "B")]["work_lost_max_gpu_h"] == pytest.approx(3.0)
 
 
 def test_per_vc_and_total(warehouse: Path) -> None:
@@ -207,7 +207,7 @@ def test_only_and_the_interactive_time_limit(warehouse: Path) -> None:
     assert list(got) == [(1.0, "E")]
     e = got[(1.0, "E")]
     assert e["reason"] == "time limit" and e["cancel_ts"] == at(H).isoformat()
-    assert e["reclaimed_s"] == e["work_lost_s"] == pytest.approx(2 * H) and e["wrongful"]
+    assert e["reclaimed_gpu_h"] == e["work_lost_gpu_h"] == pytest.approx(2) and e["wrongful"]
     # a limit longer than the job: no cancel
     assert hits(warehouse, "--idle-hours", "1", "--max-interactive-hours", "3")[(1.0, "A")]
     assert (1.0, "E") not in hits(warehouse, "--idle-hours", "1", "--max-interactive-hours", "3")

@@ -98,8 +98,8 @@ def test_busy_then_idle_jobs_are_hit_and_not_wrongful(
         cancel = _ts(c["switch"]) - timedelta(seconds=DT) + timedelta(hours=1)
         assert abs((r["cancel_ts"] - cancel).total_seconds()) <= DT, c
         reclaimed = (_ts(c["end"]) - cancel).total_seconds() * c["gpus"]
-        assert r["reclaimed_s"] == pytest.approx(reclaimed, abs=DT * c["gpus"]), c
-        assert not r["wrongful"] and r["work_lost_s"] == 0 and r["work_lost_max_s"] == 0, c
+        assert r["reclaimed_gpu_h"] * H == pytest.approx(reclaimed, abs=DT * c["gpus"]), c
+        assert not r["wrongful"] and r["work_lost_gpu_h"] == 0 and r["work_lost_max_gpu_h"] == 0, c
 
 
 def test_idle_then_busy_jobs_are_wrongful_hits(planted: tuple[Path, dict[str, Any]]) -> None:
@@ -111,14 +111,14 @@ def test_idle_then_busy_jobs_are_wrongful_hits(planted: tuple[Path, dict[str, An
         cancel = _ts(c["start"]) + timedelta(hours=1)  # idle from its start
         assert abs((r["cancel_ts"] - cancel).total_seconds()) <= DT, c
         end, switch = _ts(c["end"]), _ts(c["switch"])
-        assert r["reclaimed_s"] == pytest.approx(
+        assert r["reclaimed_gpu_h"] * H == pytest.approx(
             (end - cancel).total_seconds() * c["gpus"], abs=DT * c["gpus"]
         )
         # busy from the last idle sample's end (switch - dt) to the end, less the planted gaps
         busy = (end - switch).total_seconds() * c["gpus"] - _missing_after(truth, c, switch)
         assert r["wrongful"], c
-        assert r["work_lost_s"] == pytest.approx(busy, abs=DT * c["gpus"]), c
-        assert r["work_lost_max_s"] == pytest.approx(
+        assert r["work_lost_gpu_h"] * H == pytest.approx(busy, abs=DT * c["gpus"]), c
+        assert r["work_lost_max_gpu_h"] * H == pytest.approx(
             (end - switch).total_seconds() * c["gpus"], abs=DT * c["gpus"]
         )
 
@@ -151,7 +151,7 @@ def test_sweep_totals_equal_the_jobs_hit(planted: tuple[Path, dict[str, Any]]) -
     per_h = hits.group_by("idle_hours").agg(
         pl.len().alias("jobs_hit"),
         pl.col("wrongful").sum().alias("wrongful_hits"),
-        (pl.col("reclaimed_s").sum() / 3600).alias("reclaimed_gpu_h"),
+        pl.col("reclaimed_gpu_h").sum(),
     )
     for r in total.iter_rows(named=True):
         row = per_h.filter(pl.col("idle_hours") == r["idle_hours"]).row(0, named=True)

@@ -78,10 +78,14 @@ def replay_hits(
     since: datetime | None = None,
     until: datetime | None = None,
 ) -> pl.DataFrame:
-    """One row per threshold x job the rule would have cancelled, with its user and VC."""
+    """One row per threshold x job the rule would have cancelled: its user, VC, GPUs, start and
+    end, the cancel point and why, the GPU hours reclaimed, wrongful or not, the work lost."""
     set_variables(con, _variables(rule, cluster, since, until))
     final = (
-        'select h.*, j.vc, u."user", u.gpus, u.start_ts, u.end_ts from policy_hits as h '
+        'select h.cluster, h.idle_hours, h.job_id, u."user", j.vc, u.gpus, u.start_ts, u.end_ts, '
+        "h.cancel_ts, h.reason, h.reclaimed_s / 3600 as reclaimed_gpu_h, h.wrongful, "
+        "h.work_lost_s / 3600 as work_lost_gpu_h, h.work_lost_max_s / 3600 as work_lost_max_gpu_h "
+        "from policy_hits as h "
         "join policy_jobs as j using (cluster, job_id) "
         "join job_usage as u using (cluster, job_id)"
     )

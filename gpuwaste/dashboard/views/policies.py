@@ -147,12 +147,11 @@ hits = fetch(Rule((float(pick),), rule.grace_minutes, rule.only, rule.max_intera
              f.cluster, f.period_start, f.period_end, jobs=True)  # fmt: skip
 if f.vcs:
     hits = hits.filter(pl.col("vc").is_in(f.vcs))
-hits = hits.sort(["wrongful", "reclaimed_s"], descending=True)
+hits = hits.sort(["wrongful", "reclaimed_gpu_h"], descending=True)
 widgets.table(
     widgets.readable(
         hits.select("job_id", "user", "vc", "gpus", "start_ts", "end_ts", "cancel_ts", "reason",
-                    (pl.col("reclaimed_s") / 3600).alias("reclaimed_gpu_h"), "wrongful",
-                    (pl.col("work_lost_s") / 3600).alias("work_lost_gpu_h")),
+                    "reclaimed_gpu_h", "wrongful", "work_lost_gpu_h"),
         titles=TITLES,
     ),
     "The rule cancels no job in this view at this threshold.",
