@@ -22,7 +22,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from gpuwaste.act.policy.replay import open_warehouse, replay_hits
+from gpuwaste.act.policy.replay import open_warehouse, replay
 from gpuwaste.act.policy.rule import make_rule
 from gpuwaste.cli import app
 from gpuwaste.errors import GpuwasteError
@@ -242,7 +242,7 @@ def test_period_and_formats(warehouse: Path) -> None:
 def test_python_api_equals_cli(warehouse: Path) -> None:
     con = open_warehouse(warehouse, "c")
     try:
-        df = replay_hits(con, make_rule(["1"]), cluster="c")
+        df = replay(con, make_rule(["1"]), cluster="c", jobs=True)
     finally:
         con.close()
     assert sorted(df["job_id"].to_list()) == ["A", "B", "D", "F", "G", "H"]

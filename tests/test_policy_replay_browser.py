@@ -5,15 +5,12 @@ a wrong threshold is named on the page, and a job the rule cancels opens on the 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from gpuwaste.cli import app
 from tests.support.browser import (
     browser_page,
     dashboard_server,
@@ -23,6 +20,7 @@ from tests.support.browser import (
     wait_for_charts,
 )
 from tests.support.result_warehouse import build_demo_warehouse
+from tests.test_policy_replay import replay_json as _cli
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -40,15 +38,6 @@ def session(demo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tu
     log = tmp_path_factory.mktemp("server") / "dashboard.log"
     with dashboard_server(demo, log) as url, browser_page() as page:
         yield url, page
-
-
-def _cli(demo: Path, *args: str) -> list[dict[str, Any]]:
-    out = CliRunner().invoke(
-        app, ["policy", "replay", "--data-dir", str(demo), "--format", "json", *args]
-    )
-    assert out.exit_code == 0, out.output
-    rows: list[dict[str, Any]] = json.loads(out.stdout)
-    return rows
 
 
 def _open(page: Any, url: str) -> list[dict[str, Any]]:

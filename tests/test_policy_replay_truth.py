@@ -12,7 +12,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from gpuwaste.act.policy.replay import open_warehouse, replay, replay_hits
+from gpuwaste.act.policy.replay import open_warehouse, replay
 from gpuwaste.act.policy.rule import make_rule
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import Settings
@@ -57,7 +57,7 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, A
 def _hits(data_dir: Path, *hours: str) -> pl.DataFrame:
     con = open_warehouse(data_dir, "g")
     try:
-        return replay_hits(con, make_rule(list(hours)), cluster="g")
+        return replay(con, make_rule(list(hours)), cluster="g", jobs=True)
     finally:
         con.close()
 
@@ -144,7 +144,7 @@ def test_sweep_totals_equal_the_jobs_hit(planted: tuple[Path, dict[str, Any]]) -
     con = open_warehouse(data_dir, "g")
     try:
         summary = replay(con, make_rule(["1,2,4"]), cluster="g")
-        hits = replay_hits(con, make_rule(["1,2,4"]), cluster="g")
+        hits = replay(con, make_rule(["1,2,4"]), cluster="g", jobs=True)
     finally:
         con.close()
     total = summary.filter(pl.col("vc") == "(all)")

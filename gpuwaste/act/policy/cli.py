@@ -72,7 +72,7 @@ def replay(
 ) -> None:
     """Per threshold, per VC and in total: GPU hours reclaimed, jobs hit, wrongful hits (GPUs
     busy again after the cancel point) and the GPU hours of work they would have lost."""
-    from gpuwaste.act.policy.replay import open_warehouse, replay_hits, title
+    from gpuwaste.act.policy.replay import open_warehouse, title
     from gpuwaste.act.policy.replay import replay as run_replay
     from gpuwaste.act.policy.rule import make_rule
 
@@ -84,8 +84,7 @@ def replay(
     s = settings(config, data_dir)
     con = open_warehouse(s.data_dir, cluster)
     try:
-        run = replay_hits if jobs else run_replay
-        df = run(con, rule, cluster=cluster, since=start, until=end)
+        df = run_replay(con, rule, cluster=cluster, since=start, until=end, jobs=jobs)
     finally:
         con.close()
     render(df, fmt, title=title(rule))

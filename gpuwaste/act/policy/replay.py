@@ -17,6 +17,14 @@ from gpuwaste.warehouse.catalog import connect
 from gpuwaste.warehouse.store import Warehouse
 
 NEEDED = ("job_usage", "job_gpu_usage")
+JOBS_HIT = (
+    'select h.cluster, h.idle_hours, h.job_id, u."user", j.vc, u.gpus, u.start_ts, u.end_ts, '
+    "h.cancel_ts, h.reason, h.reclaimed_s / 3600 as reclaimed_gpu_h, h.wrongful, "
+    "h.work_lost_s / 3600 as work_lost_gpu_h, h.work_lost_max_s / 3600 as work_lost_max_gpu_h "
+    "from policy_hits as h "
+    "join policy_jobs as j using (cluster, job_id) "
+    "join job_usage as u using (cluster, job_id)"
+)
 TITLE = "Replay of the cancel rule (grace {grace:g} min, only {only}{cap})"
 
 
@@ -59,37 +67,21 @@ def replay(
     cluster: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    jobs: bool = False,
 ) -> pl.DataFrame:
-    """Per cluster x threshold x VC (and '(all)'): jobs, GPU hours, jobs hit, GPU hours
-    reclaimed, wrongful hits and the GPU hours of work they lose."""
+    """Per cluster x threshold x VC ('(all)' first): jobs, GPU hours, jobs hit, GPU hours
+    reclaimed, wrongful hits and the GPU hours of work they lose. With `jobs`: one row per
+    threshold x job the rule would have cancelled (its user, VC, GPUs, start and end, the cancel
+    point and why, GPU hours reclaimed, wrongful or not, work lost)."""
     set_variables(con, _variables(rule, cluster, since, until))
+    if jobs:
+        df = con.sql(replay_sql(JOBS_HIT)).pl()
+        return df.sort(["cluster", "idle_hours", "cancel_ts", "job_id"])
     df = con.sql(replay_sql(load_sql("act/policy_replay"))).pl()
     return df.sort(
         ["cluster", "idle_hours", pl.col("vc") == "(all)", "vc"],
         descending=[False, False, True, False],
     )
-
-
-def replay_hits(
-    con: duckdb.DuckDBPyConnection,
-    rule: Rule,
-    *,
-    cluster: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-) -> pl.DataFrame:
-    """One row per threshold x job the rule would have cancelled: its user, VC, GPUs, start and
-    end, the cancel point and why, the GPU hours reclaimed, wrongful or not, the work lost."""
-    set_variables(con, _variables(rule, cluster, since, until))
-    final = (
-        'select h.cluster, h.idle_hours, h.job_id, u."user", j.vc, u.gpus, u.start_ts, u.end_ts, '
-        "h.cancel_ts, h.reason, h.reclaimed_s / 3600 as reclaimed_gpu_h, h.wrongful, "
-        "h.work_lost_s / 3600 as work_lost_gpu_h, h.work_lost_max_s / 3600 as work_lost_max_gpu_h "
-        "from policy_hits as h "
-        "join policy_jobs as j using (cluster, job_id) "
-        "join job_usage as u using (cluster, job_id)"
-    )
-    return con.sql(replay_sql(final)).pl().sort(["cluster", "idle_hours", "cancel_ts", "job_id"])
 
 
 def open_warehouse(data_dir: Path, cluster: str | None) -> duckdb.DuckDBPyConnection:
@@ -106,4 +98,4 @@ def open_warehouse(data_dir: Path, cluster: str | None) -> duckdb.DuckDBPyConnec
     return connect(data_dir)
 
 
-__all__ = ["open_warehouse", "replay", "replay_hits", "title"]
+__all__ = ["open_warehouse", "replay", "title"]

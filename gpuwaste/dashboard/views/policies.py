@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import streamlit as st
 
-from gpuwaste.act.policy.replay import replay, replay_hits
+from gpuwaste.act.policy.replay import replay
 from gpuwaste.act.policy.rule import Only, Rule, make_rule
 from gpuwaste.dashboard import charts, data, widgets
 from gpuwaste.errors import GpuwasteError
@@ -53,8 +53,7 @@ def _replay(
     """The replay (or its jobs), cached until the warehouse changes (`version`)."""
     cur = data.connection()
     try:
-        run = replay_hits if jobs else replay
-        return run(cur, rule, cluster=cluster, since=since, until=until)
+        return replay(cur, rule, cluster=cluster, since=since, until=until, jobs=jobs)
     finally:
         cur.close()
 
