@@ -15,8 +15,8 @@
 --   * after the cancel point t, a GPU's time outside its idle intervals is busy or missing data:
 --     work lost counts it minus the GPU's missing data (the busy time certainly after t);
 --     work_lost_max_s counts it all (as if the missing data lay before t).
--- Jobs and GPUs are numbered once (k, gk; materialized, so every reference sees the same
--- numbers), so that the joins after that compare integers.
+-- Jobs are numbered once (k; materialized, so every reference sees the same numbers), so that
+-- the joins after that compare an integer rather than (cluster, job_id).
 with
 
 thresholds as (
@@ -28,25 +28,19 @@ job_keys as materialized (
     from policy_jobs
 ),
 
-gpu_keys as materialized (
-    select
-        j.k, g.cluster, g.job_id, g.attempt, g.host, g.gpu, g.start_ts, g.end_ts, g.never_used,
-        g.missing_s, row_number() over () as gk
+gpus as (
+    select j.k, g.attempt, g.host, g.gpu, g.start_ts, g.end_ts, g.never_used, g.missing_s
     from job_gpu_usage as g
     join job_keys as j using (cluster, job_id)
     where g.alloc_s > 0
 ),
 
-gpus as (
-    select k, gk, start_ts, end_ts, never_used, missing_s from gpu_keys
-),
-
 idle as (
-    select g.k, g.gk, s.start_ts, s.end_ts, s.duration_s
+    select j.k, s.attempt, s.host, s.gpu, s.start_ts, s.end_ts, s.duration_s, false as never_used
     from idle_slots as s
-    join gpu_keys as g using (cluster, job_id, attempt, host, gpu)
+    join job_keys as j using (cluster, job_id)
     union all
-    select k, gk, start_ts, end_ts, epoch(end_ts - start_ts) as duration_s
+    select k, attempt, host, gpu, start_ts, end_ts, epoch(end_ts - start_ts), true
     from gpus
     where never_used
 ),
@@ -71,12 +65,11 @@ long_slots as (
     select
         i.k,
         count(*) as slots,
-        count(distinct i.gk) as slot_gpus,
+        count(distinct (i.attempt, i.host, i.gpu)) as slot_gpus,
         max(i.start_ts) as idle_from,
         min(i.end_ts) as idle_to
     from idle as i
-    join gpus as g using (k, gk)
-    where not g.never_used
+    where not i.never_used
       and i.duration_s >= (select min(idle_hours) from thresholds) * 3600
     group by i.k
 ),
@@ -193,7 +186,7 @@ cancels as (
 
 gpu_after as (
     select
-        c.k, c.idle_hours, g.gk, g.missing_s,
+        c.k, c.idle_hours, g.attempt, g.host, g.gpu, g.missing_s,
         epoch(g.end_ts - greatest(g.start_ts, c.cancel_ts)) as after_s
     from cancels as c
     join gpus as g using (k)
@@ -201,11 +194,13 @@ gpu_after as (
 ),
 
 idle_after as (
-    select c.k, c.idle_hours, i.gk, sum(epoch(i.end_ts - greatest(i.start_ts, c.cancel_ts))) as idle_s
+    select
+        c.k, c.idle_hours, i.attempt, i.host, i.gpu,
+        sum(epoch(i.end_ts - greatest(i.start_ts, c.cancel_ts))) as idle_s
     from cancels as c
     join idle as i using (k)
     where i.end_ts > c.cancel_ts
-    group by c.k, c.idle_hours, i.gk
+    group by c.k, c.idle_hours, i.attempt, i.host, i.gpu
 ),
 
 per_gpu as (
@@ -214,7 +209,7 @@ per_gpu as (
         greatest(0, a.after_s - coalesce(i.idle_s, 0)) as not_idle_s,
         greatest(0, a.after_s - coalesce(i.idle_s, 0) - a.missing_s) as work_s
     from gpu_after as a
-    left join idle_after as i using (k, idle_hours, gk)
+    left join idle_after as i using (k, idle_hours, attempt, host, gpu)
 ),
 
 per_job as (
