@@ -290,3 +290,38 @@ def test_no_analysis_yet(tmp_path: Path) -> None:
     )
     assert isinstance(out.exception, GpuwasteError)
     assert "run `gpuwaste analyze` first" in str(out.exception)
+
+
+def test_dashboard_page_draws_the_sweep(warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Policies page, headless: its chart's points are the command line's '(all)' rows, a VC
+    filter sums that VC's rows, every table has its CSV button, a wrong threshold is named."""
+    from streamlit.testing.v1 import AppTest
+
+    from gpuwaste.config import DATA_DIR_ENV
+    from tests.test_dashboard_app import APP, TIMEOUT, _charts, _open
+
+    monkeypatch.setenv(DATA_DIR_ENV, str(warehouse))
+    at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), "policies", idle_hours="0.5,1")
+    (chart,) = _charts(at).values()
+    points = chart.data["sweep"]
+    cli = {r["idle_hours"]: r for r in replay_json(warehouse, "--idle-hours", "0.5,1")
+           if r["vc"] == "(all)"}  # fmt: skip
+    for r in points.iter_rows(named=True):
+        want = cli[r["idle_hours"]]
+        key = "reclaimed_gpu_h" if r["series"] == "Reclaimed" else "work_lost_gpu_h"
+        assert r["gpu_h"] == pytest.approx(want[key])
+        assert (r["jobs_hit"], r["wrongful_hits"]) == (want["jobs_hit"], want["wrongful_hits"])
+    assert points.height == 2 * 2
+    assert len(at.dataframe) == 2 and len(at.get("download_button")) == 2
+    hits = at.dataframe[1].value
+    assert sorted(hits["Job id"].to_list()) == ["A", "B", "D", "F", "G", "H"]  # at 0.5 h
+    at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), "policies", idle_hours="1",
+               vc=["y"])  # fmt: skip
+    (chart,) = _charts(at).values()
+    y = next(r for r in replay_json(warehouse, "--idle-hours", "1") if r["vc"] == "y")
+    got = chart.data["sweep"].filter(pl.col("series") == "Reclaimed").row(0, named=True)
+    assert got["gpu_h"] == pytest.approx(y["reclaimed_gpu_h"]) and got["jobs_hit"] == 2
+    at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), "policies", idle_hours="-2")
+    assert [w.value for w in at.warning] == [
+        "--idle-hours '-2' is not accepted: it must be a number greater than 0."
+    ]
