@@ -33,6 +33,7 @@ def replay(
         list[str],
         typer.Option(
             "--idle-hours",
+            metavar="H[,H...]",
             help="Cancel a job once all its GPUs have been idle this many hours. Several values "
             "(comma-separated or repeated, e.g. 0.5,1,2,4) replay a sweep in one pass.",
         ),
@@ -44,8 +45,9 @@ def replay(
         str,
         typer.Option(
             "--only",
-            help="Jobs the idle rule may cancel: debugging (declared or inferred), interactive "
-            "(declared by the scheduler: debug partition, QoS, shell or Jupyter name) or all.",
+            help="Jobs replayed (the others are left out): debugging (declared or inferred), "
+            "interactive (declared by the scheduler: debug partition, QoS, shell or Jupyter name) "
+            "or all.",
         ),
     ] = "all",
     max_interactive_hours: Annotated[

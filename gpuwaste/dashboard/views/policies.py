@@ -98,7 +98,7 @@ with c2:
     grace = st.number_input("Grace after start (min)", min_value=0.0, value=0.0, step=15.0,
                             key="grace", bind="query-params")  # fmt: skip
 with c3:
-    only = st.selectbox("Jobs it may cancel", list(Only.__members__), index=2, key="only",
+    only = st.selectbox("Jobs replayed", list(Only.__members__), index=2, key="only",
                         bind="query-params",
                         help="debugging: declared or inferred; interactive: declared by the "
                         "scheduler (debug partition, QoS, shell or Jupyter name).")  # fmt: skip
