@@ -1,6 +1,6 @@
 """Replay a rule over history: one query over the result tables (sql/act/), every threshold of
 the sweep in the same pass (the per-job idle stretches are computed once and joined with the
-thresholds), so a sweep costs about what one threshold does."""
+thresholds): on 1 M jobs, 10 thresholds cost 1.9x one (bench/RESULTS.md)."""
 
 from __future__ import annotations
 
@@ -17,14 +17,6 @@ from gpuwaste.warehouse.catalog import connect
 from gpuwaste.warehouse.store import Warehouse
 
 NEEDED = ("job_usage", "job_gpu_usage")
-JOBS_HIT = (
-    'select h.cluster, h.idle_hours, h.job_id, u."user", j.vc, u.gpus, u.start_ts, u.end_ts, '
-    "h.cancel_ts, h.reason, h.reclaimed_s / 3600 as reclaimed_gpu_h, h.wrongful, "
-    "h.work_lost_s / 3600 as work_lost_gpu_h, h.work_lost_max_s / 3600 as work_lost_max_gpu_h "
-    "from policy_hits as h "
-    "join policy_jobs as j using (cluster, job_id) "
-    "join job_usage as u using (cluster, job_id)"
-)
 TITLE = "Replay of the cancel rule (grace {grace:g} min, only {only}{cap})"
 
 
@@ -75,7 +67,7 @@ def replay(
     point and why, GPU hours reclaimed, wrongful or not, work lost)."""
     set_variables(con, _variables(rule, cluster, since, until))
     if jobs:
-        df = con.sql(replay_sql(JOBS_HIT)).pl()
+        df = con.sql(replay_sql(load_sql("act/policy_jobs_hit"))).pl()
         return df.sort(["cluster", "idle_hours", "cancel_ts", "job_id"])
     df = con.sql(replay_sql(load_sql("act/policy_replay"))).pl()
     return df.sort(
