@@ -17,6 +17,10 @@ from gpuwaste.warehouse.catalog import connect
 from gpuwaste.warehouse.store import Warehouse
 
 NEEDED = ("job_usage", "job_gpu_usage")
+# The SQL files the replay runs (tests/test_analyses_sql.py checks every SQL file is run).
+JOBS_SQL, HITS_SQL = "act/policy_jobs", "act/policy_hits"
+TABLE_SQL, JOBS_HIT_SQL = "act/policy_replay", "act/policy_jobs_hit"
+SQL_FILES = (JOBS_SQL, HITS_SQL, TABLE_SQL, JOBS_HIT_SQL)
 TITLE = "Replay of the cancel rule (grace {grace:g} min, only {only}{cap})"
 
 
@@ -32,8 +36,8 @@ def title(rule: Rule) -> str:
 def replay_sql(final: str) -> str:
     """The jobs the rule considers and its hits as named relations, then `final` over them."""
     return (
-        f"with policy_jobs as ({load_sql('act/policy_jobs')}),\n"
-        f"policy_hits as ({load_sql('act/policy_hits')})\n"
+        f"with policy_jobs as ({load_sql(JOBS_SQL)}),\n"
+        f"policy_hits as ({load_sql(HITS_SQL)})\n"
         f"select * from ({final})"
     )
 
@@ -67,9 +71,9 @@ def replay(
     point and why, GPU hours reclaimed, wrongful or not, work lost)."""
     set_variables(con, _variables(rule, cluster, since, until))
     if jobs:
-        df = con.sql(replay_sql(load_sql("act/policy_jobs_hit"))).pl()
+        df = con.sql(replay_sql(load_sql(JOBS_HIT_SQL))).pl()
         return df.sort(["cluster", "idle_hours", "cancel_ts", "job_id"])
-    df = con.sql(replay_sql(load_sql("act/policy_replay"))).pl()
+    df = con.sql(replay_sql(load_sql(TABLE_SQL))).pl()
     return df.sort(
         ["cluster", "idle_hours", pl.col("vc") == "(all)", "vc"],
         descending=[False, False, True, False],
@@ -90,4 +94,4 @@ def open_warehouse(data_dir: Path, cluster: str | None) -> duckdb.DuckDBPyConnec
     return connect(data_dir)
 
 
-__all__ = ["open_warehouse", "replay", "title"]
+__all__ = ["SQL_FILES", "open_warehouse", "replay", "title"]

@@ -220,18 +220,22 @@ per_job as (
         sum(not_idle_s) as not_idle_s
     from per_gpu
     group by k, idle_hours
+),
+
+final as (
+    select
+        j.cluster,
+        c.idle_hours,
+        j.job_id,
+        c.cancel_ts,
+        c.reason,
+        round(coalesce(p.after_s, 0), 3) as reclaimed_s,
+        round(coalesce(p.work_s, 0), 3) as work_lost_s,
+        round(coalesce(p.not_idle_s, 0), 3) as work_lost_max_s,
+        round(coalesce(p.work_s, 0), 3) > 0 as wrongful
+    from cancels as c
+    join job_keys as j using (k)
+    left join per_job as p using (k, idle_hours)
 )
 
-select
-    j.cluster,
-    c.idle_hours,
-    j.job_id,
-    c.cancel_ts,
-    c.reason,
-    round(coalesce(p.after_s, 0), 3) as reclaimed_s,
-    round(coalesce(p.work_s, 0), 3) as work_lost_s,
-    round(coalesce(p.not_idle_s, 0), 3) as work_lost_max_s,
-    round(coalesce(p.work_s, 0), 3) > 0 as wrongful
-from cancels as c
-join job_keys as j using (k)
-left join per_job as p using (k, idle_hours)
+select * from final
