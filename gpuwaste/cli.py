@@ -14,6 +14,7 @@ import duckdb
 import typer
 from typer.core import TyperOption
 
+from gpuwaste.act.policy.cli import register as register_policy
 from gpuwaste.analyses.cli import register as register_analyses
 from gpuwaste.cli_common import ConfigOpt, DataDirOpt, FormatOpt, settings
 from gpuwaste.config import DATA_DIR_ENV, DEFAULT_DATA_DIR
@@ -53,6 +54,7 @@ app.add_typer(ingest_app, name="ingest")
 register_analyses(app)
 register_dashboard(app)
 register_exporter(app)
+register_policy(app)
 
 
 @app.command()
@@ -105,11 +107,19 @@ def generate(
     gzip: Annotated[
         bool, typer.Option("--gzip", help="Write metrics.om.gz instead of metrics.om.")
     ] = False,
+    policy_cases: Annotated[
+        bool,
+        typer.Option(
+            "--policy-cases",
+            help="Make every batch job of 4 h or more busy-then-idle or idle-then-busy (for "
+            "replaying cancel rules; truth.json lists them under policy_cases).",
+        ),
+    ] = False,
 ) -> None:
     """Write a synthetic multi-tenant cluster in the sources' own formats, with its planted truth."""
     from gpuwaste.generate.cli import generate_command
 
-    generate_command(out, seed, gpus, days, interval_s, start, cluster, gzip)
+    generate_command(out, seed, gpus, days, interval_s, start, cluster, gzip, policy_cases)
 
 
 DemoDataDirOpt = Annotated[

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuwaste.act.policy.replay import SQL_FILES as POLICY_SQL
 from gpuwaste.analyses.per_job import GPU_STEPS, JOB_STEP
 from gpuwaste.analyses.registry import ANALYSES, ORACLES
 from gpuwaste.warehouse.schema import all_tables
@@ -60,6 +61,7 @@ def test_every_sql_file_is_run_or_labelled_as_an_oracle() -> None:
     run = {a.sql_file for a in ANALYSES if a.kind == "summary"}
     run |= {s.sql for s in (*GPU_STEPS, JOB_STEP) if s.sql}
     run |= {"staging/allocations", "staging/resolve_unknown_gpus", "reports/waste_by"}
+    run |= set(POLICY_SQL)  # gpuwaste policy replay
     for path in SQL_FILES:
         name = f"{path.parent.name}/{path.stem}"
         assert (name in run) != (name in ORACLES), name

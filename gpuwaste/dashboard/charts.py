@@ -820,3 +820,51 @@ def gpu_heatmap(
             "resolve": {"scale": {"color": "independent"}},
         },
     )
+
+
+RECLAIMED, WORK_LOST = "Reclaimed", "Work lost (wrongful hits)"
+
+
+def policy_sweep(
+    sweep: pl.DataFrame, title: str = "What the cancel rule reclaims and breaks"
+) -> Spec:
+    """Per idle threshold (x, hours): GPU hours reclaimed and GPU hours of work lost by wrongful
+    hits, as two lines with points; jobs hit and wrongful hits in the tooltip. `sweep` has one row
+    per threshold (the replay's rows of one VC or of '(all)')."""
+    cols = {"reclaimed_gpu_h": RECLAIMED, "work_lost_gpu_h": WORK_LOST}
+    points = (
+        sweep.select("idle_hours", "jobs_hit", "wrongful_hits", *cols)
+        .unpivot(
+            index=["idle_hours", "jobs_hit", "wrongful_hits"],
+            variable_name="series",
+            value_name="gpu_h",
+        )
+        .with_columns(
+            pl.col("series").replace_strict(cols),
+            pl.col("idle_hours").cast(pl.Float64),
+            pl.col("gpu_h").cast(pl.Float64),
+        )
+    )
+    return _view(
+        title,
+        "sweep",
+        points,
+        {"type": "line", "point": True},
+        {
+            "x": {"field": "idle_hours", "type": "quantitative", "title": "Idle for (hours)"},
+            "y": {"field": "gpu_h", "type": "quantitative", "title": "GPU hours"},
+            "color": {
+                "field": "series",
+                "type": "nominal",
+                "title": None,
+                "scale": _colors(list(cols.values()), [PALETTE[2], PALETTE[3]]),
+            },
+            "tooltip": [
+                {"field": "idle_hours", "title": "Idle for (hours)"},
+                {"field": "series"},
+                {"field": "gpu_h", "title": "GPU hours", "format": ",.1f"},
+                {"field": "jobs_hit", "title": "Jobs hit", "format": ","},
+                {"field": "wrongful_hits", "title": "Wrongful hits", "format": ","},
+            ],
+        },
+    )

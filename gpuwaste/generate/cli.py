@@ -47,6 +47,7 @@ def generate_command(
     start: str | None = None,
     cluster: str = "demo",
     gzip: bool = False,
+    policy_cases: bool = False,
 ) -> None:
     """Generate a synthetic cluster in DIR: metrics.om, sacct.txt, philly/, truth.json."""
     check_sizes(gpus, days, interval_s)
@@ -54,7 +55,14 @@ def generate_command(
         check_cluster_name(cluster)
     except ValueError as exc:
         raise GpuwasteError(f"--cluster {cluster!r} is not accepted: {exc}.") from None
-    spec = GeneratorSpec(seed=seed, gpus=gpus, days=days, interval_s=interval_s, cluster=cluster)
+    spec = GeneratorSpec(
+        seed=seed,
+        gpus=gpus,
+        days=days,
+        interval_s=interval_s,
+        cluster=cluster,
+        policy_cases=policy_cases,
+    )
     if start is not None:
         spec = replace(spec, start=parse_start(start))
     write_all(spec, Path(out), gzip=gzip)

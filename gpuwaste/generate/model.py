@@ -41,6 +41,7 @@ class GeneratorSpec:
     cluster: str = "demo"
     timezone: str = "UTC"  # zone in which sacct timestamps are printed (no suffix, as Slurm)
     gpu_mem_mib: int = 81920
+    policy_cases: bool = False  # plant busy-then-idle and idle-then-busy jobs (policy_cases.py)
 
     def __post_init__(self) -> None:
         if self.start.tzinfo is None:

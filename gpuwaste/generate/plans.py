@@ -13,6 +13,7 @@ import numpy as np
 
 from gpuwaste.generate import params
 from gpuwaste.generate.model import BUSY, FLUCT, IDLE, STALL, Gap, GeneratorSpec, Job, JobPlan
+from gpuwaste.generate.policy_cases import policy_kind, policy_timeline
 
 
 @dataclass(frozen=True)
@@ -239,27 +240,35 @@ def build_plan(spec: GeneratorSpec, job: Job) -> JobPlan | None:
     cpu_per_gpu = float(rng.uniform(2.0, 9.0))
     hostmem = float(rng.uniform(0.01, 0.08))
     never: set[int] = set()
-    if not job.is_debug and rng.random() < params.NON_DL_P:
-        never = set(range(slots))
-        cpu_per_gpu = float(rng.uniform(9.0, 12.0))
-        tags.add("non_dl")
-    elif slots > 1 and rng.random() < (0.3 if job.is_debug else params.OVERSUB_P):
-        k = int(rng.integers(1, slots // 2 + 1))
-        never = {int(x) for x in rng.choice(slots, size=k, replace=False)}
-        tags.add("oversubscription")
-    running = job.end is None
-    if job.is_debug:
-        timeline = _debug_timeline(rng, n, lens)
-        tags.add("debug")
+    kind = policy_kind(spec, job)
+    if kind is not None:  # --policy-cases: busy then idle, or idle then busy, on every GPU
+        tags.add(kind)
+        timeline = policy_timeline(rng, n, kind)
+        segs = _segments(rng, timeline, spec.gpu_mem_mib, spec.interval_s, (False, False, False))
     else:
-        timeline = _batch_timeline(rng, n, lens, tags)
-        if running:  # no unreleased tail on a job that has not ended
-            timeline = _drop_tail(timeline, tags)
-    fluct = not job.is_debug and rng.random() < params.FLUCTUATING_P
-    if fluct:
-        tags.add("fluctuating")
-    oom = job.raw_state == "OUT_OF_MEMORY"
-    segs = _segments(rng, timeline, spec.gpu_mem_mib, spec.interval_s, (job.is_debug, oom, fluct))
+        if not job.is_debug and rng.random() < params.NON_DL_P:
+            never = set(range(slots))
+            cpu_per_gpu = float(rng.uniform(9.0, 12.0))
+            tags.add("non_dl")
+        elif slots > 1 and rng.random() < (0.3 if job.is_debug else params.OVERSUB_P):
+            k = int(rng.integers(1, slots // 2 + 1))
+            never = {int(x) for x in rng.choice(slots, size=k, replace=False)}
+            tags.add("oversubscription")
+        running = job.end is None
+        if job.is_debug:
+            timeline = _debug_timeline(rng, n, lens)
+            tags.add("debug")
+        else:
+            timeline = _batch_timeline(rng, n, lens, tags)
+            if running:  # no unreleased tail on a job that has not ended
+                timeline = _drop_tail(timeline, tags)
+        fluct = not job.is_debug and rng.random() < params.FLUCTUATING_P
+        if fluct:
+            tags.add("fluctuating")
+        oom = job.raw_state == "OUT_OF_MEMORY"
+        segs = _segments(
+            rng, timeline, spec.gpu_mem_mib, spec.interval_s, (job.is_debug, oom, fluct)
+        )
     offsets = rng.integers(-params.GPU_OFFSET_MIB, params.GPU_OFFSET_MIB + 1, size=slots)
     if never:
         tags.add("never_used")

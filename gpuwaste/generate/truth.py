@@ -13,6 +13,7 @@ from gpuwaste.generate import params
 from gpuwaste.generate.model import Cluster, Job
 from gpuwaste.generate.philly import PhillyView, short_hash
 from gpuwaste.generate.plans import slot_levels
+from gpuwaste.generate.policy_cases import policy_truth
 from gpuwaste.generate.timefmt import iso_z
 
 IDLE_SLOT_MIN_S = (
@@ -145,7 +146,9 @@ def truth_dict(cluster: Cluster, philly: PhillyView, extra: dict[str, Any]) -> d
                     (idle_slots if end - start > IDLE_SLOT_MIN_S else short_runs).append(item)
 
     g8 = params.GPUS_PER_HOST
+    planted_policy = {"policy_cases": policy_truth(spec, cluster.jobs)} if spec.policy_cases else {}
     return {
+        **planted_policy,
         "spec": {
             "seed": spec.seed,
             "gpus": spec.n_gpus,

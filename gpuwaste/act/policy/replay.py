@@ -1,0 +1,97 @@
+"""Replay a rule over history: one query over the result tables (sql/act/), every threshold of
+the sweep in the same pass (the per-job idle stretches are computed once and joined with the
+thresholds): on 1 M jobs, 10 thresholds cost 1.9x one (bench/RESULTS.md)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from gpuwaste.act.policy.rule import Rule
+from gpuwaste.analyses.sqlfiles import Scalar, load_sql, set_variables
+from gpuwaste.errors import GpuwasteError
+from gpuwaste.warehouse.catalog import connect
+from gpuwaste.warehouse.store import Warehouse
+
+NEEDED = ("job_usage", "job_gpu_usage")
+# The SQL files the replay runs (tests/test_analyses_sql.py checks every SQL file is run).
+JOBS_SQL, HITS_SQL = "act/policy_jobs", "act/policy_hits"
+TABLE_SQL, JOBS_HIT_SQL = "act/policy_replay", "act/policy_jobs_hit"
+SQL_FILES = (JOBS_SQL, HITS_SQL, TABLE_SQL, JOBS_HIT_SQL)
+TITLE = "Replay of the cancel rule (grace {grace:g} min, only {only}{cap})"
+
+
+def title(rule: Rule) -> str:
+    cap = (
+        ""
+        if rule.max_interactive_hours is None
+        else f", interactive jobs at most {rule.max_interactive_hours:g} h"
+    )
+    return TITLE.format(grace=rule.grace_minutes, only=rule.only.value, cap=cap)
+
+
+def replay_sql(final: str) -> str:
+    """The jobs the rule considers and its hits as named relations, then `final` over them."""
+    return (
+        f"with policy_jobs as ({load_sql(JOBS_SQL)}),\n"
+        f"policy_hits as ({load_sql(HITS_SQL)})\n"
+        f"select * from ({final})"
+    )
+
+
+def _variables(
+    rule: Rule, cluster: str | None, since: datetime | None, until: datetime | None
+) -> dict[str, Scalar]:
+    return {
+        "cluster": cluster,
+        "period_start": since,
+        "period_end": until,
+        "only_jobs": rule.only.value,
+        "idle_hours": list(rule.idle_hours),
+        "grace_s": rule.grace_s,
+        "max_interactive_s": rule.max_interactive_s,
+    }
+
+
+def replay(
+    con: duckdb.DuckDBPyConnection,
+    rule: Rule,
+    *,
+    cluster: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    jobs: bool = False,
+) -> pl.DataFrame:
+    """Per cluster x threshold x VC ('(all)' first): jobs, GPU hours, jobs hit, GPU hours
+    reclaimed, wrongful hits and the GPU hours of work they lose. With `jobs`: one row per
+    threshold x job the rule would have cancelled (its user, VC, GPUs, start and end, the cancel
+    point and why, GPU hours reclaimed, wrongful or not, work lost)."""
+    set_variables(con, _variables(rule, cluster, since, until))
+    if jobs:
+        df = con.sql(replay_sql(load_sql(JOBS_HIT_SQL))).pl()
+        return df.sort(["cluster", "idle_hours", "cancel_ts", "job_id"])
+    df = con.sql(replay_sql(load_sql(TABLE_SQL))).pl()
+    return df.sort(
+        ["cluster", "idle_hours", pl.col("vc") == "(all)", "vc"],
+        descending=[False, False, True, False],
+    )
+
+
+def open_warehouse(data_dir: Path, cluster: str | None) -> duckdb.DuckDBPyConnection:
+    """A connection to an analyzed warehouse; a missing analysis or unknown cluster is refused."""
+    wh = Warehouse(data_dir)
+    for name in NEEDED:
+        if not wh.has_files(name):
+            raise GpuwasteError(f"no {name} table in {data_dir}: run `gpuwaste analyze` first.")
+    known = wh.clusters("job_usage")
+    if cluster is not None and cluster not in known:
+        raise GpuwasteError(
+            f"no analyzed jobs for cluster '{cluster}' in {data_dir} (clusters: {', '.join(known)})."
+        )
+    return connect(data_dir)
+
+
+__all__ = ["SQL_FILES", "open_warehouse", "replay", "title"]
