@@ -62,6 +62,7 @@ def test_every_sql_file_is_run_or_labelled_as_an_oracle() -> None:
     run |= {s.sql for s in (*GPU_STEPS, JOB_STEP) if s.sql}
     run |= {"staging/allocations", "staging/resolve_unknown_gpus", "reports/waste_by"}
     run |= set(POLICY_SQL)  # gpuwaste policy replay
+    run |= {"exporter/window_hours"}  # gpuwaste exporter
     for path in SQL_FILES:
         name = f"{path.parent.name}/{path.stem}"
         assert (name in run) != (name in ORACLES), name

@@ -90,15 +90,19 @@ windows as (
     select cluster, vc, '24h', alloc_24h, idle_24h, never_24h, missing_24h, debug_24h from vc
     union all
     select cluster, vc, '7d', alloc_7d, idle_7d, never_7d, missing_7d, debug_7d from vc
+),
+
+final as (
+    select
+        cluster, vc, "window",
+        alloc_s / 3600 as allocated_gpu_h,
+        greatest(alloc_s - idle_s - never_s - missing_s, 0) / 3600 as busy_gpu_h,
+        idle_s / 3600 as idle_slot_gpu_h,
+        never_s / 3600 as never_used_gpu_h,
+        missing_s / 3600 as missing_gpu_h,
+        debug_s / 3600 as debug_gpu_h
+    from windows
+    order by cluster, vc, "window"
 )
 
-select
-    cluster, vc, "window",
-    alloc_s / 3600 as allocated_gpu_h,
-    greatest(alloc_s - idle_s - never_s - missing_s, 0) / 3600 as busy_gpu_h,
-    idle_s / 3600 as idle_slot_gpu_h,
-    never_s / 3600 as never_used_gpu_h,
-    missing_s / 3600 as missing_gpu_h,
-    debug_s / 3600 as debug_gpu_h
-from windows
-order by cluster, vc, "window"
+select * from final
