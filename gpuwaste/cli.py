@@ -14,6 +14,7 @@ import duckdb
 import typer
 from typer.core import TyperOption
 
+from gpuwaste.act.cli import register as register_act
 from gpuwaste.analyses.cli import register as register_analyses
 from gpuwaste.cli_common import ConfigOpt, DataDirOpt, FormatOpt, settings
 from gpuwaste.config import DATA_DIR_ENV, DEFAULT_DATA_DIR
@@ -51,6 +52,7 @@ app = typer.Typer(
 app.add_typer(ingest_app, name="ingest")
 register_analyses(app)
 register_dashboard(app)
+register_act(app)
 
 
 @app.command()
