@@ -47,3 +47,47 @@ def planted_warehouse(base: Path) -> tuple[Path, dict[str, Any]]:
     analyze(Settings(data_dir=data_dir), quiet=True)
     truth = json.loads((base / "out" / "truth.json").read_text())
     return data_dir, truth
+
+
+def with_low_data_job(data_dir: Path, t0: datetime = T0) -> Path:
+    """tests/support/two_jobs.py plus job c of user ann on GPU 2: idle samples for its first
+    5 of 20 minutes and none after, so it is observed for 25 % of its GPU time (`low_data`)."""
+    from gpuwaste.warehouse.store import Warehouse
+
+    write_two_jobs(data_dir, t0=t0)
+    wh = Warehouse(data_dir)
+    old = wh.read("gpu_samples", "c").drop("cluster", "date", strict=False)
+    new = pl.DataFrame(
+        {
+            "host": ["h"] * 20,
+            "gpu": [2] * 20,
+            "ts": [t0 + timedelta(seconds=15 * k) for k in range(1, 21)],
+            "util": [0.0] * 20,
+            "mem_used_mib": [0.0] * 20,
+            "mem_total_mib": [40960.0] * 20,
+        }
+    ).with_columns(pl.col("ts").dt.cast_time_unit("us").dt.replace_time_zone("UTC"))
+    samples = pl.concat([old, new], how="diagonal_relaxed")
+    wh.replace_window("gpu_samples", "c", t0, t0 + timedelta(hours=1), samples)
+    end = t0 + timedelta(seconds=1200)
+    wh.upsert(
+        "jobs",
+        "c",
+        "t",
+        pl.DataFrame(
+            {"job_id": ["c"], "user": ["ann"], "vc": ["vision"], "state": ["passed"],
+             "submit_ts": [t0], "start_ts": [t0], "end_ts": [end], "gpus": [1],
+             "is_debug": [False]}
+        ),
+    )  # fmt: skip
+    wh.upsert(
+        "job_gpus",
+        "c",
+        "t",
+        pl.DataFrame(
+            {"job_id": ["c"], "attempt": [0], "host": ["h"], "gpu": [2], "start_ts": [t0],
+             "end_ts": [end]}
+        ),
+    )  # fmt: skip
+    analyze(Settings(data_dir=data_dir), quiet=True)
+    return data_dir

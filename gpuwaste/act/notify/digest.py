@@ -1,0 +1,246 @@
+"""The digests: who wasted enough GPU time in the window, and the message each one gets.
+
+`window_jobs` reads each job's GPU hours inside the window (`sql/act/digest_jobs.sql`, the period
+rule of `report --by`); everything else here is pure: `user_digests` and `vc_digests` turn those
+rows into messages. A job with too little data (`low_data`) is never called wasteful: it is left
+out of every figure and the message says how many were left out and why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+
+import duckdb
+import polars as pl
+
+from gpuwaste.act.advice import advise
+from gpuwaste.act.job_report import job_link
+from gpuwaste.analyses.period import since_time
+from gpuwaste.analyses.sqlfiles import load_sql, set_variables
+from gpuwaste.config import NotifyConfig
+from gpuwaste.errors import GpuwasteError
+from gpuwaste.text import printable
+
+SQL = "act/digest_jobs"
+
+
+@dataclass(frozen=True)
+class Window:
+    """The half-open window [start, end) a digest covers (UTC)."""
+
+    start: datetime
+    end: datetime
+
+    @property
+    def label(self) -> str:
+        fmt = "%Y-%m-%d %H:%M UTC"
+        return f"{self.start.strftime(fmt)} to {self.end.strftime(fmt)}"
+
+
+def resolve_window(since: str, until: str | None, now: datetime) -> Window:
+    """`--until` (default: today 00:00 UTC, so every run of a day covers the same window) and
+    `--since` (a length before it, e.g. `7d`, or a date/time)."""
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    end = since_time(until, now) if until else midnight
+    assert end is not None
+    start = since_time(since, end)
+    if start is None or start >= end:
+        raise GpuwasteError(f"--since '{since}' must be before --until ({end.isoformat()}).")
+    return Window(start, end)
+
+
+def window_jobs(con: duckdb.DuckDBPyConnection, cluster: str, window: Window) -> pl.DataFrame:
+    """One row per job of `cluster` with GPU time in the window, most lost first."""
+    set_variables(con, {"cluster": cluster, "period_start": window.start, "period_end": window.end})
+    return con.sql(load_sql(SQL)).pl()
+
+
+@dataclass(frozen=True)
+class Digest:
+    """One message: to a user about their jobs, or to a VC's owners about the VC."""
+
+    cluster: str
+    kind: str  # user | vc
+    about: str  # the user's or the VC's name
+    subject: str
+    body: str
+    job_ids: tuple[str, ...]
+    lost_gpu_h: float
+    gpu_h: float
+
+    @property
+    def content_hash(self) -> str:
+        text = f"{self.subject}\n{self.body}".encode()
+        return hashlib.sha256(text).hexdigest()[:32]
+
+
+def _share(lost: float, total: float) -> float:
+    return lost / total if total > 0 else 0.0
+
+
+def job_lines(jobs: pl.DataFrame, dashboard_url: str, cluster: str) -> list[str]:
+    """The worst jobs, each with its figures, the advice for its diagnoses and its link."""
+    out = []
+    for j in jobs.iter_rows(named=True):
+        util = "-" if j["util_mean"] is None else f"{j['util_mean']:.1f} %"
+        state = "running" if j["running"] else j["state"]
+        out.append(
+            f"* job {j['job_id']} ({j['name'] or 'no name'}, VC {j['vc']}, {state}, "
+            f"{j['gpus']} GPU(s)): {j['lost_gpu_h']:.2f} of {j['gpu_h']:.2f} GPU hours lost "
+            f"({100 * _share(j['lost_gpu_h'], j['gpu_h']):.0f} %: "
+            f"{j['idle_slot_gpu_h']:.2f} h in idle slots, {j['never_used_gpu_h']:.2f} h on "
+            f"never-used GPUs); GPU utilization {util}"
+        )
+        for _name, title, text in advise(j["diagnoses"]):
+            out.append(f"    - {title}: {text}")
+        out.append(f"    {job_link(dashboard_url, cluster, j['job_id'])}")
+    return [printable(line) for line in out]
+
+
+def left_out_line(low: pl.DataFrame, min_observed_share: float) -> list[str]:
+    if low.height == 0:
+        return []
+    return [
+        f"{low.height} job(s) ({low['gpu_h'].sum():.2f} GPU hours in the window) were left out: "
+        f"they have too little data (observed under {100 * min_observed_share:.0f} % of their "
+        "GPU time), so gpuwaste does not call them wasteful."
+    ]
+
+
+FOOTER = (
+    "Lost GPU time = time in idle slots (GPU utilization 0 and no memory used for more than a "
+    "minute) + time on GPUs the job never used. A job counts with the part of its GPU time "
+    "inside the window. `gpuwaste job JOBID` shows any job in full."
+)
+
+
+def _totals(judged: pl.DataFrame) -> tuple[float, float, float, float]:
+    sums = judged.select(
+        pl.col("gpu_h").sum(),
+        pl.col("lost_gpu_h").sum(),
+        pl.col("idle_slot_gpu_h").sum(),
+        pl.col("never_used_gpu_h").sum(),
+    ).row(0)
+    return float(sums[0]), float(sums[1]), float(sums[2]), float(sums[3])
+
+
+def user_digests(
+    jobs: pl.DataFrame,
+    cfg: NotifyConfig,
+    cluster: str,
+    window: Window,
+    min_observed_share: float,
+) -> list[Digest]:
+    """One digest per user whose judged jobs lost at least `min_wasted_gpu_hours` and at least
+    `min_waste_share` of their GPU time in the window (judged: not `low_data`)."""
+    out = []
+    for (user,), mine in jobs.sort("user").group_by("user", maintain_order=True):
+        judged = mine.filter(~pl.col("low_data").fill_null(False))
+        gpu_h, lost, idle, never = _totals(judged)
+        if lost < cfg.min_wasted_gpu_hours or _share(lost, gpu_h) < cfg.min_waste_share:
+            continue
+        worst = judged.filter(pl.col("lost_gpu_h") > 0).head(cfg.max_jobs_listed)
+        name = printable(str(user))
+        lines = [
+            f"Hello {name},",
+            "",
+            f"From {window.label}, your jobs on cluster {cluster} held {gpu_h:.2f} GPU hours, of "
+            f"which {lost:.2f} ({100 * _share(lost, gpu_h):.0f} %) were lost: {idle:.2f} in "
+            f"idle slots and {never:.2f} on GPUs never used.",
+            "",
+            f"Your {worst.height} job(s) that lost the most, and what to try:",
+            *job_lines(worst, cfg.dashboard_url, cluster),
+            "",
+            *left_out_line(mine.filter(pl.col("low_data").fill_null(False)), min_observed_share),
+            FOOTER,
+        ]
+        subject = (
+            f"gpuwaste: {lost:.1f} idle GPU hours on {cluster}, "
+            f"{window.start.date()} to {window.end.date()}"
+        )
+        out.append(
+            Digest(
+                cluster,
+                "user",
+                str(user),
+                subject,
+                "\n".join(lines) + "\n",
+                tuple(worst["job_id"].to_list()),
+                lost,
+                gpu_h,
+            )
+        )
+    return out
+
+
+def vc_digests(
+    jobs: pl.DataFrame,
+    cfg: NotifyConfig,
+    cluster: str,
+    window: Window,
+    min_observed_share: float,
+) -> list[Digest]:
+    """One digest per VC that has owners in `[notify] vc_owners` and lost at least
+    `min_wasted_gpu_hours` in the window: its totals, its users by GPU hours lost, its worst
+    jobs."""
+    out = []
+    for vc in sorted(cfg.vc_owners):
+        mine = jobs.filter(pl.col("vc") == vc)
+        judged = mine.filter(~pl.col("low_data").fill_null(False))
+        gpu_h, lost, idle, never = _totals(judged)
+        if lost < cfg.min_wasted_gpu_hours:
+            continue
+        users = (
+            judged.group_by("user")
+            .agg(pl.col("lost_gpu_h").sum(), pl.col("gpu_h").sum())
+            .sort(["lost_gpu_h", "user"], descending=[True, False])
+        )
+        worst = judged.filter(pl.col("lost_gpu_h") > 0).head(cfg.max_jobs_listed)
+        lines = [
+            f"Owners of VC {printable(vc)},",
+            "",
+            f"From {window.label}, jobs of VC {printable(vc)} on cluster {cluster} held "
+            f"{gpu_h:.2f} GPU hours, of which {lost:.2f} ({100 * _share(lost, gpu_h):.0f} %) "
+            f"were lost: {idle:.2f} in idle slots and {never:.2f} on GPUs never used.",
+            "",
+            "GPU hours lost per user:",
+            *(
+                printable(f"* {u}: {ul:.2f} of {ug:.2f}")
+                for u, ul, ug in users.select("user", "lost_gpu_h", "gpu_h").iter_rows()
+            ),
+            "",
+            f"The {worst.height} job(s) that lost the most, and what to try:",
+            *job_lines(worst, cfg.dashboard_url, cluster),
+            "",
+            *left_out_line(mine.filter(pl.col("low_data").fill_null(False)), min_observed_share),
+            FOOTER,
+        ]
+        subject = (
+            f"gpuwaste: VC {printable(vc)} lost {lost:.1f} GPU hours on {cluster}, "
+            f"{window.start.date()} to {window.end.date()}"
+        )
+        out.append(
+            Digest(
+                cluster,
+                "vc",
+                vc,
+                subject,
+                "\n".join(lines) + "\n",
+                tuple(worst["job_id"].to_list()),
+                lost,
+                gpu_h,
+            )
+        )
+    return out
+
+
+__all__ = [
+    "Digest",
+    "Window",
+    "resolve_window",
+    "user_digests",
+    "vc_digests",
+    "window_jobs",
+]
