@@ -1,8 +1,8 @@
 """A real SMTP server on loopback (aiosmtpd) for the notify tests.
 
 It keeps every message it accepted (parsed), refuses the recipients it is told to refuse with a
-real 550, can hold a transaction at RCPT or at the end of DATA until the test releases it (to
-kill a client mid-send), and can offer STARTTLS with a self-signed certificate made by
+real 550, can hold a transaction at RCPT, or after it has kept a message and before it answers the end of
+DATA, until the test releases it (to kill a client mid-send), and can offer STARTTLS with a self-signed certificate made by
 `openssl` and require AUTH (PLAIN/LOGIN) over it.
 """
 
@@ -57,11 +57,13 @@ class Handler:
         return "250 OK"
 
     async def handle_DATA(self, server: SMTPServer, session: Session, envelope: Envelope) -> str:
-        await self._hold("data")
         raw = envelope.original_content or b""
         msg = message_from_bytes(raw, policy=policy.default)
         assert isinstance(msg, EmailMessage)
+        # committed before answering, as a mail server queues a message before its 250: a client
+        # killed while the answer is held leaves a delivered message it never heard about
         self.received.append(Received(list(envelope.rcpt_tos), msg))
+        await self._hold("data")
         return "250 Message accepted for delivery"
 
 
