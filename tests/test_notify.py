@@ -62,7 +62,7 @@ def test_dry_run_prints_each_message_and_writes_nothing(wh: Path) -> None:
         "Window: 2026-11-01 00:00 UTC to 2026-11-02 00:00 UTC. Dry run: nothing is sent"
     )
     assert "=== email to ann@example.org (user ann, cluster c) ===" in out
-    assert "Subject: gpuwaste: 0.1 idle GPU hours on c, 2026-11-01 to 2026-11-02" in out
+    assert "Subject: gpuwaste: 0.08 GPU hours lost on c, 2026-11-01 to 2026-11-02" in out
     # ann: job a only (c has too little data): 1200 s held, 300 s in an idle slot
     assert "held 0.33 GPU hours, of which 0.08 (25 %) were lost: 0.08 in idle slots and 0.00" in out
     assert "* job a (no name, VC vision, passed, 1 GPU(s)): 0.08 of 0.33 GPU hours lost" in out
@@ -89,7 +89,7 @@ def test_mail_is_sent_once_with_the_warehouse_figures(wh: Path) -> None:
         (msg,) = smtp.to("ann@example.org")
         assert len(smtp.handler.received) == 1
         assert msg["To"] == "ann@example.org" and msg["From"] == "gpuwaste@example.org"
-        assert msg["Subject"] == "gpuwaste: 0.1 idle GPU hours on c, 2026-11-01 to 2026-11-02"
+        assert msg["Subject"] == "gpuwaste: 0.08 GPU hours lost on c, 2026-11-01 to 2026-11-02"
         gpu_h, lost = _figures(wh, "a")
         body = msg.get_content()
         assert f"held {gpu_h:.2f} GPU hours, of which {lost:.2f} (25 %) were lost" in body
@@ -185,7 +185,7 @@ def test_webhook_posts_slack_json_and_reports_http_500(wh: Path) -> None:
         texts = {json_text(body) for path, body in rx.posts}
         assert all(path == token for path, _ in rx.posts) and len(rx.posts) == 2
         (ann,) = [t for t in texts if "Hello ann," in t]
-        assert ann.startswith("*gpuwaste: 0.1 idle GPU hours on c")
+        assert ann.startswith("*gpuwaste: 0.08 GPU hours lost on c")
         assert "0.08 of 0.33 GPU hours lost" in ann
         assert sorted(ledger(wh)["recipient"].to_list()) == ["user:ann", "user:bob\x1b[2J"]
         rx.fail_paths.add("/fail/T0K3N-other")
@@ -227,7 +227,7 @@ def test_vc_owners_get_the_vc_digest(wh: Path) -> None:
         assert r.returncode == 0, r.stderr
         (vision,) = smtp.to("lead@example.org")
         body = vision.get_content()
-        assert vision["Subject"].startswith("gpuwaste: VC vision lost 0.1 GPU hours on c")
+        assert vision["Subject"].startswith("gpuwaste: VC vision lost 0.08 GPU hours on c")
         assert "* ann: 0.08 of 0.33" in body and "1 job(s) (0.33 GPU hours" in body
         (speech,) = smtp.to("sp@example.org")
         assert "* bob\\x1b[2J: 0.33 of 0.33" in speech.get_content()

@@ -52,7 +52,7 @@ def resolve_window(since: str, until: str | None, now: datetime) -> Window:
 
 
 def window_jobs(con: duckdb.DuckDBPyConnection, cluster: str, window: Window) -> pl.DataFrame:
-    """One row per job of `cluster` with GPU time in the window, most lost first."""
+    """One row per job of `cluster` with GPU time in the window (unordered)."""
     set_variables(con, {"cluster": cluster, "period_start": window.start, "period_end": window.end})
     return con.sql(load_sql(SQL)).pl()
 
@@ -99,13 +99,13 @@ def job_lines(jobs: pl.DataFrame, dashboard_url: str, cluster: str) -> list[str]
     return [printable(line) for line in out]
 
 
-def left_out_line(low: pl.DataFrame, min_observed_share: float) -> list[str]:
-    if low.height == 0:
+def left_out_line(n_low: int, low_gpu_h: float, min_observed_share: float) -> list[str]:
+    if n_low == 0:
         return []
     return [
-        f"{low.height} job(s) ({low['gpu_h'].sum():.2f} GPU hours in the window) were left out: "
-        f"they have too little data (observed under {100 * min_observed_share:.0f} % of their "
-        "GPU time), so gpuwaste does not call them wasteful."
+        f"{n_low} job(s) ({low_gpu_h:.2f} GPU hours in the window) were left out: they have "
+        f"too little data (observed under {100 * min_observed_share:.0f} % of their GPU time), "
+        "so gpuwaste does not call them wasteful."
     ]
 
 
@@ -115,15 +115,30 @@ FOOTER = (
     "inside the window. `gpuwaste job JOBID` shows any job in full."
 )
 
+LOW = pl.col("low_data").fill_null(False)
+TOTALS = (
+    pl.col("gpu_h").filter(~LOW).sum(),
+    pl.col("lost_gpu_h").filter(~LOW).sum(),
+    pl.col("idle_slot_gpu_h").filter(~LOW).sum().alias("idle_gpu_h"),
+    pl.col("never_used_gpu_h").filter(~LOW).sum().alias("never_gpu_h"),
+    LOW.sum().alias("n_low"),
+    pl.col("gpu_h").filter(LOW).sum().alias("low_gpu_h"),
+)
 
-def _totals(judged: pl.DataFrame) -> tuple[float, float, float, float]:
-    sums = judged.select(
-        pl.col("gpu_h").sum(),
-        pl.col("lost_gpu_h").sum(),
-        pl.col("idle_slot_gpu_h").sum(),
-        pl.col("never_used_gpu_h").sum(),
-    ).row(0)
-    return float(sums[0]), float(sums[1]), float(sums[2]), float(sums[3])
+
+def worst_jobs(jobs: pl.DataFrame, by: str, keep: pl.Series, n: int) -> dict[str, pl.DataFrame]:
+    """Per value of `by` in `keep`: its `n` judged jobs that lost the most (most first)."""
+    worst = (
+        jobs.filter(~LOW & (pl.col("lost_gpu_h") > 0) & pl.col(by).is_in(keep.implode()))
+        .sort([by, "lost_gpu_h", "job_id"], descending=[False, True, False])
+        .group_by(by, maintain_order=True)
+        .head(n)
+    )
+    return {str(k[0]): df for k, df in worst.partition_by(by, as_dict=True).items()}
+
+
+def _empty_worst(jobs: pl.DataFrame) -> pl.DataFrame:
+    return jobs.clear()
 
 
 def user_digests(
@@ -135,43 +150,41 @@ def user_digests(
 ) -> list[Digest]:
     """One digest per user whose judged jobs lost at least `min_wasted_gpu_hours` and at least
     `min_waste_share` of their GPU time in the window (judged: not `low_data`)."""
+    totals = (
+        jobs.group_by("user")
+        .agg(*TOTALS)
+        .filter(
+            (pl.col("lost_gpu_h") >= cfg.min_wasted_gpu_hours)
+            & (pl.col("gpu_h") > 0)
+            & (pl.col("lost_gpu_h") / pl.col("gpu_h") >= cfg.min_waste_share)
+        )
+        .sort("user")
+    )
+    worst_of = worst_jobs(jobs, "user", totals["user"], cfg.max_jobs_listed)
     out = []
-    for (user,), mine in jobs.sort("user").group_by("user", maintain_order=True):
-        judged = mine.filter(~pl.col("low_data").fill_null(False))
-        gpu_h, lost, idle, never = _totals(judged)
-        if lost < cfg.min_wasted_gpu_hours or _share(lost, gpu_h) < cfg.min_waste_share:
-            continue
-        worst = judged.filter(pl.col("lost_gpu_h") > 0).head(cfg.max_jobs_listed)
-        name = printable(str(user))
+    for t in totals.iter_rows(named=True):
+        user, gpu_h, lost = str(t["user"]), t["gpu_h"], t["lost_gpu_h"]
+        worst = worst_of.get(user, _empty_worst(jobs))
         lines = [
-            f"Hello {name},",
+            f"Hello {printable(user)},",
             "",
             f"From {window.label}, your jobs on cluster {cluster} held {gpu_h:.2f} GPU hours, of "
-            f"which {lost:.2f} ({100 * _share(lost, gpu_h):.0f} %) were lost: {idle:.2f} in "
-            f"idle slots and {never:.2f} on GPUs never used.",
+            f"which {lost:.2f} ({100 * _share(lost, gpu_h):.0f} %) were lost: "
+            f"{t['idle_gpu_h']:.2f} in idle slots and {t['never_gpu_h']:.2f} on GPUs never used.",
             "",
             f"Your {worst.height} job(s) that lost the most, and what to try:",
             *job_lines(worst, cfg.dashboard_url, cluster),
             "",
-            *left_out_line(mine.filter(pl.col("low_data").fill_null(False)), min_observed_share),
+            *left_out_line(t["n_low"], t["low_gpu_h"], min_observed_share),
             FOOTER,
         ]
         subject = (
-            f"gpuwaste: {lost:.1f} idle GPU hours on {cluster}, "
+            f"gpuwaste: {lost:.2f} GPU hours lost on {cluster}, "
             f"{window.start.date()} to {window.end.date()}"
         )
-        out.append(
-            Digest(
-                cluster,
-                "user",
-                str(user),
-                subject,
-                "\n".join(lines) + "\n",
-                tuple(worst["job_id"].to_list()),
-                lost,
-                gpu_h,
-            )
-        )
+        body = "\n".join(lines) + "\n"
+        job_ids = tuple(worst["job_id"].to_list())
+        out.append(Digest(cluster, "user", user, subject, body, job_ids, lost, gpu_h))
     return out
 
 
@@ -185,25 +198,32 @@ def vc_digests(
     """One digest per VC that has owners in `[notify] vc_owners` and lost at least
     `min_wasted_gpu_hours` in the window: its totals, its users by GPU hours lost, its worst
     jobs."""
+    mine = jobs.filter(pl.col("vc").is_in(list(cfg.vc_owners)))
+    totals = (
+        mine.group_by("vc")
+        .agg(*TOTALS)
+        .filter(pl.col("lost_gpu_h") >= cfg.min_wasted_gpu_hours)
+        .sort("vc")
+    )
+    worst_of = worst_jobs(mine, "vc", totals["vc"], cfg.max_jobs_listed)
+    per_user = (
+        mine.filter(~LOW)
+        .group_by("vc", "user")
+        .agg(pl.col("lost_gpu_h").sum(), pl.col("gpu_h").sum())
+        .sort(["vc", "lost_gpu_h", "user"], descending=[False, True, False])
+    )
     out = []
-    for vc in sorted(cfg.vc_owners):
-        mine = jobs.filter(pl.col("vc") == vc)
-        judged = mine.filter(~pl.col("low_data").fill_null(False))
-        gpu_h, lost, idle, never = _totals(judged)
-        if lost < cfg.min_wasted_gpu_hours:
-            continue
-        users = (
-            judged.group_by("user")
-            .agg(pl.col("lost_gpu_h").sum(), pl.col("gpu_h").sum())
-            .sort(["lost_gpu_h", "user"], descending=[True, False])
-        )
-        worst = judged.filter(pl.col("lost_gpu_h") > 0).head(cfg.max_jobs_listed)
+    for t in totals.iter_rows(named=True):
+        vc, gpu_h, lost = str(t["vc"]), t["gpu_h"], t["lost_gpu_h"]
+        worst = worst_of.get(vc, _empty_worst(jobs))
+        users = per_user.filter(pl.col("vc") == vc)
         lines = [
             f"Owners of VC {printable(vc)},",
             "",
             f"From {window.label}, jobs of VC {printable(vc)} on cluster {cluster} held "
             f"{gpu_h:.2f} GPU hours, of which {lost:.2f} ({100 * _share(lost, gpu_h):.0f} %) "
-            f"were lost: {idle:.2f} in idle slots and {never:.2f} on GPUs never used.",
+            f"were lost: {t['idle_gpu_h']:.2f} in idle slots and {t['never_gpu_h']:.2f} on GPUs "
+            "never used.",
             "",
             "GPU hours lost per user:",
             *(
@@ -214,25 +234,16 @@ def vc_digests(
             f"The {worst.height} job(s) that lost the most, and what to try:",
             *job_lines(worst, cfg.dashboard_url, cluster),
             "",
-            *left_out_line(mine.filter(pl.col("low_data").fill_null(False)), min_observed_share),
+            *left_out_line(t["n_low"], t["low_gpu_h"], min_observed_share),
             FOOTER,
         ]
         subject = (
-            f"gpuwaste: VC {printable(vc)} lost {lost:.1f} GPU hours on {cluster}, "
+            f"gpuwaste: VC {printable(vc)} lost {lost:.2f} GPU hours on {cluster}, "
             f"{window.start.date()} to {window.end.date()}"
         )
-        out.append(
-            Digest(
-                cluster,
-                "vc",
-                vc,
-                subject,
-                "\n".join(lines) + "\n",
-                tuple(worst["job_id"].to_list()),
-                lost,
-                gpu_h,
-            )
-        )
+        body = "\n".join(lines) + "\n"
+        job_ids = tuple(worst["job_id"].to_list())
+        out.append(Digest(cluster, "vc", vc, subject, body, job_ids, lost, gpu_h))
     return out
 
 

@@ -76,7 +76,9 @@ def build_email(sender: str, to: str, subject: str, body: str, message_id: str) 
 
 def _payload(msg: EmailMessage) -> bytes:
     """The message as DATA bytes without the final '.': CRLF line ends, leading dots doubled."""
-    data = msg.as_bytes(policy=SMTP)
+    # Headers on one line up to RFC 5322's 998 characters: at 78, the email package folds a
+    # subject that fits alone right after "Subject:", and readers then see a leading space.
+    data = msg.as_bytes(policy=SMTP.clone(max_line_length=998))
     data = re.sub(rb"(?m)^\.", b"..", data)
     return data if data.endswith(b"\r\n") else data + b"\r\n"
 

@@ -72,7 +72,7 @@ def post(url: str, text: str) -> None:
         ok = bool(target.notify(body=text, title=""))
     if not ok:
         captured = logs.getvalue() if hasattr(logs, "getvalue") else ""
-        raise DeliveryError(f"the webhook {redacted(url)} refused the post ({_cause(captured)})")
+        raise DeliveryError(f"the webhook refused the post ({_cause(captured)})")
 
 
 __all__ = ["apprise_url", "fingerprint", "post", "redacted"]

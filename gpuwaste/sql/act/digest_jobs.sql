@@ -1,7 +1,7 @@
 -- grain: one row per job with GPU time in the window [period_start, period_end) of one cluster:
 --        its record (user, VC, name, state, running, GPUs, low_data, diagnoses, U) and its GPU
 --        hours allocated, in idle slots, on never-used GPUs and lost (idle-slot + never-used)
---        inside the window.
+--        inside the window. Unordered (the digests sort what they list).
 -- sources: job_gpu_usage, job_usage.
 -- variables: cluster, period_start, period_end (timestamptz).
 -- Period rule (as sql/reports/waste_by.sql): a job is in the window when one of its GPU
@@ -53,4 +53,3 @@ select
     p.lost_gpu_h
 from per_job as p
 join job_usage as j on j.cluster = getvariable('cluster') and j.job_id = p.job_id
-order by p.lost_gpu_h desc, j.job_id
