@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -51,10 +52,40 @@ def resolve_window(since: str, until: str | None, now: datetime) -> Window:
     return Window(start, end)
 
 
-def window_jobs(con: duckdb.DuckDBPyConnection, cluster: str, window: Window) -> pl.DataFrame:
-    """One row per job of `cluster` with GPU time in the window (unordered)."""
+@dataclass(frozen=True)
+class WindowFigures:
+    """What the digests of one cluster and window need, reduced in DuckDB (a 1 M-job window
+    would cost more to hand to Python than to compute)."""
+
+    groups: pl.DataFrame  # per user x VC x low_data: jobs and GPU hours (held, lost, ...)
+    worst: pl.DataFrame  # judged jobs with lost time: each user's and each VC's `n` worst
+
+
+GROUPS = """
+select "user", vc, coalesce(low_data, false) as low_data, count(*) as jobs,
+       sum(gpu_h) as gpu_h, sum(lost_gpu_h) as lost_gpu_h,
+       sum(idle_slot_gpu_h) as idle_slot_gpu_h, sum(never_used_gpu_h) as never_used_gpu_h
+from digest_jobs group by all
+"""
+WORST = """
+select * from digest_jobs
+where not coalesce(low_data, false) and lost_gpu_h > 0
+qualify row_number() over (partition by "user" order by lost_gpu_h desc, job_id) <= $1
+     or row_number() over (partition by vc order by lost_gpu_h desc, job_id) <= $1
+"""
+
+
+def window_figures(
+    con: duckdb.DuckDBPyConnection, cluster: str, window: Window, n: int
+) -> WindowFigures:
+    """The jobs of `cluster` with GPU time in the window (`sql/act/digest_jobs.sql`), reduced to
+    per-user x VC sums and the worst `n` jobs of each user and of each VC."""
     set_variables(con, {"cluster": cluster, "period_start": window.start, "period_end": window.end})
-    return con.sql(load_sql(SQL)).pl()
+    con.execute(f"create or replace temp table digest_jobs as {load_sql(SQL)}")
+    try:
+        return WindowFigures(con.sql(GROUPS).pl(), con.sql(WORST, params=[n]).pl())
+    finally:
+        con.execute("drop table digest_jobs")
 
 
 @dataclass(frozen=True)
@@ -121,7 +152,7 @@ TOTALS = (
     pl.col("lost_gpu_h").filter(~LOW).sum(),
     pl.col("idle_slot_gpu_h").filter(~LOW).sum().alias("idle_gpu_h"),
     pl.col("never_used_gpu_h").filter(~LOW).sum().alias("never_gpu_h"),
-    LOW.sum().alias("n_low"),
+    pl.col("jobs").filter(LOW).sum().alias("n_low"),
     pl.col("gpu_h").filter(LOW).sum().alias("low_gpu_h"),
 )
 
@@ -137,12 +168,42 @@ def worst_jobs(jobs: pl.DataFrame, by: str, keep: pl.Series, n: int) -> dict[str
     return {str(k[0]): df for k, df in worst.partition_by(by, as_dict=True).items()}
 
 
-def _empty_worst(jobs: pl.DataFrame) -> pl.DataFrame:
-    return jobs.clear()
+def _digest(
+    kind: str,
+    about: str,
+    cluster: str,
+    subject: str,
+    opening: list[str],
+    totals: dict[str, Any],
+    worst: pl.DataFrame,
+    cfg: NotifyConfig,
+    min_observed_share: float,
+) -> Digest:
+    """A digest: its opening lines, then the worst jobs with advice, the jobs left out, the
+    footer."""
+    whose = "Your" if kind == "user" else "The"
+    lines = [
+        *opening,
+        "",
+        f"{whose} {worst.height} job(s) that lost the most, and what to try:",
+        *job_lines(worst, cfg.dashboard_url, cluster),
+        "",
+        *left_out_line(totals["n_low"], totals["low_gpu_h"], min_observed_share),
+        FOOTER,
+    ]
+    body = "\n".join(lines) + "\n"
+    job_ids = tuple(worst["job_id"].to_list())
+    return Digest(
+        cluster, kind, about, subject, body, job_ids, totals["lost_gpu_h"], totals["gpu_h"]
+    )
+
+
+def _dates(window: Window) -> str:
+    return f"{window.start.date()} to {window.end.date()}"
 
 
 def user_digests(
-    jobs: pl.DataFrame,
+    figures: WindowFigures,
     cfg: NotifyConfig,
     cluster: str,
     window: Window,
@@ -151,7 +212,7 @@ def user_digests(
     """One digest per user whose judged jobs lost at least `min_wasted_gpu_hours` and at least
     `min_waste_share` of their GPU time in the window (judged: not `low_data`)."""
     totals = (
-        jobs.group_by("user")
+        figures.groups.group_by("user")
         .agg(*TOTALS)
         .filter(
             (pl.col("lost_gpu_h") >= cfg.min_wasted_gpu_hours)
@@ -160,36 +221,27 @@ def user_digests(
         )
         .sort("user")
     )
-    worst_of = worst_jobs(jobs, "user", totals["user"], cfg.max_jobs_listed)
+    worst_of = worst_jobs(figures.worst, "user", totals["user"], cfg.max_jobs_listed)
     out = []
     for t in totals.iter_rows(named=True):
         user, gpu_h, lost = str(t["user"]), t["gpu_h"], t["lost_gpu_h"]
-        worst = worst_of.get(user, _empty_worst(jobs))
-        lines = [
+        worst = worst_of.get(user, figures.worst.clear())
+        opening = [
             f"Hello {printable(user)},",
             "",
             f"From {window.label}, your jobs on cluster {cluster} held {gpu_h:.2f} GPU hours, of "
             f"which {lost:.2f} ({100 * _share(lost, gpu_h):.0f} %) were lost: "
             f"{t['idle_gpu_h']:.2f} in idle slots and {t['never_gpu_h']:.2f} on GPUs never used.",
-            "",
-            f"Your {worst.height} job(s) that lost the most, and what to try:",
-            *job_lines(worst, cfg.dashboard_url, cluster),
-            "",
-            *left_out_line(t["n_low"], t["low_gpu_h"], min_observed_share),
-            FOOTER,
         ]
-        subject = (
-            f"gpuwaste: {lost:.2f} GPU hours lost on {cluster}, "
-            f"{window.start.date()} to {window.end.date()}"
+        subject = f"gpuwaste: {lost:.2f} GPU hours lost on {cluster}, {_dates(window)}"
+        out.append(
+            _digest("user", user, cluster, subject, opening, t, worst, cfg, min_observed_share)
         )
-        body = "\n".join(lines) + "\n"
-        job_ids = tuple(worst["job_id"].to_list())
-        out.append(Digest(cluster, "user", user, subject, body, job_ids, lost, gpu_h))
     return out
 
 
 def vc_digests(
-    jobs: pl.DataFrame,
+    figures: WindowFigures,
     cfg: NotifyConfig,
     cluster: str,
     window: Window,
@@ -198,14 +250,14 @@ def vc_digests(
     """One digest per VC that has owners in `[notify] vc_owners` and lost at least
     `min_wasted_gpu_hours` in the window: its totals, its users by GPU hours lost, its worst
     jobs."""
-    mine = jobs.filter(pl.col("vc").is_in(list(cfg.vc_owners)))
+    mine = figures.groups.filter(pl.col("vc").is_in(list(cfg.vc_owners)))
     totals = (
         mine.group_by("vc")
         .agg(*TOTALS)
         .filter(pl.col("lost_gpu_h") >= cfg.min_wasted_gpu_hours)
         .sort("vc")
     )
-    worst_of = worst_jobs(mine, "vc", totals["vc"], cfg.max_jobs_listed)
+    worst_of = worst_jobs(figures.worst, "vc", totals["vc"], cfg.max_jobs_listed)
     per_user = (
         mine.filter(~LOW)
         .group_by("vc", "user")
@@ -215,9 +267,9 @@ def vc_digests(
     out = []
     for t in totals.iter_rows(named=True):
         vc, gpu_h, lost = str(t["vc"]), t["gpu_h"], t["lost_gpu_h"]
-        worst = worst_of.get(vc, _empty_worst(jobs))
+        worst = worst_of.get(vc, figures.worst.clear())
         users = per_user.filter(pl.col("vc") == vc)
-        lines = [
+        opening = [
             f"Owners of VC {printable(vc)},",
             "",
             f"From {window.label}, jobs of VC {printable(vc)} on cluster {cluster} held "
@@ -230,28 +282,20 @@ def vc_digests(
                 printable(f"* {u}: {ul:.2f} of {ug:.2f}")
                 for u, ul, ug in users.select("user", "lost_gpu_h", "gpu_h").iter_rows()
             ),
-            "",
-            f"The {worst.height} job(s) that lost the most, and what to try:",
-            *job_lines(worst, cfg.dashboard_url, cluster),
-            "",
-            *left_out_line(t["n_low"], t["low_gpu_h"], min_observed_share),
-            FOOTER,
         ]
         subject = (
-            f"gpuwaste: VC {printable(vc)} lost {lost:.2f} GPU hours on {cluster}, "
-            f"{window.start.date()} to {window.end.date()}"
+            f"gpuwaste: VC {printable(vc)} lost {lost:.2f} GPU hours on {cluster}, {_dates(window)}"
         )
-        body = "\n".join(lines) + "\n"
-        job_ids = tuple(worst["job_id"].to_list())
-        out.append(Digest(cluster, "vc", vc, subject, body, job_ids, lost, gpu_h))
+        out.append(_digest("vc", vc, cluster, subject, opening, t, worst, cfg, min_observed_share))
     return out
 
 
 __all__ = [
     "Digest",
     "Window",
+    "WindowFigures",
     "resolve_window",
     "user_digests",
     "vc_digests",
-    "window_jobs",
+    "window_figures",
 ]

@@ -26,7 +26,7 @@ from gpuwaste.act.notify.digest import (
     resolve_window,
     user_digests,
     vc_digests,
-    window_jobs,
+    window_figures,
 )
 from gpuwaste.act.notify.ledger import FAILED, SENDING, SENT, UNCONFIRMED, Entry, Ledger
 from gpuwaste.act.notify.smtp import (
@@ -165,16 +165,16 @@ def plan(settings: Settings, opts: Options, now: datetime) -> tuple[Plan, Notify
     clusters = _clusters(settings, opts.cluster)
     con = connect(settings.data_dir)
     try:
-        frames = {c: window_jobs(con, c, window) for c in clusters}
+        frames = {c: window_figures(con, c, window, cfg.max_jobs_listed) for c in clusters}
     finally:
         con.close()
     share = settings.thresholds.min_observed_share
-    for cluster, jobs in frames.items():
-        for d in user_digests(jobs, cfg, cluster, window, share):
+    for cluster, figures in frames.items():
+        for d in user_digests(figures, cfg, cluster, window, share):
             msgs, notes = _user_messages(d, window, cfg, book, hook)
             result.messages += msgs
             result.notes += notes
-        for d in vc_digests(jobs, cfg, cluster, window, share):
+        for d in vc_digests(figures, cfg, cluster, window, share):
             for address in rcpt.vc_owner_addresses(d.about, cfg.vc_owners):
                 if cfg.smtp or not hook:
                     result.messages.append(Message(d, EMAIL, address, window))
