@@ -252,3 +252,34 @@ def test_mistakes_are_one_sentence(wh: Path, args: list[str], says: str) -> None
     assert says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "Traceback" not in r.stderr
     assert not (wh / "parquet" / "notifications").exists()
+
+
+def test_address_file_and_opt_out(wh: Path) -> None:
+    book = wh.parent / "addresses.csv"
+    book.write_text("user,address\nann,ann.smith@lab.example.org\n")
+    (wh.parent / "gpuwaste.toml").write_text(
+        CONFIG + f'address_file = "{book}"\nopt_out = ["bob\\u001b[2J"]\n'
+    )
+    out = notify(wh).stdout
+    assert "=== email to ann.smith@lab.example.org (user ann, cluster c) ===" in out
+    assert "user bob\\x1b[2J (c): opted out, no message." in out
+    (wh.parent / "gpuwaste.toml").write_text(CONFIG + 'opt_out = ["ann@example.org"]\n')
+    out = notify(wh).stdout
+    assert "user ann (c): opted out, no message." in out
+    assert "0 message(s) would be sent." in out
+    book.write_text("user,address\nann,not an address\n")
+    (wh.parent / "gpuwaste.toml").write_text(CONFIG + f'address_file = "{book}"\n')
+    bad = notify(wh)
+    assert bad.returncode == 1
+    assert f"{book}, line 2: expected columns user,address" in bad.stderr
+
+
+def test_webhook_url_from_the_environment(wh: Path) -> None:
+    (wh.parent / "gpuwaste.toml").write_text(CONFIG + 'webhook_env = "GW_HOOK"\n')
+    with http_receiver() as rx:
+        r = notify(wh, "--send", env={"GW_HOOK": rx.url("/hooks/from-env")})
+        assert r.returncode == 0, r.stderr
+        assert {path for path, _ in rx.posts} == {"/hooks/from-env"} and len(rx.posts) == 2
+        assert "from-env" not in r.stdout + r.stderr
+    unset = notify(wh, "--send")
+    assert unset.returncode == 1 and "webhook_env names $GW_HOOK, which is not set" in unset.stderr
