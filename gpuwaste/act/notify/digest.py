@@ -68,10 +68,15 @@ select "user", vc, coalesce(low_data, false) as low_data, count(*) as jobs,
 from digest_jobs group by all
 """
 WORST = """
-select * from digest_jobs
-where not coalesce(low_data, false) and lost_gpu_h > 0
-qualify row_number() over (partition by "user" order by lost_gpu_h desc, job_id) <= $1
-     or row_number() over (partition by vc order by lost_gpu_h desc, job_id) <= $1
+with worst as (
+    select * from digest_jobs
+    where not coalesce(low_data, false) and lost_gpu_h > 0
+    qualify row_number() over (partition by "user" order by lost_gpu_h desc, job_id) <= $1
+         or row_number() over (partition by vc order by lost_gpu_h desc, job_id) <= $1
+)
+select w.*, j.name, j.state, j.running, j.gpus, j.diagnoses, j.util_mean
+from worst as w
+join job_usage as j on j.cluster = getvariable('cluster') and j.job_id = w.job_id
 """
 
 

@@ -1,7 +1,7 @@
 -- grain: one row per job with GPU time in the window [period_start, period_end) of one cluster:
---        its record (user, VC, name, state, running, GPUs, low_data, diagnoses, U) and its GPU
---        hours allocated, in idle slots, on never-used GPUs and lost (idle-slot + never-used)
---        inside the window. Unordered (the digests sort what they list).
+--        its user, VC and low_data flag and its GPU hours allocated, in idle slots, on
+--        never-used GPUs and lost (idle-slot + never-used) inside the window. Unordered; the
+--        digests read the rest of a job's record (job_usage) only for the jobs they list.
 -- sources: job_gpu_usage, job_usage.
 -- variables: cluster, period_start, period_end (timestamptz).
 -- Period rule (as sql/reports/waste_by.sql): a job is in the window when one of its GPU
@@ -39,14 +39,7 @@ select
     j.job_id,
     coalesce(j."user", '(none)') as "user",
     coalesce(j.vc, '(none)') as vc,
-    j.name,
-    j.state,
-    j.running,
-    j.gpus,
     j.low_data,
-    j.observed_share,
-    j.diagnoses,
-    j.util_mean,
     p.gpu_h,
     p.idle_slot_gpu_h,
     p.never_used_gpu_h,
