@@ -14,6 +14,7 @@ import duckdb
 import typer
 from typer.core import TyperOption
 
+from gpuwaste.act.cli import register as register_act
 from gpuwaste.act.policy.cli import register as register_policy
 from gpuwaste.analyses.cli import register as register_analyses
 from gpuwaste.cli_common import ConfigOpt, DataDirOpt, FormatOpt, settings
@@ -55,6 +56,7 @@ register_analyses(app)
 register_dashboard(app)
 register_exporter(app)
 register_policy(app)
+register_act(app)
 
 
 @app.command()

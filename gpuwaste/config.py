@@ -222,11 +222,33 @@ class ExporterSettings(_Strict):
     update_interval_s: PositiveFloat = 300.0
 
 
+class NotifyConfig(_Strict):
+    """`[notify]`: who gets a digest of their wasted GPU time, and how (docs/act.md)."""
+
+    since: str = "7d"  # the window: this long before `until` (default: today 00:00 UTC)
+    min_wasted_gpu_hours: NonNegFloat = 1.0  # idle-slot + never-used GPU hours in the window
+    min_waste_share: Share = 0.2  # ... and this share of the user's GPU time
+    max_jobs_listed: Annotated[int, Field(ge=1, le=100)] = 5
+    address_template: str | None = None  # e.g. "{user}@example.org"
+    address_file: Path | None = None  # CSV with a header `user,address`
+    opt_out: list[str] = Field(default_factory=list)  # users (or addresses) never written to
+    vc_owners: dict[str, list[str]] = Field(default_factory=dict)  # VC -> owners' addresses
+    smtp: str | None = None  # smtp://HOST:PORT
+    smtp_user: str | None = None
+    smtp_password_env: str | None = None  # name of the env var holding the SMTP password
+    sender: str | None = None
+    webhook_env: str | None = None  # name of the env var holding a Slack/Mattermost webhook URL
+    rate_limit_messages: Annotated[int, Field(ge=1)] = 2  # per recipient and channel ...
+    rate_limit_hours: PositiveFloat = 24.0  # ... in this many hours
+    dashboard_url: str = "http://127.0.0.1:8501"  # links to the Job page: <url>/job?job=ID
+
+
 class Settings(_Strict):
     data_dir: Path = DEFAULT_DATA_DIR
     clusters: list[ClusterConfig] = Field(default_factory=list)
     thresholds: Thresholds = Field(default_factory=Thresholds)
     exporter: ExporterSettings = Field(default_factory=ExporterSettings)
+    notify: NotifyConfig = Field(default_factory=NotifyConfig)
     source_path: Path | None = Field(default=None, exclude=True)
 
     def cluster(self, name: str) -> ClusterConfig:

@@ -162,13 +162,41 @@ FACT_TABLES: dict[str, Table] = {
     t.name: t for t in (GPU_SAMPLES, HOST_SAMPLES, JOBS, JOB_GPUS, INGEST_STATE, QUARANTINE)
 }
 
+NOTIFICATIONS = Table(
+    "notifications",
+    {
+        "cluster": pl.String(),
+        "recipient": pl.String(),  # an email address; for a webhook, "user:NAME" / "vc:NAME"
+        "channel": pl.String(),  # "email", or "webhook:<fingerprint of the URL>"
+        "window_start": UTC_TS,
+        "window_end": UTC_TS,
+        "content_hash": pl.String(),
+        "kind": pl.String(),  # user | vc
+        "about": pl.String(),  # the user's or the VC's name
+        "job_ids": pl.String(),  # comma-separated
+        "status": pl.String(),  # sending | unconfirmed | sent | failed
+        "message_id": pl.String(),
+        "attempts": pl.Int64(),
+        "detail": pl.String(),  # why it failed (one sentence, no secret)
+        "updated_at": UTC_TS,
+    },
+    layout="cluster",
+    key=("recipient", "channel", "window_start", "window_end", "content_hash"),
+    sort=("window_start", "recipient", "channel", "content_hash"),
+    doc="The notify ledger: one row per message (recipient x channel x window x content), "
+    "written before and after each delivery so that nothing is sent twice (docs/act.md).",
+)
+
+# Tables of the commands that act on the results (`gpuwaste notify`): state, not facts.
+STATE_TABLES: dict[str, Table] = {t.name: t for t in (NOTIFICATIONS,)}
+
 
 def all_tables() -> dict[str, Table]:
     """Fact tables and result tables (`gpuwaste.warehouse.results`), declared statically: every
     process sees the same set, whatever else it imported."""
     from gpuwaste.warehouse.results import RESULT_TABLES  # results.py builds on Table, above
 
-    return {**FACT_TABLES, **RESULT_TABLES}
+    return {**FACT_TABLES, **STATE_TABLES, **RESULT_TABLES}
 
 
 def table(name: str) -> Table:

@@ -1,0 +1,306 @@
+"""The digests: who wasted enough GPU time in the window, and the message each one gets.
+
+`window_jobs` reads each job's GPU hours inside the window (`sql/act/digest_jobs.sql`, the period
+rule of `report --by`); everything else here is pure: `user_digests` and `vc_digests` turn those
+rows into messages. A job with too little data (`low_data`) is never called wasteful: it is left
+out of every figure and the message says how many were left out and why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from gpuwaste.act.advice import advise
+from gpuwaste.act.job_report import job_link
+from gpuwaste.analyses.period import since_time
+from gpuwaste.analyses.sqlfiles import load_sql, set_variables
+from gpuwaste.config import NotifyConfig
+from gpuwaste.errors import GpuwasteError
+from gpuwaste.text import printable
+
+SQL = "act/digest_jobs"
+
+
+@dataclass(frozen=True)
+class Window:
+    """The half-open window [start, end) a digest covers (UTC)."""
+
+    start: datetime
+    end: datetime
+
+    @property
+    def label(self) -> str:
+        fmt = "%Y-%m-%d %H:%M UTC"
+        return f"{self.start.strftime(fmt)} to {self.end.strftime(fmt)}"
+
+
+def resolve_window(since: str, until: str | None, now: datetime) -> Window:
+    """`--until` (default: today 00:00 UTC, so every run of a day covers the same window) and
+    `--since` (a length before it, e.g. `7d`, or a date/time)."""
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    end = since_time(until, now) if until else midnight
+    assert end is not None
+    start = since_time(since, end)
+    if start is None or start >= end:
+        raise GpuwasteError(f"--since '{since}' must be before --until ({end.isoformat()}).")
+    return Window(start, end)
+
+
+@dataclass(frozen=True)
+class WindowFigures:
+    """What the digests of one cluster and window need, reduced in DuckDB (a 1 M-job window
+    would cost more to hand to Python than to compute)."""
+
+    groups: pl.DataFrame  # per user x VC x low_data: jobs and GPU hours (held, lost, ...)
+    worst: pl.DataFrame  # judged jobs with lost time: each user's and each VC's `n` worst
+
+
+GROUPS = """
+select "user", vc, coalesce(low_data, false) as low_data, count(*) as jobs,
+       sum(gpu_h) as gpu_h, sum(lost_gpu_h) as lost_gpu_h,
+       sum(idle_slot_gpu_h) as idle_slot_gpu_h, sum(never_used_gpu_h) as never_used_gpu_h
+from digest_jobs group by all
+"""
+WORST = """
+with worst as (
+    select * from digest_jobs
+    where not coalesce(low_data, false) and lost_gpu_h > 0
+    qualify row_number() over (partition by "user" order by lost_gpu_h desc, job_id) <= $1
+         or row_number() over (partition by vc order by lost_gpu_h desc, job_id) <= $1
+)
+select w.*, j.name, j.state, j.running, j.gpus, j.diagnoses, j.util_mean
+from worst as w
+join job_usage as j on j.cluster = getvariable('cluster') and j.job_id = w.job_id
+"""
+
+
+def window_figures(
+    con: duckdb.DuckDBPyConnection, cluster: str, window: Window, n: int
+) -> WindowFigures:
+    """The jobs of `cluster` with GPU time in the window (`sql/act/digest_jobs.sql`), reduced to
+    per-user x VC sums and the worst `n` jobs of each user and of each VC."""
+    set_variables(con, {"cluster": cluster, "period_start": window.start, "period_end": window.end})
+    con.execute(f"create or replace temp table digest_jobs as {load_sql(SQL)}")
+    try:
+        return WindowFigures(con.sql(GROUPS).pl(), con.sql(WORST, params=[n]).pl())
+    finally:
+        con.execute("drop table digest_jobs")
+
+
+@dataclass(frozen=True)
+class Digest:
+    """One message: to a user about their jobs, or to a VC's owners about the VC."""
+
+    cluster: str
+    kind: str  # user | vc
+    about: str  # the user's or the VC's name
+    subject: str
+    body: str
+    job_ids: tuple[str, ...]
+    lost_gpu_h: float
+    gpu_h: float
+
+    @property
+    def content_hash(self) -> str:
+        text = f"{self.subject}\n{self.body}".encode()
+        return hashlib.sha256(text).hexdigest()[:32]
+
+
+def _share(lost: float, total: float) -> float:
+    return lost / total if total > 0 else 0.0
+
+
+def job_lines(jobs: pl.DataFrame, dashboard_url: str, cluster: str) -> list[str]:
+    """The worst jobs, each with its figures, the advice for its diagnoses and its link."""
+    out = []
+    for j in jobs.iter_rows(named=True):
+        util = "-" if j["util_mean"] is None else f"{j['util_mean']:.1f} %"
+        state = "running" if j["running"] else j["state"]
+        out.append(
+            f"* job {j['job_id']} ({j['name'] or 'no name'}, VC {j['vc']}, {state}, "
+            f"{j['gpus']} GPU(s)): {j['lost_gpu_h']:.2f} of {j['gpu_h']:.2f} GPU hours lost "
+            f"({100 * _share(j['lost_gpu_h'], j['gpu_h']):.0f} %: "
+            f"{j['idle_slot_gpu_h']:.2f} h in idle slots, {j['never_used_gpu_h']:.2f} h on "
+            f"never-used GPUs); GPU utilization {util}"
+        )
+        for _name, title, text in advise(j["diagnoses"]):
+            out.append(f"    - {title}: {text}")
+        out.append(f"    {job_link(dashboard_url, cluster, j['job_id'])}")
+    return [printable(line) for line in out]
+
+
+def left_out_line(n_low: int, low_gpu_h: float, min_observed_share: float) -> list[str]:
+    if n_low == 0:
+        return []
+    return [
+        f"{n_low} job(s) ({low_gpu_h:.2f} GPU hours in the window) were left out: they have "
+        f"too little data (observed under {100 * min_observed_share:.0f} % of their GPU time), "
+        "so gpuwaste does not call them wasteful."
+    ]
+
+
+FOOTER = (
+    "Lost GPU time = time in idle slots (GPU utilization 0 and no memory used for more than a "
+    "minute) + time on GPUs the job never used. A job counts with the part of its GPU time "
+    "inside the window. `gpuwaste job JOBID` shows any job in full."
+)
+
+LOW = pl.col("low_data").fill_null(False)
+TOTALS = (
+    pl.col("gpu_h").filter(~LOW).sum(),
+    pl.col("lost_gpu_h").filter(~LOW).sum(),
+    pl.col("idle_slot_gpu_h").filter(~LOW).sum().alias("idle_gpu_h"),
+    pl.col("never_used_gpu_h").filter(~LOW).sum().alias("never_gpu_h"),
+    pl.col("jobs").filter(LOW).sum().alias("n_low"),
+    pl.col("gpu_h").filter(LOW).sum().alias("low_gpu_h"),
+)
+
+
+def worst_jobs(jobs: pl.DataFrame, by: str, keep: pl.Series, n: int) -> dict[str, pl.DataFrame]:
+    """Per value of `by` in `keep`: its `n` judged jobs that lost the most (most first)."""
+    worst = (
+        jobs.filter(~LOW & (pl.col("lost_gpu_h") > 0) & pl.col(by).is_in(keep.implode()))
+        .sort([by, "lost_gpu_h", "job_id"], descending=[False, True, False])
+        .group_by(by, maintain_order=True)
+        .head(n)
+    )
+    return {str(k[0]): df for k, df in worst.partition_by(by, as_dict=True).items()}
+
+
+def _digest(
+    kind: str,
+    about: str,
+    cluster: str,
+    subject: str,
+    opening: list[str],
+    totals: dict[str, Any],
+    worst: pl.DataFrame,
+    cfg: NotifyConfig,
+    min_observed_share: float,
+) -> Digest:
+    """A digest: its opening lines, then the worst jobs with advice, the jobs left out, the
+    footer."""
+    whose = "Your" if kind == "user" else "The"
+    lines = [
+        *opening,
+        "",
+        f"{whose} {worst.height} job(s) that lost the most, and what to try:",
+        *job_lines(worst, cfg.dashboard_url, cluster),
+        "",
+        *left_out_line(totals["n_low"], totals["low_gpu_h"], min_observed_share),
+        FOOTER,
+    ]
+    body = "\n".join(lines) + "\n"
+    job_ids = tuple(worst["job_id"].to_list())
+    return Digest(
+        cluster, kind, about, subject, body, job_ids, totals["lost_gpu_h"], totals["gpu_h"]
+    )
+
+
+def _dates(window: Window) -> str:
+    return f"{window.start.date()} to {window.end.date()}"
+
+
+def user_digests(
+    figures: WindowFigures,
+    cfg: NotifyConfig,
+    cluster: str,
+    window: Window,
+    min_observed_share: float,
+) -> list[Digest]:
+    """One digest per user whose judged jobs lost at least `min_wasted_gpu_hours` and at least
+    `min_waste_share` of their GPU time in the window (judged: not `low_data`)."""
+    totals = (
+        figures.groups.group_by("user")
+        .agg(*TOTALS)
+        .filter(
+            (pl.col("lost_gpu_h") >= cfg.min_wasted_gpu_hours)
+            & (pl.col("gpu_h") > 0)
+            & (pl.col("lost_gpu_h") / pl.col("gpu_h") >= cfg.min_waste_share)
+        )
+        .sort("user")
+    )
+    worst_of = worst_jobs(figures.worst, "user", totals["user"], cfg.max_jobs_listed)
+    out = []
+    for t in totals.iter_rows(named=True):
+        user, gpu_h, lost = str(t["user"]), t["gpu_h"], t["lost_gpu_h"]
+        worst = worst_of.get(user, figures.worst.clear())
+        opening = [
+            f"Hello {printable(user)},",
+            "",
+            f"From {window.label}, your jobs on cluster {cluster} held {gpu_h:.2f} GPU hours, of "
+            f"which {lost:.2f} ({100 * _share(lost, gpu_h):.0f} %) were lost: "
+            f"{t['idle_gpu_h']:.2f} in idle slots and {t['never_gpu_h']:.2f} on GPUs never used.",
+        ]
+        subject = f"gpuwaste: {lost:.2f} GPU hours lost on {cluster}, {_dates(window)}"
+        out.append(
+            _digest("user", user, cluster, subject, opening, t, worst, cfg, min_observed_share)
+        )
+    return out
+
+
+def vc_digests(
+    figures: WindowFigures,
+    cfg: NotifyConfig,
+    cluster: str,
+    window: Window,
+    min_observed_share: float,
+) -> list[Digest]:
+    """One digest per VC that has owners in `[notify] vc_owners` and lost at least
+    `min_wasted_gpu_hours` in the window: its totals, its users by GPU hours lost, its worst
+    jobs."""
+    mine = figures.groups.filter(pl.col("vc").is_in(list(cfg.vc_owners)))
+    totals = (
+        mine.group_by("vc")
+        .agg(*TOTALS)
+        .filter(pl.col("lost_gpu_h") >= cfg.min_wasted_gpu_hours)
+        .sort("vc")
+    )
+    worst_of = worst_jobs(figures.worst, "vc", totals["vc"], cfg.max_jobs_listed)
+    per_user = (
+        mine.filter(~LOW)
+        .group_by("vc", "user")
+        .agg(pl.col("lost_gpu_h").sum(), pl.col("gpu_h").sum())
+        .sort(["vc", "lost_gpu_h", "user"], descending=[False, True, False])
+    )
+    out = []
+    for t in totals.iter_rows(named=True):
+        vc, gpu_h, lost = str(t["vc"]), t["gpu_h"], t["lost_gpu_h"]
+        worst = worst_of.get(vc, figures.worst.clear())
+        users = per_user.filter(pl.col("vc") == vc)
+        opening = [
+            f"Owners of VC {printable(vc)},",
+            "",
+            f"From {window.label}, jobs of VC {printable(vc)} on cluster {cluster} held "
+            f"{gpu_h:.2f} GPU hours, of which {lost:.2f} ({100 * _share(lost, gpu_h):.0f} %) "
+            f"were lost: {t['idle_gpu_h']:.2f} in idle slots and {t['never_gpu_h']:.2f} on GPUs "
+            "never used.",
+            "",
+            "GPU hours lost per user:",
+            *(
+                printable(f"* {u}: {ul:.2f} of {ug:.2f}")
+                for u, ul, ug in users.select("user", "lost_gpu_h", "gpu_h").iter_rows()
+            ),
+        ]
+        subject = (
+            f"gpuwaste: VC {printable(vc)} lost {lost:.2f} GPU hours on {cluster}, {_dates(window)}"
+        )
+        out.append(_digest("vc", vc, cluster, subject, opening, t, worst, cfg, min_observed_share))
+    return out
+
+
+__all__ = [
+    "Digest",
+    "Window",
+    "WindowFigures",
+    "resolve_window",
+    "user_digests",
+    "vc_digests",
+    "window_figures",
+]
