@@ -17,12 +17,13 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 venv: $(VENV)/.installed
 
-# Debian's prometheus (with promtool) and chromium, for the real-component tests.
+# Debian's prometheus (with promtool), chromium and OpenJDK 17 (Spark), for the real-component tests.
 system-deps:
 	@missing=""; \
 	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v promtool   >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v chromium   >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v java       >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && \
