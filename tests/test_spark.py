@@ -25,7 +25,14 @@ from gpuwaste.analyses.run import analyze
 from gpuwaste.cli import app
 from gpuwaste.config import Settings
 from tests.support.components import free_port
-from tests.support.spark import REPO, StandaloneCluster, session, standalone_cluster
+from tests.support.spark import (
+    REPO,
+    StandaloneCluster,
+    connect_server,
+    session,
+    spark_home,
+    standalone_cluster,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -224,3 +231,51 @@ def test_executors_without_gpuwaste_are_one_sentence(warehouse: Path, tmp_path: 
     assert last[0].startswith("gen: analysis failed: the Spark executors at local[1] ")
     assert "install gpuwaste" in last[0] or "run the same Python" in last[0]
     assert result_files(data) == {}
+
+
+def run_cli(args: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,  # as deploy/spark/submit-standalone.sh sets it
+    }
+    return subprocess.run(
+        args, capture_output=True, text=True, env=env, timeout=timeout, check=False
+    )
+
+
+def test_spark_submit_runs_the_deploy_entry_point(
+    warehouse: Path, local_result: Path, tmp_path: Path
+) -> None:
+    """deploy/spark/gpuwaste_analyze.py through pyspark's own spark-submit: `--engine spark`
+    without --spark-master takes spark-submit's master; the local engine's tables."""
+    data = copy(warehouse, tmp_path / "warehouse")
+    submit = spark_home() / "bin" / "spark-submit"
+    out = run_cli(
+        [
+            str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+            str(REPO / "deploy" / "spark" / "gpuwaste_analyze.py"),
+            "analyze", "--engine", "spark", "--data-dir", str(data),
+            "--batch-days", str(BATCH_DAYS), "--quiet",
+        ]
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert_same_tables(data, local_result)
+
+
+def test_spark_connect_gives_the_local_tables(
+    warehouse: Path, local_result: Path, tmp_path: Path
+) -> None:
+    """--spark-remote sc://HOST:PORT: the batches run on a Spark Connect server's executors."""
+    data = copy(warehouse, tmp_path / "warehouse")
+    with connect_server(tmp_path / "connect") as url:
+        out = run_cli(
+            [
+                str(Path(sys.executable).with_name("gpuwaste")), "analyze", "--engine", "spark",
+                "--spark-remote", url, "--data-dir", str(data), "--batch-days", str(BATCH_DAYS),
+            ]
+        )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "gen: " in out.stdout and "jobs recomputed (rebuilt)" in out.stdout
+    assert_same_tables(data, local_result)

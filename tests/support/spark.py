@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -172,3 +173,52 @@ def session(master: str) -> Any:
         .config("spark.executorEnv.PYTHONPATH", str(REPO))
         .getOrCreate()
     )
+
+
+@contextmanager
+def connect_server(work: Path) -> Iterator[str]:
+    """A Spark Connect server on loopback (local[2]), started with pyspark's spark-submit as
+    `sbin/start-connect-server.sh` starts it; yields its sc:// URL."""
+    home = spark_home()
+    try:
+        import grpc  # noqa: F401  (pyspark's Connect client needs it)
+    except ImportError:
+        msg = "the Spark Connect client is not installed (pip install -e '.[dev]' installs it)"
+        if in_ci():
+            pytest.fail(msg)
+        pytest.skip(msg)
+    work.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log = open(work / "connect.log", "ab")  # noqa: SIM115 (kept open by the process)
+    proc = subprocess.Popen(
+        [
+            str(home / "bin" / "spark-submit"),
+            "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+            "--name", "gpuwaste tests connect", "--master", "local[2]",
+            "--conf", f"spark.connect.grpc.binding.port={port}",
+            "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+            "--conf", "spark.ui.enabled=false",
+        ],
+        env=_env(home), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"the Spark Connect server did not start:\n"
+                        f"{(work / 'connect.log').read_text()[-2000:]}"
+                    ) from None
+                time.sleep(0.5)
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
