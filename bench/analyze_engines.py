@@ -124,7 +124,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", type=Path, default=Path("/tmp/gpuwaste-bench"))
     ap.add_argument("--batch-days", type=int, default=1, help="for every engine")
-    ap.add_argument("--skip-cluster", action="store_true")
+    ap.add_argument(
+        "--engines",
+        default="local,local-batch,spark-local,cluster",
+        help="which runs, comma-separated (default: all four)",
+    )
     args = ap.parse_args()
     samples = prepare(args.work, args.gpus, args.days, args.seed)
     data = args.work / "warehouse"
@@ -136,15 +140,16 @@ def main() -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         filter(None, [str(REPO), os.environ.get("PYTHONPATH")])
     )
-    rows = [
-        ("local engine (default --batch-days 7)", *run(base, [])),
-        (f"local engine, --batch-days {args.batch_days}", *run([*base, *batch], [])),
-        (
-            "Spark local[2]",
-            *run([*base, *batch, "--engine", "spark", "--spark-master", "local[2]"], []),
-        ),
-    ]
-    if not args.skip_cluster:
+    spark_local = [*base, *batch, "--engine", "spark", "--spark-master", "local[2]"]
+    chosen = args.engines.split(",")
+    rows = []
+    if "local" in chosen:
+        rows.append(("local engine (default --batch-days 7)", *run(base, [])))
+    if "local-batch" in chosen:
+        rows.append((f"local engine, --batch-days {args.batch_days}", *run([*base, *batch], [])))
+    if "spark-local" in chosen:
+        rows.append(("Spark local[2]", *run(spark_local, [])))
+    if "cluster" in chosen:
         cluster = StandaloneCluster(spark_home(), args.work / "spark-cluster")
         try:
             cluster.start(workers=2)
