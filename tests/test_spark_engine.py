@@ -48,8 +48,8 @@ def test_a_version_mismatch_names_each_difference() -> None:
 
 
 def test_pysparks_python_mismatch_is_one_sentence() -> None:
-    """The text pyspark's worker raises when its Python is not the driver's."""
-    pytest.importorskip("pyspark")
+    """The text pyspark's worker raises when its Python is not the driver's (pyspark: a dev
+    dependency, so missing it fails)."""
     from pyspark.errors import PySparkRuntimeError
 
     text = str(

@@ -3,8 +3,9 @@
 Per cluster: find the jobs whose inputs changed since the last run (their record or allocations,
 a sample partition their allocation overlaps, or, for running jobs, the watermark), run the
 per-job pass over them in batches of jobs by start day and, inside a batch, of hosts (bounded
-memory; each host range reads only its own row groups), replace exactly their
-rows in the per-job tables, then recompute the summaries from the per-job tables and record the
+memory; each host range reads only its own row groups) on an engine (this process, or Spark:
+`engines/`), each batch staging its rows, replace exactly their rows in the per-job tables
+(`staging.commit`), then recompute the summaries from the per-job tables and record the
 state. `rebuild=True` recomputes every job and gives the same tables.
 """
 
@@ -150,8 +151,7 @@ def _dirty_jobs(
 
 
 def _merge_outcomes(run: ClusterRun, outcomes: list[BatchOutcome]) -> list[str]:
-    """Add the batches' outcomes to `run`; returns the tracebacks of the failures. A batch that
-    failed as a whole, or more than MAX_FAILED_JOBS failed jobs, fail the cluster."""
+    """Add the batches' outcomes to `run`; returns the tracebacks of the failures."""
     errors: list[str] = []
     for o in sorted(outcomes, key=lambda o: o.index):
         run.failed_jobs.update(o.failed_jobs)
@@ -163,6 +163,8 @@ def _merge_outcomes(run: ClusterRun, outcomes: list[BatchOutcome]) -> list[str]:
 
 
 def _raise_batch_failure(run: ClusterRun, outcomes: list[BatchOutcome]) -> None:
+    """A batch that failed as a whole, or more than MAX_FAILED_JOBS failed jobs, fail the
+    cluster (its first batch error, in one sentence)."""
     whole = [o for o in outcomes if o.error]
     if whole:
         raise GpuwasteError(whole[0].error)
