@@ -85,6 +85,11 @@ def test_another_failure_keeps_its_python_exception_line() -> None:
             ["--engine", "spark", "--spark-master", "spark://h:7077", "--spark-remote", "sc://h"],
             "give either --spark-master or --spark-remote, not both.",
         ),
+        (
+            ["--engine", "spark", "--spark-remote", "sc://h:15002/;token=s3cret"],
+            "--spark-remote must not carry a token (a command line is visible to every user of "
+            "the machine): put it in the environment variable SPARK_CONNECT_AUTHENTICATE_TOKEN.",
+        ),
     ],
 )
 def test_spark_flags_without_the_spark_engine_are_one_sentence(
@@ -92,5 +97,5 @@ def test_spark_flags_without_the_spark_engine_are_one_sentence(
 ) -> None:
     write_two_jobs(tmp_path, "c")
     code, err = invoke("analyze", "--data-dir", str(tmp_path), *args)
-    assert code == 1 and said in err and "Traceback" not in err
+    assert code == 1 and said in err and "Traceback" not in err and "s3cret" not in err
     assert not (tmp_path / "parquet" / "job_usage").exists()

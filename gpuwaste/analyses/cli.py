@@ -60,6 +60,11 @@ def chosen_engine(
         return LocalEngine()
     if len(given) > 1:
         raise GpuwasteError("give either --spark-master or --spark-remote, not both.")
+    if spark_remote and "token=" in spark_remote.lower():
+        raise GpuwasteError(
+            "--spark-remote must not carry a token (a command line is visible to every user of "
+            "the machine): put it in the environment variable SPARK_CONNECT_AUTHENTICATE_TOKEN."
+        )
     from gpuwaste.analyses.engines.spark import SparkEngine
 
     return SparkEngine(master=spark_master, remote=spark_remote)
@@ -114,7 +119,8 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--spark-remote",
-                help="With --engine spark: a Spark Connect server, sc://HOST:PORT.",
+                help="With --engine spark: a Spark Connect server, sc://HOST:PORT (its token, "
+                "if any, in SPARK_CONNECT_AUTHENTICATE_TOKEN).",
             ),
         ] = None,
     ) -> None:
