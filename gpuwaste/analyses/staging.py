@@ -40,8 +40,13 @@ def remove_staging(staging: Path) -> None:
     shutil.rmtree(staging, ignore_errors=True)
 
 
+def _sql_str(path: Path) -> str:
+    """`path` as a SQL string literal."""
+    return "'" + str(path).replace("'", "''") + "'"
+
+
 def _sql_list(paths: list[Path]) -> str:
-    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
+    return "[" + ", ".join(_sql_str(p) for p in paths) + "]"
 
 
 def _copy_sorted(con: duckdb.DuckDBPyConnection, name: str, sources: list[str], dest: Path) -> None:
@@ -54,7 +59,7 @@ def _copy_sorted(con: duckdb.DuckDBPyConnection, name: str, sources: list[str], 
     tmp = dest.with_name(f"{dest.name}{TMP_MARK}{uuid.uuid4().hex}")
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        con.execute(f"copy ({query}) to '{tmp}' (format parquet, compression zstd)")
+        con.execute(f"copy ({query}) to {_sql_str(tmp)} (format parquet, compression zstd)")
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, dest)
@@ -117,7 +122,7 @@ def commit(
     with duckdb.connect(":memory:") as con:
         con.execute("set TimeZone = 'UTC'")
         con.execute(f"set memory_limit = '{memory_limit}'")
-        con.execute(f"set temp_directory = '{staging / 'spill'}'")
+        con.execute(f"set temp_directory = {_sql_str(staging / 'spill')}")
         con.register(
             "touched_jobs", pl.DataFrame({"job_id": touched}, schema={"job_id": pl.String})
         )
