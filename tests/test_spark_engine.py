@@ -3,6 +3,7 @@ version check, and Spark's failures said in one sentence (pyspark's own error te
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from typer.testing import CliRunner
 
 from gpuwaste.analyses.engines.spark import endpoints, explain_failure, version_mismatch
 from gpuwaste.cli import app
+from tests.conftest import REPO
 from tests.support.two_jobs import write_two_jobs
 
 
@@ -99,3 +101,20 @@ def test_spark_flags_without_the_spark_engine_are_one_sentence(
     code, err = invoke("analyze", "--data-dir", str(tmp_path), *args)
     assert code == 1 and said in err and "Traceback" not in err and "s3cret" not in err
     assert not (tmp_path / "parquet" / "job_usage").exists()
+
+
+@pytest.mark.parametrize(
+    ("shell", "script"),
+    [
+        ("bash", "slurm/gpuwaste-analyze.sbatch"),
+        ("sh", "submit-standalone.sh"),
+        ("sh", "kubernetes/submit-k8s.sh"),
+    ],
+)
+def test_the_deploy_scripts_parse(shell: str, script: str) -> None:
+    """The shell of each deploy/spark script reads it without a syntax error (the Slurm and
+    Kubernetes ones cannot run here; spark-submit's entry point runs in tests/test_spark.py)."""
+    path = REPO / "deploy" / "spark" / script
+    out = subprocess.run([shell, "-n", str(path)], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "--engine spark" in path.read_text()
