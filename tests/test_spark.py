@@ -233,9 +233,12 @@ def test_executors_without_gpuwaste_are_one_sentence(warehouse: Path, tmp_path: 
     assert result_files(data) == {}
 
 
-def run_cli(args: list[str], timeout: int = 600) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    args: list[str], timeout: int = 600, **extra_env: str
+) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
+        **extra_env,
         "PYTHONPATH": str(REPO),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": sys.executable,  # as deploy/spark/submit-standalone.sh sets it
@@ -279,3 +282,22 @@ def test_spark_connect_gives_the_local_tables(
     assert out.returncode == 0, out.stderr[-3000:]
     assert "gen: " in out.stdout and "jobs recomputed (rebuilt)" in out.stdout
     assert_same_tables(data, local_result)
+
+
+def test_no_java_is_one_sentence(warehouse: Path, tmp_path: Path) -> None:
+    """JAVA_HOME naming a folder without Java: Spark's JVM cannot start; one sentence."""
+    data = copy(warehouse, tmp_path / "warehouse")
+    out = run_cli(
+        [
+            str(Path(sys.executable).with_name("gpuwaste")), "analyze", "--engine", "spark",
+            "--spark-master", "local[1]", "--data-dir", str(data),
+        ],
+        JAVA_HOME=str(tmp_path / "no-java"),
+    )  # fmt: skip
+    assert out.returncode == 1
+    assert (
+        "gen: analysis failed: could not start Spark's JVM: install Java 17 or later (Debian: "
+        "openjdk-17-jre-headless) or set JAVA_HOME."
+    ) in out.stderr
+    assert "Traceback" not in out.stderr
+    assert result_files(data) == {}
