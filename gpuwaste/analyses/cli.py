@@ -103,8 +103,8 @@ def register(app: typer.Typer) -> None:
             Engine,
             typer.Option(
                 help="local: the batches in this process (no JVM). spark: the batches as the "
-                "tasks of a Spark job (pip install 'gpuwaste[spark]'; every worker must see the "
-                "data directory at the same path)."
+                "tasks of a Spark job (needs the spark extra of gpuwaste and Java 17; every "
+                "worker must see the data directory at the same path)."
             ),
         ] = Engine.local,
         spark_master: Annotated[
