@@ -17,14 +17,15 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 venv: $(VENV)/.installed
 
-# Debian's prometheus (with promtool), chromium and openssl (the notify tests' TLS certificate),
-# for the real-component tests.
+# Debian's prometheus (with promtool), chromium, openssl (the notify tests' TLS certificate) and
+# OpenJDK 17 (Spark), for the real-component tests.
 system-deps:
 	@missing=""; \
 	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v promtool   >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	command -v chromium   >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v openssl    >/dev/null 2>&1 || missing="$$missing openssl"; \
+	command -v java       >/dev/null 2>&1 || missing="$$missing openjdk-17-jre-headless"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && \

@@ -143,9 +143,9 @@ def test_a_job_whose_analysis_raises_is_left_out_alone(
 ) -> None:
     """Any unforeseen failure of one job's analysis (simulated: the per-job pass raises for
     one job id) leaves out that job only, says so, exits non-zero, and retries it next run."""
-    from gpuwaste.analyses import run as run_module
+    from gpuwaste.analyses import batch as batch_module
 
-    real = run_module.run_batch
+    real = batch_module.run_batch
 
     def failing(
         con: duckdb.DuckDBPyConnection, cluster: str, ids: list[str], *args: Any
@@ -156,7 +156,7 @@ def test_a_job_whose_analysis_raises_is_left_out_alone(
 
     write_two_jobs(data_dir, "c")
     write_two_jobs(data_dir, "d")
-    monkeypatch.setattr(run_module, "run_batch", failing)
+    monkeypatch.setattr(batch_module, "run_batch", failing)
     code, out, err = invoke("analyze", "--data-dir", str(data_dir))
     assert code == 1
     assert (
@@ -168,7 +168,7 @@ def test_a_job_whose_analysis_raises_is_left_out_alone(
     for cluster in ("c", "d"):
         assert results(data_dir, cluster, "job_usage")["job_id"].to_list() == [good]
 
-    monkeypatch.setattr(run_module, "run_batch", real)
+    monkeypatch.setattr(batch_module, "run_batch", real)
     code, out, err = invoke("analyze", "--data-dir", str(data_dir))
     assert code == 0, err
     assert "c: 1 of 2 jobs recomputed (incremental)" in out

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,6 +13,10 @@ from gpuwaste.analyses.registry import PER_JOB_TABLES, SUMMARY_TABLES
 from gpuwaste.cli_common import ClusterOpt, ConfigOpt, DataDirOpt, FormatOpt, QuietOpt, settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.render import OutputFormat, render
+
+if TYPE_CHECKING:
+    from gpuwaste.analyses.engines import LocalEngine
+    from gpuwaste.analyses.engines.spark import SparkEngine
 
 
 def print_freshness(data_dir: Path, cluster: str | None) -> None:
@@ -32,6 +37,37 @@ def print_why_no_gpu_time(data_dir: Path, clusters: list[str]) -> None:
         why = why_no_gpu_time(wh, cluster)
         if why is not None:
             print(f"gpuwaste: {why}", file=sys.stderr)
+
+
+class Engine(StrEnum):
+    local = "local"
+    spark = "spark"
+
+
+def chosen_engine(
+    engine: Engine, spark_master: str | None, spark_remote: str | None
+) -> LocalEngine | SparkEngine:
+    """The engine the flags ask for; Spark flags without `--engine spark`, or both of them, are
+    a mistake said in one sentence."""
+    from gpuwaste.analyses.engines import LocalEngine
+
+    given = [
+        f for f, v in (("--spark-master", spark_master), ("--spark-remote", spark_remote)) if v
+    ]
+    if engine is Engine.local:
+        if given:
+            raise GpuwasteError(f"{given[0]} is for --engine spark; add --engine spark.")
+        return LocalEngine()
+    if len(given) > 1:
+        raise GpuwasteError("give either --spark-master or --spark-remote, not both.")
+    if spark_remote and "token=" in spark_remote.lower():
+        raise GpuwasteError(
+            "--spark-remote must not carry a token (a command line is visible to every user of "
+            "the machine): put it in the environment variable SPARK_CONNECT_AUTHENTICATE_TOKEN."
+        )
+    from gpuwaste.analyses.engines.spark import SparkEngine
+
+    return SparkEngine(master=spark_master, remote=spark_remote)
 
 
 # `report NAME`'s help, from the registry: every summary, freshness, every per-job table.
@@ -63,6 +99,30 @@ def register(app: typer.Typer) -> None:
             int, typer.Option("--batch-hosts", min=1, help="Hosts per pass inside a batch.")
         ] = 8,
         quiet: QuietOpt = False,
+        engine: Annotated[
+            Engine,
+            typer.Option(
+                help="local: the batches in this process (no JVM). spark: the batches as the "
+                "tasks of a Spark job (needs the spark extra of gpuwaste and Java 17; every "
+                "worker must see the data directory at the same path)."
+            ),
+        ] = Engine.local,
+        spark_master: Annotated[
+            str | None,
+            typer.Option(
+                "--spark-master",
+                help="With --engine spark: the master URL (spark://HOST:7077, k8s://..., "
+                "local[2]); default: what spark-submit or the Spark configuration says.",
+            ),
+        ] = None,
+        spark_remote: Annotated[
+            str | None,
+            typer.Option(
+                "--spark-remote",
+                help="With --engine spark: a Spark Connect server, sc://HOST:PORT (its token, "
+                "if any, in SPARK_CONNECT_AUTHENTICATE_TOKEN).",
+            ),
+        ] = None,
     ) -> None:
         """Recompute the result tables for the jobs whose samples or records changed."""
         from gpuwaste.analyses.run import analyze as run_analyze
@@ -77,6 +137,7 @@ def register(app: typer.Typer) -> None:
             batch_days=batch_days,
             batch_hosts=batch_hosts,
             quiet=quiet,
+            engine=chosen_engine(engine, spark_master, spark_remote),
         )
         print_why_no_gpu_time(s.data_dir, [run.cluster for run in runs])
 

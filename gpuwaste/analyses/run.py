@@ -3,8 +3,9 @@
 Per cluster: find the jobs whose inputs changed since the last run (their record or allocations,
 a sample partition their allocation overlaps, or, for running jobs, the watermark), run the
 per-job pass over them in batches of jobs by start day and, inside a batch, of hosts (bounded
-memory; each host range reads only its own row groups), replace exactly their
-rows in the per-job tables, then recompute the summaries from the per-job tables and record the
+memory; each host range reads only its own row groups) on an engine (this process, or Spark:
+`engines/`), each batch staging its rows, replace exactly their rows in the per-job tables
+(`staging.commit`), then recompute the summaries from the per-job tables and record the
 state. `rebuild=True` recomputes every job and gives the same tables.
 """
 
@@ -22,10 +23,12 @@ import duckdb
 import polars as pl
 
 from gpuwaste.analyses import state
+from gpuwaste.analyses.batch import MAX_FAILED_JOBS, BatchOutcome, BatchSpec, one_line, stable
+from gpuwaste.analyses.engines import Engine, LocalEngine
 from gpuwaste.analyses.freshness import newest_sample_ts
-from gpuwaste.analyses.per_job import BatchResult, run_batch
-from gpuwaste.analyses.registry import PER_JOB_TABLES, summary_order
+from gpuwaste.analyses.registry import summary_order
 from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
+from gpuwaste.analyses.staging import FILE_KEY, commit, remove_staging, staging_dir
 from gpuwaste.config import Settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect, refresh_catalog
@@ -33,24 +36,10 @@ from gpuwaste.warehouse.lock import writer_lock
 from gpuwaste.warehouse.results import RESULT_TABLES
 from gpuwaste.warehouse.store import Warehouse
 
-FILE_KEY = "analyze"
-# Floats are written rounded to this many decimals: parallel aggregation sums in varying order,
-# and without rounding a rebuild could differ from an incremental run in the 14th digit.
-DECIMALS = 6
-
-
-def _stable(df: pl.DataFrame) -> pl.DataFrame:
-    return df.with_columns(pl.col(pl.Float64).round(DECIMALS))
-
-
 # The summaries in the order they run, from the registry (each after the summaries it reads).
 SUMMARIES: dict[str, Callable[[duckdb.DuckDBPyConnection], pl.DataFrame]] = {
     a.name: a.compute for a in summary_order()
 }
-
-
-# More jobs than this failing alone in one cluster: the cause is not the jobs, the cluster fails.
-MAX_FAILED_JOBS = 20
 
 
 @dataclass
@@ -89,14 +78,6 @@ class ClusterRun:
         return line
 
 
-def _one_line(exc: BaseException) -> str:
-    """An exception as one line: the operator's sentence, or the type and first line."""
-    if isinstance(exc, GpuwasteError):
-        return str(exc)
-    first = (str(exc).strip().splitlines() or [""])[0]
-    return f"{type(exc).__name__}: {first}"
-
-
 def _write_log(data_dir: Path, cluster: str, errors: list[str]) -> Path:
     """Tracebacks of this run's failures in `analyze_state/<cluster>.errors.log` (removed when
     a run has none)."""
@@ -107,30 +88,6 @@ def _write_log(data_dir: Path, cluster: str, errors: list[str]) -> Path:
     else:
         path.unlink(missing_ok=True)
     return path
-
-
-def _run_isolating(
-    run: Callable[[list[str]], BatchResult],
-    ids: list[str],
-    failed: dict[str, str],
-    errors: list[str],
-) -> list[BatchResult]:
-    """`run(ids)`; if it raises, the halves are run apart until the jobs that fail alone are
-    found: they are left out (in `failed`, tracebacks in `errors`) and every other job is
-    analyzed. More than MAX_FAILED_JOBS failures: the last one is raised."""
-    try:
-        return [run(ids)]
-    except Exception as exc:
-        if len(ids) == 1:
-            failed[ids[0]] = _one_line(exc)
-            errors.append(f"job {ids[0]}:\n{traceback.format_exc()}")
-            if len(failed) > MAX_FAILED_JOBS:
-                raise
-            return []
-        mid = len(ids) // 2
-        return _run_isolating(run, ids[:mid], failed, errors) + _run_isolating(
-            run, ids[mid:], failed, errors
-        )
 
 
 def _as_of(con: duckdb.DuckDBPyConnection, cluster: str) -> datetime:
@@ -193,35 +150,59 @@ def _dirty_jobs(
     return dirty, removed
 
 
+def _merge_outcomes(run: ClusterRun, outcomes: list[BatchOutcome]) -> list[str]:
+    """Add the batches' outcomes to `run`; returns the tracebacks of the failures."""
+    errors: list[str] = []
+    for o in sorted(outcomes, key=lambda o: o.index):
+        run.failed_jobs.update(o.failed_jobs)
+        errors.extend(o.errors)
+        run.unresolved_gpus += o.unresolved_gpus
+        for step, secs in o.seconds.items():
+            run.seconds[step] = run.seconds.get(step, 0.0) + secs
+    return errors
+
+
+def _raise_batch_failure(run: ClusterRun, outcomes: list[BatchOutcome]) -> None:
+    """A batch that failed as a whole, or more than MAX_FAILED_JOBS failed jobs, fail the
+    cluster (its first batch error, in one sentence)."""
+    whole = [o for o in outcomes if o.error]
+    if whole:
+        raise GpuwasteError(whole[0].error)
+    if len(run.failed_jobs) > MAX_FAILED_JOBS:
+        job, why = list(run.failed_jobs.items())[-1]
+        raise GpuwasteError(
+            f"{len(run.failed_jobs)} jobs could not be analyzed, more than {MAX_FAILED_JOBS}: "
+            f"the cause is the cluster's data, not the jobs (job {job}: {why})"
+        )
+
+
 def _write_per_job_tables(
     data_dir: Path,
     run: ClusterRun,
-    batch: Callable[[list[str]], BatchResult],
-    batches: list[list[str]],
+    engine: Engine,
+    specs: list[BatchSpec],
     touched: list[str],
     rebuilt: bool,
+    memory_limit: str,
 ) -> None:
-    """Run `batch` over `batches` (jobs failing alone left out, in `run.failed_jobs`), then
-    replace the rows of the `touched` jobs (recomputed or removed) in every per-job table (every
-    file when `rebuilt`)."""
-    wh = Warehouse(data_dir)
-    result = BatchResult()
-    errors: list[str] = []
-    for ids in batches:
-        for part in _run_isolating(batch, ids, run.failed_jobs, errors):
-            result.add(part)
-    run.log = _write_log(data_dir, run.cluster, errors)
-    run.unresolved_gpus = result.unresolved_gpus
-    run.seconds = result.seconds
-    for name in PER_JOB_TABLES:
-        combined = result.combined(name)
-        rows = _stable(combined) if combined is not None else pl.DataFrame()
-        if rebuilt:
-            run.rows[name] = wh.replace_file(name, run.cluster, FILE_KEY, rows)
-        else:
-            run.rows[name] = wh.replace_rows_where(
-                name, run.cluster, FILE_KEY, pl.col("job_id").is_in(touched), rows
-            )
+    """Run the batches `specs` on `engine` (each staging its rows; jobs failing alone left out,
+    in `run.failed_jobs`), then replace the rows of the `touched` jobs (recomputed or removed)
+    in every per-job table (every row when `rebuilt`)."""
+    staging = staging_dir(data_dir, run.cluster)
+    try:
+        outcomes = engine.run(specs, data_dir, staging)
+        errors = _merge_outcomes(run, outcomes)
+        run.log = _write_log(data_dir, run.cluster, errors)
+        _raise_batch_failure(run, outcomes)
+        done = sorted({o.index for o in outcomes})
+        missing = sorted({s.index for s in specs} - set(done))
+        if missing:
+            raise GpuwasteError(f"the engine returned no result for batch {missing[0]}")
+        run.rows.update(
+            commit(data_dir, run.cluster, staging, done, touched, rebuilt, memory_limit)
+        )
+    finally:
+        remove_staging(staging)
 
 
 def analyze_cluster(
@@ -233,6 +214,7 @@ def analyze_cluster(
     batch_days: int = 7,
     batch_hosts: int = 8,
     memory_limit: str = "1500MB",
+    engine: Engine | None = None,
 ) -> ClusterRun:
     wh = Warehouse(settings.data_dir)
     t = settings.thresholds
@@ -254,25 +236,33 @@ def analyze_cluster(
         dirty, removed = _dirty_jobs(fps, prev, parts, as_of, since)
         run.jobs_recomputed, run.jobs_removed = dirty.height, len(removed)
         changed = bool(dirty.height or removed or prev is None)
-        if changed:
-
-            def batch(ids: list[str]) -> BatchResult:
-                return run_batch(con, cluster, ids, t, as_of, batch_hosts)
-
-            _write_per_job_tables(
-                settings.data_dir,
-                run,
-                batch,
-                _batches(dirty, batch_days),
-                dirty["job_id"].to_list() + removed,
-                prev is None,
-            )
     if changed:
+        specs = [
+            BatchSpec(
+                cluster,
+                i,
+                tuple(ids),
+                thresholds_json,
+                as_of.isoformat(),
+                batch_hosts,
+                memory_limit,
+            )
+            for i, ids in enumerate(_batches(dirty, batch_days))
+        ]
+        _write_per_job_tables(
+            settings.data_dir,
+            run,
+            engine or LocalEngine(),
+            specs,
+            dirty["job_id"].to_list() + removed,
+            prev is None,
+            memory_limit,
+        )
         refresh_catalog(settings.data_dir)
         with connect(settings.data_dir) as con:
             set_variables(con, {**threshold_variables(t), "cluster": cluster})
             for name, compute in SUMMARIES.items():
-                run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, _stable(compute(con)))
+                run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, stable(compute(con)))
     state.save(
         settings.data_dir,
         cluster,
@@ -298,6 +288,7 @@ def analyze(
     batch_days: int = 7,
     batch_hosts: int = 8,
     quiet: bool = False,
+    engine: Engine | None = None,
 ) -> list[ClusterRun]:
     """Analyze every cluster with jobs (or only `clusters`); one writer at a time."""
     data_dir: Path = settings.data_dir
@@ -326,6 +317,7 @@ def analyze(
                 since=since,
                 batch_days=batch_days,
                 batch_hosts=batch_hosts,
+                engine=engine,
             )
             runs.append(run)
             if not quiet or run.error or run.failed_jobs:
@@ -342,7 +334,7 @@ def _analyze_isolated(settings: Settings, cluster: str, **options: Any) -> Clust
         return analyze_cluster(settings, cluster, **options)
     except Exception as exc:
         log = _write_log(settings.data_dir, cluster, [traceback.format_exc()])
-        return ClusterRun(cluster=cluster, error=_one_line(exc), log=log)
+        return ClusterRun(cluster=cluster, error=one_line(exc), log=log)
 
 
 def _raise_failures(runs: list[ClusterRun]) -> None:

@@ -1,0 +1,176 @@
+"""One batch of the per-job pass, the unit every engine runs: `compute_batch(spec, data_dir)`.
+
+A `BatchSpec` names a cluster, the jobs of one batch (by start day, `run._batches`) and the
+settings of the pass; it is small and JSON-able, so it travels to a Spark executor as easily as
+to a loop in this process. `compute_batch` opens its own connection to the warehouse at
+`data_dir`, runs `per_job.run_batch` over the jobs (a job whose analysis fails alone is left
+out, the rest are analyzed), and returns every per-job result table of the batch as Arrow
+tables, floats rounded. `stage_batch` writes those tables into a staging folder, one file per
+table and batch, atomically and under a name fixed by the batch (a retried batch overwrites its
+own files with the same rows), and returns the small `BatchOutcome` the driver collects. There is
+no other definition of the per-job results: the local engine and Spark both call these two.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from gpuwaste.analyses.per_job import BatchResult, run_batch
+from gpuwaste.analyses.registry import PER_JOB_TABLES
+from gpuwaste.config import Thresholds
+from gpuwaste.errors import GpuwasteError
+from gpuwaste.warehouse.catalog import connect
+from gpuwaste.warehouse.store import atomic_write_parquet
+
+# Floats are written rounded to this many decimals: parallel aggregation sums in varying order,
+# and without rounding a rebuild could differ from an incremental run in the 14th digit.
+DECIMALS = 6
+# More jobs than this failing alone in one cluster: the cause is not the jobs, the cluster fails.
+MAX_FAILED_JOBS = 20
+
+
+@dataclass(frozen=True)
+class BatchSpec:
+    """What one batch computes: jobs `job_ids` of `cluster`, with the pass's settings."""
+
+    cluster: str
+    index: int
+    job_ids: tuple[str, ...]
+    thresholds: str  # Thresholds as JSON
+    as_of: str  # ISO timestamp: how far the cluster's data reaches
+    batch_hosts: int = 8
+    memory_limit: str = "1500MB"
+
+
+@dataclass
+class BatchOutcome:
+    """What the driver learns of one batch (its rows stay in the staging files)."""
+
+    index: int
+    rows: dict[str, int] = field(default_factory=dict)
+    failed_jobs: dict[str, str] = field(default_factory=dict)  # job_id -> why, one line
+    errors: list[str] = field(default_factory=list)  # tracebacks of the failed jobs
+    unresolved_gpus: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+    error: str = ""  # why the whole batch failed, one sentence ("" if it did not)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> BatchOutcome:
+        return cls(**json.loads(text))
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: the operator's sentence, or the type and first line."""
+    if isinstance(exc, GpuwasteError):
+        return str(exc)
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first}"
+
+
+def stable(df: pl.DataFrame) -> pl.DataFrame:
+    """`df` with its floats rounded to DECIMALS."""
+    return df.with_columns(pl.col(pl.Float64).round(DECIMALS))
+
+
+def run_isolating(
+    run: Callable[[list[str]], BatchResult],
+    ids: list[str],
+    failed: dict[str, str],
+    errors: list[str],
+) -> list[BatchResult]:
+    """`run(ids)`; if it raises, the halves are run apart until the jobs that fail alone are
+    found: they are left out (in `failed`, tracebacks in `errors`) and every other job is
+    analyzed. More than MAX_FAILED_JOBS failures: the last one is raised."""
+    try:
+        return [run(ids)]
+    except Exception as exc:
+        if len(ids) == 1:
+            failed[ids[0]] = one_line(exc)
+            errors.append(f"job {ids[0]}:\n{traceback.format_exc()}")
+            if len(failed) > MAX_FAILED_JOBS:
+                raise
+            return []
+        mid = len(ids) // 2
+        return run_isolating(run, ids[:mid], failed, errors) + run_isolating(
+            run, ids[mid:], failed, errors
+        )
+
+
+def compute_batch(spec: BatchSpec, data_dir: Path) -> tuple[dict[str, pa.Table], BatchOutcome]:
+    """Every per-job result table of the batch `spec` over the warehouse at `data_dir`, as Arrow
+    tables (floats rounded), and what the batch reports (failed jobs, time per step)."""
+    thresholds = Thresholds.model_validate_json(spec.thresholds)
+    as_of = datetime.fromisoformat(spec.as_of)
+    outcome = BatchOutcome(index=spec.index)
+    with connect(data_dir) as con:
+        con.execute(f"set memory_limit = '{spec.memory_limit}'")
+        con.execute("set preserve_insertion_order = false")
+
+        def run(ids: list[str]) -> BatchResult:
+            return run_batch(con, spec.cluster, ids, thresholds, as_of, spec.batch_hosts)
+
+        result = BatchResult()
+        for part in run_isolating(run, list(spec.job_ids), outcome.failed_jobs, outcome.errors):
+            result.add(part)
+    outcome.unresolved_gpus = result.unresolved_gpus
+    outcome.seconds = result.seconds
+    tables: dict[str, pa.Table] = {}
+    for name in PER_JOB_TABLES:
+        combined = result.combined(name)
+        if combined is not None:
+            tables[name] = stable(combined).to_arrow()
+            outcome.rows[name] = combined.height
+    return tables, outcome
+
+
+def staged_file(staging: Path, name: str, index: int) -> Path:
+    """Where batch `index` stages its rows of table `name`."""
+    return staging / name / f"batch-{index:06d}.parquet"
+
+
+def stage_batch(spec: BatchSpec, data_dir: Path, staging: Path) -> BatchOutcome:
+    """`compute_batch`, its tables written to `staging` (one file per table, replaced
+    atomically); a failure of the whole batch is returned in `error`, not raised, so that the
+    driver can say it in one sentence."""
+    try:
+        tables, outcome = compute_batch(spec, data_dir)
+        for name, arrow in tables.items():
+            frame = pl.from_arrow(arrow)
+            assert isinstance(frame, pl.DataFrame)
+            atomic_write_parquet(frame, staged_file(staging, name, spec.index))
+    except Exception as exc:
+        return BatchOutcome(index=spec.index, error=one_line(exc), errors=[traceback.format_exc()])
+    return outcome
+
+
+def spec_fields(spec: BatchSpec) -> dict[str, Any]:
+    """The spec without its job ids (what every batch of one run shares)."""
+    fields = asdict(spec)
+    fields.pop("job_ids")
+    fields.pop("index")
+    return fields
+
+
+__all__ = [
+    "MAX_FAILED_JOBS",
+    "BatchOutcome",
+    "BatchSpec",
+    "compute_batch",
+    "one_line",
+    "run_isolating",
+    "stable",
+    "stage_batch",
+    "staged_file",
+]
