@@ -103,11 +103,19 @@ def generate(
     gzip: Annotated[
         bool, typer.Option("--gzip", help="Write metrics.om.gz instead of metrics.om.")
     ] = False,
+    mig_hosts: Annotated[
+        int,
+        typer.Option(
+            "--mig-hosts",
+            help="Add this many MIG hosts (A100 80GB: one GPU split into mixed MIG profiles, one "
+            "whole), with truth per slice in truth.json's 'mig'.",
+        ),
+    ] = 0,
 ) -> None:
     """Write a synthetic multi-tenant cluster in the sources' own formats, with its planted truth."""
     from gpuwaste.generate.cli import generate_command
 
-    generate_command(out, seed, gpus, days, interval_s, start, cluster, gzip)
+    generate_command(out, seed, gpus, days, interval_s, start, cluster, gzip, mig_hosts)
 
 
 DemoDataDirOpt = Annotated[

@@ -119,6 +119,9 @@ class PrometheusLabels(_Strict):
         default_factory=lambda: ["namespace", "exported_namespace", "pod_namespace"]
     )
     node_instance: str = "instance"
+    gpu_instance: str = "GPU_I_ID"  # MIG: the GPU instance of a series (with `gpu`, its parent)
+    mig_profile: str = "GPU_I_PROFILE"  # MIG: the instance's profile, e.g. 1g.10gb
+    model: str = "modelName"  # the GPU model, e.g. NVIDIA A100-SXM4-80GB
 
 
 class KubernetesJobs(_Strict):

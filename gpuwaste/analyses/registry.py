@@ -200,7 +200,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "stable_phase_grid",
         "% of GPU time in stable phases, t x m (CloudBrain Table III)",
         "CloudBrain §IV-B, Table III",
-        ("stable_phases", "job_usage"),
+        ("stable_phases", "job_usage", "job_gpu_usage"),
         "Definition (docs/definitions.md#stable-phase-grid): For t in `stable_phase_lengths_s` and m in "
         "`stable_phase_idle_gib`, the percentage of all GPU time that lies in stable phases "
         "(phases longer than t whose idle memory exceeds m). Grain: one row per VC (and "

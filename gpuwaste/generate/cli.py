@@ -47,14 +47,20 @@ def generate_command(
     start: str | None = None,
     cluster: str = "demo",
     gzip: bool = False,
+    mig_hosts: int = 0,
 ) -> None:
     """Generate a synthetic cluster in DIR: metrics.om, sacct.txt, philly/, truth.json."""
     check_sizes(gpus, days, interval_s)
+    if mig_hosts < 0:
+        raise GpuwasteError(f"--mig-hosts {mig_hosts} is not accepted: it must be 0 or more.")
     try:
         check_cluster_name(cluster)
     except ValueError as exc:
         raise GpuwasteError(f"--cluster {cluster!r} is not accepted: {exc}.") from None
-    spec = GeneratorSpec(seed=seed, gpus=gpus, days=days, interval_s=interval_s, cluster=cluster)
+    spec = GeneratorSpec(
+        seed=seed, gpus=gpus, days=days, interval_s=interval_s, cluster=cluster,
+        mig_hosts=mig_hosts,
+    )  # fmt: skip
     if start is not None:
         spec = replace(spec, start=parse_start(start))
     write_all(spec, Path(out), gzip=gzip)

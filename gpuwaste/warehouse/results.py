@@ -28,13 +28,18 @@ def _result(name: str, doc: str, key: tuple[str, ...], /, **cols: pl.DataType) -
 
 JOB_GPU_USAGE = _result(
     "job_gpu_usage",
-    "One row per job x attempt x GPU [ICSE24 §3.2, CloudBrain §IV-C]. "
-    "idle_slot_s + never_used_s + busy_s + missing_s = alloc_s.",
-    ("job_id", "attempt", "host", "gpu"),
+    "One row per job x attempt x device (a GPU or a MIG instance) [ICSE24 §3.2, CloudBrain "
+    "§IV-C]. idle_slot_s + never_used_s + busy_s + missing_s = alloc_s. The seconds are GPU "
+    "seconds: wall seconds x gpu_weight (the MIG slice's share of its GPU, 1 for a whole GPU).",
+    ("job_id", "attempt", "host", "gpu", "gpu_instance"),
     job_id=S,
     attempt=pl.Int16(),
     host=S,
     gpu=pl.Int16(),
+    gpu_instance=pl.Int16(),
+    mig_profile=S,
+    gpu_model=S,
+    gpu_weight=F,
     start_ts=T,
     end_ts=T,
     alloc_s=F,
@@ -117,11 +122,13 @@ IDLE_SLOTS = _result(
     "idle_slots",
     "One row per idle slot: a run of util = 0 and memory <= floor longer than the minimum "
     "[CloudBrain §IV-C]. Never-used GPUs have none (their whole time is never-used).",
-    ("job_id", "attempt", "host", "gpu", "start_ts"),
+    ("job_id", "attempt", "host", "gpu", "gpu_instance", "start_ts"),
     job_id=S,
     attempt=pl.Int16(),
     host=S,
     gpu=pl.Int16(),
+    gpu_instance=pl.Int16(),
+    mig_profile=S,
     start_ts=T,
     end_ts=T,
     duration_s=F,
@@ -131,11 +138,13 @@ STABLE_PHASES = _result(
     "stable_phases",
     "One row per memory phase of a job x GPU [CloudBrain §IV-B]; `stable` under the default "
     "smallest (t, m); the grid table has every (t, m).",
-    ("job_id", "attempt", "host", "gpu", "start_ts"),
+    ("job_id", "attempt", "host", "gpu", "gpu_instance", "start_ts"),
     job_id=S,
     attempt=pl.Int16(),
     host=S,
     gpu=pl.Int16(),
+    gpu_instance=pl.Int16(),
+    mig_profile=S,
     start_ts=T,
     end_ts=T,
     duration_s=F,

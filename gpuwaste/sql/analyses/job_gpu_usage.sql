@@ -5,10 +5,16 @@
 -- Every allocated second is exactly one of: idle slot, never used, busy (observed and not in an
 -- idle slot, including idle runs too short to be slots), missing (no data):
 --   idle_slot_s + never_used_s + busy_s + missing_s = alloc_s.
+-- A device is a whole GPU or a MIG instance; its seconds are GPU seconds, wall seconds x
+-- gpu_weight (the instance's slice of its GPU; 1 for a whole GPU), so that every roll-up of GPU
+-- time counts a 1g.10gb instance as 1/7 of a GPU (docs/analyses.md#mig-instances).
 with
 
 allocations as (
-    select alloc_id, job_id, attempt, host, gpu, start_ts, end_ts from analyze_alloc where gpu >= 0
+    select alloc_id, job_id, attempt, host, gpu, gpu_instance, mig_profile, gpu_model, gpu_weight,
+           start_ts, end_ts
+    from analyze_alloc
+    where gpu >= 0
 ),
 
 stats as (
@@ -16,13 +22,15 @@ stats as (
 ),
 
 slots as (
-    select job_id, attempt, host, gpu, sum(duration_s) as idle_slot_s, count(*) as idle_slots
+    select job_id, attempt, host, gpu, gpu_instance,
+           sum(duration_s) as idle_slot_s, count(*) as idle_slots
     from batch_idle_slots
-    group by job_id, attempt, host, gpu
+    group by job_id, attempt, host, gpu, gpu_instance
 ),
 
 phases as (
-    select job_id, attempt, host, gpu, n_phases, n_stable_phases from batch_phase_counts
+    select job_id, attempt, host, gpu, gpu_instance, n_phases, n_stable_phases
+    from batch_phase_counts
 ),
 
 joined as (
@@ -31,12 +39,17 @@ joined as (
         a.attempt,
         a.host,
         a.gpu,
+        a.gpu_instance,
+        a.mig_profile,
+        a.gpu_model,
+        a.gpu_weight,
         a.start_ts,
         a.end_ts,
-        epoch(a.end_ts - a.start_ts) as alloc_s,
-        least(coalesce(s.observed_s, 0), epoch(a.end_ts - a.start_ts)) as observed_s,
+        epoch(a.end_ts - a.start_ts) * a.gpu_weight as alloc_s,
+        least(coalesce(s.observed_s, 0), epoch(a.end_ts - a.start_ts)) * a.gpu_weight
+            as observed_s,
         coalesce(s.never_used, false) as never_used,
-        coalesce(sl.idle_slot_s, 0) as idle_slot_s,
+        coalesce(sl.idle_slot_s, 0) * a.gpu_weight as idle_slot_s,
         coalesce(sl.idle_slots, 0) as idle_slots,
         s.util_mean,
         s.util_max,
@@ -48,13 +61,18 @@ joined as (
         coalesce(s.interval_s, getvariable('fallback_interval_s')::double) as interval_s
     from allocations as a
     left join stats as s using (alloc_id)
-    left join slots as sl using (job_id, attempt, host, gpu)
-    left join phases as p using (job_id, attempt, host, gpu)
+    left join slots as sl
+      on sl.job_id = a.job_id and sl.attempt = a.attempt and sl.host = a.host
+     and sl.gpu = a.gpu and sl.gpu_instance is not distinct from a.gpu_instance
+    left join phases as p
+      on p.job_id = a.job_id and p.attempt = a.attempt and p.host = a.host
+     and p.gpu = a.gpu and p.gpu_instance is not distinct from a.gpu_instance
 ),
 
 final as (
     select
-        job_id, attempt, host, gpu, start_ts, end_ts,
+        job_id, attempt, host, gpu, gpu_instance, mig_profile, gpu_model, gpu_weight,
+        start_ts, end_ts,
         alloc_s,
         observed_s,
         alloc_s - observed_s as missing_s,

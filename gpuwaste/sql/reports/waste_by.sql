@@ -28,7 +28,7 @@ gpus as (
         epoch(
             least(end_ts, coalesce(getvariable('period_end')::timestamptz, end_ts))
             - greatest(start_ts, coalesce(getvariable('period_start')::timestamptz, start_ts))
-        ) / alloc_s as share
+        ) / epoch(end_ts - start_ts) as share
     from job_gpu_usage
     where alloc_s > 0
       and (getvariable('cluster') is null or cluster = getvariable('cluster'))

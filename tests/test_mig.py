@@ -1,0 +1,367 @@
+"""MIG instances are devices of their own, end to end (issue 14): profiles and slice weights, the
+real dcgm-exporter MIG output, bad MIG labels, the one-off ingest of a MIG scrape, planted truth
+per slice, and a host's GPU time unchanged when its GPUs are split."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from gpuwaste.analyses.run import analyze
+from gpuwaste.analyses.sqlfiles import load_sql, set_variables
+from gpuwaste.cli import app
+from gpuwaste.config import PrometheusLabels, Settings
+from gpuwaste.generate import GeneratorSpec, write_all
+from gpuwaste.ingest.prometheus.openmetrics_parse import parse_text
+from gpuwaste.ingest.prometheus.rows import gpu_rows
+from gpuwaste.warehouse.mig import MODEL_PROFILES, parse_profile, profile_problem
+from gpuwaste.warehouse.store import Warehouse
+from tests.conftest import FIXTURES
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+MIG_SAMPLE = FIXTURES / "exporter_text" / "dcgm_exporter_docs_mig_a100.prom"
+
+
+# --- profiles -------------------------------------------------------------------------------
+
+
+def test_profile_weights_by_hand() -> None:
+    assert parse_profile("1g.10gb").weight == pytest.approx(1 / 7)  # type: ignore[union-attr]
+    assert parse_profile("3g.40gb").weight == pytest.approx(3 / 7)  # type: ignore[union-attr]
+    assert parse_profile("7g.80gb").weight == 1.0  # type: ignore[union-attr]
+    assert parse_profile("1g.10gb+me").base == "1g.10gb"  # type: ignore[union-attr]
+    assert parse_profile("2g.12gb").weight == 0.5  # type: ignore[union-attr]  # A30: 4 slices
+    assert parse_profile("1g.6gb").memory_mib == 6144  # type: ignore[union-attr]
+    assert parse_profile("gpu") is None and parse_profile("0g.5gb") is None
+
+
+def test_profile_problems() -> None:
+    assert profile_problem(None, "NVIDIA A100-SXM4-80GB") == "a MIG instance without its profile"
+    assert "not a MIG profile" in str(profile_problem("big", None))
+    assert profile_problem("1g.5gb", "NVIDIA A100-SXM4-80GB") == (
+        "MIG profile '1g.5gb' does not exist on NVIDIA A100-SXM4-80GB"
+    )
+    assert profile_problem("1g.5gb", "NVIDIA A100-SXM4-40GB") is None
+    assert profile_problem("1g.5gb", None) is None  # model unknown: any well-formed profile
+
+
+def _sql_weights(profiles: list[str | None]) -> list[float]:
+    """gpu_weight as staging/allocations.sql computes it, for one allocation per profile."""
+    con = duckdb.connect()
+    con.execute("set TimeZone = 'UTC'")
+    n = len(profiles)
+    con.register(
+        "job_gpus",
+        pl.DataFrame(
+            {
+                "cluster": ["c"] * n,
+                "job_id": [f"j{i:03d}" for i in range(n)],
+                "attempt": [0] * n,
+                "host": ["h"] * n,
+                "gpu": [0] * n,
+                "gpu_instance": [None if p is None else i for i, p in enumerate(profiles)],
+                "mig_profile": profiles,
+                "gpu_model": [None] * n,
+                "start_ts": [T0] * n,
+                "end_ts": [T0 + timedelta(hours=1)] * n,
+            },
+            schema_overrides={"gpu_instance": pl.Int16, "mig_profile": pl.String},
+        ),
+    )
+    con.register(
+        "jobs", pl.DataFrame({"cluster": ["c"], "job_id": ["x"], "start_ts": [T0], "end_ts": [T0]})
+    )
+    con.register("analyze_batch", pl.DataFrame({"job_id": [f"j{i:03d}" for i in range(n)]}))
+    set_variables(con, {"cluster": "c", "as_of": T0})
+    rows = con.sql(f"select job_id, gpu_weight from ({load_sql('staging/allocations')})").pl()
+    return rows.sort("job_id")["gpu_weight"].to_list()
+
+
+def test_sql_weight_rule_equals_python() -> None:
+    """allocations.sql and warehouse/mig.py state one rule: every known profile, suffixes, A30's
+    4-slice profiles, a whole GPU (no profile) and text that is no profile (weight 1)."""
+    names = sorted({p for ps in MODEL_PROFILES.values() for p in ps})
+    names += ["1g.10gb+me", "1g.5gb-me", "4g.24gb", "7g.141gb"]
+    weights = _sql_weights([*names, None, "whole"])
+    want = [parse_profile(n).weight for n in names] + [1.0, 1.0]  # type: ignore[union-attr]
+    assert weights == pytest.approx(want, abs=1e-12)
+
+
+# --- ingest: one device per instance --------------------------------------------------------
+
+
+def _rows(text: str) -> tuple[pl.DataFrame, list[str]]:
+    parsed = parse_text(text, default_ts=T0)
+    out = gpu_rows(parsed.series, PrometheusLabels(), source="test")
+    return out.frame, [r.reason for r in out.refused]
+
+
+def test_real_dcgm_exporter_mig_output() -> None:
+    """NVIDIA's documented MIG output: the parent GPU and GPU instance 13 (1g.5gb) are two
+    devices; the instance's utilization is its GR_ENGINE_ACTIVE."""
+    frame, refused = _rows(MIG_SAMPLE.read_text())
+    assert refused == []
+    rows = frame.sort("gpu_instance", nulls_last=False).to_dicts()
+    assert [(r["gpu"], r["gpu_instance"], r["mig_profile"]) for r in rows] == [
+        (0, None, None),
+        (0, 13, "1g.5gb"),
+    ]
+    parent, instance = rows
+    assert parent["util"] == pytest.approx(99.563) and parent["mem_used_mib"] == 4845
+    assert instance["util"] == pytest.approx(99.5687)
+    assert instance["util_source"] == "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+    assert instance["mem_total_mib"] is None  # the instance exports no FB_* here
+
+
+LABELS = 'gpu="0",UUID="GPU-1",modelName="NVIDIA A100-SXM4-80GB",Hostname="n1"'
+
+
+def test_gpu_util_is_never_the_utilization_of_an_instance() -> None:
+    """dcgm-exporter#216: GPU_UTIL reads 0 on MIG. An instance with only GPU_UTIL has no
+    utilization; with SM_ACTIVE and GR_ENGINE_ACTIVE, SM_ACTIVE wins; a whole GPU keeps
+    GPU_UTIL when it is all there is."""
+    mig = f'{LABELS},GPU_I_ID="1",GPU_I_PROFILE="1g.10gb"'
+    mig2 = f'{LABELS},GPU_I_ID="2",GPU_I_PROFILE="3g.40gb"'
+    text = "\n".join(
+        [
+            f"DCGM_FI_DEV_GPU_UTIL{{{mig}}} 0",
+            f"DCGM_FI_DEV_FB_USED{{{mig}}} 100",
+            f"DCGM_FI_DEV_FB_FREE{{{mig}}} 9900",
+            f"DCGM_FI_DEV_GPU_UTIL{{{mig2}}} 0",
+            f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{mig2}}} 0.5",
+            f"DCGM_FI_PROF_SM_ACTIVE{{{mig2}}} 0.25",
+            'DCGM_FI_DEV_GPU_UTIL{gpu="1",Hostname="n1"} 40',
+        ]
+    )
+    frame, refused = _rows(text + "\n")
+    assert refused == []
+    got = {(r["gpu"], r["gpu_instance"]): r for r in frame.to_dicts()}
+    assert got[(0, 1)]["util"] is None and got[(0, 1)]["util_source"] is None
+    assert got[(0, 1)]["mem_total_mib"] == 10000  # per instance: its used + free
+    assert got[(0, 2)]["util"] == 25.0 and got[(0, 2)]["util_source"] == "DCGM_FI_PROF_SM_ACTIVE"
+    assert (
+        got[(1, None)]["util"] == 40.0 and got[(1, None)]["util_source"] == "DCGM_FI_DEV_GPU_UTIL"
+    )
+
+
+@pytest.mark.parametrize(
+    ("labels", "reason"),
+    [
+        ('GPU_I_ID="3"', "a MIG instance without its profile (GPU_I_PROFILE)"),
+        ('GPU_I_ID="3",GPU_I_PROFILE="1g.5gb"', "does not exist on NVIDIA A100-SXM4-80GB"),
+        ('GPU_I_ID="3",GPU_I_PROFILE="half"', "'half' is not a MIG profile"),
+        ('GPU_I_PROFILE="1g.10gb"', "a MIG profile without its instance id (GPU_I_ID)"),
+        ('GPU_I_ID="x",GPU_I_PROFILE="1g.10gb"', "MIG instance id 'x' is not a number"),
+    ],
+)
+def test_bad_mig_labels_are_refused_never_merged_into_the_parent(labels: str, reason: str) -> None:
+    parent = f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{LABELS}}} 0.5"
+    bad = f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{LABELS},{labels}}} 0.0"
+    frame, refused = _rows(f"{parent}\n{bad}\n")
+    assert len(refused) == 1 and reason in refused[0], refused
+    assert frame.height == 1 and frame["util"].to_list() == [50.0]  # the parent alone
+    assert frame["gpu_instance"].to_list() == [None]
+
+
+# --- the generator's MIG hosts, through the command line ------------------------------------
+
+SPEC = GeneratorSpec(seed=4, gpus=8, days=0.25, interval_s=15, cluster="m", mig_hosts=2)
+
+
+@pytest.fixture(scope="module")
+def mig_cluster(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object]]:
+    out = tmp_path_factory.mktemp("mig-generated")
+    write_all(SPEC, out)
+    truth = json.loads((out / "truth.json").read_text())
+    data = out / "wh"
+    for argv in (
+        ["ingest", "openmetrics", "--file", str(out / "metrics.om"), "--cluster", "m"],
+        ["ingest", "slurm", "--file", str(out / "sacct.txt"), "--cluster", "m"],
+        ["analyze"],
+    ):
+        res = CliRunner().invoke(app, [*argv, "--data-dir", str(data)])
+        assert res.exit_code == 0, (argv, res.output)
+    return data, truth
+
+
+def test_default_generator_output_has_no_mig(tmp_path: Path) -> None:
+    write_all(GeneratorSpec(seed=4, gpus=8, days=0.05), tmp_path)
+    assert "GPU_I_ID" not in (tmp_path / "metrics.om").read_text()
+    assert "mig" not in json.loads((tmp_path / "truth.json").read_text())
+
+
+def test_one_off_ingest_of_a_mig_scrape_gives_one_device_per_instance(
+    mig_cluster: tuple[Path, dict[str, object]],
+) -> None:
+    data, truth = mig_cluster
+    layout = truth["mig"]["devices"]  # type: ignore[index]
+    devices = Warehouse(data).read("gpu_samples", "m").filter(pl.col("host").str.starts_with("mig"))
+    got = devices.select("host", "gpu", "gpu_instance", "mig_profile").unique()
+    want = pl.DataFrame(layout, schema=got.schema)
+    parents = want.filter(pl.col("gpu_instance").is_not_null()).select("host", "gpu").unique()
+    want = pl.concat(
+        [want, parents.with_columns(gpu_instance=None, mig_profile=None).select(want.columns)],
+        how="vertical_relaxed",
+    )
+    assert got.sort(pl.all()).equals(want.unique().sort(pl.all()))
+    assert set(devices["gpu_model"].unique()) == {"NVIDIA A100-SXM4-80GB"}
+    # an instance's utilization never comes from GPU_UTIL (written as 0 on every instance)
+    inst = devices.filter(pl.col("gpu_instance").is_not_null())
+    assert set(inst["util_source"].unique()) == {"DCGM_FI_PROF_GR_ENGINE_ACTIVE"}
+
+
+def test_planted_truth_per_slice(mig_cluster: tuple[Path, dict[str, object]]) -> None:
+    """Every MIG-host job, whole GPU or slice: its device, its GPU time weighted by the slice,
+    its idle-slot time, never-used flag and utilization, as planted (exact: jobs and slots are
+    on sample boundaries)."""
+    data, truth = mig_cluster
+    want = pl.DataFrame(truth["mig"]["jobs"])  # type: ignore[index]
+    usage = Warehouse(data).read("job_gpu_usage", "m")
+    got = want.join(usage, on="job_id", how="left", suffix="_got")
+    assert got.height == want.height > 20
+    assert got.filter(pl.col("gpu_instance").is_not_null())["mig_profile"].n_unique() >= 4
+    for r in got.to_dicts():
+        where = r["job_id"]
+        assert (r["host_got"], r["gpu_got"], r["gpu_instance_got"]) == (
+            r["host"], r["gpu"], r["gpu_instance"],
+        ), where  # fmt: skip
+        assert r["mig_profile_got"] == r["mig_profile"], where
+        assert r["gpu_weight_got"] == pytest.approx(r["gpu_weight"]), where
+        assert r["alloc_s_got"] == pytest.approx(r["gpu_s"]), where
+        assert r["idle_slot_s_got"] == pytest.approx(r["idle_slot_s"] * r["gpu_weight"]), where
+        assert r["never_used_got"] == r["never_used"], where
+        assert r["util_mean_got"] == pytest.approx(r["util_mean"]), where
+        assert r["mem_total_mib_got"] == r["mem_total_mib"], where
+    jobs = Warehouse(data).read("job_usage", "m").join(want.select("job_id", "gpu_s"), on="job_id")
+    assert jobs["gpu_s"].to_list() == pytest.approx(jobs["gpu_s_right"].to_list())
+
+
+# --- property: splitting a host's GPUs does not change its GPU time -------------------------
+
+A100_80 = {"1g.10gb": 1, "2g.20gb": 2, "3g.40gb": 3, "4g.40gb": 4, "7g.80gb": 7}
+
+
+@st.composite
+def layouts(draw: st.DrawFn) -> list[list[str | None]]:
+    """Per GPU of a host: [None] (whole), or MIG profiles that use all 7 compute slices."""
+    out: list[list[str | None]] = []
+    for _ in range(draw(st.integers(1, 3))):
+        if draw(st.booleans()):
+            out.append([None])
+            continue
+        left, parts = 7, []
+        while left:
+            p = draw(st.sampled_from([n for n, k in A100_80.items() if k <= left]))
+            parts.append(p)
+            left -= A100_80[p]
+        out.append(parts)
+    return out
+
+
+def _host_gpu_time(data_dir: Path, layout: list[list[str | None]], utils: list[float]) -> dict:
+    """Analyze one job per device, all over the same hour, and return the GPU-time totals."""
+    wh = Warehouse(data_dir)
+    end = T0 + timedelta(hours=1)
+    samples, job_gpus, jobs = [], [], []
+    for gpu, parts in enumerate(layout):
+        for inst, profile in enumerate(parts):
+            instance = None if profile is None else inst + 1
+            job = f"j{gpu}-{inst}"
+            u = utils[(gpu + inst) % len(utils)]
+            for k in range(0, 3600, 60):
+                samples.append((gpu, instance, profile, T0 + timedelta(seconds=k), u))
+            job_gpus.append((job, gpu, instance, profile))
+            jobs.append(job)
+    wh.replace_window(
+        "gpu_samples",
+        "c",
+        T0,
+        end,
+        pl.DataFrame(
+            [
+                {
+                    "host": "h",
+                    "gpu": g,
+                    "gpu_instance": i,
+                    "mig_profile": p,
+                    "ts": t,
+                    "util": u,
+                    "mem_used_mib": 0.0 if u == 0 else 1000.0,
+                    "mem_total_mib": 10240.0,
+                }
+                for g, i, p, t, u in samples
+            ]
+        ),
+    )
+    wh.upsert(
+        "jobs",
+        "c",
+        "t",
+        pl.DataFrame(
+            {
+                "job_id": jobs,
+                "state": ["passed"] * len(jobs),
+                "start_ts": [T0] * len(jobs),
+                "end_ts": [end] * len(jobs),
+                "gpus": [1] * len(jobs),
+                "vc": ["v"] * len(jobs),
+            }
+        ),
+    )
+    wh.upsert(
+        "job_gpus",
+        "c",
+        "t",
+        pl.DataFrame(
+            [
+                {
+                    "job_id": j,
+                    "attempt": 0,
+                    "host": "h",
+                    "gpu": g,
+                    "gpu_instance": i,
+                    "mig_profile": p,
+                    "start_ts": T0,
+                    "end_ts": end,
+                }
+                for j, g, i, p in job_gpus
+            ]
+        ),
+    )
+    analyze(Settings(data_dir=data_dir), quiet=True)
+    usage = wh.read("job_gpu_usage", "c")
+    for r in usage.iter_rows(named=True):  # the figures add up on every device
+        total = r["idle_slot_s"] + r["never_used_s"] + r["busy_s"] + r["missing_s"]
+        assert total == pytest.approx(r["alloc_s"]), r
+    daily = wh.read("waste_daily", "c").filter(pl.col("vc") == "(all)")
+    return {
+        "job_gpu_usage": usage["alloc_s"].sum(),
+        "job_usage": wh.read("job_usage", "c")["gpu_s"].sum(),
+        "waste_daily": daily["alloc_gpu_h"].sum() * 3600,
+        "devices": usage.height,
+    }
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layout=layouts(), utils=st.lists(st.sampled_from([0.0, 30.0, 90.0]), min_size=1))
+def test_a_hosts_gpu_time_is_unchanged_when_its_gpus_are_split(
+    layout: list[list[str | None]], utils: list[float]
+) -> None:
+    whole: list[list[str | None]] = [[None] for _ in layout]
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
+        split_time = _host_gpu_time(Path(one), layout, utils)
+        whole_time = _host_gpu_time(Path(two), whole, utils)
+    assert split_time["devices"] == sum(len(p) for p in layout)
+    hour_per_gpu = 3600.0 * len(layout)
+    for name in ("job_gpu_usage", "job_usage", "waste_daily"):
+        assert split_time[name] == pytest.approx(hour_per_gpu), name
+        assert whole_time[name] == pytest.approx(hour_per_gpu), name
