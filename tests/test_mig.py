@@ -365,3 +365,125 @@ def test_a_hosts_gpu_time_is_unchanged_when_its_gpus_are_split(
     for name in ("job_gpu_usage", "job_usage", "waste_daily"):
         assert split_time[name] == pytest.approx(hour_per_gpu), name
         assert whole_time[name] == pytest.approx(hour_per_gpu), name
+
+
+# --- allocations to instances ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tres", "gres_style", "want"),
+    [
+        ("billing=4,cpu=4,gres/gpu:1g.10gb=1,gres/gpu=1,mem=30G,node=1", False, ("1g.10gb", None)),
+        ("cpu=2,gres/gpu:a100_1g.5gb=1,node=1", False, ("1g.5gb", "a100")),
+        ("gpu:nvidia_a100-sxm4-80gb_3g.40gb:1", True, ("3g.40gb", "nvidia_a100-sxm4-80gb")),
+        ("gpu:1g.10gb:2", True, ("1g.10gb", None)),
+        ("cpu=8,gres/gpu:a100=2,gres/gpu=2", False, (None, "a100")),
+        ("cpu=8,gres/gpu=2", False, (None, None)),
+        ("gres/gpu:1g.10gb=1,gres/gpu:2g.20gb=1,gres/gpu=2", False, (None, None)),
+    ],
+)
+def test_slurm_gres_type_names_the_mig_profile_or_the_model(
+    tres: str, gres_style: bool, want: tuple[str | None, str | None]
+) -> None:
+    from gpuwaste.ingest.slurm.parse import gpu_count, gpu_type
+
+    assert gpu_type(tres, gres_style) == want
+    assert gpu_count("gpu:1g.10gb:2", gres_style=True) == 2
+
+
+def test_sacct_with_mig_gres_and_scontrol_indices() -> None:
+    """A MIG job keeps its profile, and takes no index from scontrol (Slurm's MIG device index
+    names neither the parent GPU nor the instance): it stays unknown (-1) with its profile until
+    the instances' job labels name them; a whole-GPU job takes scontrol's index."""
+    from gpuwaste.ingest.gpu_indices import build_job_gpus
+    from gpuwaste.ingest.slurm.parse import parse_sacct
+
+    text = (
+        "JobID|JobIDRaw|JobName|User|Account|Partition|QOS|State|ExitCode|Submit|Start|End|"
+        "Elapsed|Timelimit|AllocTRES|NodeList\n"
+        "11|11|a|u|acct|mig|normal|COMPLETED|0:0|2026-11-01T10:00:00|2026-11-01T10:01:00|"
+        "2026-11-01T11:01:00|01:00:00|1-00:00:00|cpu=4,gres/gpu:a100_1g.5gb=1,gres/gpu=1|n1\n"
+        "12|12|b|u|acct|gpu|normal|COMPLETED|0:0|2026-11-01T10:00:00|2026-11-01T10:01:00|"
+        "2026-11-01T11:01:00|01:00:00|1-00:00:00|cpu=4,gres/gpu:a100=1,gres/gpu=1|n1\n"
+    )
+    jobs = parse_sacct(text).jobs
+    assert jobs.select("job_id", "mig_profile", "gpu_model", "gpus").rows() == [
+        ("11", "1g.5gb", "a100", 1),
+        ("12", None, "a100", 1),
+    ]
+    scontrol = pl.DataFrame(
+        {"job_id": ["11", "12"], "job_id_raw": ["11", "12"], "host": ["n1", "n1"], "gpu": [0, 1]}
+    )
+    empty = pl.DataFrame(
+        schema={
+            "job_id": pl.String,
+            "host": pl.String,
+            "gpu": pl.Int16,
+            "gpu_instance": pl.Int16,
+            "mig_profile": pl.String,
+            "gpu_model": pl.String,
+        }
+    )
+    rows = build_job_gpus(jobs, scontrol, empty)
+    assert rows.select("job_id", "gpu", "gpu_instance", "mig_profile", "gpu_model").rows() == [
+        ("11", -1, None, "1g.5gb", "a100"),
+        ("12", 1, None, None, "a100"),
+    ]
+    labelled = empty.vstack(
+        pl.DataFrame(
+            [("11", "n1", 0, 9, "1g.5gb", "NVIDIA A100-SXM4-40GB")],
+            schema=empty.schema,
+            orient="row",
+        )
+    )
+    rows = build_job_gpus(jobs, scontrol, labelled)
+    assert rows.filter(pl.col("job_id") == "11").select("gpu", "gpu_instance").rows() == [(0, 9)]
+
+
+def test_kube_state_metrics_mig_requests_make_gpu_jobs() -> None:
+    """`nvidia.com/mig-1g.10gb` requests (kube-state-metrics writes the resource as
+    `nvidia_com_mig_1g_10gb`) make a pod a GPU job, one device per instance requested. The
+    scrape is the real Kubernetes 1.35 capture with one pod's cpu request line turned into a
+    MIG request (the captured cluster has no GPUs)."""
+    from gpuwaste.config import KubernetesJobs
+    from gpuwaste.ingest.prometheus.kube import pods_to_jobs
+
+    ksm = FIXTURES / "kube_state_metrics" / "nri_kubernetes_k8s_1_35_pod_families.prom"
+    real = 'container="compute-pi-digits",node="datagen-1-35",resource="cpu",unit="core"} 0.04'
+    text = ksm.read_text()
+    assert real in text
+    mig = 'container="compute-pi-digits",node="datagen-1-35",resource="nvidia_com_mig_1g_10gb",'
+    text = text.replace(real, mig + 'unit="integer"} 2', 1)
+    parsed = parse_text(text, default_ts=T0)
+    jobs = pods_to_jobs(
+        parsed.series,
+        KubernetesJobs(enabled=True),
+        newest=T0,
+        running_slack=timedelta(seconds=45),
+    )
+    assert jobs.select("job_id", "gpus").rows() == [("scraper/e2e-statefulset-0", 2)]
+
+
+def test_jobs_from_instance_labels_alone(tmp_path: Path) -> None:
+    """No scheduler: the hpc_job labels of instance series give one allocation per instance,
+    with its profile, and the analysis weighs it by its slice."""
+    spec = GeneratorSpec(seed=2, gpus=8, days=0.1, interval_s=15, cluster="m", mig_hosts=1)
+    write_all(spec, tmp_path / "src")
+    truth = json.loads((tmp_path / "src" / "truth.json").read_text())["mig"]["jobs"]
+    data = tmp_path / "wh"
+    for argv in (
+        ["ingest", "openmetrics", "--file", str(tmp_path / "src" / "metrics.om"), "--cluster", "m"],
+        ["analyze"],
+    ):
+        res = CliRunner().invoke(app, [*argv, "--data-dir", str(data)])
+        assert res.exit_code == 0, (argv, res.output)
+    wh = Warehouse(data)
+    spans = wh.read("job_gpus", "m").join(pl.DataFrame(truth), on="job_id", suffix="_truth")
+    assert spans.height == len(truth) > 5
+    assert spans.filter(
+        (pl.col("gpu_instance").eq_missing(pl.col("gpu_instance_truth")).not_())
+        | (pl.col("mig_profile").eq_missing(pl.col("mig_profile_truth")).not_())
+    ).is_empty()
+    usage = wh.read("job_gpu_usage", "m").join(pl.DataFrame(truth), on="job_id", suffix="_t")
+    # label-derived spans end one scrape interval after the last labelled sample, as the truth
+    assert usage["alloc_s"].to_list() == pytest.approx(usage["gpu_s"].to_list())
