@@ -201,6 +201,9 @@ class ClusterConfig(_Strict):
     openmetrics: OpenMetricsSource | None = None
     csv: CsvSource | None = None
     parquet: CsvSource | None = None
+    # GPU model by host glob (`"gpu-a100-*" = "NVIDIA A100-SXM4-80GB"`), for devices whose samples
+    # carry no DCGM modelName; the first matching pattern wins
+    gpu_models: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("name")
     @classmethod

@@ -487,3 +487,99 @@ def test_jobs_from_instance_labels_alone(tmp_path: Path) -> None:
     usage = wh.read("job_gpu_usage", "m").join(pl.DataFrame(truth), on="job_id", suffix="_t")
     # label-derived spans end one scrape interval after the last labelled sample, as the truth
     assert usage["alloc_s"].to_list() == pytest.approx(usage["gpu_s"].to_list())
+
+
+# --- GPU models -----------------------------------------------------------------------------
+
+
+def _model_cluster(data_dir: Path) -> None:
+    """Three one-GPU jobs over one hour, sampled every minute: on host a1 the samples name the
+    model (DCGM modelName), h1's model comes from the config's host map, x1's from the Slurm GRES
+    type. a1 idles 10 minutes (an idle slot) and runs at 10 % with 8000 MiB: it would fit A100
+    80GB's 1g.10gb; h1 runs at 10 % with 20000 MiB (too much memory for the smallest slice)."""
+    from gpuwaste.config import ClusterConfig
+
+    end = T0 + timedelta(hours=1)
+    rows = []
+    for host, model, mem in (
+        ("a1", "NVIDIA A100-SXM4-80GB", 8000.0),
+        ("h1", None, 20000.0),
+        ("x1", None, 8000.0),
+    ):
+        for k in range(60):
+            idle = host == "a1" and 20 <= k < 30
+            rows.append(
+                {
+                    "host": host,
+                    "gpu": 0,
+                    "gpu_model": model,
+                    "ts": T0 + timedelta(minutes=k),
+                    "util": 0.0 if idle else 10.0,
+                    "mem_used_mib": 0.0 if idle else mem,
+                    "mem_total_mib": 81920.0,
+                }
+            )
+    wh = Warehouse(data_dir)
+    wh.replace_window("gpu_samples", "c", T0, end, pl.DataFrame(rows))
+    hosts = ["a1", "h1", "x1"]
+    wh.upsert(
+        "jobs",
+        "c",
+        "t",
+        pl.DataFrame(
+            {
+                "job_id": [f"job-{h}" for h in hosts],
+                "user": ["u"] * 3,
+                "vc": ["v"] * 3,
+                "state": ["passed"] * 3,
+                "start_ts": [T0] * 3,
+                "end_ts": [end] * 3,
+                "gpus": [1] * 3,
+            }
+        ),
+    )
+    wh.upsert(
+        "job_gpus",
+        "c",
+        "t",
+        pl.DataFrame(
+            {
+                "job_id": [f"job-{h}" for h in hosts],
+                "attempt": [0] * 3,
+                "host": hosts,
+                "gpu": [0] * 3,
+                "gpu_model": [None, None, "a100"],
+                "start_ts": [T0] * 3,
+                "end_ts": [end] * 3,
+            }
+        ),
+    )
+    config = ClusterConfig(name="c", gpu_models={"h*": "NVIDIA H100 80GB HBM3", "a*": "wrong"})
+    analyze(Settings(data_dir=data_dir, clusters=[config]), quiet=True)
+
+
+def test_gpu_model_per_device_report_by_model_and_fits_smaller_slice(tmp_path: Path) -> None:
+    _model_cluster(tmp_path)
+    wh = Warehouse(tmp_path)
+    models = dict(wh.read("job_gpu_usage", "c").select("host", "gpu_model").iter_rows())
+    # DCGM modelName first (the host map's "a*" does not override it), then the map, then GRES
+    assert models == {"a1": "NVIDIA A100-SXM4-80GB", "h1": "NVIDIA H100 80GB HBM3", "x1": "a100"}
+    diagnoses = dict(wh.read("job_usage", "c").select("job_id", "diagnoses").iter_rows())
+    assert "fits_smaller_slice" in diagnoses["job-a1"].split(",")
+    assert "fits_smaller_slice" not in diagnoses["job-h1"]  # 20000 MiB > H100's 1g.10gb
+    assert "fits_smaller_slice" not in diagnoses["job-x1"]  # "a100": no known MIG profiles
+    res = CliRunner().invoke(
+        app, ["report", "--by", "model", "--data-dir", str(tmp_path), "--format", "json"]
+    )
+    assert res.exit_code == 0, res.output
+    rows = {r["model"]: r for r in json.loads(res.stdout)}
+    assert set(rows) == {"NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "a100"}
+    a100 = rows["NVIDIA A100-SXM4-80GB"]
+    assert a100["gpu_h"] == pytest.approx(1.0) and a100["jobs"] == 1
+    assert a100["idle_slot_gpu_h"] == pytest.approx(10 / 60)  # samples 20..29: 10 minutes
+    assert a100["lost_gpu_h"] == pytest.approx(10 / 60) and rows["a100"]["lost_gpu_h"] == 0
+    summary = wh.read("waste_by_model", "c").filter(pl.col("vc") == "(all)")
+    assert dict(summary.select("gpu_model", "lost_gpu_h").iter_rows()) == pytest.approx(
+        {m: r["lost_gpu_h"] for m, r in rows.items()},
+        rel=1e-5,  # the report prints rounded
+    )

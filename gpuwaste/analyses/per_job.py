@@ -234,6 +234,7 @@ GPU_STEPS: tuple[Step, ...] = (
     _analysis_step("batch_util_hist", "job_util_hist", conform=False),  # conformed once summed
     Step("batch_fluctuation", ("util_minutes", "analyze_alloc"), sql="staging/job_fluctuation"),
     Step("batch_phase_counts", ("batch_phases",), fn=_phase_counts),
+    Step("device_models", ("gpu_samples",), sql="staging/device_models", temp_table=True),
     _analysis_step("batch_gpu_usage", "job_gpu_usage"),
     Step("batch_host_usage", ("analyze_alloc", "host_samples"), sql="staging/job_host_usage"),
 )

@@ -25,7 +25,7 @@ from gpuwaste.analyses import state
 from gpuwaste.analyses.freshness import newest_sample_ts
 from gpuwaste.analyses.per_job import BatchResult, run_batch
 from gpuwaste.analyses.registry import PER_JOB_TABLES, summary_order
-from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
+from gpuwaste.analyses.sqlfiles import device_variables, set_variables, threshold_variables
 from gpuwaste.config import Settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect, refresh_catalog
@@ -241,6 +241,7 @@ def analyze_cluster(
     with connect(settings.data_dir) as con:  # closed on an error too
         con.execute(f"set memory_limit = '{memory_limit}'")
         con.execute("set preserve_insertion_order = false")
+        set_variables(con, device_variables(settings, cluster))  # #14: GPU model by host
         as_of = _as_of(con, cluster)
         samples_until = newest_sample_ts(wh, cluster)
         parts = state.partition_signatures(wh, cluster)

@@ -279,6 +279,7 @@ SUMMARY_ORDER: dict[str, str] = {
     "util_by_spread": "vc, servers",
     "jobs_by_status": "vc, state",
     "queueing_delay": "vc, size_class",
+    "waste_by_model": "vc, lost_gpu_h DESC, gpu_model",
 }
 
 

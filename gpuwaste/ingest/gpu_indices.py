@@ -19,6 +19,8 @@ from datetime import datetime
 import duckdb
 import polars as pl
 
+from gpuwaste.warehouse.catalog import stored_columns
+from gpuwaste.warehouse.schema import GPU_SAMPLES
 from gpuwaste.warehouse.store import Warehouse
 
 UNKNOWN_GPU = -1  # job_gpus.gpu when only the host is known
@@ -64,14 +66,19 @@ def pairs_from_samples(
         lo = max(lo, within[0])
     bounds = within or (None, None)
     glob = str(base / "date=*" / "*.parquet").replace("'", "''")
+    # files written before MIG support have no instance columns: read those as null
+    present = stored_columns(GPU_SAMPLES, sorted(base.glob("date=*/*.parquet")))
+    device = ", ".join(
+        f"s.{c}" if c in present else f"null as {c}"
+        for c in ("gpu_instance", "mig_profile", "gpu_model")
+    )
     con = duckdb.connect(":memory:")
     try:
         con.execute("SET TimeZone = 'UTC'")
         con.register("job_keys", keys.to_arrow())
         df = con.sql(
             f"""
-            select distinct k.job_id, s.host, cast(s.gpu as smallint) as gpu,
-                   cast(s.gpu_instance as smallint) as gpu_instance, s.mig_profile, s.gpu_model
+            select distinct k.job_id, s.host, cast(s.gpu as smallint) as gpu, {device}
             from read_parquet('{glob}', hive_partitioning = true, union_by_name = true) as s
             join job_keys as k on s.job_id = k.key
             where s.date >= cast($1 as date)

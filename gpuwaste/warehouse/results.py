@@ -300,6 +300,23 @@ WASTE_DAILY = _result(
     killed_gpu_h=F,
 )
 
+WASTE_BY_MODEL = _result(
+    "waste_by_model",
+    "Per VC x GPU model: GPU hours allocated, busy, idle-slot, never-used and lost, share lost, "
+    "GPU utilization (time-weighted mean). Slice-weighted on MIG.",
+    ("vc", "gpu_model"),
+    vc=S,
+    gpu_model=S,
+    jobs=N,
+    gpu_h=F,
+    busy_gpu_h=F,
+    idle_slot_gpu_h=F,
+    never_used_gpu_h=F,
+    lost_gpu_h=F,
+    lost_pct=F,
+    gpu_util_pct=F,
+)
+
 RESULT_TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -309,6 +326,7 @@ RESULT_TABLES: dict[str, Table] = {
         IDLE_SLOTS,
         STABLE_PHASES,
         WASTE_BY_VC,
+        WASTE_BY_MODEL,
         NEVER_USED_BY_SIZE,
         STABLE_PHASE_GRID,
         SPATIAL_SUMMARY,

@@ -1,7 +1,11 @@
 -- grain: one row per job x attempt x allocated GPU [ICSE24 §3.2, CloudBrain §IV-B/C].
 -- sources: analyze_alloc (staging/allocations.sql), gpu_sample_stats, batch_idle_slots (this
---          batch's idle_slots), batch_phase_counts (phases per GPU from stable_phases.py).
--- variables: fallback_interval_s, min_observed_share.
+--          batch's idle_slots), batch_phase_counts (phases per GPU from stable_phases.py),
+--          device_models (staging/device_models.sql).
+-- variables: fallback_interval_s, min_observed_share, gpu_model_patterns and gpu_model_names
+--            (the cluster's `gpu_models` map: host glob -> model; unset: none).
+-- gpu_model: DCGM modelName of the device's samples, else the first host pattern that matches,
+-- else the scheduler's GPU type (Slurm GRES type).
 -- Every allocated second is exactly one of: idle slot, never used, busy (observed and not in an
 -- idle slot, including idle runs too short to be slots), missing (no data):
 --   idle_slot_s + never_used_s + busy_s + missing_s = alloc_s.
@@ -41,7 +45,16 @@ joined as (
         a.gpu,
         a.gpu_instance,
         a.mig_profile,
-        a.gpu_model,
+        coalesce(
+            dm.gpu_model,
+            list_extract(
+                getvariable('gpu_model_names'),
+                list_position(
+                    list_transform(getvariable('gpu_model_patterns'), lambda p: a.host glob p), true
+                )
+            ),
+            a.gpu_model
+        ) as gpu_model,
         a.gpu_weight,
         a.start_ts,
         a.end_ts,
@@ -61,6 +74,8 @@ joined as (
         coalesce(s.interval_s, getvariable('fallback_interval_s')::double) as interval_s
     from allocations as a
     left join stats as s using (alloc_id)
+    left join device_models as dm
+      on dm.host = a.host and dm.gpu = a.gpu and dm.gpu_instance is not distinct from a.gpu_instance
     left join slots as sl
       on sl.job_id = a.job_id and sl.attempt = a.attempt and sl.host = a.host
      and sl.gpu = a.gpu and sl.gpu_instance is not distinct from a.gpu_instance
