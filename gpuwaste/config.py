@@ -216,10 +216,27 @@ class ClusterConfig(_Strict):
         return check_timezone(v)
 
 
+class CostSettings(_Strict):
+    """`[cost]`: what a GPU-hour costs, by GPU model. A MIG instance costs its slice's share."""
+
+    currency: str = "USD"
+    # GPU model glob -> price of one whole-GPU hour (`"*A100*" = 2.5`); the first match wins
+    gpu_hour: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("gpu_hour")
+    @classmethod
+    def _prices(cls, v: dict[str, float]) -> dict[str, float]:
+        for model, price in v.items():
+            if not (price >= 0 and price != float("inf")):
+                raise ValueError(f"[cost.gpu_hour] '{model}' = {price}: a price must be 0 or more")
+        return v
+
+
 class Settings(_Strict):
     data_dir: Path = DEFAULT_DATA_DIR
     clusters: list[ClusterConfig] = Field(default_factory=list)
     thresholds: Thresholds = Field(default_factory=Thresholds)
+    cost: CostSettings = Field(default_factory=CostSettings)
     source_path: Path | None = Field(default=None, exclude=True)
 
     def cluster(self, name: str) -> ClusterConfig:

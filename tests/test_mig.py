@@ -299,7 +299,8 @@ def _host_gpu_time(data_dir: Path, layout: list[list[str | None]], utils: list[f
                     "mem_total_mib": 10240.0,
                 }
                 for g, i, p, t, u in samples
-            ]
+            ],
+            infer_schema_length=None,
         ),
     )
     wh.upsert(
@@ -334,7 +335,8 @@ def _host_gpu_time(data_dir: Path, layout: list[list[str | None]], utils: list[f
                     "end_ts": end,
                 }
                 for j, g, i, p in job_gpus
-            ]
+            ],
+            infer_schema_length=None,
         ),
     )
     analyze(Settings(data_dir=data_dir), quiet=True)
@@ -583,3 +585,104 @@ def test_gpu_model_per_device_report_by_model_and_fits_smaller_slice(tmp_path: P
         {m: r["lost_gpu_h"] for m, r in rows.items()},
         rel=1e-5,  # the report prints rounded
     )
+
+
+# --- money ----------------------------------------------------------------------------------
+
+
+def _priced_cluster(data_dir: Path, prices: dict[str, float]) -> None:
+    """Host a1 (A100 80GB): GPU 0 in MIG mode, its instance 1 (1g.10gb) runs job `slice` for an
+    hour with a 10-minute idle slot; GPU 1, whole, runs job `whole` for an hour, busy."""
+    from gpuwaste.config import CostSettings
+
+    end = T0 + timedelta(hours=1)
+    rows = []
+    for gpu, inst, profile in ((0, 1, "1g.10gb"), (1, None, None)):
+        for k in range(60):
+            idle = inst is not None and 20 <= k < 30
+            rows.append(
+                {
+                    "host": "a1",
+                    "gpu": gpu,
+                    "gpu_instance": inst,
+                    "mig_profile": profile,
+                    "gpu_model": "NVIDIA A100-SXM4-80GB",
+                    "ts": T0 + timedelta(minutes=k),
+                    "util": 0.0 if idle else 60.0,
+                    "mem_used_mib": 0.0 if idle else 5000.0,
+                    "mem_total_mib": 10240.0 if inst is not None else 81920.0,
+                    "job_id": "slice" if inst is not None else "whole",
+                }
+            )
+    wh = Warehouse(data_dir)
+    wh.replace_window("gpu_samples", "c", T0, end, pl.DataFrame(rows))
+    jobs = {
+        "job_id": ["slice", "whole"],
+        "user": ["ann", "bob"],
+        "vc": ["v", "v"],
+        "state": ["passed"] * 2,
+        "start_ts": [T0] * 2,
+        "end_ts": [end] * 2,
+        "gpus": [1, 1],
+    }
+    wh.upsert("jobs", "c", "t", pl.DataFrame(jobs))
+    spans = {
+        "job_id": ["slice", "whole"],
+        "attempt": [0, 0],
+        "host": ["a1", "a1"],
+        "gpu": [0, 1],
+        "gpu_instance": [1, None],
+        "mig_profile": ["1g.10gb", None],
+        "start_ts": [T0] * 2,
+        "end_ts": [end] * 2,
+    }
+    wh.upsert("job_gpus", "c", "t", pl.DataFrame(spans))
+    analyze(Settings(data_dir=data_dir, cost=CostSettings(gpu_hour=prices)), quiet=True)
+
+
+def test_money_by_job_user_and_model_mig_priced_by_slice(tmp_path: Path) -> None:
+    _priced_cluster(tmp_path, {"*H100*": 9.0, "*A100*": 7.0})
+    wh = Warehouse(tmp_path)
+    jobs = {r["job_id"]: r for r in wh.read("job_usage", "c").iter_rows(named=True)}
+    # (result tables are stored rounded to 6 decimals)
+    # the slice: 1 h x 1/7 x 7 = 1.0; lost 10 min of it: 1/6; the whole GPU: 7.0, nothing lost
+    assert jobs["slice"]["gpu_cost"] == pytest.approx(1.0)
+    assert jobs["slice"]["lost_cost"] == pytest.approx(1 / 6, abs=1e-6)
+    assert jobs["whole"]["gpu_cost"] == pytest.approx(7.0) and jobs["whole"]["lost_cost"] == 0
+    res = CliRunner().invoke(
+        app, ["report", "--by", "user", "--data-dir", str(tmp_path), "--format", "json"]
+    )
+    assert res.exit_code == 0, res.output
+    users = {r["user"]: r for r in json.loads(res.stdout)}
+    assert users["ann"]["lost_cost"] == pytest.approx(1 / 6, rel=1e-5)
+    assert users["bob"]["cost"] == pytest.approx(7.0, rel=1e-5)
+    model = wh.read("waste_by_model", "c").filter(pl.col("vc") == "(all)").row(0, named=True)
+    assert model["cost"] == pytest.approx(8.0) and model["lost_cost"] == pytest.approx(
+        1 / 6, abs=1e-6
+    )
+    assert model["gpu_h"] == pytest.approx(1 + 1 / 7, abs=1e-6)
+
+
+def test_without_prices_no_money_columns_in_the_report(tmp_path: Path) -> None:
+    _priced_cluster(tmp_path, {})
+    assert Warehouse(tmp_path).read("job_usage", "c")["lost_cost"].null_count() == 2
+    res = CliRunner().invoke(
+        app, ["report", "--by", "vc", "--data-dir", str(tmp_path), "--format", "json"]
+    )
+    assert res.exit_code == 0, res.output
+    (row,) = json.loads(res.stdout)
+    assert "cost" not in row and "lost_cost" not in row
+
+
+def test_the_cost_function_other_features_call() -> None:
+    from gpuwaste.analyses.cost import money, price_per_gpu_hour
+    from gpuwaste.config import CostSettings
+
+    cost = CostSettings(gpu_hour={"*H100*": 4.0, "NVIDIA A100*": 2.5, "*": 1.0})
+    assert price_per_gpu_hour(cost, "NVIDIA H100 80GB HBM3") == 4.0
+    assert price_per_gpu_hour(cost, "NVIDIA A100-SXM4-80GB") == 2.5
+    assert price_per_gpu_hour(cost, None) == 1.0  # the catch-all
+    assert money(2 / 7, "NVIDIA A100-SXM4-80GB", cost) == pytest.approx(2.5 * 2 / 7)
+    assert money(1.0, "x", CostSettings()) is None
+    with pytest.raises(ValueError, match="a price must be 0 or more"):
+        CostSettings(gpu_hour={"*": -1.0})

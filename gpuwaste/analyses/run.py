@@ -10,6 +10,7 @@ state. `rebuild=True` recomputes every job and gives the same tables.
 
 from __future__ import annotations
 
+import json
 import sys
 import traceback
 from collections.abc import Callable
@@ -236,12 +237,13 @@ def analyze_cluster(
 ) -> ClusterRun:
     wh = Warehouse(settings.data_dir)
     t = settings.thresholds
-    thresholds_json = t.model_dump_json()
+    variables = device_variables(settings, cluster)  # #14: models, MIG slices, prices
+    thresholds_json = t.model_dump_json() + json.dumps(variables, sort_keys=True)
     schema_now = state.results_schema(tuple(RESULT_TABLES))
     with connect(settings.data_dir) as con:  # closed on an error too
         con.execute(f"set memory_limit = '{memory_limit}'")
         con.execute("set preserve_insertion_order = false")
-        set_variables(con, device_variables(settings, cluster))  # #14: GPU model by host
+        set_variables(con, variables)
         as_of = _as_of(con, cluster)
         samples_until = newest_sample_ts(wh, cluster)
         parts = state.partition_signatures(wh, cluster)

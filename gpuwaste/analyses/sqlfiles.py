@@ -60,7 +60,9 @@ def threshold_variables(t: Thresholds) -> dict[str, Scalar]:
 def device_variables(settings: Settings, cluster: str) -> dict[str, Scalar]:
     """What the per-GPU SQL knows of GPU models: the cluster's `gpu_models` map (host glob ->
     model; absent when the cluster has none, so the SQL reads NULL) for job_gpu_usage.sql, and
-    each MIG-capable model's smallest profile (memory, share of the GPU) for job_usage.sql."""
+    each MIG-capable model's smallest profile (memory, share of the GPU) for job_usage.sql, and
+    the `[cost]` prices (model glob -> price per GPU-hour; absent when none) for
+    job_gpu_usage.sql."""
     fragments = list(MODEL_PROFILES)
     smallest = [smallest_profile(f) for f in fragments]
     out: dict[str, Scalar] = {
@@ -68,6 +70,9 @@ def device_variables(settings: Settings, cluster: str) -> dict[str, Scalar]:
         "mig_smallest_mib": [p.memory_mib if p else 0.0 for p in smallest],
         "mig_smallest_weight": [p.weight if p else 0.0 for p in smallest],
     }
+    if settings.cost.gpu_hour:
+        out["cost_patterns"] = list(settings.cost.gpu_hour)
+        out["cost_prices"] = [float(p) for p in settings.cost.gpu_hour.values()]
     config = next((c for c in settings.clusters if c.name == cluster), None)
     if config is not None and config.gpu_models:
         out["gpu_model_patterns"] = list(config.gpu_models)

@@ -70,6 +70,10 @@ def waste_by(
     finally:
         con.close()
     order = ["lost_gpu_h", "cluster", "who"]
+    unpriced = [
+        c for c in ("cost", "lost_cost") if c in df.columns and df[c].null_count() == df.height
+    ]
+    df = df.drop(unpriced)  # money columns only where [cost] prices some GPU
     return df.sort(order, descending=[True, False, False], nulls_last=True).rename({"who": by})
 
 

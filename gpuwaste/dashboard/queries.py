@@ -53,7 +53,8 @@ JOB_LIST_COLUMNS = (
     'job_id, "user", vc, name, state, gpus, start_ts, end_ts, '
     "round(gpu_s / 3600, 2) AS gpu_h, "
     "round((idle_slot_gpu_s + never_used_gpu_s) / 3600, 2) AS lost_gpu_h, "
-    "round(util_mean, 1) AS util_mean, never_used_gpus, idle_slots, is_debug, diagnoses"
+    "round(util_mean, 1) AS util_mean, never_used_gpus, idle_slots, is_debug, diagnoses, "
+    "round(lost_cost, 2) AS lost_cost"
 )
 
 

@@ -59,6 +59,8 @@ JOB_GPU_USAGE = _result(
     n_stable_phases=N,
     interval_s=F,  # the sampling interval the gaps were judged by
     low_data=B,
+    gpu_cost=F,  # [cost] price x GPU hours (null without a price for its model)
+    lost_cost=F,  # the same for idle-slot + never-used GPU hours
 )
 
 JOB_UTIL_HIST = _result(
@@ -116,6 +118,8 @@ JOB_USAGE = _result(
     checkpointing=B,
     hit_time_limit=B,
     diagnoses=S,
+    gpu_cost=F,  # sum over its GPUs ([cost]); null when no GPU of the job has a price
+    lost_cost=F,
 )
 
 IDLE_SLOTS = _result(
@@ -315,6 +319,8 @@ WASTE_BY_MODEL = _result(
     lost_gpu_h=F,
     lost_pct=F,
     gpu_util_pct=F,
+    cost=F,  # [cost]: GPU hours x price of the model; null without a price
+    lost_cost=F,
 )
 
 RESULT_TABLES: dict[str, Table] = {

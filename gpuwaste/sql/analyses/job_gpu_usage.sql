@@ -4,6 +4,9 @@
 --          device_models (staging/device_models.sql).
 -- variables: fallback_interval_s, min_observed_share, gpu_model_patterns and gpu_model_names
 --            (the cluster's `gpu_models` map: host glob -> model; unset: none).
+-- cost_patterns and cost_prices: `[cost.gpu_hour]` (model glob -> price of a whole-GPU hour;
+-- unset: no prices). gpu_cost = GPU hours (slice-weighted) x the model's price; lost_cost the
+-- same for idle-slot + never-used GPU hours (docs/analyses.md#money).
 -- gpu_model: DCGM modelName of the device's samples, else the first host pattern that matches,
 -- else the scheduler's GPU type (Slurm GRES type).
 -- Every allocated second is exactly one of: idle slot, never used, busy (observed and not in an
@@ -48,9 +51,12 @@ joined as (
         coalesce(
             dm.gpu_model,
             list_extract(
-                getvariable('gpu_model_names'),
+                getvariable('gpu_model_names')::varchar[],
                 list_position(
-                    list_transform(getvariable('gpu_model_patterns'), lambda p: a.host glob p), true
+                    list_transform(
+                        getvariable('gpu_model_patterns')::varchar[], lambda p: a.host glob p
+                    ),
+                    true
                 )
             ),
             a.gpu_model
@@ -84,6 +90,21 @@ joined as (
      and p.gpu = a.gpu and p.gpu_instance is not distinct from a.gpu_instance
 ),
 
+priced as (
+    select
+        *,
+        list_extract(
+            getvariable('cost_prices')::double[],
+            list_position(
+                list_transform(
+                    getvariable('cost_patterns')::varchar[], lambda p: coalesce(gpu_model, '') glob p
+                ),
+                true
+            )
+        ) as price_per_gpu_h
+    from joined
+),
+
 final as (
     select
         job_id, attempt, host, gpu, gpu_instance, mig_profile, gpu_model, gpu_weight,
@@ -98,8 +119,11 @@ final as (
         case when never_used then observed_s else 0 end as never_used_s,
         util_mean, util_max, mem_used_mean_mib, mem_used_max_mib, mem_total_mib,
         n_phases, n_stable_phases, interval_s,
-        observed_s < getvariable('min_observed_share')::double * alloc_s as low_data
-    from joined
+        observed_s < getvariable('min_observed_share')::double * alloc_s as low_data,
+        alloc_s / 3600 * price_per_gpu_h as gpu_cost,
+        (idle_slot_s + case when never_used then observed_s else 0 end) / 3600 * price_per_gpu_h
+            as lost_cost
+    from priced
 )
 
 select * from final

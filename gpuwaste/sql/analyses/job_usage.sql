@@ -24,7 +24,7 @@ gpus as (
         *,
         list_position(
             list_transform(
-                getvariable('mig_model_fragments'), lambda f: contains(lower(gpu_model), f)
+                getvariable('mig_model_fragments')::varchar[], lambda f: contains(lower(gpu_model), f)
             ),
             true
         ) as mig_model
@@ -39,8 +39,8 @@ slice_fit as (
         job_id,
         bool_and(coalesce(
             gpu_weight = 1
-            and util_mean <= 100 * list_extract(getvariable('mig_smallest_weight'), mig_model)
-            and mem_used_max_mib <= list_extract(getvariable('mig_smallest_mib'), mig_model),
+            and util_mean <= 100 * list_extract(getvariable('mig_smallest_weight')::double[], mig_model)
+            and mem_used_max_mib <= list_extract(getvariable('mig_smallest_mib')::double[], mig_model),
             false
         )) as fits_smaller_slice
     from gpus
@@ -66,7 +66,9 @@ per_job_gpu as (
         count(*) filter (where never_used) as never_used_gpus,
         count(*) filter (where not never_used and observed_s > 0) as used_gpus,
         sum(n_phases) as n_phases,
-        sum(n_stable_phases) as n_stable_phases
+        sum(n_stable_phases) as n_stable_phases,
+        sum(gpu_cost) as gpu_cost,
+        sum(lost_cost) as lost_cost
     from gpus
     group by job_id
 ),
@@ -167,7 +169,9 @@ joined as (
         coalesce(k.checkpointing_gpus, 0) > 0 as checkpointing,
         coalesce(e.slow_start, false) as slow_start,
         coalesce(e.unreleased, false) as unreleased,
-        coalesce(sf.fits_smaller_slice, false) as fits_smaller_slice
+        coalesce(sf.fits_smaller_slice, false) as fits_smaller_slice,
+        g.gpu_cost,
+        g.lost_cost
     from batch_jobs as j
     left join per_job_gpu as g using (job_id)
     left join first_attempt as fa using (job_id)
@@ -233,7 +237,7 @@ final as (
         cpu_util_mean, cpu_util_max, host_mem_util_mean, host_mem_util_max,
         idle_slot_gpu_s, idle_slots, never_used_gpu_s, never_used_gpus, idle_share,
         n_phases, n_stable_phases, phase_level_spread_mib, fluctuating, checkpointing,
-        hit_time_limit, diagnoses
+        hit_time_limit, diagnoses, gpu_cost, lost_cost
     from diagnosed
 )
 

@@ -2,7 +2,7 @@
 --        the device's gpu_model, '(unknown)' where no source names it) with GPU
 --        time in the period [period_start, period_end): GPU hours allocated, busy, in idle
 --        slots, on never-used GPUs, lost (idle-slot + never-used), share lost %, GPU utilization
---        (time-weighted mean) %, jobs.
+--        (time-weighted mean) %, jobs; with [cost] prices, the money allocated (cost) and lost.
 -- sources: job_gpu_usage, job_usage.
 -- variables: waste_by ('user' | 'vc' | 'model'), cluster (null: every cluster), vc (null: every VC),
 --            period_start, period_end (timestamptz; null: all time).
@@ -25,6 +25,7 @@ jobs as (
 gpus as (
     select
         cluster, job_id, gpu_model, alloc_s, busy_s, idle_slot_s, never_used_s, observed_s,
+        gpu_cost, lost_cost,
         coalesce(util_mean, 0) * observed_s as util_x_s,
         epoch(
             least(end_ts, coalesce(getvariable('period_end')::timestamptz, end_ts))
@@ -52,7 +53,9 @@ final as (
         sum(g.share * (g.idle_slot_s + g.never_used_s)) / 3600 as lost_gpu_h,
         100 * sum(g.share * (g.idle_slot_s + g.never_used_s)) / nullif(sum(g.share * g.alloc_s), 0)
             as lost_pct,
-        sum(g.share * g.util_x_s) / nullif(sum(g.share * g.observed_s), 0) as gpu_util_pct
+        sum(g.share * g.util_x_s) / nullif(sum(g.share * g.observed_s), 0) as gpu_util_pct,
+        sum(g.share * g.gpu_cost) as cost,
+        sum(g.share * g.lost_cost) as lost_cost
     from gpus as g
     join jobs as j using (cluster, job_id)
     group by all
