@@ -174,7 +174,9 @@ def test_bad_mig_labels_are_refused_never_merged_into_the_parent(labels: str, re
 
 # --- the generator's MIG hosts, through the command line ------------------------------------
 
-SPEC = GeneratorSpec(seed=4, gpus=8, days=0.25, interval_s=15, cluster="m", mig_hosts=2)
+SPEC = GeneratorSpec(
+    seed=4, gpus=8, days=0.25, interval_s=15, cluster="m", mig_hosts=2, shared_gpus=1
+)
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +208,7 @@ def test_one_off_ingest_of_a_mig_scrape_gives_one_device_per_instance(
     layout = truth["mig"]["devices"]  # type: ignore[index]
     devices = Warehouse(data).read("gpu_samples", "m").filter(pl.col("host").str.starts_with("mig"))
     got = devices.select("host", "gpu", "gpu_instance", "mig_profile").unique()
-    want = pl.DataFrame(layout, schema=got.schema)
+    want = pl.DataFrame(layout, schema=got.schema).filter(pl.col("host").str.starts_with("mig"))
     parents = want.filter(pl.col("gpu_instance").is_not_null()).select("host", "gpu").unique()
     want = pl.concat(
         [want, parents.with_columns(gpu_instance=None, mig_profile=None).select(want.columns)],
@@ -228,6 +230,8 @@ def test_planted_truth_per_slice(mig_cluster: tuple[Path, dict[str, object]]) ->
     usage = Warehouse(data).read("job_gpu_usage", "m")
     got = want.join(usage, on="job_id", how="left", suffix="_got")
     assert got.height == want.height > 20
+    shared = got.filter(pl.col("shared"))
+    assert shared.height >= 4 and (shared["gpu_weight"] < 1).any()  # overlapping sharers
     assert got.filter(pl.col("gpu_instance").is_not_null())["mig_profile"].n_unique() >= 4
     for r in got.to_dicts():
         where = r["job_id"]
@@ -239,7 +243,8 @@ def test_planted_truth_per_slice(mig_cluster: tuple[Path, dict[str, object]]) ->
         assert r["alloc_s_got"] == pytest.approx(r["gpu_s"]), where
         assert r["idle_slot_s_got"] == pytest.approx(r["idle_slot_s"] * r["gpu_weight"]), where
         assert r["never_used_got"] == r["never_used"], where
-        assert r["util_mean_got"] == pytest.approx(r["util_mean"]), where
+        if r["util_mean"] is not None:  # (none planted on a shared GPU)
+            assert r["util_mean_got"] == pytest.approx(r["util_mean"]), where
         assert r["mem_total_mib_got"] == r["mem_total_mib"], where
     jobs = Warehouse(data).read("job_usage", "m").join(want.select("job_id", "gpu_s"), on="job_id")
     assert jobs["gpu_s"].to_list() == pytest.approx(jobs["gpu_s_right"].to_list())
@@ -686,3 +691,45 @@ def test_the_cost_function_other_features_call() -> None:
     assert money(1.0, "x", CostSettings()) is None
     with pytest.raises(ValueError, match="a price must be 0 or more"):
         CostSettings(gpu_hour={"*": -1.0})
+
+
+# --- shared GPUs ----------------------------------------------------------------------------
+
+
+def test_a_shared_gpu_divides_its_time_among_its_sharers(tmp_path: Path) -> None:
+    """Time-slicing: job a holds GPU 0 for minutes [0, 60), job b for [30, 90). Over [30, 60)
+    each gets half, so a has 30 + 15 = 45 GPU minutes and b 15 + 30 = 45: together the 90
+    minutes the GPU was held, counted once. The device is idle over minutes [70, 80) (b alone):
+    b's idle slot, 10 wall minutes, counts with b's device share 45/60."""
+    end = T0 + timedelta(minutes=90)
+    samples = pl.DataFrame(
+        {
+            "host": ["h"] * 90,
+            "gpu": [0] * 90,
+            "ts": [T0 + timedelta(minutes=k) for k in range(90)],
+            "util": [0.0 if 71 <= k <= 80 else 50.0 for k in range(90)],
+            "mem_used_mib": [0.0 if 71 <= k <= 80 else 3000.0 for k in range(90)],
+            "mem_total_mib": [81920.0] * 90,
+        }
+    )
+    wh = Warehouse(tmp_path)
+    wh.replace_window("gpu_samples", "c", T0, end, samples)
+    starts = [T0, T0 + timedelta(minutes=30)]
+    ends = [T0 + timedelta(minutes=60), end]
+    jobs = {"job_id": ["a", "b"], "vc": ["v", "v"], "state": ["passed"] * 2, "gpus": [1, 1]}
+    wh.upsert("jobs", "c", "t", pl.DataFrame({**jobs, "start_ts": starts, "end_ts": ends}))
+    spans = {"job_id": ["a", "b"], "attempt": [0, 0], "host": ["h", "h"], "gpu": [0, 0]}
+    wh.upsert("job_gpus", "c", "t", pl.DataFrame({**spans, "start_ts": starts, "end_ts": ends}))
+    analyze(Settings(data_dir=tmp_path), quiet=True)
+    usage = {r["job_id"]: r for r in wh.read("job_gpu_usage", "c").iter_rows(named=True)}
+    assert usage["a"]["alloc_s"] == pytest.approx(45 * 60)
+    assert usage["b"]["alloc_s"] == pytest.approx(45 * 60)
+    assert usage["a"]["gpu_weight"] == pytest.approx(0.75)
+    assert usage["a"]["idle_slot_s"] == 0
+    assert usage["b"]["idle_slot_s"] == pytest.approx(10 * 60 * 0.75)
+    for r in usage.values():
+        parts = r["idle_slot_s"] + r["never_used_s"] + r["busy_s"] + r["missing_s"]
+        assert parts == pytest.approx(r["alloc_s"])
+    daily = wh.read("waste_daily", "c").filter(pl.col("vc") == "(all)")
+    assert daily["alloc_gpu_h"].sum() == pytest.approx(1.5)
+    assert wh.read("job_usage", "c")["gpu_s"].sum() == pytest.approx(90 * 60)

@@ -48,18 +48,20 @@ def generate_command(
     cluster: str = "demo",
     gzip: bool = False,
     mig_hosts: int = 0,
+    shared_gpus: int = 0,
 ) -> None:
     """Generate a synthetic cluster in DIR: metrics.om, sacct.txt, philly/, truth.json."""
     check_sizes(gpus, days, interval_s)
-    if mig_hosts < 0:
-        raise GpuwasteError(f"--mig-hosts {mig_hosts} is not accepted: it must be 0 or more.")
+    for flag, n in (("--mig-hosts", mig_hosts), ("--shared-gpus", shared_gpus)):
+        if n < 0:
+            raise GpuwasteError(f"{flag} {n} is not accepted: it must be 0 or more.")
     try:
         check_cluster_name(cluster)
     except ValueError as exc:
         raise GpuwasteError(f"--cluster {cluster!r} is not accepted: {exc}.") from None
     spec = GeneratorSpec(
         seed=seed, gpus=gpus, days=days, interval_s=interval_s, cluster=cluster,
-        mig_hosts=mig_hosts,
+        mig_hosts=mig_hosts, shared_gpus=shared_gpus,
     )  # fmt: skip
     if start is not None:
         spec = replace(spec, start=parse_start(start))

@@ -17,10 +17,17 @@ engine activity without a job label; for GPU 1, the whole-GPU families. A series
 (`gres/gpu:1g.10gb=1`, or `gres/gpu:a100_1g.10gb=1` for every other job), a whole-GPU job
 `gres/gpu:a100=1`.
 
+Shared GPUs (`gpuwaste generate --shared-gpus N`): N more hosts `shared-node-NN`, each with one
+whole A100 time-sliced by two independent job streams, so their jobs overlap. The readings are
+the device's (the sharers' utilization summed, capped at 100, and their memory summed), written
+once per job holding the GPU (dcgm-exporter's HPC mode) and without job label when none does.
+
 Truth (`truth.json` key `mig`): per job, the device (host, gpu, gpu_instance, mig_profile,
-gpu_weight), start, end, alloc_s (wall), gpu_s (= alloc_s x gpu_weight), idle_slot_s (wall),
-never_used, util_mean (time-weighted over the job, as docs/definitions.md#time-weighting: the
-idle slot of n samples lasts n intervals). The default generator output does not change.
+gpu_weight = slice weight x device share, shared), start, end, alloc_s (wall), gpu_s (= alloc_s x
+gpu_weight: a shared GPU gives each of the k jobs holding it 1/k of each sample interval),
+idle_slot_s (wall), never_used, util_mean (time-weighted over the job, as
+docs/definitions.md#time-weighting: the idle slot of n samples lasts n intervals; null on a
+shared GPU). The default generator output does not change.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ class Device:
     gpu: int
     instance: int | None
     profile: str | None
+    shared: bool = False  # time-sliced by two job streams (gpuwaste generate --shared-gpus)
 
     @property
     def weight(self) -> float:
@@ -85,31 +93,35 @@ class MigCluster:
         return [j for j in self.jobs if j.device == d]
 
 
-def devices(n_hosts: int) -> tuple[Device, ...]:
+def devices(n_hosts: int, n_shared: int = 0) -> tuple[Device, ...]:
     out: list[Device] = []
     width = max(2, len(str(n_hosts)))
     for h in range(n_hosts):
         name = f"mig-node-{h + 1:0{width}d}"
         out += [Device(name, h, 0, gi, prof) for gi, prof in LAYOUTS[h % len(LAYOUTS)]]
         out.append(Device(name, h, 1, None, None))
+    for i in range(n_shared):
+        out.append(Device(f"shared-node-{i + 1:02d}", n_hosts + i, 0, None, None, shared=True))
     return tuple(out)
 
 
-def plan(spec: GeneratorSpec, n_hosts: int) -> MigCluster:
-    """Jobs on every device of `n_hosts` MIG hosts (deterministic in spec.seed)."""
+def plan(spec: GeneratorSpec, n_hosts: int, n_shared: int = 0) -> MigCluster:
+    """Jobs on every device of `n_hosts` MIG hosts and `n_shared` hosts with one GPU shared by
+    two job streams (deterministic in spec.seed)."""
     rng = np.random.default_rng([spec.seed, 14, n_hosts])
     n = spec.n_samples
     hour = max(1, 3600 // spec.interval_s)
     jobs: list[MigJob] = []
-    for d in devices(n_hosts):
+    streams = [(d, s) for d in devices(n_hosts, n_shared) for s in range(2 if d.shared else 1)]
+    for d, _ in streams:
         k = 4 + int(rng.integers(0, hour // 2 + 1))
         while k + 10 < n:  # every job ends inside the window, before its last sample
             length = int(rng.integers(hour // 2, 3 * hour + 1))
             k1 = min(k + max(length, 8), n - 2)
-            never = bool(rng.random() < 0.15)
+            never = not d.shared and bool(rng.random() < 0.15)
             idle = None
             span = k1 - k
-            if not never and span >= 24 and rng.random() < 0.5:
+            if not never and not d.shared and span >= 24 and rng.random() < 0.5:
                 a = k + span // 3
                 idle = (a, a + max(6, span // 6))
             jobs.append(
@@ -120,13 +132,13 @@ def plan(spec: GeneratorSpec, n_hosts: int) -> MigCluster:
                     k0=k,
                     k1=k1,
                     util=int(rng.integers(15, 96)),
-                    mem_mib=int(d.mem_mib * float(rng.uniform(0.1, 0.8))),
+                    mem_mib=int(d.mem_mib * float(rng.uniform(0.1, 0.4 if d.shared else 0.8))),
                     idle=idle,
                     never_used=never,
                 )
             )
             k = k1 + 2 + int(rng.integers(0, hour // 2 + 1))
-    return MigCluster(spec, devices(n_hosts), tuple(jobs))
+    return MigCluster(spec, devices(n_hosts, n_shared), tuple(jobs))
 
 
 def _values(c: MigCluster, d: Device) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -137,6 +149,10 @@ def _values(c: MigCluster, d: Device) -> tuple[np.ndarray, np.ndarray, np.ndarra
     job = np.full(n, -1, dtype=np.int64)
     for i, j in enumerate(c.jobs):
         if j.device != d:
+            continue
+        if d.shared:  # the device's reading: every sharer's use together
+            util[j.k0 : j.k1] = np.minimum(util[j.k0 : j.k1] + j.util, 100)
+            mem[j.k0 : j.k1] += j.mem_mib
             continue
         job[j.k0 : j.k1] = i
         if j.never_used:
@@ -207,7 +223,9 @@ class MigWriter:
         written = 0
         for d in self.c.devices:
             text = self._text(family, d)
-            if text is not None:
+            if text is not None and d.shared:
+                written += self._shared_series(fh, family, d, text)
+            elif text is not None:
                 job = self.values[d][2]
                 written += self._series(fh, family, d, job, text)
         if family == "DCGM_FI_PROF_GR_ENGINE_ACTIVE":
@@ -221,6 +239,24 @@ class MigWriter:
 
     def _series(self, fh: TextIO, family: str, d: Device, job: np.ndarray, text: list[str]) -> int:
         return _write_series(fh, family, _labels(d), self.job_ids, job, text, self.stamps)
+
+    def _shared_series(self, fh: TextIO, family: str, d: Device, text: list[str]) -> int:
+        """A shared GPU as dcgm-exporter writes it in HPC mode: the device's readings repeated
+        in one series per job holding it, and a series without job label when none does."""
+        held = np.zeros(len(text), dtype=bool)
+        written = 0
+        for j in self.c.jobs:
+            if j.device != d:
+                continue
+            held[j.k0 : j.k1] = True
+            prefix = f'{family}{{{_labels(d)},hpc_job="{j.job_id}"}} '
+            for k in range(j.k0, j.k1):
+                fh.write(f"{prefix}{text[k]} {self.stamps[k]}\n")
+            written += j.k1 - j.k0
+        for k in np.nonzero(~held)[0].tolist():
+            fh.write(f"{family}{{{_labels(d)}}} {text[k]} {self.stamps[k]}\n")
+            written += 1
+        return written
 
     def _parent(self, fh: TextIO, family: str, parent: Device) -> int:
         """A MIG-mode GPU's own series: the slice-weighted engine activity, no job label."""
@@ -269,12 +305,19 @@ def sacct_lines(c: MigCluster) -> list[str]:
 def truth(c: MigCluster) -> dict[str, Any]:
     spec = c.spec
     dt = spec.interval_s
+    holders = {d: np.zeros(spec.n_samples, dtype=np.int64) for d in c.devices if d.shared}
+    for j in c.jobs:
+        if j.device.shared:
+            holders[j.device][j.k0 : j.k1] += 1
     jobs = []
     for j in c.jobs:
         d = j.device
         alloc = (j.k1 - j.k0) * dt
+        share = 1.0
+        if d.shared:  # each of the k jobs holding the GPU over a sample interval gets 1/k
+            share = float((dt / holders[d][j.k0 : j.k1]).sum()) / alloc
         idle = (j.idle[1] - j.idle[0]) * dt if j.idle else 0
-        util = 0.0 if j.never_used else j.util * (alloc - idle) / alloc
+        util = None if d.shared else 0.0 if j.never_used else j.util * (alloc - idle) / alloc
         jobs.append(
             {
                 "job_id": j.job_id,
@@ -284,11 +327,12 @@ def truth(c: MigCluster) -> dict[str, Any]:
                 "gpu_instance": d.instance,
                 "mig_profile": d.profile,
                 "gpu_model": MODEL,
-                "gpu_weight": d.weight,
+                "gpu_weight": d.weight * share,
+                "shared": d.shared,
                 "start": iso_z(spec.t0 + j.k0 * dt),
                 "end": iso_z(spec.t0 + j.k1 * dt),
                 "alloc_s": alloc,
-                "gpu_s": alloc * d.weight,
+                "gpu_s": alloc * d.weight * share,
                 "idle_slot_s": idle,
                 "never_used": j.never_used,
                 "util_mean": util,

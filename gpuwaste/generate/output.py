@@ -28,7 +28,8 @@ def write_cluster(cluster: Cluster, out: Path, *, gzip: bool = False) -> dict[st
     win = cluster.gpu_window()
     host_cpu, host_mem = host_window(cluster, win)
     spec = cluster.spec
-    mig = mig_hosts.plan(spec, spec.mig_hosts) if spec.mig_hosts else None
+    extra_hosts = spec.mig_hosts or spec.shared_gpus
+    mig = mig_hosts.plan(spec, spec.mig_hosts, spec.shared_gpus) if extra_hosts else None
     writer = mig_hosts.MigWriter(mig) if mig is not None else None
     if gzip:
         path = out / "metrics.om.gz"
