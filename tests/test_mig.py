@@ -595,14 +595,15 @@ def test_gpu_model_per_device_report_by_model_and_fits_smaller_slice(tmp_path: P
 # --- money ----------------------------------------------------------------------------------
 
 
-def _priced_cluster(data_dir: Path, prices: dict[str, float]) -> None:
+def _priced_cluster(data_dir: Path, prices: dict[str, float], parent: bool = False) -> None:
     """Host a1 (A100 80GB): GPU 0 in MIG mode, its instance 1 (1g.10gb) runs job `slice` for an
     hour with a 10-minute idle slot; GPU 1, whole, runs job `whole` for an hour, busy."""
     from gpuwaste.config import CostSettings
 
     end = T0 + timedelta(hours=1)
     rows = []
-    for gpu, inst, profile in ((0, 1, "1g.10gb"), (1, None, None)):
+    devices = [(0, 1, "1g.10gb"), (1, None, None)] + ([(0, None, None)] if parent else [])
+    for gpu, inst, profile in devices:
         for k in range(60):
             idle = inst is not None and 20 <= k < 30
             rows.append(
@@ -613,10 +614,10 @@ def _priced_cluster(data_dir: Path, prices: dict[str, float]) -> None:
                     "mig_profile": profile,
                     "gpu_model": "NVIDIA A100-SXM4-80GB",
                     "ts": T0 + timedelta(minutes=k),
-                    "util": 0.0 if idle else 60.0,
+                    "util": 99.0 if (gpu, inst) == (0, None) else 0.0 if idle else 60.0,
                     "mem_used_mib": 0.0 if idle else 5000.0,
                     "mem_total_mib": 10240.0 if inst is not None else 81920.0,
-                    "job_id": "slice" if inst is not None else "whole",
+                    "job_id": "slice" if inst is not None else "whole" if gpu == 1 else None,
                 }
             )
     wh = Warehouse(data_dir)
@@ -733,3 +734,18 @@ def test_a_shared_gpu_divides_its_time_among_its_sharers(tmp_path: Path) -> None
     daily = wh.read("waste_daily", "c").filter(pl.col("vc") == "(all)")
     assert daily["alloc_gpu_h"].sum() == pytest.approx(1.5)
     assert wh.read("job_usage", "c")["gpu_s"].sum() == pytest.approx(90 * 60)
+
+
+def test_the_job_page_shows_the_instance_not_its_parent(tmp_path: Path) -> None:
+    """The dashboard's job timeline of a MIG job reads its instance's samples, not those of the
+    parent GPU (here at 99 %) or of other instances."""
+    from gpuwaste.dashboard import queries
+    from gpuwaste.warehouse.catalog import connect
+
+    _priced_cluster(tmp_path, {}, parent=True)
+    con = connect(tmp_path)
+    try:
+        timeline = queries.job_timeline(con, "c", "slice")
+    finally:
+        con.close()
+    assert timeline.height == 60 and set(timeline["util"].unique()) == {0.0, 60.0}
