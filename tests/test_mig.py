@@ -749,3 +749,41 @@ def test_the_job_page_shows_the_instance_not_its_parent(tmp_path: Path) -> None:
     finally:
         con.close()
     assert timeline.height == 60 and set(timeline["util"].unique()) == {0.0, 60.0}
+
+
+@pytest.mark.prometheus
+def test_mig_series_through_a_real_prometheus_equal_the_file(tmp_path: Path) -> None:
+    """The generated MIG hosts backfilled into a real Prometheus: the Prometheus source gives
+    the same instance rows (device, profile, model, utilization, memory) as the file."""
+    from gpuwaste.config import ClusterConfig, OpenMetricsSource, PrometheusSource
+    from gpuwaste.ingest.prometheus.openmetrics_source import ingest_openmetrics
+    from gpuwaste.ingest.prometheus.source import ingest_prometheus
+    from tests.support.prometheus import running_prometheus
+
+    spec = GeneratorSpec(seed=5, gpus=8, days=0.1, interval_s=15, cluster="m", mig_hosts=1)
+    out = tmp_path / "src"
+    write_all(spec, out)
+    window = json.loads((out / "truth.json").read_text())["window"]
+    since, until = (
+        datetime.fromisoformat(window[k].replace("Z", "+00:00")) for k in ("start", "end")
+    )
+    cols = ["host", "gpu", "gpu_instance", "mig_profile", "gpu_model", "ts", "job_id", "util",
+            "util_source", "mem_used_mib", "mem_total_mib"]  # fmt: skip
+    with running_prometheus(out / "metrics.om", tmp_path / "prom") as server:
+        cluster = ClusterConfig(name="m", prometheus=PrometheusSource(url=server.url))
+        ingest_prometheus(
+            Settings(data_dir=tmp_path / "a"), cluster, since=since, until=until, quiet=True,
+            window_s=3600,
+        )  # fmt: skip
+    file_cluster = ClusterConfig(name="m", openmetrics=OpenMetricsSource(file=out / "metrics.om"))
+    ingest_openmetrics(Settings(data_dir=tmp_path / "b"), file_cluster, out / "metrics.om")
+    via_server, via_file = (
+        Warehouse(tmp_path / d)
+        .read("gpu_samples", "m")
+        .filter(pl.col("host").str.starts_with("mig"))
+        .select(cols)
+        .sort("host", "gpu", "gpu_instance", "ts", "job_id", nulls_last=True)
+        for d in ("a", "b")
+    )
+    assert via_server.height > 1000 and via_server["gpu_instance"].n_unique() == 5
+    assert via_server.equals(via_file)
