@@ -1,17 +1,17 @@
 -- grain: one row per job x attempt x allocated GPU of the jobs being analyzed, with the
 --        interval [start_ts, end_ts) it was held (a running job: up to the watermark `as_of`),
 --        numbered by alloc_id so that the per-sample pass carries one integer, not five keys.
---        A device is a whole GPU (gpu_instance null) or a MIG instance of one; gpu_weight is its
---        share of one GPU's time: a profile's compute slices / the GPU's (7; 4 for A30's
---        1g.6gb, 2g.12gb, 4g.24gb), 1 for a whole GPU (docs/analyses.md#mig-instances).
---        gpuwaste/warehouse/mig.py states the same rule; tests/test_mig.py checks they agree.
---        A shared device (allocations overlapping on it: time-slicing, MPS) divides its time:
---        over each stretch, each of the k allocations holding it gets 1/k; gpu_weight is then
---        also multiplied by the allocation's device share = (its seconds / k, summed) / its
---        seconds (docs/analyses.md#shared-gpus). Sharers are found among all the cluster's
---        allocations of known devices, not only this batch's.
 -- sources: job_gpus, jobs (facts); analyze_batch (the job_ids of this run, one column job_id).
 -- variables: cluster, as_of.
+-- A device is a whole GPU (gpu_instance null) or a MIG instance of one; gpu_weight is its
+-- share of one GPU's time: a profile's compute slices / the GPU's (7; 4 for A30's
+-- 1g.6gb, 2g.12gb, 4g.24gb), 1 for a whole GPU (docs/analyses.md#mig-instances).
+-- gpuwaste/warehouse/mig.py states the same rule; tests/test_mig.py checks they agree.
+-- A shared device (allocations overlapping on it: time-slicing, MPS) divides its time:
+-- over each stretch, each of the k allocations holding it gets 1/k; gpu_weight is then
+-- also multiplied by the allocation's device share = (its seconds / k, summed) / its
+-- seconds (docs/analyses.md#shared-gpus). Sharers are found among all the cluster's
+-- allocations of known devices, not only this batch's.
 -- A GPU index of -1 (Slurm without GPU indices) is kept here; resolve_unknown_gpus.sql turns it
 -- into the GPUs whose samples carry the job's label.
 with
