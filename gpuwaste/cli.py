@@ -117,11 +117,39 @@ def generate(
             "replaying cancel rules; truth.json lists them under policy_cases).",
         ),
     ] = False,
+    mig_hosts: Annotated[
+        int,
+        typer.Option(
+            "--mig-hosts",
+            help="Add this many MIG hosts (A100 80GB: one GPU split into mixed MIG profiles, one "
+            "whole), with truth per slice in truth.json's 'mig'.",
+        ),
+    ] = 0,
+    shared_gpus: Annotated[
+        int,
+        typer.Option(
+            "--shared-gpus",
+            help="Add this many hosts with one GPU time-sliced by two job streams, with each "
+            "job's share in truth.json's 'mig'.",
+        ),
+    ] = 0,
 ) -> None:
     """Write a synthetic multi-tenant cluster in the sources' own formats, with its planted truth."""
     from gpuwaste.generate.cli import generate_command
 
-    generate_command(out, seed, gpus, days, interval_s, start, cluster, gzip, policy_cases)
+    generate_command(
+        out,
+        seed,
+        gpus,
+        days,
+        interval_s,
+        start,
+        cluster,
+        gzip,
+        policy_cases,
+        mig_hosts,
+        shared_gpus,
+    )
 
 
 DemoDataDirOpt = Annotated[

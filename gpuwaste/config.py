@@ -119,6 +119,9 @@ class PrometheusLabels(_Strict):
         default_factory=lambda: ["namespace", "exported_namespace", "pod_namespace"]
     )
     node_instance: str = "instance"
+    gpu_instance: str = "GPU_I_ID"  # MIG: the GPU instance of a series (with `gpu`, its parent)
+    mig_profile: str = "GPU_I_PROFILE"  # MIG: the instance's profile, e.g. 1g.10gb
+    model: str = "modelName"  # the GPU model, e.g. NVIDIA A100-SXM4-80GB
 
 
 class KubernetesJobs(_Strict):
@@ -198,6 +201,9 @@ class ClusterConfig(_Strict):
     openmetrics: OpenMetricsSource | None = None
     csv: CsvSource | None = None
     parquet: CsvSource | None = None
+    # GPU model by host glob (`"gpu-a100-*" = "NVIDIA A100-SXM4-80GB"`), for devices whose samples
+    # carry no DCGM modelName; the first matching pattern wins
+    gpu_models: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("name")
     @classmethod
@@ -243,12 +249,29 @@ class NotifyConfig(_Strict):
     dashboard_url: str = "http://127.0.0.1:8501"  # links to the Job page: <url>/job?job=ID
 
 
+class CostSettings(_Strict):
+    """`[cost]`: what a GPU-hour costs, by GPU model. A MIG instance costs its slice's share."""
+
+    currency: str = "USD"
+    # GPU model glob -> price of one whole-GPU hour (`"*A100*" = 2.5`); the first match wins
+    gpu_hour: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("gpu_hour")
+    @classmethod
+    def _prices(cls, v: dict[str, float]) -> dict[str, float]:
+        for model, price in v.items():
+            if not (price >= 0 and price != float("inf")):
+                raise ValueError(f"[cost.gpu_hour] '{model}' = {price}: a price must be 0 or more")
+        return v
+
+
 class Settings(_Strict):
     data_dir: Path = DEFAULT_DATA_DIR
     clusters: list[ClusterConfig] = Field(default_factory=list)
     thresholds: Thresholds = Field(default_factory=Thresholds)
     exporter: ExporterSettings = Field(default_factory=ExporterSettings)
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
+    cost: CostSettings = Field(default_factory=CostSettings)
     source_path: Path | None = Field(default=None, exclude=True)
 
     def cluster(self, name: str) -> ClusterConfig:

@@ -455,8 +455,11 @@ def test_jobs_sharing_a_gpu_each_see_its_samples(data_dir: Path) -> None:
         ],
     )
     wh = run(data_dir)
+    # each sees its 600 s of samples; over [300, 600) the two share the GPU, so each holds
+    # 300 + 150 = 450 GPU seconds: its device share is 0.75 (docs/analyses.md#shared-gpus)
     for job in ("a", "b"):
-        assert gpu_row(wh, job)["observed_s"] == 600, job
+        assert gpu_row(wh, job)["observed_s"] == pytest.approx(450), job
+        assert gpu_row(wh, job)["gpu_weight"] == pytest.approx(0.75), job
     assert gpu_row(wh, "c")["observed_s"] == 300  # last sample at 1185 s holds the 15 s tail
 
 

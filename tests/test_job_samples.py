@@ -27,6 +27,7 @@ HOSTS = ["h1", "h2", "h3"]
 SAMPLE_SCHEMA = {
     "host": pl.String,
     "gpu": pl.Int16,
+    "gpu_instance": pl.Int16,
     "ts": pl.Datetime("us", "UTC"),
     "util": pl.Float64,
     "mem_used_mib": pl.Float64,
@@ -38,6 +39,7 @@ ALLOC_SCHEMA = {
     "attempt": pl.Int16,
     "host": pl.String,
     "gpu": pl.Int16,
+    "gpu_instance": pl.Int16,
     "start_ts": pl.Datetime("us", "UTC"),
     "end_ts": pl.Datetime("us", "UTC"),
 }
@@ -125,9 +127,12 @@ readings = st.lists(
     min_size=1,
     max_size=40,
 )
+# (gpu, MIG instance): GPU 2 is also split into instances 1 and 2, each a device of its own
+DEVICES = [(0, None), (1, None), (2, None), (2, 1), (2, 2)]
 allocation = st.tuples(
     st.integers(min_value=0, max_value=len(HOSTS) - 1),
     st.integers(min_value=-1, max_value=2),  # -1: GPU index unknown (left out by both)
+    st.sampled_from([None, None, 1, 2]),  # MIG instance (None: the whole GPU)
     st.integers(min_value=0, max_value=900),  # start, seconds after T0
     st.integers(min_value=1, max_value=1500),  # length
 )
@@ -137,11 +142,11 @@ allocation = st.tuples(
 def cases(draw: st.DrawFn) -> tuple[pl.DataFrame, pl.DataFrame, Thresholds]:
     rows = []
     for host in HOSTS:
-        for gpu in range(3):
+        for gpu, instance in DEVICES:
             ts = T0
             for step, util, mem in draw(readings):
                 ts += timedelta(seconds=step)
-                rows.append((host, gpu, ts, util, mem, 16384.0))
+                rows.append((host, gpu, instance, ts, util, mem, 16384.0))
     samples = pl.DataFrame(rows, schema=SAMPLE_SCHEMA, orient="row")
     allocs = draw(st.lists(allocation, min_size=1, max_size=8))
     alloc = pl.DataFrame(
@@ -152,10 +157,11 @@ def cases(draw: st.DrawFn) -> tuple[pl.DataFrame, pl.DataFrame, Thresholds]:
                 0,
                 HOSTS[h],
                 g,
+                inst,
                 T0 + timedelta(seconds=s),
                 T0 + timedelta(seconds=s + n),
             )
-            for i, (h, g, s, n) in enumerate(allocs)
+            for i, (h, g, inst, s, n) in enumerate(allocs)
         ],
         schema=ALLOC_SCHEMA,
         orient="row",
@@ -185,14 +191,17 @@ def test_polars_pass_equals_sql(case: tuple[pl.DataFrame, pl.DataFrame, Threshol
 def test_shared_gpu_rows_come_once_per_allocation() -> None:
     """Two allocations overlapping on one GPU (a shared GPU) each get the samples inside them."""
     samples = pl.DataFrame(
-        [("h1", 0, T0 + timedelta(seconds=15 * i), 10.0, 100.0, 16384.0) for i in range(1, 9)],
+        [
+            ("h1", 0, None, T0 + timedelta(seconds=15 * i), 10.0, 100.0, 16384.0)
+            for i in range(1, 9)
+        ],
         schema=SAMPLE_SCHEMA,
         orient="row",
     )
     alloc = pl.DataFrame(
         [
-            (1, "a", 0, "h1", 0, T0, T0 + timedelta(seconds=90)),
-            (2, "b", 0, "h1", 0, T0 + timedelta(seconds=45), T0 + timedelta(seconds=200)),
+            (1, "a", 0, "h1", 0, None, T0, T0 + timedelta(seconds=90)),
+            (2, "b", 0, "h1", 0, None, T0 + timedelta(seconds=45), T0 + timedelta(seconds=200)),
         ],
         schema=ALLOC_SCHEMA,
         orient="row",

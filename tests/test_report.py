@@ -232,9 +232,6 @@ def test_waste_by_mistakes_are_one_sentence(warehouse: Path) -> None:
     base = ["report", "--data-dir", str(warehouse), "--by"]
     cases = {
         ("host",): "--by 'host' is not one of: user, vc, model.",
-        ("model",): "--by model: the warehouse holds no GPU model (gpu_samples keeps no model "
-        "label; the DCGM exporter's `modelName` label would carry it, but gpuwaste does not "
-        "ingest it yet).",
         ("user", "--since", "last week"): "--since 'last week' is not a period: give hours or "
         "days before now (24h, 7d, 30d) or a date (2026-11-01) or time (2026-11-01T08:00).",
         ("user", "jobs_by_status"): "--by user makes its own table: give either a report NAME "

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from gpuwaste.analyses.per_job import BatchResult, run_batch
 from gpuwaste.analyses.registry import PER_JOB_TABLES
+from gpuwaste.analyses.sqlfiles import set_variables
 from gpuwaste.config import Thresholds
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect
@@ -49,6 +50,7 @@ class BatchSpec:
     as_of: str  # ISO timestamp: how far the cluster's data reaches
     batch_hosts: int = 8
     memory_limit: str = "1500MB"
+    variables: str = "{}"  # the cluster's device variables as JSON (sqlfiles.device_variables)
 
 
 @dataclass
@@ -117,6 +119,7 @@ def compute_batch(spec: BatchSpec, data_dir: Path) -> tuple[dict[str, pa.Table],
     with connect(data_dir) as con:
         con.execute(f"set memory_limit = '{spec.memory_limit}'")
         con.execute("set preserve_insertion_order = false")
+        set_variables(con, json.loads(spec.variables))
 
         def run(ids: list[str]) -> BatchResult:
             return run_batch(con, spec.cluster, ids, thresholds, as_of, spec.batch_hosts)

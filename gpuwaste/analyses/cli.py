@@ -157,8 +157,8 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--by",
-                help="user or vc (account): GPU hours allocated, busy, idle-slot, never-used "
-                "and lost per user or VC, most lost first. (model: not in the warehouse.)",
+                help="user, vc (account) or model (GPU model): GPU hours allocated, busy, "
+                "idle-slot, never-used and lost per user, VC or GPU model, most lost first.",
             ),
         ] = None,
         since: Annotated[

@@ -24,10 +24,12 @@ import polars as pl
 from gpuwaste.warehouse.readonly import read_retrying
 from gpuwaste.warehouse.store import sorted_by
 
-GPU_KEY_SPAN = 1 << 16  # gk = (position of the host in the batch's host list) * span + gpu
+GPU_KEY_SPAN = 1 << 16  # gpu key = (position of the host in the batch's host list) * span + gpu
+INSTANCE_SPAN = 64  # device key gk = gpu key * span + (MIG instance + 1, or 0 for a whole GPU)
 
 _SAMPLES = f"""
-select (list_position(?::varchar[], host) * {GPU_KEY_SPAN} + gpu)::bigint as gk,
+select ((list_position(?::varchar[], host) * {GPU_KEY_SPAN} + gpu) * {INSTANCE_SPAN}
+        + coalesce(gpu_instance + 1, 0))::bigint as gk,
        ts, util, mem_used_mib, mem_total_mib
 from gpu_samples
 where cluster = getvariable('cluster')
@@ -60,14 +62,20 @@ def _sorted_by_gpu(samples: pl.DataFrame) -> pl.DataFrame:
 
 
 def _keyed(frame: pl.DataFrame, hosts: list[str]) -> pl.DataFrame:
-    """`frame` with gk, the same integer key of (host, gpu) as _SAMPLES computes in SQL (null
-    for a host not in `hosts`), in place of host and gpu."""
+    """`frame` with gk, the same integer key of (host, gpu, gpu_instance) as _SAMPLES computes
+    in SQL (null for a host not in `hosts`), in place of host, gpu and gpu_instance: each MIG
+    instance is a device of its own."""
     position = pl.col("host").replace_strict(
         hosts, list(range(1, len(hosts) + 1)), default=None, return_dtype=pl.Int64
     )
-    return frame.with_columns(
-        (position * GPU_KEY_SPAN + pl.col("gpu").cast(pl.Int64)).alias("gk")
-    ).drop("host", "gpu")
+    has_instance = "gpu_instance" in frame.columns
+    instance = (
+        (pl.col("gpu_instance").cast(pl.Int64) + 1).fill_null(0) if has_instance else pl.lit(0)
+    )
+    gpu_key = position * GPU_KEY_SPAN + pl.col("gpu").cast(pl.Int64)
+    return frame.with_columns((gpu_key * INSTANCE_SPAN + instance).alias("gk")).drop(
+        "host", "gpu", *(["gpu_instance"] if has_instance else [])
+    )
 
 
 def _keyed_allocations(alloc: pl.DataFrame) -> tuple[list[str], pl.DataFrame]:

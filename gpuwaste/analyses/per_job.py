@@ -177,7 +177,8 @@ def _allocations(
     frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
 ) -> pl.DataFrame:
     return con.sql(
-        "select alloc_id, job_id, attempt, host, gpu, start_ts, end_ts from analyze_alloc"
+        "select alloc_id, job_id, attempt, host, gpu, gpu_instance, mig_profile, start_ts, "
+        "end_ts from analyze_alloc"
     ).pl()
 
 
@@ -233,6 +234,7 @@ GPU_STEPS: tuple[Step, ...] = (
     _analysis_step("batch_util_hist", "job_util_hist", conform=False),  # conformed once summed
     Step("batch_fluctuation", ("util_minutes", "analyze_alloc"), sql="staging/job_fluctuation"),
     Step("batch_phase_counts", ("batch_phases",), fn=_phase_counts),
+    Step("device_models", ("gpu_samples",), sql="staging/device_models", temp_table=True),
     _analysis_step("batch_gpu_usage", "job_gpu_usage"),
     Step("batch_host_usage", ("analyze_alloc", "host_samples"), sql="staging/job_host_usage"),
 )
@@ -267,6 +269,11 @@ def _date_range(con: duckdb.DuckDBPyConnection) -> tuple[date, date] | None:
     return row[0], row[1]
 
 
+_DEVICE_COLUMNS = (
+    "job_id, attempt, host, gpu, gpu_instance, mig_profile, gpu_model, gpu_weight, start_ts, end_ts"
+)
+
+
 def _resolve_unknown(rel: Relations) -> int:
     """Replace allocations with GPU index -1 by the GPUs whose samples carry the job's label."""
     con = rel.con
@@ -281,9 +288,9 @@ def _resolve_unknown(rel: Relations) -> int:
     ).fetchall()[0]
     rel.table(
         "analyze_alloc",
-        "select row_number() over (order by job_id, attempt, host, gpu) as alloc_id, * from ("
-        "select job_id, attempt, host, gpu, start_ts, end_ts from analyze_alloc where gpu >= 0 "
-        "union select job_id, attempt, host, gpu, start_ts, end_ts from resolved_gpus)",
+        "select row_number() over (order by job_id, attempt, host, gpu, gpu_instance) as alloc_id"
+        f", * from (select {_DEVICE_COLUMNS} from analyze_alloc where gpu >= 0 "
+        f"union select {_DEVICE_COLUMNS} from resolved_gpus)",
     )
     rel.release("resolved_gpus")
     return int(missing[0]) if missing else 0

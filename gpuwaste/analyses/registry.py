@@ -76,7 +76,13 @@ ANALYSES: tuple[Analysis, ...] = (
         "per_job",
         "Usage per job x attempt x GPU",
         "ICSE24 §3.2; CloudBrain §III-B, §IV-C",
-        ("analyze_alloc", "gpu_sample_stats", "batch_idle_slots", "batch_phase_counts"),
+        (
+            "analyze_alloc",
+            "gpu_sample_stats",
+            "batch_idle_slots",
+            "batch_phase_counts",
+            "device_models",
+        ),
         "Definitions (docs/definitions.md#gpu-utilization): for GPU i of a job with samples u_ij at times t_j, "
         "U_i = sum_j u_ij (t_j - t_(j-1)) / (t_K - t_0), time-weighted; **choice**: a gap between "
         "samples longer than `missing_gap_intervals` (3) sampling intervals is *missing data*, "
@@ -200,7 +206,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "stable_phase_grid",
         "% of GPU time in stable phases, t x m (CloudBrain Table III)",
         "CloudBrain §IV-B, Table III",
-        ("stable_phases", "job_usage"),
+        ("stable_phases", "job_usage", "job_gpu_usage"),
         "Definition (docs/definitions.md#stable-phase-grid): For t in `stable_phase_lengths_s` and m in "
         "`stable_phase_idle_gib`, the percentage of all GPU time that lies in stable phases "
         "(phases longer than t whose idle memory exceeds m). Grain: one row per VC (and "
@@ -290,6 +296,17 @@ ANALYSES: tuple[Analysis, ...] = (
         "[Philly §4]. An allocation is split across the days it spans in proportion to its "
         "overlap with each day. Grain: one row per VC (and '(all)') x UTC day. Units: GPU "
         "hours.",
+    ),
+    _summary(
+        "waste_by_model",
+        "GPU hours lost per GPU model",
+        "CloudBrain §IV-C (by GPU model)",
+        ("job_gpu_usage", "job_usage"),
+        "Definition (docs/definitions.md#waste-by-model): per GPU model, allocated GPU hours "
+        "(slice-weighted on MIG) split into busy, idle-slot and never-used [CloudBrain §IV-C], "
+        "lost = idle-slot + never-used and its share, and GPU utilization (time-weighted mean) "
+        "[ICSE24 §3.2]. Grain: one row per VC (and '(all)') x GPU model. Units: GPU hours, "
+        "percent 0-100.",
     ),
 )
 

@@ -11,6 +11,7 @@ state. `rebuild=True` recomputes every job and gives the same tables.
 
 from __future__ import annotations
 
+import json
 import sys
 import traceback
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from gpuwaste.analyses.batch import MAX_FAILED_JOBS, BatchOutcome, BatchSpec, on
 from gpuwaste.analyses.engines import Engine, LocalEngine
 from gpuwaste.analyses.freshness import newest_sample_ts
 from gpuwaste.analyses.registry import summary_order
-from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
+from gpuwaste.analyses.sqlfiles import device_variables, set_variables, threshold_variables
 from gpuwaste.analyses.staging import FILE_KEY, commit, remove_staging, staging_dir
 from gpuwaste.config import Settings
 from gpuwaste.errors import GpuwasteError
@@ -218,11 +219,13 @@ def analyze_cluster(
 ) -> ClusterRun:
     wh = Warehouse(settings.data_dir)
     t = settings.thresholds
-    thresholds_json = t.model_dump_json()
+    variables = device_variables(settings, cluster)  # #14: models, MIG slices, prices
+    thresholds_json = t.model_dump_json() + json.dumps(variables, sort_keys=True)
     schema_now = state.results_schema(tuple(RESULT_TABLES))
     with connect(settings.data_dir) as con:  # closed on an error too
         con.execute(f"set memory_limit = '{memory_limit}'")
         con.execute("set preserve_insertion_order = false")
+        set_variables(con, variables)
         as_of = _as_of(con, cluster)
         samples_until = newest_sample_ts(wh, cluster)
         parts = state.partition_signatures(wh, cluster)
@@ -246,6 +249,7 @@ def analyze_cluster(
                 as_of.isoformat(),
                 batch_hosts,
                 memory_limit,
+                json.dumps(variables),
             )
             for i, ids in enumerate(_batches(dirty, batch_days))
         ]
@@ -260,7 +264,7 @@ def analyze_cluster(
         )
         refresh_catalog(settings.data_dir)
         with connect(settings.data_dir) as con:
-            set_variables(con, {**threshold_variables(t), "cluster": cluster})
+            set_variables(con, {**variables, **threshold_variables(t), "cluster": cluster})
             for name, compute in SUMMARIES.items():
                 run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, stable(compute(con)))
     state.save(

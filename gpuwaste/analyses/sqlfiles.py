@@ -12,9 +12,10 @@ from importlib import resources
 
 import duckdb
 
-from gpuwaste.config import Thresholds
+from gpuwaste.config import Settings, Thresholds
+from gpuwaste.warehouse.mig import MODEL_PROFILES, smallest_profile
 
-Scalar = str | int | float | bool | date | datetime | list[float] | None
+Scalar = str | int | float | bool | date | datetime | list[float] | list[str] | None
 
 
 @cache
@@ -34,6 +35,8 @@ def _literal(value: Scalar) -> str:
         return f"timestamptz '{value.isoformat()}'"
     if isinstance(value, date):
         return f"date '{value.isoformat()}'"
+    if isinstance(value, list) and all(isinstance(v, str) for v in value) and value:
+        return "[" + ", ".join(_literal(v) for v in value) + "]::varchar[]"
     if isinstance(value, list):
         return "[" + ", ".join(repr(float(v)) for v in value) + "]::double[]"
     return "'" + str(value).replace("'", "''") + "'"
@@ -51,4 +54,27 @@ def threshold_variables(t: Thresholds) -> dict[str, Scalar]:
     out: dict[str, Scalar] = {}
     for name, value in t.model_dump().items():
         out[name] = value
+    return out
+
+
+def device_variables(settings: Settings, cluster: str) -> dict[str, Scalar]:
+    """What the per-GPU SQL knows of GPU models: the cluster's `gpu_models` map (host glob ->
+    model; absent when the cluster has none, so the SQL reads NULL) for job_gpu_usage.sql, and
+    each MIG-capable model's smallest profile (memory, share of the GPU) for job_usage.sql, and
+    the `[cost]` prices (model glob -> price per GPU-hour; absent when none) for
+    job_gpu_usage.sql."""
+    fragments = list(MODEL_PROFILES)
+    smallest = [smallest_profile(f) for f in fragments]
+    out: dict[str, Scalar] = {
+        "mig_model_fragments": fragments,
+        "mig_smallest_mib": [p.memory_mib if p else 0.0 for p in smallest],
+        "mig_smallest_weight": [p.weight if p else 0.0 for p in smallest],
+    }
+    if settings.cost.gpu_hour:
+        out["cost_patterns"] = list(settings.cost.gpu_hour)
+        out["cost_prices"] = [float(p) for p in settings.cost.gpu_hour.values()]
+    config = next((c for c in settings.clusters if c.name == cluster), None)
+    if config is not None and config.gpu_models:
+        out["gpu_model_patterns"] = list(config.gpu_models)
+        out["gpu_model_names"] = list(config.gpu_models.values())
     return out

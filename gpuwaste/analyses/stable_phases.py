@@ -29,7 +29,7 @@ import polars as pl
 from gpuwaste.config import Thresholds
 from gpuwaste.warehouse.results import STABLE_PHASES
 
-GPU_KEY = ["job_id", "attempt", "host", "gpu"]
+GPU_KEY = ["job_id", "attempt", "host", "gpu", "gpu_instance"]
 STEP_FRACTION = 8  # readings closer than tolerance / 8 to the previous one stay in its run
 
 
@@ -151,7 +151,7 @@ def merge_phases(runs: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> pl.D
             .fill_null(False)
             .alias("stable")
         )
-        .join(alloc.select("alloc_id", *GPU_KEY), on="alloc_id", how="left")
+        .join(alloc.select("alloc_id", *GPU_KEY, "mig_profile"), on="alloc_id", how="left")
     )
     return phases.select(list(columns))
 

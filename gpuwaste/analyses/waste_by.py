@@ -1,9 +1,9 @@
-"""`gpuwaste report --by user|vc`: GPU hours allocated, busy, idle-slot, never-used and lost per
-user or per account (VC) over a period, the list operators ask for first.
+"""`gpuwaste report --by user|vc|model`: GPU hours allocated, busy, idle-slot, never-used and lost
+per user, per account (VC) or per GPU model over a period, the list operators ask for first.
 
 Read from the per-job result tables (`job_gpu_usage`, `job_usage`) with
-`sql/reports/waste_by.sql`, which states the period rule. `--by model` is refused: the
-warehouse keeps no GPU model.
+`sql/reports/waste_by.sql`, which states the period rule. The model is the device's
+(`job_gpu_usage.gpu_model`, `(unknown)` where no source names it).
 """
 
 from __future__ import annotations
@@ -22,18 +22,12 @@ from gpuwaste.warehouse.store import Warehouse
 
 BY = ("user", "vc", "model")
 TITLE = "GPU hours lost per {by}, most first"
-NO_MODEL = (
-    "--by model: the warehouse holds no GPU model (gpu_samples keeps no model label; the DCGM "
-    "exporter's `modelName` label would carry it, but gpuwaste does not ingest it yet)."
-)
 
 
 def check_by(by: str) -> None:
-    """Refuse a `--by` value that is not one of BY, and `model` (no data carries it)."""
+    """Refuse a `--by` value that is not one of BY."""
     if by not in BY:
         raise GpuwasteError(f"--by '{by}' is not one of: {', '.join(BY)}.")
-    if by == "model":
-        raise GpuwasteError(NO_MODEL)
 
 
 def waste_by(
@@ -45,7 +39,8 @@ def waste_by(
     since: datetime | None = None,
     until: datetime | None = None,
 ) -> pl.DataFrame:
-    """One row per cluster x user (or VC) with GPU time in [since, until), most lost first;
+    """One row per cluster x user (or VC, or GPU model) with GPU time in [since, until), most
+    lost first;
     only the jobs of `vc` if given ('(all)': every VC)."""
     check_by(by)
     wh = Warehouse(settings.data_dir)
@@ -75,7 +70,11 @@ def waste_by(
     finally:
         con.close()
     order = ["lost_gpu_h", "cluster", "who"]
+    unpriced = [
+        c for c in ("cost", "lost_cost") if c in df.columns and df[c].null_count() == df.height
+    ]
+    df = df.drop(unpriced)  # money columns only where [cost] prices some GPU
     return df.sort(order, descending=[True, False, False], nulls_last=True).rename({"who": by})
 
 
-__all__ = ["BY", "NO_MODEL", "TITLE", "check_by", "waste_by"]
+__all__ = ["BY", "TITLE", "check_by", "waste_by"]

@@ -53,7 +53,8 @@ JOB_LIST_COLUMNS = (
     'job_id, "user", vc, name, state, gpus, start_ts, end_ts, '
     "round(gpu_s / 3600, 2) AS gpu_h, "
     "round((idle_slot_gpu_s + never_used_gpu_s) / 3600, 2) AS lost_gpu_h, "
-    "round(util_mean, 1) AS util_mean, never_used_gpus, idle_slots, is_debug, diagnoses"
+    "round(util_mean, 1) AS util_mean, never_used_gpus, idle_slots, is_debug, diagnoses, "
+    "round(lost_cost, 2) AS lost_cost"
 )
 
 
@@ -279,6 +280,7 @@ SUMMARY_ORDER: dict[str, str] = {
     "util_by_spread": "vc, servers",
     "jobs_by_status": "vc, state",
     "queueing_delay": "vc, size_class",
+    "waste_by_model": "vc, lost_gpu_h DESC, gpu_model",
 }
 
 
@@ -384,9 +386,10 @@ def job_timeline(
         con,
         f"""
         WITH a AS (
-            SELECT host, gpu, start_ts, end_ts FROM job_gpu_usage WHERE cluster = ? AND job_id = ?
+            SELECT host, gpu, gpu_instance, start_ts, end_ts
+            FROM job_gpu_usage WHERE cluster = ? AND job_id = ?
         ), s AS (
-            SELECT g.host, g.gpu, g.ts, g.util, g.mem_used_mib
+            SELECT g.host, g.gpu, g.gpu_instance, g.ts, g.util, g.mem_used_mib
             FROM gpu_samples g
             WHERE g.cluster = ? AND g.date BETWEEN ? AND ? AND g.ts >= ? AND g.ts <= ?
               AND g.host IN ({", ".join("?" * len(hosts))})
@@ -395,6 +398,7 @@ def job_timeline(
                to_timestamp(floor(epoch(s.ts) / {bucket!r}) * {bucket!r}) AS ts,
                avg(s.util) AS util, max(s.mem_used_mib) AS mem_used_mib
         FROM s JOIN a ON s.host = a.host AND s.gpu = a.gpu
+                     AND s.gpu_instance IS NOT DISTINCT FROM a.gpu_instance
                      AND s.ts >= a.start_ts AND s.ts <= a.end_ts
         GROUP BY ALL ORDER BY s.host, s.gpu, ts
         """,

@@ -160,13 +160,15 @@ def _open_job(key: str, ids: list[str]) -> None:
 # A job list's columns, in this order: what an operator acts on first, then what tells the job
 # apart; few enough to fit the page's width (the Job page shows the rest; the cluster is the
 # sidebar's).
-JOB_COLUMNS = ("job_id", "user", "lost_gpu_h", "gpu_h", "gpus", "util_mean", "never_used_gpus",
-               "state", "start_ts", "end_ts", "vc")  # fmt: skip
+JOB_COLUMNS = ("job_id", "user", "lost_gpu_h", "lost_cost", "gpu_h", "gpus", "util_mean",
+               "never_used_gpus", "state", "start_ts", "end_ts", "vc")  # fmt: skip
 
 
 def job_table(df: pl.DataFrame, key: str, height: int | Literal["auto"] = "auto") -> None:
     """A table of job_usage rows, readable; selecting a row opens the job on the Job page."""
     df = df.select(c for c in JOB_COLUMNS if c in df.columns)
+    if "lost_cost" in df.columns and df["lost_cost"].null_count() == df.height:
+        df = df.drop("lost_cost")  # money only where [cost] prices the GPUs
     table(readable(df, titles={"util_mean": "Mean util. of its GPUs (%)"}),
           name=key.removesuffix("_table"), empty="No jobs match this view.", key=key,
           open_jobs=True, height=height)  # fmt: skip

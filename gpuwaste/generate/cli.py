@@ -48,9 +48,14 @@ def generate_command(
     cluster: str = "demo",
     gzip: bool = False,
     policy_cases: bool = False,
+    mig_hosts: int = 0,
+    shared_gpus: int = 0,
 ) -> None:
     """Generate a synthetic cluster in DIR: metrics.om, sacct.txt, philly/, truth.json."""
     check_sizes(gpus, days, interval_s)
+    for flag, n in (("--mig-hosts", mig_hosts), ("--shared-gpus", shared_gpus)):
+        if n < 0:
+            raise GpuwasteError(f"{flag} {n} is not accepted: it must be 0 or more.")
     try:
         check_cluster_name(cluster)
     except ValueError as exc:
@@ -62,6 +67,8 @@ def generate_command(
         interval_s=interval_s,
         cluster=cluster,
         policy_cases=policy_cases,
+        mig_hosts=mig_hosts,
+        shared_gpus=shared_gpus,
     )
     if start is not None:
         spec = replace(spec, start=parse_start(start))

@@ -42,6 +42,8 @@ class GeneratorSpec:
     timezone: str = "UTC"  # zone in which sacct timestamps are printed (no suffix, as Slurm)
     gpu_mem_mib: int = 81920
     policy_cases: bool = False  # plant busy-then-idle and idle-then-busy jobs (policy_cases.py)
+    mig_hosts: int = 0  # extra MIG hosts (gpuwaste/generate/mig.py); 0 keeps the output as it was
+    shared_gpus: int = 0  # extra hosts with one time-sliced GPU (gpuwaste/generate/mig.py)
 
     def __post_init__(self) -> None:
         if self.start.tzinfo is None:

@@ -21,6 +21,7 @@ from typing import TextIO
 import numpy as np
 
 from gpuwaste.generate import params
+from gpuwaste.generate.mig import MigWriter
 from gpuwaste.generate.model import Cluster, Window
 
 # PCI bus ids of the eight GPUs of a DGX A100, for the pci_bus_id label
@@ -62,10 +63,15 @@ def gpu_labels(cluster: Cluster, g: int) -> str:
 
 
 def write_openmetrics(
-    cluster: Cluster, fh: TextIO, win: Window, host_cpu: np.ndarray, host_mem: np.ndarray
+    cluster: Cluster,
+    fh: TextIO,
+    win: Window,
+    host_cpu: np.ndarray,
+    host_mem: np.ndarray,
+    mig: MigWriter | None = None,
 ) -> dict[str, int]:
     """Write a window that starts at the window start (counters accumulate from it); returns
-    the number of samples written per family."""
+    the number of samples written per family. `mig` adds the MIG hosts' series (whole window)."""
     spec = cluster.spec
     if win.k0 != 0:
         raise ValueError("write_openmetrics needs a window starting at sample 0")
@@ -98,7 +104,11 @@ def write_openmetrics(
                 il = idx.tolist()
                 _series(fh, prefix, _pick(table, values[idx].tolist()), _pick(stamps, il))
                 written += len(il)
+        if mig is not None:
+            written += mig.family(fh, family)
         counts[family] = written
+    if mig is not None:
+        counts.update(mig.new_families(fh))
 
     # node exporter
     n_hosts = spec.n_hosts

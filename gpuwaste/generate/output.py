@@ -6,6 +6,7 @@ import gzip as gzip_mod
 import io
 from pathlib import Path
 
+from gpuwaste.generate import mig as mig_hosts
 from gpuwaste.generate.model import Cluster, GeneratorSpec
 from gpuwaste.generate.openmetrics import write_openmetrics
 from gpuwaste.generate.philly import job_log_text, machine_list_text, philly_view, write_util_files
@@ -26,6 +27,10 @@ def write_cluster(cluster: Cluster, out: Path, *, gzip: bool = False) -> dict[st
     out.mkdir(parents=True, exist_ok=True)
     win = cluster.gpu_window()
     host_cpu, host_mem = host_window(cluster, win)
+    spec = cluster.spec
+    extra_hosts = spec.mig_hosts or spec.shared_gpus
+    mig = mig_hosts.plan(spec, spec.mig_hosts, spec.shared_gpus) if extra_hosts else None
+    writer = mig_hosts.MigWriter(mig) if mig is not None else None
     if gzip:
         path = out / "metrics.om.gz"
         with (
@@ -33,13 +38,16 @@ def write_cluster(cluster: Cluster, out: Path, *, gzip: bool = False) -> dict[st
             gzip_mod.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6) as gz,
             io.TextIOWrapper(gz, encoding="utf-8", newline="\n") as fh,
         ):
-            counts = write_openmetrics(cluster, fh, win, host_cpu, host_mem)
+            counts = write_openmetrics(cluster, fh, win, host_cpu, host_mem, writer)
     else:
         with (out / "metrics.om").open(
             "w", encoding="utf-8", newline="\n", buffering=1 << 22
         ) as fh:
-            counts = write_openmetrics(cluster, fh, win, host_cpu, host_mem)
-    (out / "sacct.txt").write_text(sacct_text(cluster), encoding="utf-8")
+            counts = write_openmetrics(cluster, fh, win, host_cpu, host_mem, writer)
+    sacct = sacct_text(cluster)
+    if mig is not None:
+        sacct += "\n".join(mig_hosts.sacct_lines(mig)) + "\n"
+    (out / "sacct.txt").write_text(sacct, encoding="utf-8")
     pdir = out / "philly"
     pdir.mkdir(exist_ok=True)
     view = philly_view(cluster)
@@ -50,5 +58,7 @@ def write_cluster(cluster: Cluster, out: Path, *, gzip: bool = False) -> dict[st
     extra: dict[str, object] = {**row_quirks, "machine_list_wrong_gpu_count": wrong}
     truth = truth_dict(cluster, view, extra)
     truth["openmetrics_samples"] = counts
+    if mig is not None:
+        truth["mig"] = mig_hosts.truth(mig)
     (out / "truth.json").write_text(truth_text(truth), encoding="utf-8")
     return counts

@@ -4,8 +4,9 @@ Shared by the sources: Slurm (and tabular exports with host-only allocations) wr
 rows; the telemetry sources (Prometheus, OpenMetrics files) fill in the indices later. For each
 job, in order of preference, the indices come from
 1. `scontrol show job -d` output when supplied (Slurm only);
-2. the DCGM `hpc_job` label of `gpu_samples` in the warehouse: every (host, gpu) whose samples
-   carry the job's id (or, for an array task, its raw id) inside the job's interval;
+2. the DCGM `hpc_job` label of `gpu_samples` in the warehouse: every device (host, gpu, MIG
+   instance) whose samples carry the job's id (or, for an array task, its raw id) inside the
+   job's interval, with the instance's profile and the model;
 3. otherwise one row per host with **gpu = -1 (`UNKNOWN_GPU`), meaning "index unknown"**.
 `fill_unknown_gpus` resolves rows of the third kind when telemetry arrives after the jobs, so the
 indices are the same whichever source arrived first.
@@ -18,15 +19,25 @@ from datetime import datetime
 import duckdb
 import polars as pl
 
+from gpuwaste.warehouse.catalog import stored_columns
+from gpuwaste.warehouse.schema import GPU_SAMPLES
 from gpuwaste.warehouse.store import Warehouse
 
 UNKNOWN_GPU = -1  # job_gpus.gpu when only the host is known
 JOB_GPUS_KEY = "slurm"  # the `job_gpus` file of Slurm allocations
 
+JOB_GPU_COLUMNS = [
+    *("job_id", "attempt", "host", "gpu", "gpu_instance", "mig_profile", "gpu_model"),
+    *("start_ts", "end_ts"),
+]
+
 PAIRS_SCHEMA: dict[str, pl.DataType] = {
     "job_id": pl.String(),
     "host": pl.String(),
     "gpu": pl.Int16(),
+    "gpu_instance": pl.Int16(),
+    "mig_profile": pl.String(),
+    "gpu_model": pl.String(),
 }
 
 
@@ -55,13 +66,19 @@ def pairs_from_samples(
         lo = max(lo, within[0])
     bounds = within or (None, None)
     glob = str(base / "date=*" / "*.parquet").replace("'", "''")
+    # files written before MIG support have no instance columns: read those as null
+    present = stored_columns(GPU_SAMPLES, sorted(base.glob("date=*/*.parquet")))
+    device = ", ".join(
+        f"s.{c}" if c in present else f"null as {c}"
+        for c in ("gpu_instance", "mig_profile", "gpu_model")
+    )
     con = duckdb.connect(":memory:")
     try:
         con.execute("SET TimeZone = 'UTC'")
         con.register("job_keys", keys.to_arrow())
         df = con.sql(
             f"""
-            select distinct k.job_id, s.host, cast(s.gpu as smallint) as gpu
+            select distinct k.job_id, s.host, cast(s.gpu as smallint) as gpu, {device}
             from read_parquet('{glob}', hive_partitioning = true, union_by_name = true) as s
             join job_keys as k on s.job_id = k.key
             where s.date >= cast($1 as date)
@@ -79,9 +96,19 @@ def build_job_gpus(
     jobs: pl.DataFrame, scontrol_pairs: pl.DataFrame, sample_pairs: pl.DataFrame
 ) -> pl.DataFrame:
     """job_gpus rows: indices from scontrol, else from samples, else one gpu=-1 row per host.
-    A job that holds no GPU (`gpus` = 0: no GPU in its TRES / GRES) has no rows."""
+    A job that holds no GPU (`gpus` = 0: no GPU in its TRES / GRES) has no rows.
+
+    A job allocated MIG instances (`mig_profile` from its GRES, when `jobs` has the column)
+    takes no index from scontrol: Slurm numbers MIG devices in its own order, which does not
+    name the parent GPU and the instance. Its devices come from the samples' job labels, else
+    they stay unknown (-1) with the profile, and the analysis resolves them later."""
     started = jobs.filter(pl.col("start_ts").is_not_null() & (pl.col("gpus").fill_null(1) > 0))
+    for name in ("mig_profile", "gpu_model"):
+        if name not in started.columns:
+            started = started.with_columns(pl.lit(None, dtype=pl.String()).alias(name))
     spans = started.select("job_id", "start_ts", "end_ts")
+    details = started.select("job_id", "mig_profile", "gpu_model")
+    whole_gpu_jobs = started.filter(pl.col("mig_profile").is_null()).select("job_id")
     sc = scontrol_pairs
     if sc.height:
         # scontrol prints the raw JobId (our job_id) and the array / het form (slurm_job_id).
@@ -94,7 +121,7 @@ def build_job_gpus(
                 ),
             ]
         ).unique()
-    from_sc = sc.join(spans.select("job_id"), on="job_id", how="semi")
+    from_sc = sc.join(whole_gpu_jobs, on="job_id", how="semi")
     have = from_sc.select("job_id").unique()
     from_samples = sample_pairs.join(have, on="job_id", how="anti")
     have = pl.concat([have, from_samples.select("job_id").unique()])
@@ -105,18 +132,21 @@ def build_job_gpus(
         .drop_nulls("host")
         .with_columns(pl.lit(UNKNOWN_GPU, dtype=pl.Int16()).alias("gpu"))
     )
+    no_instance = pl.lit(None, dtype=pl.Int16()).alias("gpu_instance")
+    device: list[str | pl.Expr] = ["job_id", "host", pl.col("gpu").cast(pl.Int16())]
     pairs = pl.concat(
         [
-            from_sc.select("job_id", "host", pl.col("gpu").cast(pl.Int16())),
-            from_samples.select("job_id", "host", pl.col("gpu").cast(pl.Int16())),
-            unknown.select("job_id", "host", "gpu"),
-        ]
+            from_sc.select(*device, no_instance).join(details, on="job_id", how="left"),
+            from_samples.select(*device, "gpu_instance", "mig_profile", "gpu_model"),
+            unknown.select(*device, no_instance).join(details, on="job_id", how="left"),
+        ],
+        how="vertical_relaxed",
     ).unique()
     return (
         pairs.join(spans, on="job_id", how="inner")
         .with_columns(pl.lit(0, dtype=pl.Int16()).alias("attempt"))
-        .select("job_id", "attempt", "host", "gpu", "start_ts", "end_ts")
-        .sort("job_id", "host", "gpu")
+        .select(JOB_GPU_COLUMNS)
+        .sort("job_id", "host", "gpu", "gpu_instance")
     )
 
 
@@ -139,6 +169,8 @@ def fill_unknown_gpus(wh: Warehouse, cluster: str, start: datetime, end: datetim
         pl.col("start_ts").first(),
         pl.col("end_ts").first(),
         pl.col("host").alias("hosts"),
+        pl.col("mig_profile").first(),
+        pl.col("gpu_model").first(),
         pl.lit(None, dtype=pl.Int32()).alias("gpus"),
         pl.lit(None, dtype=pl.String()).alias("slurm_job_id"),
     )

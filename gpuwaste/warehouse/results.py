@@ -28,13 +28,18 @@ def _result(name: str, doc: str, key: tuple[str, ...], /, **cols: pl.DataType) -
 
 JOB_GPU_USAGE = _result(
     "job_gpu_usage",
-    "One row per job x attempt x GPU [ICSE24 §3.2, CloudBrain §IV-C]. "
-    "idle_slot_s + never_used_s + busy_s + missing_s = alloc_s.",
-    ("job_id", "attempt", "host", "gpu"),
+    "One row per job x attempt x device (a GPU or a MIG instance) [ICSE24 §3.2, CloudBrain "
+    "§IV-C]. idle_slot_s + never_used_s + busy_s + missing_s = alloc_s. The seconds are GPU "
+    "seconds: wall seconds x gpu_weight (the MIG slice's share of its GPU, 1 for a whole GPU).",
+    ("job_id", "attempt", "host", "gpu", "gpu_instance"),
     job_id=S,
     attempt=pl.Int16(),
     host=S,
     gpu=pl.Int16(),
+    gpu_instance=pl.Int16(),
+    mig_profile=S,
+    gpu_model=S,
+    gpu_weight=F,
     start_ts=T,
     end_ts=T,
     alloc_s=F,
@@ -54,6 +59,8 @@ JOB_GPU_USAGE = _result(
     n_stable_phases=N,
     interval_s=F,  # the sampling interval the gaps were judged by
     low_data=B,
+    gpu_cost=F,  # [cost] price x GPU hours (null without a price for its model)
+    lost_cost=F,  # the same for idle-slot + never-used GPU hours
 )
 
 JOB_UTIL_HIST = _result(
@@ -111,17 +118,21 @@ JOB_USAGE = _result(
     checkpointing=B,
     hit_time_limit=B,
     diagnoses=S,
+    gpu_cost=F,  # sum over its GPUs ([cost]); null when no GPU of the job has a price
+    lost_cost=F,
 )
 
 IDLE_SLOTS = _result(
     "idle_slots",
     "One row per idle slot: a run of util = 0 and memory <= floor longer than the minimum "
     "[CloudBrain §IV-C]. Never-used GPUs have none (their whole time is never-used).",
-    ("job_id", "attempt", "host", "gpu", "start_ts"),
+    ("job_id", "attempt", "host", "gpu", "gpu_instance", "start_ts"),
     job_id=S,
     attempt=pl.Int16(),
     host=S,
     gpu=pl.Int16(),
+    gpu_instance=pl.Int16(),
+    mig_profile=S,
     start_ts=T,
     end_ts=T,
     duration_s=F,
@@ -131,11 +142,13 @@ STABLE_PHASES = _result(
     "stable_phases",
     "One row per memory phase of a job x GPU [CloudBrain §IV-B]; `stable` under the default "
     "smallest (t, m); the grid table has every (t, m).",
-    ("job_id", "attempt", "host", "gpu", "start_ts"),
+    ("job_id", "attempt", "host", "gpu", "gpu_instance", "start_ts"),
     job_id=S,
     attempt=pl.Int16(),
     host=S,
     gpu=pl.Int16(),
+    gpu_instance=pl.Int16(),
+    mig_profile=S,
     start_ts=T,
     end_ts=T,
     duration_s=F,
@@ -291,6 +304,25 @@ WASTE_DAILY = _result(
     killed_gpu_h=F,
 )
 
+WASTE_BY_MODEL = _result(
+    "waste_by_model",
+    "Per VC x GPU model: GPU hours allocated, busy, idle-slot, never-used and lost, share lost, "
+    "GPU utilization (time-weighted mean). Slice-weighted on MIG.",
+    ("vc", "gpu_model"),
+    vc=S,
+    gpu_model=S,
+    jobs=N,
+    gpu_h=F,
+    busy_gpu_h=F,
+    idle_slot_gpu_h=F,
+    never_used_gpu_h=F,
+    lost_gpu_h=F,
+    lost_pct=F,
+    gpu_util_pct=F,
+    cost=F,  # [cost]: GPU hours x price of the model; null without a price
+    lost_cost=F,
+)
+
 RESULT_TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -300,6 +332,7 @@ RESULT_TABLES: dict[str, Table] = {
         IDLE_SLOTS,
         STABLE_PHASES,
         WASTE_BY_VC,
+        WASTE_BY_MODEL,
         NEVER_USED_BY_SIZE,
         STABLE_PHASE_GRID,
         SPATIAL_SUMMARY,

@@ -50,6 +50,9 @@ GPU_SAMPLES = Table(
         "cluster": pl.String(),
         "host": pl.String(),
         "gpu": pl.Int16(),
+        "gpu_instance": pl.Int16(),  # MIG GPU instance (DCGM GPU_I_ID); null for a whole GPU
+        "mig_profile": pl.String(),  # e.g. "1g.10gb" (DCGM GPU_I_PROFILE); null for a whole GPU
+        "gpu_model": pl.String(),  # DCGM modelName, e.g. "NVIDIA A100-SXM4-80GB"
         "ts": UTC_TS,
         "util": pl.Float64(),
         "mem_used_mib": pl.Float64(),
@@ -63,9 +66,10 @@ GPU_SAMPLES = Table(
         "source": pl.String(),
     },
     layout="dated",
-    key=("host", "gpu", "ts", "job_id"),
+    key=("host", "gpu", "gpu_instance", "ts", "job_id"),
     sort=("host", "gpu", "ts"),
-    doc="One row per GPU per sample. util 0-100 from the best metric present (util_source).",
+    doc="One row per device (a GPU, or a MIG instance of one) per sample. util 0-100 from the "
+    "best metric present (util_source).",
     partition_cols=("cluster", "date"),
 )
 
@@ -117,13 +121,17 @@ JOB_GPUS = Table(
         "attempt": pl.Int16(),
         "host": pl.String(),
         "gpu": pl.Int16(),
+        "gpu_instance": pl.Int16(),  # MIG GPU instance; null for a whole GPU or when unknown
+        "mig_profile": pl.String(),  # the MIG profile allocated (Slurm GRES type, k8s resource)
+        "gpu_model": pl.String(),  # from the scheduler (Slurm GRES type), when it names one
         "start_ts": UTC_TS,
         "end_ts": UTC_TS,
     },
     layout="cluster",
-    key=("job_id", "attempt", "host", "gpu"),
-    sort=("job_id", "attempt", "host", "gpu"),
-    doc="One row per job x attempt x GPU: the allocation intervals that join jobs to samples.",
+    key=("job_id", "attempt", "host", "gpu", "gpu_instance"),
+    sort=("job_id", "attempt", "host", "gpu", "gpu_instance"),
+    doc="One row per job x attempt x device (a GPU or a MIG instance): the allocation "
+    "intervals that join jobs to samples.",
 )
 
 INGEST_STATE = Table(

@@ -106,6 +106,21 @@ act("jobs whose GPU memory stays flat for long stretches leave room on their GPU
     "candidates for sharing a GPU (MPS, MIG) or for smaller GPUs.", "stable_phases",
     "Jobs with the most stable phases")  # fmt: skip
 
+st.subheader("GPU hours lost per GPU model")
+models = data.fetch(q.summary, f, "waste_by_model")
+if models.height:
+    widgets.plot(charts.bars(models, "gpu_model", "lost_gpu_h", "vc",
+                             "Idle-slot + never-used GPU hours by GPU model", "GPU hours"),
+                 key="by_model")  # fmt: skip
+study_table("waste_by_model", "No rows in waste_by_model for this view.")
+st.caption(
+    "The model of each GPU: DCGM modelName, else the cluster's gpu_models host map, else the "
+    "Slurm GRES type. GPU hours are slice-weighted on MIG (a 1g.10gb instance is 1/7 of a GPU)."
+)
+st.markdown(":material/lightbulb: **What to do:** a model that loses much of its time is the first "
+            "to reclaim, or to split into MIG instances for small jobs (diagnosis "
+            "`fits_smaller_slice` names them).")  # fmt: skip
+
 st.subheader("Debugging jobs (CloudBrain §IV-C1)")
 study_table("debug_jobs", "No debugging jobs in this view.")
 act("debugging jobs that hit the time limit held their GPUs to the end: suggest a shorter time "

@@ -39,7 +39,7 @@ import numpy as np
 import polars as pl
 
 from gpuwaste.warehouse.bookkeeping import Refused
-from gpuwaste.warehouse.schema import JOB_GPUS, JOBS, UTC_TS
+from gpuwaste.warehouse.schema import JOB_GPUS, JOBS, UTC_TS, conform
 
 SOURCE = "philly"
 JOB_LOG = "cluster_job_log"
@@ -60,7 +60,12 @@ HEADERS: dict[str, tuple[str, ...]] = {
 
 # The warehouse's own column lists (without the partition column), in the same order.
 JOBS_SCHEMA: dict[str, pl.DataType] = dict(JOBS.stored_columns)
-JOB_GPUS_SCHEMA: dict[str, pl.DataType] = dict(JOB_GPUS.stored_columns)
+# Philly's GPUs are whole GPUs of no recorded model: no MIG instance, profile or model columns.
+JOB_GPUS_SCHEMA: dict[str, pl.DataType] = {
+    k: v
+    for k, v in JOB_GPUS.stored_columns.items()
+    if k not in ("gpu_instance", "mig_profile", "gpu_model")
+}
 REFUSED_SCHEMA: dict[str, pl.DataType] = {
     "location": pl.String(),
     "reason": pl.String(),
@@ -213,7 +218,9 @@ def parse_job_log(
         no_interval += n
         gpu_rows.extend((job["job_id"], *r) for r in rows)
     jobs_df = pl.DataFrame(jobs, schema=JOBS_SCHEMA) if jobs else pl.DataFrame(schema=JOBS_SCHEMA)
-    gpus_df = pl.DataFrame(gpu_rows, schema=JOB_GPUS_SCHEMA, orient="row")
+    gpus_df = conform(
+        pl.DataFrame(gpu_rows, schema=JOB_GPUS_SCHEMA, orient="row"), JOB_GPUS, stored=True
+    )
     return PhillyJobs(
         jobs=jobs_df,
         job_gpus=gpus_df,

@@ -6,7 +6,10 @@ requests the configured GPU resource (`kube_pod_container_resource_requests{reso
 "nvidia_com_gpu"}`); its id is `namespace/pod`, the same id `prometheus.rows.job_of` gives the
 DCGM samples of that pod, so `job_gpus` (GPU assignment from the DCGM `pod` label) joins it.
 
-- `gpus`: the sum over the pod's containers of their last GPU request.
+- `gpus`: the sum over the pod's containers of their last GPU request: the configured resource,
+  and MIG instances (`nvidia.com/mig-1g.10gb`, written `nvidia_com_mig_1g_10gb` by
+  kube-state-metrics), one device each. Which instance a pod got comes from the DCGM `pod`
+  label of the instance's series, as for whole GPUs.
 - `start_ts` / `submit_ts`: the last value of `kube_pod_start_time` / `kube_pod_created`.
 - `end_ts`: `kube_pod_completion_time` when present; else, if the pod's series stopped before
   the newest data (`newest - running_slack`), the last sample (the pod was deleted); else null.
@@ -47,6 +50,7 @@ PHASE_STATE = {
     "Running": "running",
 }
 _FALSE = {"", "false", "0", "no", "off"}
+MIG_RESOURCE = re.compile(r"^nvidia_com_mig_\d+g_\d+gb(?:_me)?$")  # nvidia.com/mig-<profile>
 
 
 def label_key(pod_label: str) -> str:
@@ -89,7 +93,10 @@ def pods_to_jobs(
 ) -> pl.DataFrame:
     """kube-state-metrics series -> `jobs` rows (stored columns) for pods requesting GPUs."""
     req = _last_per_series(sets.get(REQUESTS), extra=("resource", "container"))
-    req = req.filter(pl.col("resource") == cfg.gpu_resource)
+    req = req.filter(
+        (pl.col("resource") == cfg.gpu_resource)
+        | pl.col("resource").str.contains(MIG_RESOURCE.pattern)
+    )
     if req.height == 0:
         return conform(pl.DataFrame(), JOBS, stored=True).clear()
     pods = req.group_by("namespace", "pod").agg(

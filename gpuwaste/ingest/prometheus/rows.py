@@ -3,10 +3,14 @@
 Shared by the Prometheus source (JSON answers) and the `openmetrics` file source (text), so both
 give identical rows for identical series.
 
-GPU rows. One row per (host, gpu, job_id, ts); several jobs on one GPU repeat the series (DCGM
-`hpc_job`), so `job_id` is part of the key. Utilization comes from the best metric present *for
-that series*, in the order of `UTIL_METRICS`; the ratios (`DCGM_FI_PROF_*`, 0-1) are scaled to
-0-100 and `util_source` names the metric used. `sm_active` and `tensor_active` are percent (0-100),
+GPU rows. One row per (host, gpu, gpu_instance, job_id, ts); several jobs on one GPU repeat the
+series (DCGM `hpc_job`), so `job_id` is part of the key. A MIG instance (labels `GPU_I_ID` and
+`GPU_I_PROFILE` beside its parent's `gpu`) is a device of its own: `gpu_instance` is its id and
+`mig_profile` its profile, and it is never merged into the parent GPU's series. Utilization comes
+from the best metric present *for that series*, in the order of `UTIL_METRICS`, except that a
+MIG instance never takes `DCGM_FI_DEV_GPU_UTIL` (it reads 0 on MIG, dcgm-exporter#216): only
+SM_ACTIVE, then GR_ENGINE_ACTIVE. The ratios (`DCGM_FI_PROF_*`, 0-1) are scaled to 0-100 and
+`util_source` names the metric used. `gpu_model` is the `modelName` label. `sm_active` and `tensor_active` are percent (0-100),
 `power_w` watts. Memory total is used + free + reserved (reserved counts as 0 when not exported).
 
 Label variants: host from the first of `labels.host` present (`Hostname`, `hostname`), else the
@@ -17,7 +21,9 @@ so `exported_*` wins when present; a pod whose name starts with the scrape `job`
 named `namespace/pod` when a namespace label is present, as in the `jobs` table of Kubernetes.
 Empty label values count as absent.
 
-Refused, with a reason, never written: a series without host or GPU index; a value that is not a
+Refused, with a reason, never written: a series without host or GPU index; a MIG instance
+without its profile, with a profile that is not one, or one that its model does not have
+(`gpuwaste/warehouse/mig.py`), or a profile without an instance id; a value that is not a
 number, NaN, infinite, negative, or above the metric's range (e.g. DCGM's int64 "not supported"
 sentinel 9223372036854775794).
 """
@@ -33,6 +39,7 @@ import polars as pl
 from gpuwaste.config import PrometheusLabels
 from gpuwaste.ingest.prometheus.parse import SeriesSet
 from gpuwaste.warehouse.bookkeeping import Refused
+from gpuwaste.warehouse.mig import MAX_INSTANCE_ID, profile_problem
 from gpuwaste.warehouse.schema import GPU_SAMPLES, HOST_SAMPLES, UTC_TS, conform
 
 SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
@@ -201,6 +208,29 @@ def _fmt(value: float | None) -> str:
     return f"{value:.17g}"
 
 
+def device_of(labels: Mapping[str, str], cfg: PrometheusLabels) -> tuple[int | None, str | None]:
+    """(MIG instance id, profile) of a series: (None, None) for a whole GPU. Raises ValueError
+    with the reason when the MIG labels are unusable (the series is refused, never merged into
+    its parent GPU)."""
+    instance_text = _present(labels, cfg.gpu_instance)
+    profile = _present(labels, cfg.mig_profile)
+    if instance_text is None:
+        if profile is not None:
+            raise ValueError(f"a MIG profile without its instance id ({cfg.gpu_instance})")
+        return None, None
+    try:
+        instance = int(instance_text)
+    except ValueError:
+        raise ValueError(f"MIG instance id '{instance_text}' is not a number") from None
+    if not 0 <= instance <= MAX_INSTANCE_ID:
+        raise ValueError(f"MIG instance id {instance} is out of range (0-{MAX_INSTANCE_ID})")
+    problem = profile_problem(profile, _present(labels, cfg.model))
+    if problem is not None:
+        where = "" if profile else f" ({cfg.mig_profile})"
+        raise ValueError(f"{problem}{where}")
+    return instance, profile
+
+
 def _in_window(df: pl.DataFrame, window: tuple[datetime, datetime] | None) -> pl.DataFrame:
     if window is None:
         return df
@@ -217,7 +247,8 @@ def gpu_rows(
 ) -> Rows:
     """DCGM series by metric name -> `gpu_samples` rows (stored columns + cluster-free)."""
     refused: list[Refused] = []
-    keys: dict[tuple[str, int, str | None, str | None], int] = {}
+    keys: dict[tuple[str, int, int | None, str | None, str | None], int] = {}
+    details: dict[int, tuple[str | None, str | None]] = {}  # gid -> (mig_profile, gpu_model)
     per_metric: list[tuple[str, pl.DataFrame]] = []
     for metric in GPU_METRICS:
         s = sets.get(metric)
@@ -234,9 +265,19 @@ def gpu_rows(
                     gpu = int(gpu_text)
                 except ValueError:
                     gpu = None
-            if host is None or gpu is None or not 0 <= gpu < 32768:
+            what = ""
+            instance, profile = None, None
+            if host is None:
+                what = "no host label"
+            elif gpu is None or not 0 <= gpu < 32768:
+                what = f"no GPU index in label '{cfg.gpu}'"
+            else:
+                try:
+                    instance, profile = device_of(labels, cfg)
+                except ValueError as exc:
+                    what = str(exc)
+            if what:
                 n = s.samples.filter(pl.col("sid") == len(gid_of_sid)).height
-                what = "no host label" if host is None else f"no GPU index in label '{cfg.gpu}'"
                 refused.append(
                     Refused(
                         f"{source}: {describe(metric, labels)}",
@@ -246,8 +287,11 @@ def gpu_rows(
                 )
                 gid_of_sid.append(None)
                 continue
-            key = (host, gpu, job_of(labels, cfg), _present(labels, cfg.uuid))
-            gid_of_sid.append(keys.setdefault(key, len(keys)))
+            assert gpu is not None and host is not None
+            key = (host, gpu, instance, job_of(labels, cfg), _present(labels, cfg.uuid))
+            device_id = keys.setdefault(key, len(keys))
+            details.setdefault(device_id, (profile, _present(labels, cfg.model)))
+            gid_of_sid.append(device_id)
         samples = _in_window(s.samples, window)
         gid = pl.Series("gid", gid_of_sid, dtype=pl.UInt32).gather(samples["sid"])
         samples = samples.with_columns(gid)
@@ -276,30 +320,40 @@ def gpu_rows(
             merged = merged.join(frame, on=["gid", "ts"], how="full", coalesce=True)
     have = {c for c, _ in per_metric}
     col = {c: (pl.col(c) if c in have else pl.lit(None, dtype=pl.Float64)) for c in _COLS}
-    util_order = [("sm_active", SM_ACTIVE), ("gr_active", GR_ACTIVE), ("gpu_util", GPU_UTIL)]
-    util_source = pl.lit(None, dtype=pl.String)
-    for c, name in reversed(util_order):
-        util_source = pl.when(col[c].is_not_null()).then(pl.lit(name)).otherwise(util_source)
     key_frame = pl.DataFrame(
         {
             "gid": list(keys.values()),
             "host": [k[0] for k in keys],
             "gpu": [k[1] for k in keys],
-            "job_id": [k[2] for k in keys],
-            "uuid": [k[3] for k in keys],
+            "gpu_instance": [k[2] for k in keys],
+            "job_id": [k[3] for k in keys],
+            "uuid": [k[4] for k in keys],
+            "mig_profile": [details[g][0] for g in keys.values()],
+            "gpu_model": [details[g][1] for g in keys.values()],
         },
         schema={
             "gid": pl.UInt32,
             "host": pl.String,
             "gpu": pl.Int16,
+            "gpu_instance": pl.Int16,
             "job_id": pl.String,
             "uuid": pl.String,
+            "mig_profile": pl.String,
+            "gpu_model": pl.String,
         },
     )
+    merged = merged.join(key_frame.select("gid", "gpu_instance"), on="gid", how="left")
+    # GPU_UTIL reads 0 on a MIG instance (dcgm-exporter#216): never its utilization there
+    whole_gpu = pl.col("gpu_instance").is_null()
+    gpu_util = pl.when(whole_gpu).then(col["gpu_util"])
+    util_order = [("sm_active", SM_ACTIVE), ("gr_active", GR_ACTIVE)]
+    util_source: pl.Expr = pl.when(gpu_util.is_not_null()).then(pl.lit(GPU_UTIL))
+    for c, name in reversed(util_order):
+        util_source = pl.when(col[c].is_not_null()).then(pl.lit(name)).otherwise(util_source)
     out = merged.select(
         "gid",
         pl.col("ts").cast(UTC_TS),
-        pl.coalesce(col["sm_active"], col["gr_active"], col["gpu_util"]).alias("util"),
+        pl.coalesce(col["sm_active"], col["gr_active"], gpu_util).alias("util"),
         col["mem_used_mib"].alias("mem_used_mib"),
         (col["mem_used_mib"] + col["fb_free"] + col["fb_reserved"].fill_null(0.0)).alias(
             "mem_total_mib"
@@ -312,7 +366,7 @@ def gpu_rows(
     out = out.with_columns(pl.lit(source).alias("source"))
     # One row per (host, gpu, ts, job): a file with repeated samples, or a replaced GPU whose
     # old and new UUID report at the same instant, must not count twice (tests/reliability).
-    row_key = ["host", "gpu", "ts", "job_id"]
+    row_key = ["host", "gpu", "gpu_instance", "ts", "job_id"]
     if out.height and out.select(pl.struct(row_key).is_duplicated().any()).item():
         out = out.unique(subset=row_key, keep="first", maintain_order=True)
     return Rows(conform(out, GPU_SAMPLES, stored=True), refused)

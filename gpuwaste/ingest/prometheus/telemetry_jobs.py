@@ -3,8 +3,9 @@
 Where a cluster exports only DCGM series labelled with a job (`hpc_job`) or a pod, and has no
 scheduler source, the labels still say which job held which GPU and when:
 
-- `job_gpus`: one row per (job, host, gpu): start = first labelled sample, end = last labelled
-  sample + one scrape interval (a sample stands for the interval after it). Attempt 0.
+- `job_gpus`: one row per (job, host, gpu, MIG instance): start = first labelled sample, end = last labelled
+  sample + one scrape interval (a sample stands for the interval after it). Attempt 0. A MIG
+  instance's span carries its profile and model; `gpus` counts devices (GPUs and instances).
 - `jobs`: one row per job: start and end over its GPUs, `gpus` = number of distinct GPUs,
   `state` = `running` while the job was seen within `running_slack` of the newest data ingested,
   else unknown (null; `raw_state` = `ended`): telemetry does not say how a job ended.
@@ -29,8 +30,13 @@ def spans_from_samples(gpu_rows: pl.DataFrame, interval_s: float) -> pl.DataFram
     step = timedelta(seconds=interval_s)
     spans = (
         gpu_rows.filter(pl.col("job_id").is_not_null())
-        .group_by("job_id", "host", "gpu")
-        .agg(pl.col("ts").min().alias("start_ts"), (pl.col("ts").max() + step).alias("end_ts"))
+        .group_by("job_id", "host", "gpu", "gpu_instance")
+        .agg(
+            pl.col("ts").min().alias("start_ts"),
+            (pl.col("ts").max() + step).alias("end_ts"),
+            pl.col("mig_profile").drop_nulls().first(),
+            pl.col("gpu_model").drop_nulls().first(),
+        )
         .with_columns(pl.lit(0, dtype=pl.Int16).alias("attempt"))
     )
     return conform(spans, JOB_GPUS, stored=True)
@@ -42,10 +48,14 @@ def merge_spans(old: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
         [conform(old, JOB_GPUS, stored=True), conform(new, JOB_GPUS, stored=True)],
         how="vertical_relaxed",
     )
-    merged = both.group_by("job_id", "attempt", "host", "gpu").agg(
-        pl.col("start_ts").min(), pl.col("end_ts").max()
+    key = ["job_id", "attempt", "host", "gpu", "gpu_instance"]
+    merged = both.group_by(key).agg(
+        pl.col("start_ts").min(),
+        pl.col("end_ts").max(),
+        pl.col("mig_profile").drop_nulls().first(),
+        pl.col("gpu_model").drop_nulls().first(),
     )
-    return conform(merged, JOB_GPUS, stored=True).sort("job_id", "attempt", "host", "gpu")
+    return conform(merged, JOB_GPUS, stored=True).sort(key)
 
 
 def jobs_from_spans(
@@ -58,7 +68,7 @@ def jobs_from_spans(
         .agg(
             pl.col("start_ts").min(),
             pl.col("end_ts").max(),
-            pl.struct("host", "gpu").n_unique().cast(pl.Int32).alias("gpus"),
+            pl.struct("host", "gpu", "gpu_instance").n_unique().cast(pl.Int32).alias("gpus"),
         )
         .select(
             "job_id",

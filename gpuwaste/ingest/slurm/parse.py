@@ -29,6 +29,11 @@ What real output contains, and what this parser does with it:
   job cancelled before it started) from `ReqTRES`, else `ReqGRES`, when the output has them; 0
   when the columns are there and name no GPU (a CPU-only job: it gets no `job_gpus` rows), null
   when no such column exists.
+- **GPU type** (`gpu_type`): a MIG GRES type (`gres/gpu:1g.10gb=1`, `gres/gpu:a100_1g.5gb=1`,
+  `gpu:nvidia_a100-sxm4-80gb_3g.40gb:1`) gives the job's `mig_profile` (and the model before it,
+  if any); another type (`gres/gpu:a100=4`) gives the job's `gpu_model`. A job with several
+  types gets neither. Slurm's indices of MIG devices do not name the parent GPU and instance, so
+  a MIG job's devices come from the DCGM job labels of the instances' series.
 - **Refused** (to quarantine, with file:line and reason): wrong field count, an unknown state,
   an unparseable time, end before start, a negative GPU count, a bad host list, no job id.
 """
@@ -62,7 +67,9 @@ _DURATION = re.compile(
 )
 _HEADER_FIELD = re.compile(r"^[A-Za-z][A-Za-z0-9:/_]*$")
 _TRES_GPU = re.compile(r"(?:^|,)gres/gpu(?::(?P<type>[^=,]+))?=(?P<n>-?\d+)")
-_GRES_GPU = re.compile(r"(?:^|,)gpu(?::(?P<type>[A-Za-z][^:,()]*))?:(?P<n>-?\d+)")
+_GRES_GPU = re.compile(
+    r"(?:^|,)gpu(?::(?P<type>[A-Za-z][^:,()]*|\d+g\.\d+gb[^:,()]*))?:(?P<n>-?\d+)"
+)  # a type starts with a letter, or is a MIG profile (`gpu:1g.10gb:1`)
 
 JOB_SCHEMA: dict[str, pl.DataType] = {
     "job_id": pl.String(),
@@ -79,6 +86,8 @@ JOB_SCHEMA: dict[str, pl.DataType] = {
     "is_debug": pl.Boolean(),
     "hosts": pl.List(pl.String()),
     "source": pl.String(),
+    "mig_profile": pl.String(),
+    "gpu_model": pl.String(),
 }
 
 
@@ -126,6 +135,8 @@ class _Row:
     gpus: int | None
     is_debug: bool
     hosts: list[str]
+    mig_profile: str | None = None
+    gpu_model: str | None = None
 
 
 def detect_delimiter(first_line: str) -> str | None:
@@ -241,6 +252,26 @@ def gpu_count(tres: str, gres_style: bool = False) -> int:
     return total if total is not None else typed
 
 
+_MIG_TYPE = re.compile(r"^(?:(?P<model>.+?)[_-])?(?P<profile>\d+g\.\d+gb)$", re.IGNORECASE)
+
+
+def gpu_type(tres: str, gres_style: bool = False) -> tuple[str | None, str | None]:
+    """(MIG profile, GPU model) named by the GPU types of an AllocTRES / AllocGRES value.
+
+    A MIG GRES type is a profile, optionally after a model: `1g.10gb`, `a100_1g.5gb`,
+    `nvidia_a100-sxm4-80gb_3g.40gb` (Slurm's AutoDetect=nvml names). Any other type is a model
+    (`a100`). None where the value names no type, or several different ones."""
+    pattern = _GRES_GPU if gres_style else _TRES_GPU
+    types = {m.group("type") for m in pattern.finditer(tres.strip()) if m.group("type")}
+    if len(types) != 1:
+        return None, None
+    (text,) = types
+    m = _MIG_TYPE.match(text)
+    if m is None:
+        return None, text
+    return m.group("profile").lower(), m.group("model")
+
+
 class _Columns:
     def __init__(self, names: tuple[str, ...]) -> None:
         self.names = names
@@ -287,6 +318,15 @@ def _job_gpus(fields: list[str], c: _Columns) -> int | None:
         if c.reqgres is not None:
             return gpu_count(fields[c.reqgres], gres_style=True)
     return gpus
+
+
+def _job_gpu_type(fields: list[str], c: _Columns) -> tuple[str | None, str | None]:
+    """(MIG profile, model) from the GPU type in AllocTRES, else AllocGRES."""
+    for i, gres_style in ((c.alloctres, False), (c.allocgres, True)):
+        text = _get(fields, i)
+        if text is not None:
+            return gpu_type(text, gres_style)
+    return None, None
 
 
 def _get(fields: list[str], i: int | None) -> str | None:
@@ -420,6 +460,7 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
             refuse(f"end before start: {end.isoformat()} < {start.isoformat()}")
             continue
         gpus = _job_gpus(fields, c)
+        profile, model = _job_gpu_type(fields, c)
         if gpus is not None and gpus < 0:
             refuse(f"negative GPU count: {gpus}")
             continue
@@ -455,6 +496,8 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
             gpus=gpus,
             is_debug=is_debug,
             hosts=hosts,
+            mig_profile=profile,
+            gpu_model=model,
         )
         accepted += 1
         if step is None:
@@ -488,6 +531,8 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
             "is_debug": [r.is_debug for r in out],
             "hosts": [r.hosts for r in out],
             "source": [SOURCE] * len(out),
+            "mig_profile": [r.mig_profile for r in out],
+            "gpu_model": [r.gpu_model for r in out],
         },
         schema=JOB_SCHEMA,
     )
@@ -525,6 +570,8 @@ def _job_from_steps(rows: list[_Row]) -> _Row:
         gpus=max(gpus) if gpus else None,
         is_debug=any(r.is_debug for r in rows),
         hosts=hosts,
+        mig_profile=next((r.mig_profile for r in rows if r.mig_profile), None),
+        gpu_model=next((r.gpu_model for r in rows if r.gpu_model), None),
     )
 
 

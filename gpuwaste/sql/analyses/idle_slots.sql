@@ -41,7 +41,7 @@ never_used as (
 
 final as (
     select
-        a.job_id, a.attempt, a.host, a.gpu, r.start_ts, r.end_ts,
+        a.job_id, a.attempt, a.host, a.gpu, a.gpu_instance, a.mig_profile, r.start_ts, r.end_ts,
         epoch(r.end_ts - r.start_ts) as duration_s
     from runs as r
     join analyze_alloc as a using (alloc_id)

@@ -4,7 +4,9 @@
 --          (job_host_usage.sql), batch_fluctuation (job_fluctuation.sql), batch_checkpoint
 --          (job_checkpoint.sql), batch_idle_slots,
 --          batch_phases (stable_phases.py).
--- variables: cluster, as_of and the thresholds named below.
+-- variables: cluster, as_of and the thresholds named below; mig_model_fragments,
+--            mig_smallest_mib, mig_smallest_weight (warehouse/mig.py: each MIG-capable model's
+--            smallest profile; unset: no fits_smaller_slice diagnosis).
 -- Job U = mean over its GPUs of U_i; GPU memory utilization = memory used / capacity, per GPU,
 -- then mean (and max) over GPUs. A job with less than min_observed_share of its GPU time observed
 -- is flagged low_data and given no diagnosis.
@@ -18,7 +20,32 @@ batch_jobs as (
 ),
 
 gpus as (
-    select * from batch_gpu_usage
+    select
+        *,
+        list_position(
+            list_transform(
+                getvariable('mig_model_fragments')::varchar[], lambda f: contains(lower(gpu_model), f)
+            ),
+            true
+        ) as mig_model
+    from batch_gpu_usage
+),
+
+slice_fit as (
+    -- "fits a smaller slice" [Job Defense Shield's "GPU too powerful, use MIG"]: every used
+    -- whole GPU of the job is of a MIG-capable model, and its mean utilization and peak memory
+    -- would fit that model's smallest MIG profile (utilization <= its share of the GPU)
+    select
+        job_id,
+        bool_and(coalesce(
+            gpu_weight = 1
+            and util_mean <= 100 * list_extract(getvariable('mig_smallest_weight')::double[], mig_model)
+            and mem_used_max_mib <= list_extract(getvariable('mig_smallest_mib')::double[], mig_model),
+            false
+        )) as fits_smaller_slice
+    from gpus
+    where observed_s > 0 and not never_used
+    group by job_id
 ),
 
 per_job_gpu as (
@@ -39,7 +66,9 @@ per_job_gpu as (
         count(*) filter (where never_used) as never_used_gpus,
         count(*) filter (where not never_used and observed_s > 0) as used_gpus,
         sum(n_phases) as n_phases,
-        sum(n_stable_phases) as n_stable_phases
+        sum(n_stable_phases) as n_stable_phases,
+        sum(gpu_cost) as gpu_cost,
+        sum(lost_cost) as lost_cost
     from gpus
     group by job_id
 ),
@@ -62,7 +91,7 @@ edges as (
     from gpus as g
     left join (
         select
-            i.job_id, i.attempt, i.host, i.gpu,
+            i.job_id, i.attempt, i.host, i.gpu, i.gpu_instance,
             max(i.duration_s) filter (
                 where i.start_ts <= u.start_ts + to_microseconds(cast(u.interval_s * 1e6 as bigint))
             ) as head_idle_s,
@@ -70,9 +99,13 @@ edges as (
                 where i.end_ts >= u.end_ts - to_microseconds(cast(u.interval_s * 1e6 as bigint))
             ) as tail_idle_s
         from batch_idle_slots as i
-        join gpus as u using (job_id, attempt, host, gpu)
+        join gpus as u
+          on u.job_id = i.job_id and u.attempt = i.attempt and u.host = i.host
+         and u.gpu = i.gpu and u.gpu_instance is not distinct from i.gpu_instance
         group by all
-    ) as s using (job_id, attempt, host, gpu)
+    ) as s
+      on s.job_id = g.job_id and s.attempt = g.attempt and s.host = g.host and s.gpu = g.gpu
+     and s.gpu_instance is not distinct from g.gpu_instance
     where not g.never_used and g.observed_s > 0
     group by g.job_id
 ),
@@ -92,7 +125,8 @@ host_usage as (
 phase_spread as (
     select job_id, max(spread) as phase_level_spread_mib
     from (
-        select job_id, attempt, host, gpu, max(mem_level_mib) - min(mem_level_mib) as spread
+        select job_id, attempt, host, gpu, gpu_instance,
+               max(mem_level_mib) - min(mem_level_mib) as spread
         from batch_phases
         group by all
     )
@@ -134,7 +168,10 @@ joined as (
         coalesce(f.fluctuating, false) as fluctuating,
         coalesce(k.checkpointing_gpus, 0) > 0 as checkpointing,
         coalesce(e.slow_start, false) as slow_start,
-        coalesce(e.unreleased, false) as unreleased
+        coalesce(e.unreleased, false) as unreleased,
+        coalesce(sf.fits_smaller_slice, false) as fits_smaller_slice,
+        g.gpu_cost,
+        g.lost_cost
     from batch_jobs as j
     left join per_job_gpu as g using (job_id)
     left join first_attempt as fa using (job_id)
@@ -143,6 +180,7 @@ joined as (
     left join batch_checkpoint as k using (job_id)
     left join edges as e using (job_id)
     left join phase_spread as p using (job_id)
+    left join slice_fit as sf using (job_id)
 ),
 
 flagged as (
@@ -183,7 +221,8 @@ diagnosed as (
                           and cpu_util_mean > getvariable('very_low_pct')::double
                      then 'non_dl_job' end,
                 case when is_debug_declared or is_debug_inferred then 'interactive_job' end,
-                case when checkpointing then 'synchronous_checkpointing' end
+                case when checkpointing then 'synchronous_checkpointing' end,
+                case when fits_smaller_slice then 'fits_smaller_slice' end
             )
         end as diagnoses
     from flagged
@@ -198,7 +237,7 @@ final as (
         cpu_util_mean, cpu_util_max, host_mem_util_mean, host_mem_util_max,
         idle_slot_gpu_s, idle_slots, never_used_gpu_s, never_used_gpus, idle_share,
         n_phases, n_stable_phases, phase_level_spread_mib, fluctuating, checkpointing,
-        hit_time_limit, diagnoses
+        hit_time_limit, diagnoses, gpu_cost, lost_cost
     from diagnosed
 )
 

@@ -1,7 +1,8 @@
 -- grain: one row per VC (and '(all)') x length threshold t x idle-memory threshold m
 --        [CloudBrain §IV-B, Table III]: percent of all GPU time in stable phases, i.e. phases
 --        longer than t whose idle memory (capacity - highest memory used) exceeds m GiB.
--- sources: stable_phases, job_usage.
+-- sources: stable_phases, job_usage, job_gpu_usage (the device's gpu_weight: a phase on a MIG
+--          instance holds its slice's share of GPU time, docs/analyses.md#mig-instances).
 -- variables: cluster, stable_phase_lengths_s, stable_phase_idle_gib.
 with
 
@@ -12,9 +13,13 @@ jobs as (
 ),
 
 phases as (
-    select p.job_id, j.vc, p.duration_s, p.idle_mem_mib
+    select p.job_id, j.vc, p.duration_s, p.duration_s * coalesce(d.gpu_weight, 1.0) as gpu_s,
+           p.idle_mem_mib
     from stable_phases as p
     join jobs as j using (job_id)
+    left join job_gpu_usage as d
+      on d.cluster = p.cluster and d.job_id = p.job_id and d.attempt = p.attempt
+     and d.host = p.host and d.gpu = p.gpu and d.gpu_instance is not distinct from p.gpu_instance
     where p.cluster = getvariable('cluster')
 ),
 
@@ -31,7 +36,7 @@ vcs as (
 ),
 
 stable as (
-    select p.vc, g.t_s, g.m_gib, sum(p.duration_s) as stable_gpu_s
+    select p.vc, g.t_s, g.m_gib, sum(p.gpu_s) as stable_gpu_s
     from phases as p
     join grid as g on p.duration_s > g.t_s and p.idle_mem_mib > g.m_gib * 1024
     group by p.vc, g.t_s, g.m_gib

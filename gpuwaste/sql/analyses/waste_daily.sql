@@ -4,6 +4,7 @@
 --        and VCs = 100 * sum(util_gpu_h) / sum(observed_gpu_h).
 -- sources: job_gpu_usage, job_usage.
 -- variables: cluster.
+-- (alloc_s are GPU seconds, weighted by a MIG slice; the share is of wall time.)
 -- An allocation's figures are split across the days it spans in proportion to its overlap with
 -- each day (exact for allocated hours; a day's share of the others assumes they spread evenly).
 with
@@ -33,7 +34,7 @@ shares as (
     select
         *,
         epoch(least(end_ts, day_start + interval 1 day) - greatest(start_ts, day_start))
-            / alloc_s as share
+            / epoch(end_ts - start_ts) as share
     from days
 ),
 

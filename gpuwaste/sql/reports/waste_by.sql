@@ -1,9 +1,10 @@
--- grain: one row per cluster x user (waste_by = 'user') or x VC (waste_by = 'vc') with GPU
+-- grain: one row per cluster x user (waste_by = 'user'), x VC ('vc') or x GPU model ('model':
+--        the device's gpu_model, '(unknown)' where no source names it) with GPU
 --        time in the period [period_start, period_end): GPU hours allocated, busy, in idle
 --        slots, on never-used GPUs, lost (idle-slot + never-used), share lost %, GPU utilization
---        (time-weighted mean) %, jobs.
+--        (time-weighted mean) %, jobs; with [cost] prices, the money allocated (cost) and lost.
 -- sources: job_gpu_usage, job_usage.
--- variables: waste_by ('user' | 'vc'), cluster (null: every cluster), vc (null: every VC),
+-- variables: waste_by ('user' | 'vc' | 'model'), cluster (null: every cluster), vc (null: every VC),
 --            period_start, period_end (timestamptz; null: all time).
 -- Period rule: a job is in the period when one of its GPU allocations overlaps it (a running
 -- job's allocation reaches the watermark it was analyzed up to); each allocation counts with the
@@ -23,12 +24,13 @@ jobs as (
 
 gpus as (
     select
-        cluster, job_id, alloc_s, busy_s, idle_slot_s, never_used_s, observed_s,
+        cluster, job_id, gpu_model, alloc_s, busy_s, idle_slot_s, never_used_s, observed_s,
+        gpu_cost, lost_cost,
         coalesce(util_mean, 0) * observed_s as util_x_s,
         epoch(
             least(end_ts, coalesce(getvariable('period_end')::timestamptz, end_ts))
             - greatest(start_ts, coalesce(getvariable('period_start')::timestamptz, start_ts))
-        ) / alloc_s as share
+        ) / epoch(end_ts - start_ts) as share
     from job_gpu_usage
     where alloc_s > 0
       and (getvariable('cluster') is null or cluster = getvariable('cluster'))
@@ -39,7 +41,10 @@ gpus as (
 final as (
     select
         j.cluster,
-        j.who,
+        case getvariable('waste_by')
+            when 'model' then coalesce(g.gpu_model, '(unknown)')
+            else j.who
+        end as who,
         count(distinct j.job_id) as jobs,
         sum(g.share * g.alloc_s) / 3600 as gpu_h,
         sum(g.share * g.busy_s) / 3600 as busy_gpu_h,
@@ -48,10 +53,12 @@ final as (
         sum(g.share * (g.idle_slot_s + g.never_used_s)) / 3600 as lost_gpu_h,
         100 * sum(g.share * (g.idle_slot_s + g.never_used_s)) / nullif(sum(g.share * g.alloc_s), 0)
             as lost_pct,
-        sum(g.share * g.util_x_s) / nullif(sum(g.share * g.observed_s), 0) as gpu_util_pct
+        sum(g.share * g.util_x_s) / nullif(sum(g.share * g.observed_s), 0) as gpu_util_pct,
+        sum(g.share * g.gpu_cost) as cost,
+        sum(g.share * g.lost_cost) as lost_cost
     from gpus as g
     join jobs as j using (cluster, job_id)
-    group by j.cluster, j.who
+    group by all
 )
 
 select * from final

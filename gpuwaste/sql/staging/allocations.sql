@@ -1,8 +1,17 @@
 -- grain: one row per job x attempt x allocated GPU of the jobs being analyzed, with the
 --        interval [start_ts, end_ts) it was held (a running job: up to the watermark `as_of`),
---        numbered by alloc_id so that the per-sample pass carries one integer, not four keys.
+--        numbered by alloc_id so that the per-sample pass carries one integer, not five keys.
 -- sources: job_gpus, jobs (facts); analyze_batch (the job_ids of this run, one column job_id).
 -- variables: cluster, as_of.
+-- A device is a whole GPU (gpu_instance null) or a MIG instance of one; gpu_weight is its
+-- share of one GPU's time: a profile's compute slices / the GPU's (7; 4 for A30's
+-- 1g.6gb, 2g.12gb, 4g.24gb), 1 for a whole GPU (docs/analyses.md#mig-instances).
+-- gpuwaste/warehouse/mig.py states the same rule; tests/test_mig.py checks they agree.
+-- A shared device (allocations overlapping on it: time-slicing, MPS) divides its time:
+-- over each stretch, each of the k allocations holding it gets 1/k; gpu_weight is then
+-- also multiplied by the allocation's device share = (its seconds / k, summed) / its
+-- seconds (docs/analyses.md#shared-gpus). Sharers are found among all the cluster's
+-- allocations of known devices, not only this batch's.
 -- A GPU index of -1 (Slurm without GPU indices) is kept here; resolve_unknown_gpus.sql turns it
 -- into the GPUs whose samples carry the job's label.
 with
@@ -18,7 +27,7 @@ cluster_jobs as (
 ),
 
 cluster_job_gpus as (
-    select job_id, attempt, host, gpu, start_ts, end_ts
+    select job_id, attempt, host, gpu, gpu_instance, mig_profile, gpu_model, start_ts, end_ts
     from job_gpus
     where cluster = getvariable('cluster')
 ),
@@ -29,6 +38,13 @@ intervals as (
         g.attempt,
         g.host,
         g.gpu,
+        g.gpu_instance,
+        g.mig_profile,
+        g.gpu_model,
+        coalesce(try_cast(regexp_extract(lower(g.mig_profile), '^(\d+)g\.', 1) as double)
+            / case when regexp_extract(lower(g.mig_profile), '^(\d+g\.\d+gb)', 1)
+                        in ('1g.6gb', '2g.12gb', '4g.24gb') then 4.0 else 7.0 end, 1.0)
+            as slice_weight,
         coalesce(g.start_ts, j.start_ts) as start_ts,
         coalesce(g.end_ts, j.end_ts, getvariable('as_of')::timestamptz) as end_ts
     from cluster_job_gpus as g
@@ -36,12 +52,75 @@ intervals as (
     left join cluster_jobs as j on j.job_id = g.job_id
 ),
 
-final as (
-    select
-        row_number() over (order by job_id, attempt, host, gpu) as alloc_id,
-        job_id, attempt, host, gpu, start_ts, end_ts
+held as (
+    select *, concat_ws('|', job_id, attempt, host, gpu, coalesce(gpu_instance, -1)) as a_key
     from intervals
     where start_ts is not null and end_ts > start_ts
+),
+
+device_spans as (
+    -- every allocation of the cluster on a known device: the candidates for sharing
+    select
+        g.host, g.gpu, g.gpu_instance,
+        coalesce(g.start_ts, j.start_ts) as start_ts,
+        coalesce(g.end_ts, j.end_ts, getvariable('as_of')::timestamptz) as end_ts
+    from cluster_job_gpus as g
+    left join cluster_jobs as j on j.job_id = g.job_id
+    where g.gpu >= 0
+),
+
+overlapping as (
+    -- each allocation with the part of every allocation of its device inside it (itself too)
+    select
+        a.a_key,
+        greatest(o.start_ts, a.start_ts) as o_start,
+        least(o.end_ts, a.end_ts) as o_end
+    from held as a
+    join device_spans as o
+      on o.host = a.host and o.gpu = a.gpu and o.gpu_instance is not distinct from a.gpu_instance
+     and o.start_ts < a.end_ts and o.end_ts > a.start_ts
+    where a.gpu >= 0
+),
+
+shared as (
+    select a_key from overlapping group by a_key having count(*) > 1
+),
+
+pieces as (
+    -- the stretches of a shared allocation between consecutive starts and ends of its sharers
+    select a_key, t as p_start, lead(t) over (partition by a_key order by t) as p_end
+    from (
+        select distinct a_key, t
+        from (
+            select o.a_key, unnest([o.o_start, o.o_end]) as t
+            from overlapping as o
+            semi join shared as s on s.a_key = o.a_key
+        )
+    )
+),
+
+device_share as (
+    -- seconds / k over each stretch held by k allocations, summed per allocation
+    select a_key, sum(share_s) as share_s
+    from (
+        select p.a_key, epoch(p.p_end - p.p_start) / count(*) as share_s
+        from pieces as p
+        join overlapping as o
+          on o.a_key = p.a_key and o.o_start <= p.p_start and o.o_end >= p.p_end
+        where p.p_end is not null
+        group by p.a_key, p.p_start, p.p_end
+    )
+    group by a_key
+),
+
+final as (
+    select
+        row_number() over (order by job_id, attempt, host, gpu, gpu_instance) as alloc_id,
+        job_id, attempt, host, gpu, gpu_instance, mig_profile, gpu_model,
+        h.slice_weight * coalesce(d.share_s / epoch(h.end_ts - h.start_ts), 1.0) as gpu_weight,
+        start_ts, end_ts
+    from held as h
+    left join device_share as d using (a_key)
 )
 
 select * from final

@@ -8,11 +8,12 @@
 -- polars, and tests/test_job_samples.py proves both equal.
 -- Idle [CloudBrain §IV-C]: utilization 0 and memory used at or under the floor (a source without
 -- memory, e.g. Philly, judges by utilization alone). Samples repeated for several jobs on one GPU
--- (DCGM repeats the series per `hpc_job`) get dt_s = 0 and so carry no weight.
+-- (DCGM repeats the series per `hpc_job`) get dt_s = 0 and so carry no weight. A device is
+-- (host, gpu, inst): inst is the MIG instance + 1, or 0 for a whole GPU (so it joins as a key).
 with
 
 allocations as (
-    select alloc_id, host, gpu, start_ts, end_ts
+    select alloc_id, host, gpu, coalesce(gpu_instance + 1, 0) as inst, start_ts, end_ts
     from analyze_alloc
     where gpu >= 0
 ),
@@ -23,28 +24,28 @@ overlap_flags as (
         *,
         coalesce(
             max(end_ts) over (
-                partition by host, gpu order by start_ts, alloc_id
+                partition by host, gpu, inst order by start_ts, alloc_id
                 rows between unbounded preceding and 1 preceding
             ) > start_ts,
             false
         )
         or coalesce(
-            lead(start_ts) over (partition by host, gpu order by start_ts, alloc_id) < end_ts,
+            lead(start_ts) over (partition by host, gpu, inst order by start_ts, alloc_id) < end_ts,
             false
         ) as is_shared
     from allocations
 ),
 
 exclusive_allocs as (
-    select alloc_id, host, gpu, start_ts, end_ts from overlap_flags where not is_shared
+    select alloc_id, host, gpu, inst, start_ts, end_ts from overlap_flags where not is_shared
 ),
 
 shared_allocs as (
-    select alloc_id, host, gpu, start_ts, end_ts from overlap_flags where is_shared
+    select alloc_id, host, gpu, inst, start_ts, end_ts from overlap_flags where is_shared
 ),
 
 samples as (
-    select host, gpu, ts, util, mem_used_mib, mem_total_mib
+    select host, gpu, coalesce(gpu_instance + 1, 0) as inst, ts, util, mem_used_mib, mem_total_mib
     from gpu_samples
     where cluster = getvariable('cluster')
       and date between getvariable('date_lo')::date and getvariable('date_hi')::date
@@ -60,6 +61,7 @@ matched as (
     asof join exclusive_allocs as a
       on s.host = a.host
      and s.gpu = a.gpu
+     and s.inst = a.inst
      and s.ts >= a.start_ts
     where s.ts < a.end_ts
     union all
@@ -68,6 +70,7 @@ matched as (
     join samples as s
       on s.host = a.host
      and s.gpu = a.gpu
+     and s.inst = a.inst
      and s.ts >= a.start_ts
      and s.ts < a.end_ts
 ),
