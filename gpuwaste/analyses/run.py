@@ -245,7 +245,7 @@ def analyze_cluster(
                 cluster,
                 i,
                 tuple(ids),
-                thresholds_json,
+                t.model_dump_json(),
                 as_of.isoformat(),
                 batch_hosts,
                 memory_limit,

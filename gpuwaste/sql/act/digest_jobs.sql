@@ -33,16 +33,20 @@ per_job as (
         sum(share * (idle_slot_s + never_used_s)) / 3600 as lost_gpu_h
     from gpus
     group by job_id
+),
+
+final as (
+    select
+        j.job_id,
+        coalesce(j."user", '(none)') as "user",
+        coalesce(j.vc, '(none)') as vc,
+        j.low_data,
+        p.gpu_h,
+        p.idle_slot_gpu_h,
+        p.never_used_gpu_h,
+        p.lost_gpu_h
+    from per_job as p
+    join job_usage as j on j.cluster = getvariable('cluster') and j.job_id = p.job_id
 )
 
-select
-    j.job_id,
-    coalesce(j."user", '(none)') as "user",
-    coalesce(j.vc, '(none)') as vc,
-    j.low_data,
-    p.gpu_h,
-    p.idle_slot_gpu_h,
-    p.never_used_gpu_h,
-    p.lost_gpu_h
-from per_job as p
-join job_usage as j on j.cluster = getvariable('cluster') and j.job_id = p.job_id
+select * from final
