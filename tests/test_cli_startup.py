@@ -30,6 +30,8 @@ NOT_AT_START = (
     "gpuwaste.analyses.run",
     "gpuwaste.analyses.engines",
     "gpuwaste.generate.output",
+    "gpuwaste.ingest.run",
+    "rich.progress",
     "gpuwaste.ingest.prometheus.source",
     "gpuwaste.ingest.prometheus.client",
     "gpuwaste.ingest.prometheus.parse",
