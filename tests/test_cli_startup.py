@@ -31,7 +31,7 @@ NOT_AT_START = (
     "gpuwaste.analyses.engines",
     "gpuwaste.generate.output",
     "gpuwaste.ingest.run",
-    "rich.progress",
+    "rich",  # the terminal tables and progress display (typer imports it for --help only)
     "gpuwaste.ingest.prometheus.source",
     "gpuwaste.ingest.prometheus.client",
     "gpuwaste.ingest.prometheus.parse",
