@@ -7,7 +7,8 @@
 2. `gpuwaste job`: the report of a drill-down job (with samples: the strip) and of a bulk job,
    gathered and rendered in this process (median of --repeat, a fresh connection each time), and
    the whole command in a new process (Python start and imports included); baseline in the same
-   process: the one query that fetches the job's `job_usage` row;
+   process: the one query that fetches the job's `job_usage` row. The start-up every command
+   pays: `import gpuwaste.cli` in a new process, against a bare `python -c pass`;
 3. `gpuwaste notify` dry run over the warehouse's 7 days, every user with an address and every
    VC with an owner: planned and printed in this process, and the whole command in a new
    process; baseline in the same process: `report --by user` (`waste_by`) over the same window.
@@ -60,20 +61,37 @@ def median_s(fn: Callable[[], object], repeat: int) -> Timing:
     return statistics.median(walls), statistics.median(cpus)
 
 
-def cli_s(args: list[str], repeat: int) -> Timing:
+def cli_s(args: list[str], repeat: int, module: bool = True) -> Timing:
+    """`python -m gpuwaste.cli ARGS` (or `python ARGS`) as a new process, wall and CPU time."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, *(["-m", "gpuwaste.cli"] if module else []), *args]
     walls, cpus = [], []
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
-        subprocess.run(
-            [sys.executable, "-m", "gpuwaste.cli", *args],
-            check=True, env=env, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+        subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
         walls.append(time.perf_counter() - t)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     return statistics.median(walls), statistics.median(cpus)
+
+
+def python_s(code: str, repeat: int) -> Timing:
+    """A new interpreter running `code` (this repository first on its path)."""
+    return cli_s(["-c", code], repeat, module=False)
+
+
+def a_drill_job(data_dir: Path) -> str | None:
+    """A job of the warehouse with samples (its report draws the strip from them)."""
+    con = read_only_connection(data_dir)
+    try:
+        row = con.execute(
+            "select s.job_id from gpu_samples as s join job_usage as j using (cluster, job_id) "
+            "limit 1"
+        ).fetchone()
+    finally:
+        con.close()
+    return None if row is None else str(row[0])
 
 
 def job_row(data_dir: Path, job_id: str) -> None:
@@ -100,14 +118,21 @@ def main() -> None:
         from gpuwaste.warehouse.store import Warehouse
 
         jobs = Warehouse(data_dir).read("job_usage")
-        drill = ""
+        drill = a_drill_job(data_dir) or ""
     build_s = time.perf_counter() - t
     bulk = jobs.sort("gpu_s", descending=True)["job_id"][len(jobs) // 2]
     drill = drill or bulk
     users, vcs = jobs["user"].n_unique(), jobs["vc"].unique().to_list()
     print(f"warehouse: {jobs.height:,} jobs, {users} users, {len(vcs)} VCs ({build_s:.0f} s)")
 
-    rows = []
+    load_before = os.getloadavg()[0]
+    rows = [
+        (
+            "start-up: `import gpuwaste.cli`, new process",
+            python_s("import gpuwaste.cli", args.repeat),
+            python_s("pass", args.repeat),
+        )
+    ]
     base = median_s(lambda: job_row(data_dir, drill), args.repeat)
     for label, job_id in (("drill-down job (strip from samples)", drill), ("bulk job", bulk)):
         s = median_s(
@@ -156,10 +181,11 @@ def main() -> None:
     print(
         f"\nMeasured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.node()} "
         f"({platform.machine()}, {os.cpu_count()} cores), Python {platform.python_version()}; "
-        f"1-minute load {load:.1f} after the run. Median of {args.repeat}. "
+        f"1-minute load {load_before:.1f} before the run, {load:.1f} after. Median of "
+        f"{args.repeat}. Drill-down job {drill}, bulk job {bulk}. "
         f"{messages} digests (users over the default thresholds + one per VC).\n"
     )
-    print("| what | wall | CPU | baseline wall / CPU (same process) | ratio (wall) |")
+    print("| what | wall | CPU | baseline wall / CPU | ratio (wall) |")
     print("| --- | --- | --- | --- | --- |")
     for what, (w, c), (bw, bc) in rows:
         print(f"| {what} | {w:.3f} s | {c:.3f} s | {bw:.3f} s / {bc:.3f} s | {w / bw:.1f}x |")

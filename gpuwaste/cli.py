@@ -1,5 +1,9 @@
 """The `gpuwaste` command: a thin layer over the library; each command calls one function.
 
+Start-up is what every command pays (`gpuwaste job` answers within a second): the command modules
+declare options and help only, and import what a command runs inside its function
+(tests/test_cli_startup.py lists the packages `import gpuwaste.cli` must not load).
+
 Operator mistakes (a wrong file, an unreachable server, a bad key) raise GpuwasteError and are
 printed as one sentence on stderr with exit status 1, never as a traceback.
 """
@@ -10,7 +14,6 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import duckdb
 import typer
 from typer.core import TyperOption
 
@@ -69,6 +72,7 @@ def sql(
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Run one read-only SQL query against the warehouse."""
+    import duckdb
     import polars as pl
 
     from gpuwaste.warehouse.readonly import read_retrying, run_query

@@ -14,9 +14,6 @@ from enum import StrEnum
 from typing import IO, Any
 
 import polars as pl
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from gpuwaste.text import printable
 
@@ -77,6 +74,11 @@ def render(
         json.dump(df.to_dicts(), stream, default=_json_default, indent=1)
         stream.write("\n")
         return
+    # rich here, not at the top: every command imports this module (`gpuwaste job` prints no table)
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=Text(title) if title else None, show_lines=False)
     for name in df.columns:
         numeric = df.schema[name].is_numeric()

@@ -34,11 +34,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """One job: its figures, each GPU, a utilization strip, diagnoses with advice."""
         from gpuwaste.act.job_report import UnknownJob, as_dict, gather, render_text
+        from gpuwaste.act.money import shown_currency
         from gpuwaste.render import _json_default
 
         s = settings(config, data_dir)
         try:
-            data = gather(s.data_dir, job_id, cluster, s.notify.dashboard_url)
+            url, currency = s.notify.dashboard_url, shown_currency(s.cost)
+            data = gather(s.data_dir, job_id, cluster, url, currency)
         except UnknownJob as exc:
             print(f"gpuwaste: {exc}", file=sys.stderr)
             raise typer.Exit(UNKNOWN_JOB_EXIT) from None

@@ -18,6 +18,7 @@ import duckdb
 import polars as pl
 
 from gpuwaste.act.advice import advise
+from gpuwaste.act.money import amount
 from gpuwaste.analyses.freshness import freshness
 from gpuwaste.dashboard import queries as q
 from gpuwaste.errors import GpuwasteError
@@ -56,6 +57,7 @@ class JobData:
     analyzed_up_to: datetime | None
     stale_reason: str | None
     link: str
+    currency: str | None = None  # money shown in it (`act.money.shown_currency`); None: none
 
 
 def job_link(dashboard_url: str, cluster: str, job_id: str) -> str:
@@ -92,8 +94,15 @@ def _find(con: duckdb.DuckDBPyConnection, job_id: str, cluster: str | None) -> d
     raise UnknownJob(f"no job {safe_text(job_id)}{where}{hint}.", closest)
 
 
-def gather(data_dir: Path, job_id: str, cluster: str | None, dashboard_url: str) -> JobData:
-    """Read one job's rows; UnknownJob when there is no such job (or it is ambiguous)."""
+def gather(
+    data_dir: Path,
+    job_id: str,
+    cluster: str | None,
+    dashboard_url: str,
+    currency: str | None = None,
+) -> JobData:
+    """Read one job's rows; UnknownJob when there is no such job (or it is ambiguous). Money is
+    shown in `currency` (None: not shown)."""
     if not Warehouse(data_dir).has_files("job_usage"):
         raise GpuwasteError(f"no job_usage table in {data_dir}: run `gpuwaste analyze` first.")
     con = read_only_connection(data_dir)
@@ -109,7 +118,7 @@ def gather(data_dir: Path, job_id: str, cluster: str | None, dashboard_url: str)
     up_to = fresh["analyzed_up_to"][0] if fresh.height else None
     stale = fresh["stale_reason"][0] if fresh.height else None
     link = job_link(dashboard_url, c, job_id)
-    return JobData(c, job, gpus, slots, samples, up_to, stale, link)
+    return JobData(c, job, gpus, slots, samples, up_to, stale, link, currency)
 
 
 # ----------------------------------------------------------------------------- pure parts
@@ -236,6 +245,12 @@ def header_lines(data: JobData) -> list[str]:
         f"GPU time {_h(j['gpu_s'])}   GPU utilization (mean of U_i) {util}   "
         f"lost (idle slots + never used) {_h(lost)}",
     ]
+    lost_money = amount(j.get("lost_cost"), data.currency)
+    if lost_money is not None:
+        lines.append(
+            f"money lost {lost_money} of {amount(j.get('gpu_cost'), data.currency)} "
+            "(GPU hours x the [cost] price of the GPU's model)"
+        )
     if j["low_data"]:
         lines.append(
             f"too little data: observed {100 * (j['observed_share'] or 0):.0f} % of its GPU "
@@ -324,6 +339,7 @@ def as_dict(data: JobData, width: int = STRIP_WIDTH) -> dict[str, Any]:
         ],
         "freshness": freshness_note(data),
         "analyzed_up_to": data.analyzed_up_to,
+        "currency": data.currency,
         "link": data.link,
     }
 

@@ -15,7 +15,6 @@ from gpuwaste.cli_common import settings
 from gpuwaste.config import ClusterConfig, ConfigError, Settings, error_input, error_reason
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.ingest.base import RunOptions, Source
-from gpuwaste.ingest.run import run_configured, run_one
 
 ClusterName = Annotated[
     str | None,
@@ -105,6 +104,9 @@ def run_subcommand(
     configured source of `cluster`, or of every cluster that has it. With them (`inputs`, the
     source's table as the flags give it): one-off into `cluster`, which `what` (the command as
     typed) then needs."""
+    # here, not at the top: `gpuwaste` starts without the writer and the progress display
+    from gpuwaste.ingest.run import run_configured, run_one
+
     if inputs is None:
         run_configured(s, [source], options, cluster=cluster)
         return

@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 
 from gpuwaste.analyses.run import analyze
-from gpuwaste.config import Settings
+from gpuwaste.config import CostSettings, Settings
 from tests.support.two_jobs import T0, write_two_jobs
 
 PLANTED_CLUSTER = "g"
@@ -26,8 +26,8 @@ def two_jobs_warehouse(data_dir: Path, t0: datetime = T0) -> Path:
     return data_dir
 
 
-def planted_warehouse(base: Path) -> tuple[Path, dict[str, Any]]:
-    """(data_dir, truth) of an analyzed generated cluster."""
+def planted_warehouse(base: Path, cost: CostSettings | None = None) -> tuple[Path, dict[str, Any]]:
+    """(data_dir, truth) of an analyzed generated cluster (priced by `cost` if given)."""
     from gpuwaste import generate
     from gpuwaste.warehouse.store import Warehouse
 
@@ -44,14 +44,15 @@ def planted_warehouse(base: Path) -> tuple[Path, dict[str, Any]]:
     )
     wh.upsert("jobs", PLANTED_CLUSTER, "gen", generate.jobs_frame(cluster))
     wh.upsert("job_gpus", PLANTED_CLUSTER, "gen", generate.job_gpus_frame(cluster))
-    analyze(Settings(data_dir=data_dir), quiet=True)
+    analyze(Settings(data_dir=data_dir, cost=cost or CostSettings()), quiet=True)
     truth = json.loads((base / "out" / "truth.json").read_text())
     return data_dir, truth
 
 
-def with_low_data_job(data_dir: Path, t0: datetime = T0) -> Path:
+def with_low_data_job(data_dir: Path, t0: datetime = T0, cost: CostSettings | None = None) -> Path:
     """tests/support/two_jobs.py plus job c of user ann on GPU 2: idle samples for its first
-    5 of 20 minutes and none after, so it is observed for 25 % of its GPU time (`low_data`)."""
+    5 of 20 minutes and none after, so it is observed for 25 % of its GPU time (`low_data`);
+    analyzed with the prices of `cost` if given."""
     from gpuwaste.warehouse.store import Warehouse
 
     write_two_jobs(data_dir, t0=t0)
@@ -89,5 +90,5 @@ def with_low_data_job(data_dir: Path, t0: datetime = T0) -> Path:
              "end_ts": [end]}
         ),
     )  # fmt: skip
-    analyze(Settings(data_dir=data_dir), quiet=True)
+    analyze(Settings(data_dir=data_dir, cost=cost or CostSettings()), quiet=True)
     return data_dir

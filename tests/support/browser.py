@@ -14,9 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.support.components import free_port, in_ci, require
+from tests.support.components import free_port, require, require_module
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -43,13 +41,9 @@ CHARTS_JS = """
 def require_browser() -> str:
     """Chromium's path; the test fails under CI and skips elsewhere when it is missing."""
     path = require("chromium")
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        msg = "the playwright package is not installed (pip install -e '.[dev]')"
-        if in_ci():
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require_module(
+        "playwright.sync_api", "the playwright package is not installed (pip install -e '.[dev]')"
+    )
     return CHROMIUM if Path(CHROMIUM).exists() else path
 
 

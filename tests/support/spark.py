@@ -24,9 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from tests.support.components import free_port, in_ci, require
+from tests.support.components import free_port, require, require_module
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 120
@@ -35,14 +33,10 @@ START_TIMEOUT_S = 120
 def spark_home() -> Path:
     """The pyspark package folder; fail under CI, skip elsewhere, without pyspark or java."""
     require("java")
-    try:
-        import pyspark
-    except ImportError:
-        msg = "pyspark is not installed (pip install -e '.[dev]' installs it)"
-        if in_ci():
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return Path(pyspark.__file__).parent
+    pyspark = require_module(
+        "pyspark", "pyspark is not installed (pip install -e '.[dev]' installs it)"
+    )
+    return Path(str(pyspark.__file__)).parent
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -180,13 +174,9 @@ def connect_server(work: Path) -> Iterator[str]:
     """A Spark Connect server on loopback (local[2]), started with pyspark's spark-submit as
     `sbin/start-connect-server.sh` starts it; yields its sc:// URL."""
     home = spark_home()
-    try:
-        import grpc  # noqa: F401  (pyspark's Connect client needs it)
-    except ImportError:
-        msg = "the Spark Connect client is not installed (pip install -e '.[dev]' installs it)"
-        if in_ci():
-            pytest.fail(msg)
-        pytest.skip(msg)
+    require_module(  # pyspark's Connect client needs it
+        "grpc", "the Spark Connect client is not installed (pip install -e '.[dev]' installs it)"
+    )
     work.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = open(work / "connect.log", "ab")  # noqa: SIM115 (kept open by the process)

@@ -18,6 +18,7 @@ import polars as pl
 
 from gpuwaste.act.advice import advise
 from gpuwaste.act.job_report import job_link
+from gpuwaste.act.money import amount
 from gpuwaste.analyses.period import since_time
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables
 from gpuwaste.config import NotifyConfig
@@ -64,7 +65,8 @@ class WindowFigures:
 GROUPS = """
 select "user", vc, coalesce(low_data, false) as low_data, count(*) as jobs,
        sum(gpu_h) as gpu_h, sum(lost_gpu_h) as lost_gpu_h,
-       sum(idle_slot_gpu_h) as idle_slot_gpu_h, sum(never_used_gpu_h) as never_used_gpu_h
+       sum(idle_slot_gpu_h) as idle_slot_gpu_h, sum(never_used_gpu_h) as never_used_gpu_h,
+       sum(cost) as cost, sum(lost_cost) as lost_cost, count(lost_cost) as priced_jobs
 from digest_jobs group by all
 """
 WORST = """
@@ -105,6 +107,8 @@ class Digest:
     job_ids: tuple[str, ...]
     lost_gpu_h: float
     gpu_h: float
+    lost_cost: float | None = None  # in the context's currency; None: money not shown
+    cost: float | None = None
 
     @property
     def content_hash(self) -> str:
@@ -112,12 +116,29 @@ class Digest:
         return hashlib.sha256(text).hexdigest()[:32]
 
 
+@dataclass(frozen=True)
+class DigestContext:
+    """What every digest of one cluster and window shares."""
+
+    cfg: NotifyConfig
+    cluster: str
+    window: Window
+    min_observed_share: float  # [thresholds]: under it, a job has too little data
+    currency: str | None = None  # money is shown in it; None: no [cost] prices, no money
+
+
 def _share(lost: float, total: float) -> float:
     return lost / total if total > 0 else 0.0
 
 
-def job_lines(jobs: pl.DataFrame, dashboard_url: str, cluster: str) -> list[str]:
-    """The worst jobs, each with its figures, the advice for its diagnoses and its link."""
+def _costing(value: float | None, currency: str | None) -> str:
+    shown = amount(value, currency)
+    return f", costing {shown}" if shown else ""
+
+
+def job_lines(jobs: pl.DataFrame, ctx: DigestContext) -> list[str]:
+    """The worst jobs, each with its figures (and lost money), the advice for its diagnoses and
+    its link."""
     out = []
     for j in jobs.iter_rows(named=True):
         util = "-" if j["util_mean"] is None else f"{j['util_mean']:.1f} %"
@@ -127,11 +148,11 @@ def job_lines(jobs: pl.DataFrame, dashboard_url: str, cluster: str) -> list[str]
             f"{j['gpus']} GPU(s)): {j['lost_gpu_h']:.2f} of {j['gpu_h']:.2f} GPU hours lost "
             f"({100 * _share(j['lost_gpu_h'], j['gpu_h']):.0f} %: "
             f"{j['idle_slot_gpu_h']:.2f} h in idle slots, {j['never_used_gpu_h']:.2f} h on "
-            f"never-used GPUs); GPU utilization {util}"
+            f"never-used GPUs){_costing(j['lost_cost'], ctx.currency)}; GPU utilization {util}"
         )
         for _name, title, text in advise(j["diagnoses"]):
             out.append(f"    - {title}: {text}")
-        out.append(f"    {job_link(dashboard_url, cluster, j['job_id'])}")
+        out.append(f"    {job_link(ctx.cfg.dashboard_url, ctx.cluster, j['job_id'])}")
     return [printable(line) for line in out]
 
 
@@ -150,6 +171,11 @@ FOOTER = (
     "minute) + time on GPUs the job never used. A job counts with the part of its GPU time "
     "inside the window. `gpuwaste job JOBID` shows any job in full."
 )
+MONEY_FOOTER = (
+    "Money = GPU hours x the price of an hour of the GPU's model ([cost] of gpuwaste.toml, as of "
+    "the last `gpuwaste analyze`), in {currency}; a GPU whose model has no price counts as "
+    "nothing."
+)
 
 LOW = pl.col("low_data").fill_null(False)
 TOTALS = (
@@ -157,6 +183,9 @@ TOTALS = (
     pl.col("lost_gpu_h").filter(~LOW).sum(),
     pl.col("idle_slot_gpu_h").filter(~LOW).sum().alias("idle_gpu_h"),
     pl.col("never_used_gpu_h").filter(~LOW).sum().alias("never_gpu_h"),
+    pl.col("cost").filter(~LOW).sum(),
+    pl.col("lost_cost").filter(~LOW).sum(),
+    pl.col("priced_jobs").filter(~LOW).sum(),
     pl.col("jobs").filter(LOW).sum().alias("n_low"),
     pl.col("gpu_h").filter(LOW).sum().alias("low_gpu_h"),
 )
@@ -173,130 +202,158 @@ def worst_jobs(jobs: pl.DataFrame, by: str, keep: pl.Series, n: int) -> dict[str
     return {str(k[0]): df for k, df in worst.partition_by(by, as_dict=True).items()}
 
 
+def each_over(
+    figures: WindowFigures, groups: pl.DataFrame, by: str, over: pl.Expr, n: int
+) -> list[tuple[dict[str, Any], pl.DataFrame]]:
+    """For each user (or VC: `by`) of `groups` whose judged totals pass `over`, in name order:
+    its totals (TOTALS) and its `n` worst jobs."""
+    totals = groups.group_by(by).agg(*TOTALS).filter(over).sort(by)
+    worst_of = worst_jobs(figures.worst, by, totals[by], n)
+    none = figures.worst.clear()
+    return [(t, worst_of.get(str(t[by]), none)) for t in totals.iter_rows(named=True)]
+
+
+def money_of(totals: dict[str, Any], ctx: DigestContext) -> tuple[float | None, float | None]:
+    """(lost money, money held) of judged jobs, or (None, None) when money is not shown or none
+    of the jobs has a price."""
+    if ctx.currency is None or not totals["priced_jobs"]:
+        return None, None
+    return totals["lost_cost"], totals["cost"]
+
+
+def held_sentence(totals: dict[str, Any], ctx: DigestContext) -> str:
+    """`held X GPU hours, of which Y (Z %) were lost: ...`, and what the lost hours cost."""
+    gpu_h, lost = totals["gpu_h"], totals["lost_gpu_h"]
+    text = (
+        f"held {gpu_h:.2f} GPU hours, of which {lost:.2f} ({100 * _share(lost, gpu_h):.0f} %) "
+        f"were lost: {totals['idle_gpu_h']:.2f} in idle slots and {totals['never_gpu_h']:.2f} "
+        "on GPUs never used."
+    )
+    lost_cost, cost = money_of(totals, ctx)
+    if lost_cost is not None:
+        text += (
+            f" The lost GPU hours cost {amount(lost_cost, ctx.currency)} (of "
+            f"{amount(cost, ctx.currency)} for all the GPU hours held)."
+        )
+    return text
+
+
 def _digest(
     kind: str,
     about: str,
-    cluster: str,
     subject: str,
     opening: list[str],
     totals: dict[str, Any],
     worst: pl.DataFrame,
-    cfg: NotifyConfig,
-    min_observed_share: float,
+    ctx: DigestContext,
 ) -> Digest:
     """A digest: its opening lines, then the worst jobs with advice, the jobs left out, the
     footer."""
     whose = "Your" if kind == "user" else "The"
+    lost_cost, cost = money_of(totals, ctx)
     lines = [
         *opening,
         "",
         f"{whose} {worst.height} job(s) that lost the most, and what to try:",
-        *job_lines(worst, cfg.dashboard_url, cluster),
+        *job_lines(worst, ctx),
         "",
-        *left_out_line(totals["n_low"], totals["low_gpu_h"], min_observed_share),
+        *left_out_line(totals["n_low"], totals["low_gpu_h"], ctx.min_observed_share),
         FOOTER,
+        *([MONEY_FOOTER.format(currency=ctx.currency)] if lost_cost is not None else []),
     ]
     body = "\n".join(lines) + "\n"
     job_ids = tuple(worst["job_id"].to_list())
     return Digest(
-        cluster, kind, about, subject, body, job_ids, totals["lost_gpu_h"], totals["gpu_h"]
-    )
+        ctx.cluster, kind, about, subject, body, job_ids, totals["lost_gpu_h"],
+        totals["gpu_h"], lost_cost, cost,
+    )  # fmt: skip
+
+
+def lost_hours(totals: dict[str, Any], ctx: DigestContext) -> str:
+    """`1.25 GPU hours`, with the money lost when it is shown: `1.25 GPU hours (3.10 EUR)`."""
+    lost_cost, _ = money_of(totals, ctx)
+    money = f" ({amount(lost_cost, ctx.currency)})" if lost_cost is not None else ""
+    return f"{totals['lost_gpu_h']:.2f} GPU hours{money}"
 
 
 def _dates(window: Window) -> str:
     return f"{window.start.date()} to {window.end.date()}"
 
 
-def user_digests(
-    figures: WindowFigures,
-    cfg: NotifyConfig,
-    cluster: str,
-    window: Window,
-    min_observed_share: float,
-) -> list[Digest]:
+def user_digests(figures: WindowFigures, ctx: DigestContext) -> list[Digest]:
     """One digest per user whose judged jobs lost at least `min_wasted_gpu_hours` and at least
     `min_waste_share` of their GPU time in the window (judged: not `low_data`)."""
-    totals = (
-        figures.groups.group_by("user")
-        .agg(*TOTALS)
-        .filter(
-            (pl.col("lost_gpu_h") >= cfg.min_wasted_gpu_hours)
-            & (pl.col("gpu_h") > 0)
-            & (pl.col("lost_gpu_h") / pl.col("gpu_h") >= cfg.min_waste_share)
-        )
-        .sort("user")
+    cfg = ctx.cfg
+    over = (
+        (pl.col("lost_gpu_h") >= cfg.min_wasted_gpu_hours)
+        & (pl.col("gpu_h") > 0)
+        & (pl.col("lost_gpu_h") / pl.col("gpu_h") >= cfg.min_waste_share)
     )
-    worst_of = worst_jobs(figures.worst, "user", totals["user"], cfg.max_jobs_listed)
     out = []
-    for t in totals.iter_rows(named=True):
-        user, gpu_h, lost = str(t["user"]), t["gpu_h"], t["lost_gpu_h"]
-        worst = worst_of.get(user, figures.worst.clear())
+    for t, worst in each_over(figures, figures.groups, "user", over, cfg.max_jobs_listed):
+        user = str(t["user"])
         opening = [
             f"Hello {printable(user)},",
             "",
-            f"From {window.label}, your jobs on cluster {cluster} held {gpu_h:.2f} GPU hours, of "
-            f"which {lost:.2f} ({100 * _share(lost, gpu_h):.0f} %) were lost: "
-            f"{t['idle_gpu_h']:.2f} in idle slots and {t['never_gpu_h']:.2f} on GPUs never used.",
+            f"From {ctx.window.label}, your jobs on cluster {ctx.cluster} " + held_sentence(t, ctx),
         ]
-        subject = f"gpuwaste: {lost:.2f} GPU hours lost on {cluster}, {_dates(window)}"
-        out.append(
-            _digest("user", user, cluster, subject, opening, t, worst, cfg, min_observed_share)
-        )
+        subject = f"gpuwaste: {lost_hours(t, ctx)} lost on {ctx.cluster}, {_dates(ctx.window)}"
+        out.append(_digest("user", user, subject, opening, t, worst, ctx))
     return out
 
 
-def vc_digests(
-    figures: WindowFigures,
-    cfg: NotifyConfig,
-    cluster: str,
-    window: Window,
-    min_observed_share: float,
-) -> list[Digest]:
+def user_lines(mine: pl.DataFrame, vc: str, ctx: DigestContext) -> list[str]:
+    """A VC's users by GPU hours lost (judged jobs), most first, with the money lost."""
+    users = (
+        mine.filter(~LOW & (pl.col("vc") == vc))
+        .group_by("user")
+        .agg(
+            pl.col("lost_gpu_h").sum(),
+            pl.col("gpu_h").sum(),
+            pl.col("lost_cost").sum(),
+            pl.col("priced_jobs").sum(),
+        )
+        .sort(["lost_gpu_h", "user"], descending=[True, False])
+    )
+    return [
+        printable(
+            f"* {u['user']}: {u['lost_gpu_h']:.2f} of {u['gpu_h']:.2f}"
+            + _costing(u["lost_cost"] if u["priced_jobs"] else None, ctx.currency)
+        )
+        for u in users.iter_rows(named=True)
+    ]
+
+
+def vc_digests(figures: WindowFigures, ctx: DigestContext) -> list[Digest]:
     """One digest per VC that has owners in `[notify] vc_owners` and lost at least
     `min_wasted_gpu_hours` in the window: its totals, its users by GPU hours lost, its worst
     jobs."""
+    cfg = ctx.cfg
     mine = figures.groups.filter(pl.col("vc").is_in(list(cfg.vc_owners)))
-    totals = (
-        mine.group_by("vc")
-        .agg(*TOTALS)
-        .filter(pl.col("lost_gpu_h") >= cfg.min_wasted_gpu_hours)
-        .sort("vc")
-    )
-    worst_of = worst_jobs(figures.worst, "vc", totals["vc"], cfg.max_jobs_listed)
-    per_user = (
-        mine.filter(~LOW)
-        .group_by("vc", "user")
-        .agg(pl.col("lost_gpu_h").sum(), pl.col("gpu_h").sum())
-        .sort(["vc", "lost_gpu_h", "user"], descending=[False, True, False])
-    )
+    over = pl.col("lost_gpu_h") >= cfg.min_wasted_gpu_hours
     out = []
-    for t in totals.iter_rows(named=True):
-        vc, gpu_h, lost = str(t["vc"]), t["gpu_h"], t["lost_gpu_h"]
-        worst = worst_of.get(vc, figures.worst.clear())
-        users = per_user.filter(pl.col("vc") == vc)
+    for t, worst in each_over(figures, mine, "vc", over, cfg.max_jobs_listed):
+        vc = str(t["vc"])
         opening = [
             f"Owners of VC {printable(vc)},",
             "",
-            f"From {window.label}, jobs of VC {printable(vc)} on cluster {cluster} held "
-            f"{gpu_h:.2f} GPU hours, of which {lost:.2f} ({100 * _share(lost, gpu_h):.0f} %) "
-            f"were lost: {t['idle_gpu_h']:.2f} in idle slots and {t['never_gpu_h']:.2f} on GPUs "
-            "never used.",
+            f"From {ctx.window.label}, jobs of VC {printable(vc)} on cluster {ctx.cluster} "
+            + held_sentence(t, ctx),
             "",
             "GPU hours lost per user:",
-            *(
-                printable(f"* {u}: {ul:.2f} of {ug:.2f}")
-                for u, ul, ug in users.select("user", "lost_gpu_h", "gpu_h").iter_rows()
-            ),
+            *user_lines(mine, vc, ctx),
         ]
         subject = (
-            f"gpuwaste: VC {printable(vc)} lost {lost:.2f} GPU hours on {cluster}, {_dates(window)}"
+            f"gpuwaste: VC {printable(vc)} lost {lost_hours(t, ctx)} on {ctx.cluster}, "
+            f"{_dates(ctx.window)}"
         )
-        out.append(_digest("vc", vc, cluster, subject, opening, t, worst, cfg, min_observed_share))
+        out.append(_digest("vc", vc, subject, opening, t, worst, ctx))
     return out
 
 
 __all__ = [
     "Digest",
+    "DigestContext",
     "Window",
     "WindowFigures",
     "resolve_window",

@@ -19,9 +19,11 @@ from datetime import UTC, datetime
 from email.utils import make_msgid
 from typing import IO
 
+from gpuwaste.act.money import shown_currency
 from gpuwaste.act.notify import recipients as rcpt
 from gpuwaste.act.notify.digest import (
     Digest,
+    DigestContext,
     Window,
     resolve_window,
     user_digests,
@@ -169,12 +171,14 @@ def plan(settings: Settings, opts: Options, now: datetime) -> tuple[Plan, Notify
     finally:
         con.close()
     share = settings.thresholds.min_observed_share
+    currency = shown_currency(settings.cost)
     for cluster, figures in frames.items():
-        for d in user_digests(figures, cfg, cluster, window, share):
+        ctx = DigestContext(cfg, cluster, window, share, currency)
+        for d in user_digests(figures, ctx):
             msgs, notes = _user_messages(d, window, cfg, book, hook)
             result.messages += msgs
             result.notes += notes
-        for d in vc_digests(figures, cfg, cluster, window, share):
+        for d in vc_digests(figures, ctx):
             for address in rcpt.vc_owner_addresses(d.about, cfg.vc_owners):
                 if cfg.smtp or not hook:
                     result.messages.append(Message(d, EMAIL, address, window))
