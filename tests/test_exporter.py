@@ -26,10 +26,8 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuwaste.analyses import state
+from gpuwaste.analyses import reads, state
 from gpuwaste.config import ConfigError, parse_settings
-from gpuwaste.dashboard import queries
-from gpuwaste.dashboard.filters import Filters
 from gpuwaste.exporter.collector import WasteCollector
 from gpuwaste.exporter.figures import OTHER_JOBS, read_figures
 from gpuwaste.exporter.metrics import METRICS
@@ -234,7 +232,7 @@ def test_no_idle_job_gives_no_idle_job_series(planted: Path) -> None:
 
     con = read_only_connection(planted)
     try:
-        none = queries.idle_now(con, Filters(cluster="no-such-cluster"))
+        none = reads.idle_now(con, "u.cluster = ?", ["no-such-cluster"])
     finally:
         con.close()
     assert top_idle_jobs(none, 0).height == 0

@@ -18,8 +18,8 @@ import duckdb
 import polars as pl
 
 from gpuwaste.act.advice import advise
+from gpuwaste.analyses import reads
 from gpuwaste.analyses.freshness import freshness
-from gpuwaste.dashboard import queries as q
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.render import safe_text
 from gpuwaste.warehouse.readonly import read_only_connection
@@ -78,7 +78,7 @@ def closest_ids(con: duckdb.DuckDBPyConnection, job_id: str, cluster: str | None
 
 
 def _find(con: duckdb.DuckDBPyConnection, job_id: str, cluster: str | None) -> dict[str, Any]:
-    jobs = q.job(con, cluster, job_id)
+    jobs = reads.job(con, cluster, job_id)
     if jobs.height == 1:
         return jobs.row(0, named=True)
     if jobs.height > 1:
@@ -100,9 +100,9 @@ def gather(data_dir: Path, job_id: str, cluster: str | None, dashboard_url: str)
     try:
         job = _find(con, job_id, cluster)
         c = job["cluster"]
-        gpus = q.job_rows(con, "job_gpu_usage", c, job_id)
-        slots = q.job_rows(con, "idle_slots", c, job_id)
-        samples = q.job_timeline(con, c, job_id) if gpus.height else pl.DataFrame()
+        gpus = reads.job_rows(con, "job_gpu_usage", c, job_id)
+        slots = reads.job_rows(con, "idle_slots", c, job_id)
+        samples = reads.job_timeline(con, c, job_id) if gpus.height else pl.DataFrame()
     finally:
         con.close()
     fresh = freshness(data_dir).filter(pl.col("cluster") == c)

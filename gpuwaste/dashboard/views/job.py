@@ -7,6 +7,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
+from gpuwaste.analyses import reads
 from gpuwaste.dashboard import charts, data, widgets
 from gpuwaste.dashboard import queries as q
 from gpuwaste.render import safe_text
@@ -52,7 +53,7 @@ if not job_id:
     st.info("Pick a job: search above, type its id, or select a row in any job table.")
     st.stop()
 
-rows = data.fetch(q.job, f.cluster, job_id)
+rows = data.fetch(reads.job, f.cluster, job_id)
 if rows.height == 0:
     st.warning("No such job in the selected cluster:")
     st.text(safe_text(job_id))
@@ -81,10 +82,10 @@ c[4].metric("Idle-slot GPU hours", f"{(job['idle_slot_gpu_s'] or 0) / 3600:,.2f}
 c[5].metric("Never-used GPUs", f"{job['never_used_gpus']}",
             f"{(job['never_used_gpu_s'] or 0) / 3600:,.2f} GPU h", delta_color="off", delta_arrow="off")  # fmt: skip
 
-gpus = data.fetch(q.job_rows, "job_gpu_usage", cluster, job_id)
-slots = data.fetch(q.job_rows, "idle_slots", cluster, job_id)
-phases = data.fetch(q.job_rows, "stable_phases", cluster, job_id)
-samples = data.fetch(q.job_timeline, cluster, job_id)
+gpus = data.fetch(reads.job_rows, "job_gpu_usage", cluster, job_id)
+slots = data.fetch(reads.job_rows, "idle_slots", cluster, job_id)
+phases = data.fetch(reads.job_rows, "stable_phases", cluster, job_id)
+samples = data.fetch(reads.job_timeline, cluster, job_id)
 if gpus.height == 0:
     st.info("No per-GPU rows (job_gpu_usage) for this job.")
 else:
