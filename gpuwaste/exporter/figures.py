@@ -41,7 +41,7 @@ class Figures:
     """Everything one scrape serves, as read at `computed_at` (UTC)."""
 
     computed_at: datetime
-    windows: pl.DataFrame  # window_hours.sql: cluster, vc, window, *_gpu_h
+    windows: pl.DataFrame  # window_hours.sql: cluster, vc, window, *_gpu_h, wasted_money
     idle_jobs: pl.DataFrame  # IDLE_JOB_SCHEMA: the top N, then one OTHER_JOBS row per cluster
     idle_counts: pl.DataFrame  # cluster, jobs: every running job idle on all its GPUs
     freshness: pl.DataFrame  # analyses.freshness.freshness: per cluster x source
