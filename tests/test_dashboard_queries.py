@@ -334,8 +334,8 @@ def test_chart_labels_are_text_and_never_code() -> None:
     assert specs[0]["encoding"]["y"]["sort"] == [nasty, "bob"]
     timeline = specs[-1]
     assert [r["title"]["text"] for r in timeline["vconcat"]] == [
-        f"{host} GPU 0",
-        f"{host} GPU 1 — NEVER USED",
+        f"{host}:0",
+        f"{host}:1 — NEVER USED",
     ]
 
 

@@ -18,11 +18,10 @@ COMPACT_ABOVE_GPUS = 4
 
 
 def _pick_gpus(gpus: pl.DataFrame, cluster: str, job_id: str) -> pl.DataFrame:
-    """The job_gpu_usage rows of the GPUs the operator picks for per-GPU panels (none at first)."""
+    """The job_gpu_usage rows of the devices (GPUs, MIG instances) the operator picks for
+    per-device panels (none at first)."""
     keys = charts.gpu_keys(gpus)
-    names = [
-        charts.gpu_name(h, g, n) for h, g, n in keys.select("host", "gpu", "never_used").iter_rows()
-    ]
+    names = [charts.gpu_name(r) for r in keys.iter_rows(named=True)]
     picked = st.multiselect(
         "GPUs to show in detail (utilization and memory over time)",
         range(len(names)),
@@ -30,8 +29,8 @@ def _pick_gpus(gpus: pl.DataFrame, cluster: str, job_id: str) -> pl.DataFrame:
         key=f"detail_gpus_{cluster}_{job_id}",
         placeholder="pick GPUs from the rows above",
     )
-    chosen = keys[list(picked)].select("host", "gpu")
-    return gpus.join(chosen, on=["host", "gpu"], how="semi")
+    chosen = keys[list(picked)]
+    return charts.by_device(gpus, chosen).select(gpus.columns)
 
 
 f = widgets.current_filters()
@@ -91,7 +90,7 @@ if gpus.height == 0:
 else:
     if samples.height == 0:
         st.info("No GPU samples in the warehouse for this job's GPUs and interval.")
-    n_gpus = gpus.select("host", "gpu").n_unique()
+    n_gpus = gpus.select(*reads.DEVICE_KEY).n_unique()  # GPUs and MIG instances
     detail = gpus
     if n_gpus > COMPACT_ABOVE_GPUS:
         widgets.plot(
@@ -136,7 +135,13 @@ with right:
         height=300,
     )
 with st.expander(f"Per GPU ({gpus.height})"):
-    widgets.table(widgets.readable(gpus), "No rows.", name=f"job {job_id} GPUs")
+    devices = pl.DataFrame(
+        {"device": [reads.device_name(r["host"], r["gpu"], r["gpu_instance"], r["mig_profile"])
+                    for r in gpus.iter_rows(named=True)]},
+        schema={"device": pl.String},
+    )  # fmt: skip
+    widgets.table(widgets.readable(pl.concat([devices, gpus], how="horizontal")), "No rows.",
+                  name=f"job {job_id} GPUs")  # fmt: skip
 with st.expander(f"Idle slots ({slots.height})"):
     widgets.table(widgets.readable(slots), "No idle slots.", name=f"job {job_id} idle slots")
 with st.expander(f"Memory phases ({phases.height})"):
