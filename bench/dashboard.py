@@ -33,6 +33,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from gpuwaste.analyses import reads  # noqa: E402
 from gpuwaste.config import DATA_DIR_ENV  # noqa: E402
 from gpuwaste.dashboard import queries as q  # noqa: E402
 from gpuwaste.dashboard.filters import Filters  # noqa: E402
@@ -51,7 +52,7 @@ def page_queries(job_id: str) -> dict[str, Callable[[Any, Filters], None]]:
         q.gpu_hours_daily(con, f)
         q.top_users(con, f)
         q.top_jobs(con, f)
-        q.freshness(con, f)
+        reads.source_states(con, f.cluster)
         q.quarantine_reasons(con, f)
 
     def cdfs(con: Any, f: Filters) -> None:
@@ -71,10 +72,10 @@ def page_queries(job_id: str) -> dict[str, Callable[[Any, Filters], None]]:
     def job(con: Any, f: Filters) -> None:
         q.filter_options(con)
         q.search_jobs(con, f, "")
-        q.job(con, f.cluster, job_id)
+        reads.job(con, f.cluster, job_id)
         for t in ("job_gpu_usage", "idle_slots", "stable_phases"):
-            q.job_rows(con, t, f.cluster or "", job_id)
-        q.job_timeline(con, f.cluster or "", job_id)
+            reads.job_rows(con, t, f.cluster or "", job_id)
+        reads.job_timeline(con, f.cluster or "", job_id)
 
     def sql(con: Any, f: Filters) -> None:
         from gpuwaste.dashboard import sqlbox

@@ -1,6 +1,7 @@
 """Benchmark: does one scrape of `gpuwaste exporter` take at most 200 ms on 1 M jobs?
 
     .venv/bin/python bench/exporter.py [--jobs 1000000] [--data-dir D] [--keep] [--repeat 20]
+                                       [--price 2.5]
 
 1. writes (or reuses) the synthetic 1 M-job result warehouse of bench/dashboard.py
    (tests/support/result_warehouse.py);
@@ -11,6 +12,10 @@
    one (which waits for the figures), scrapes served from the figures in hand, and scrapes that
    find them expired (answered at once while a read runs in the background, on the same cores),
    and every 50 ms while that read runs.
+
+With `--price P`, the figures are read from a copy of the warehouse whose job_gpu_usage carries
+the money `[cost]` would give at P per GPU hour (`gpu_cost`, `lost_cost`), so that the money
+metric (`gpuwaste_wasted_money`) is computed and served too.
 
 Prints a markdown table for bench/RESULTS.md.
 """
@@ -28,6 +33,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import polars as pl
 import requests
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,7 +41,9 @@ sys.path.insert(0, str(REPO))
 
 from gpuwaste.exporter.collector import WasteCollector  # noqa: E402
 from gpuwaste.exporter.server import start  # noqa: E402
+from gpuwaste.warehouse.catalog import refresh_catalog  # noqa: E402
 from gpuwaste.warehouse.readonly import read_only_connection  # noqa: E402
+from gpuwaste.warehouse.store import Warehouse  # noqa: E402
 from tests.support.result_warehouse import build_result_warehouse  # noqa: E402
 
 TARGET_S = 0.200
@@ -59,6 +67,22 @@ def baseline(data_dir: Path) -> float:
         con.close()
 
 
+def priced_copy(data_dir: Path, price: float, into: Path) -> Path:
+    """A copy of the warehouse at `into` whose job_gpu_usage has gpu_cost and lost_cost at
+    `price` per GPU hour (as `gpuwaste analyze` with `[cost.gpu_hour] "*" = price` stores them)."""
+    shutil.copytree(data_dir, into)
+    wh = Warehouse(into)
+    for cluster in wh.clusters("job_gpu_usage"):
+        for path in sorted(wh.cluster_dir("job_gpu_usage", cluster).glob("*.parquet")):
+            rows = pl.read_parquet(path).with_columns(
+                gpu_cost=pl.col("alloc_s") / 3600 * price,
+                lost_cost=(pl.col("idle_slot_s") + pl.col("never_used_s")) / 3600 * price,
+            )
+            wh.replace_file("job_gpu_usage", cluster, path.stem, rows)
+    refresh_catalog(into, force=True)
+    return into
+
+
 def bench(data_dir: Path, repeat: int) -> dict[str, tuple[float, str]]:
     out: dict[str, tuple[float, str]] = {}
     reads = [timed(WasteCollector(data_dir).refresh) for _ in range(3)]
@@ -79,10 +103,12 @@ def bench(data_dir: Path, repeat: int) -> dict[str, tuple[float, str]]:
         served = [
             timed(lambda: requests.get(url, timeout=120).raise_for_status()) for _ in range(repeat)
         ]
-        size = len(requests.get(url, timeout=120).content)
+        text = requests.get(url, timeout=120).text
+        money = text.count("\ngpuwaste_wasted_money{")
         out["**scrape, figures in hand**"] = (
             statistics.median(served),
-            f"median of {repeat}, max {max(served):.3f} s; {size:,} bytes",
+            f"median of {repeat}, max {max(served):.3f} s; {len(text):,} bytes, "
+            f"{money} money series",
         )
         during: list[float] = []
         for _ in range(3):
@@ -109,6 +135,7 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, default=None)
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--keep", action="store_true", help="keep the warehouse")
+    ap.add_argument("--price", type=float, default=None, help="read a copy priced at this")
     args = ap.parse_args()
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="gpuwaste-bench-")) / "data"
     try:
@@ -121,8 +148,16 @@ def main() -> None:
             t0 = time.perf_counter()
             n = build_result_warehouse(data_dir, n_jobs=args.jobs, drill_jobs=20).jobs.height
             print(f"built {n:,} jobs in {time.perf_counter() - t0:.1f} s at {data_dir}")
+        read_dir = data_dir
+        if args.price is not None:
+            read_dir = priced_copy(data_dir, args.price, Path(tempfile.mkdtemp()) / "priced")
+            print(f"priced copy at {read_dir}: {args.price} per GPU hour")
         load0 = os.getloadavg()[0]
-        results = bench(data_dir, args.repeat)
+        try:
+            results = bench(read_dir, args.repeat)
+        finally:
+            if read_dir != data_dir:
+                shutil.rmtree(read_dir.parent, ignore_errors=True)
         load1 = os.getloadavg()[0]
         print(
             f"\n{n:,} jobs; {platform.node()} ({platform.machine()}, {os.cpu_count()} cores), "

@@ -15,7 +15,7 @@ files and measured in a real Debian chromium (Playwright):
 
 Versions: no chart (the baseline: two paragraphs); Vega-Lite as the Job page draws it
 (`charts.timeline`, SVG, the samples averaged into 720 time buckets per GPU as
-`queries.job_timeline` does), with the zoom and pan it lacks today (an interval selection bound
+`reads.job_timeline` does), with the zoom and pan it lacks today (an interval selection bound
 to the x scale in each row); Vega-Lite with every sample (SVG, and canvas); plotly with
 `Scattergl` traces, every sample and the 720 buckets, idle slots as shapes. Medians of
 `--repeat`, printed in seconds and as ratios against the baseline of the same run. The browser
@@ -47,7 +47,7 @@ from bench.chart_library import start_app  # noqa: E402
 from tests.support.browser import _stop_group, require_browser  # noqa: E402
 
 STEP_S = 15
-BUCKETS = 720  # gpuwaste.dashboard.queries.TIMELINE_POINTS
+BUCKETS = 720  # gpuwaste.analyses.reads.TIMELINE_POINTS
 START = datetime(2026, 11, 1, tzinfo=UTC)
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--enable-unsafe-swiftshader",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
@@ -87,7 +87,7 @@ def job_frames(gpus: int, days: int, seed: int = 0) -> dict[str, pl.DataFrame]:
 
 
 def bucketed(samples: pl.DataFrame, points: int = BUCKETS) -> pl.DataFrame:
-    """What queries.job_timeline sends: util averaged, memory maxed in span / points buckets."""
+    """What reads.job_timeline sends: util averaged, memory maxed in span / points buckets."""
     lo_ms, hi_ms = samples.select(
         pl.col("ts").dt.epoch("ms").min().alias("lo"), pl.col("ts").dt.epoch("ms").max().alias("hi")
     ).row(0)

@@ -100,6 +100,15 @@ def test_the_warehouse_imports_neither_the_analyses_nor_the_dashboard() -> None:
             assert not name.startswith(("gpuwaste.analyses", "gpuwaste.dashboard")), (path, name)
 
 
+def test_only_the_dashboard_imports_the_dashboard() -> None:
+    """The analyses, `gpuwaste job` / `notify` / `policy` (act/) and the exporter share reads with
+    the dashboard through gpuwaste.analyses.reads, never through the Streamlit app's package."""
+    for package in ("analyses", "act", "exporter"):
+        for path in sorted((REPO / "gpuwaste" / package).rglob("*.py")):
+            for name in _imports(path):
+                assert not name.startswith("gpuwaste.dashboard"), (path, name)
+
+
 def _temp_names(con: duckdb.DuckDBPyConnection) -> set[str]:
     views = con.sql("select view_name from duckdb_views() where temporary").fetchall()
     tables = con.sql("select table_name from duckdb_tables() where temporary").fetchall()

@@ -17,15 +17,16 @@ import pytest
 
 from gpuwaste.warehouse.readonly import read_only_connection
 from tests.support.browser import (
-    browser_page,
     chart_layout,
     charts,
-    dashboard_server,
-    exception_boxes,
+    dashboard_session,
     metrics,
     overlapping,
     require_browser,
+    screenshot,
+    screenshot_dir,
     tables,
+    visit,
     wait_for_charts,
 )
 from tests.support.result_warehouse import build_demo_warehouse, build_result_warehouse
@@ -49,17 +50,13 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def session(warehouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
-    log = tmp_path_factory.mktemp("server") / "dashboard.log"
-    with dashboard_server(warehouse, log) as url, browser_page() as page:
+    with dashboard_session(warehouse, tmp_path_factory) as (url, page):
         yield url, page
 
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = os.environ.get("GPUWASTE_SCREENSHOT_DIR")
-    d = Path(out) if out else tmp_path_factory.mktemp("screenshots")
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    return screenshot_dir(tmp_path_factory)
 
 
 def _busiest_job(warehouse: Path) -> str:
@@ -98,15 +95,6 @@ PAGES: list[tuple[str, str, list[str]]] = [
 ]  # fmt: skip
 
 
-def _visit(page: Any, url: str, title: str, expected: list[str]) -> list[dict[str, Any]]:
-    page.goto(url)
-    page.get_by_role("heading", name=title, exact=True).first.wait_for(timeout=30_000)
-    found = wait_for_charts(page, expected)
-    assert exception_boxes(page) == []
-    assert page.get_by_text("Page not found").count() == 0
-    return found
-
-
 @pytest.mark.parametrize(("path", "title", "expected"), PAGES, ids=[p[1] for p in PAGES])
 def test_every_page_renders_its_charts(
     session: tuple[str, Any],
@@ -118,7 +106,7 @@ def test_every_page_renders_its_charts(
 ) -> None:
     url, page = session
     target = f"{url}/{path.format(job=_busiest_job(warehouse))}"
-    found = _visit(page, target, title, expected)
+    found = visit(page, target, title, expected)
     for want in expected:
         match = [c for c in found if c["title"].startswith(want)]
         assert match and all(c["marks"] > 0 for c in match), (want, found)
@@ -126,8 +114,7 @@ def test_every_page_renders_its_charts(
         grid = page.locator('[data-testid="stDataFrame"]')
         grid.first.wait_for(timeout=30_000)
     name = (path.split("?")[0] or "overview").replace("/", "_")
-    page.screenshot(path=str(shots / f"{name}.png"), full_page=True)
-    assert (shots / f"{name}.png").stat().st_size > 10_000
+    screenshot(page, shots, name)
 
 
 def _first_vc(warehouse: Path) -> str:
@@ -142,7 +129,7 @@ def _first_vc(warehouse: Path) -> str:
 def test_a_link_reproduces_the_view(session: tuple[str, Any], warehouse: Path) -> None:
     url, page = session
     vc = _first_vc(warehouse)
-    _visit(page, f"{url}/cdfs?vc={vc}&threshold=30&resource=CPU", "Utilization CDFs",
+    visit(page, f"{url}/cdfs?vc={vc}&threshold=30&resource=CPU", "Utilization CDFs",
            ["CDF of job CPU utilization (mean)"])  # fmt: skip
     names = charts(page)[0]["legend"]
     assert len(names) == 2, names
@@ -155,7 +142,7 @@ def test_a_link_reproduces_the_view(session: tuple[str, Any], warehouse: Path) -
 def test_selecting_a_job_row_opens_the_job(session: tuple[str, Any], warehouse: Path) -> None:
     url, page = session
     vc = _first_vc(warehouse)
-    _visit(page, f"{url}/?vc={vc}", "Overview", ["Top users by GPU hours lost"])
+    visit(page, f"{url}/?vc={vc}", "Overview", ["Top users by GPU hours lost"])
     before = [c["title"] for c in charts(page)]
     grid = page.locator('[data-testid="stDataFrame"]').nth(1)  # top users, then top jobs
     grid.scroll_into_view_if_needed()
@@ -195,10 +182,10 @@ def _number(text: str) -> float:
 
 def test_a_user_filter_sets_the_headline(session: tuple[str, Any], warehouse: Path) -> None:
     url, page = session
-    _visit(page, f"{url}/", "Overview", ["Where the GPU hours went"])
+    visit(page, f"{url}/", "Overview", ["Where the GPU hours went"])
     everyone = metrics(page)
     user, jobs, alloc = _user_with_few_jobs(warehouse)
-    _visit(page, f"{url}/?user={user}", "Overview", ["Where the GPU hours went"])
+    visit(page, f"{url}/?user={user}", "Overview", ["Where the GPU hours went"])
     mine = metrics(page)
     assert _number(mine["GPU hours allocated"]) == pytest.approx(alloc, abs=0.5)
     assert mine["GPU hours allocated"] != everyone["GPU hours allocated"]
@@ -214,9 +201,9 @@ def test_side_by_side_cdfs_have_an_axis_pair_per_panel(
     session: tuple[str, Any], warehouse: Path, shots: Path
 ) -> None:
     url, page = session
-    _visit(page, f"{url}/cdfs?side=true", "Utilization CDFs",
+    visit(page, f"{url}/cdfs?side=true", "Utilization CDFs",
            ["CDF of job GPU utilization (mean)", "CDF of job GPU utilization (max)"])  # fmt: skip
-    page.screenshot(path=str(shots / "cdfs_side_by_side.png"), full_page=True)
+    screenshot(page, shots, "cdfs_side_by_side")
     for title in ("CDF of job GPU utilization (mean)", "CDF of job GPU utilization (max)"):
         layout = chart_layout(page, title)
         assert layout is not None
@@ -225,7 +212,7 @@ def test_side_by_side_cdfs_have_an_axis_pair_per_panel(
         assert layout["axes"] == 2 * layout["panels"]  # no axis under an empty cell
         assert overlapping(layout["labels"]) == [], layout["labels"]
     # overlaid: the legend lies under the plot, never over a curve
-    _visit(page, f"{url}/cdfs", "Utilization CDFs", ["CDF of job GPU utilization (mean)"])
+    visit(page, f"{url}/cdfs", "Utilization CDFs", ["CDF of job GPU utilization (mean)"])
     inside = page.evaluate(
         """() => { const el = document.querySelector('[data-testid="stVegaLiteChart"]');
              const plot = el.querySelector('g.role-scope, g.mark-group.role-frame path')
@@ -244,7 +231,7 @@ def test_csv_download_holds_the_rows_shown(
 
     url, page = session
     user, jobs, _ = _user_with_few_jobs(warehouse)
-    _visit(page, f"{url}/?user={user}", "Overview", ["Where the GPU hours went"])
+    visit(page, f"{url}/?user={user}", "Overview", ["Where the GPU hours went"])
     shown_tables = tables(page)
     index = next(i for i, t in enumerate(shown_tables) if "Job id" in t["header"])
     shown = shown_tables[index]
@@ -295,7 +282,7 @@ def test_overview_legends_are_whole_on_a_narrow_window(session: tuple[str, Any])
     url, page = session
     page.set_viewport_size({"width": 1100, "height": 1100})
     try:
-        _visit(page, f"{url}/", "Overview", ["Where the GPU hours went", "GPU hours per day"])
+        visit(page, f"{url}/", "Overview", ["Where the GPU hours went", "GPU hours per day"])
         trend = chart_layout(page, "GPU hours per day")
         breakdown = chart_layout(page, "Where the GPU hours went")
     finally:

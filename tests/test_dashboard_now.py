@@ -1,4 +1,4 @@
-"""The "Running now" page and its query (queries.idle_now) on a hand-built warehouse with a
+"""The "Running now" page and its query (analyses.reads.idle_now) on a hand-built warehouse with a
 planted answer: which running jobs are idle on every GPU up to the newest data, since when, on
 how many GPUs. Rows are written through Warehouse.replace_file, as `gpuwaste analyze` does."""
 
@@ -13,8 +13,8 @@ import polars as pl
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from gpuwaste.analyses import reads
 from gpuwaste.config import DATA_DIR_ENV
-from gpuwaste.dashboard import queries as q
 from gpuwaste.dashboard.filters import Filters
 from gpuwaste.warehouse.catalog import refresh_catalog
 from gpuwaste.warehouse.readonly import read_only_connection
@@ -109,7 +109,7 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _idle_now(planted: Path, f: Filters) -> pl.DataFrame:
     con = read_only_connection(planted)
     try:
-        return q.idle_now(con, f)
+        return reads.idle_now(con, *f.running_now().jobs_where("u"))
     finally:
         con.close()
 

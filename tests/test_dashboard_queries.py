@@ -12,6 +12,7 @@ import duckdb
 import polars as pl
 import pytest
 
+from gpuwaste.analyses import reads
 from gpuwaste.dashboard import charts, data, sqlbox
 from gpuwaste.dashboard import queries as q
 from gpuwaste.dashboard.filters import Filters
@@ -181,18 +182,18 @@ def test_job_lists_and_search(con: duckdb.DuckDBPyConnection, built: Built) -> N
 
 def test_job_timeline_stays_on_the_jobs_gpus(con: duckdb.DuckDBPyConnection, built: Built) -> None:
     job_id = built.drill_jobs[0]
-    gpus = q.job_rows(con, "job_gpu_usage", "demo", job_id)
-    tl = q.job_timeline(con, "demo", job_id)
+    gpus = reads.job_rows(con, "job_gpu_usage", "demo", job_id)
+    tl = reads.job_timeline(con, "demo", job_id)
     assert tl.height > 0
     keys = set(zip(gpus["host"], gpus["gpu"], strict=True))
     assert set(zip(tl["host"], tl["gpu"], strict=True)) == keys
     ts, starts, ends = tl["ts"].to_list(), gpus["start_ts"].to_list(), gpus["end_ts"].to_list()
     assert min(ts) >= min(starts) - timedelta(minutes=1)
     assert max(ts) <= max(ends)
-    coarse = q.job_timeline(con, "demo", job_id, points=10)
+    coarse = reads.job_timeline(con, "demo", job_id, points=10)
     per_gpu = coarse.group_by("host", "gpu").len()["len"]
     assert max(per_gpu.to_list()) <= 11
-    assert q.job_timeline(con, "demo", "no-such-job").height == 0
+    assert reads.job_timeline(con, "demo", "no-such-job").height == 0
     never = gpus.filter(pl.col("never_used"))
     for host, gpu in never.select("host", "gpu").iter_rows():
         mine = tl.filter((pl.col("host") == host) & (pl.col("gpu") == gpu))
@@ -200,7 +201,7 @@ def test_job_timeline_stays_on_the_jobs_gpus(con: duckdb.DuckDBPyConnection, bui
 
 
 def test_freshness_counts_quarantine(con: duckdb.DuckDBPyConnection) -> None:
-    fr = q.freshness(con, Filters(cluster="demo"))
+    fr = reads.source_states(con, "demo")
     assert dict(zip(fr["source"], fr["quarantined"], strict=True)) == {"prometheus": 1, "slurm": 2}
     assert fr["watermark"].null_count() == 0
     reasons = q.quarantine_reasons(con, Filters(cluster="demo"))
@@ -333,8 +334,8 @@ def test_chart_labels_are_text_and_never_code() -> None:
     assert specs[0]["encoding"]["y"]["sort"] == [nasty, "bob"]
     timeline = specs[-1]
     assert [r["title"]["text"] for r in timeline["vconcat"]] == [
-        f"{host} GPU 0",
-        f"{host} GPU 1 — NEVER USED",
+        f"{host}:0",
+        f"{host}:1 — NEVER USED",
     ]
 
 

@@ -26,10 +26,8 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuwaste.analyses import state
+from gpuwaste.analyses import reads, state
 from gpuwaste.config import ConfigError, parse_settings
-from gpuwaste.dashboard import queries
-from gpuwaste.dashboard.filters import Filters
 from gpuwaste.exporter.collector import WasteCollector
 from gpuwaste.exporter.figures import OTHER_JOBS, read_figures
 from gpuwaste.exporter.metrics import METRICS
@@ -81,6 +79,12 @@ EXPECTED: dict[str, dict[str, tuple[float, ...]]] = {
         "7d": (13, 10.3, 1.5, 0, 1.2, 0),
     },
 }
+# c1's GPUs are priced (gpu_cost, lost_cost as `[cost]` makes them), c2's are not: money wasted
+# (idle slot + never used GPU hours x the price) per VC and window, hand-computed from EXPECTED.
+PRICE = 2.0  # per GPU hour
+MONEY = {"nlp": {"1h": 1.0, "24h": 5.0, "7d": 5.0}, "vision": {"1h": 0.0, "24h": 2.0, "7d": 3.0}}
+PRICES = {"c1": PRICE, "c2": None}
+
 # Untrusted text in a label value: quotes, a backslash, a newline, an escape sequence, HTML.
 NASTY_USER = '<b>m"al\\lory</b>\n\x1b[31m'
 USERS = {"G": NASTY_USER}
@@ -88,7 +92,7 @@ KINDS = ("allocated", "busy", "idle_slot", "never_used", "missing", "debug")
 
 
 def _rows(
-    cluster: str, plant: dict[str, tuple[str, bool, bool, list[Alloc]]]
+    cluster: str, plant: dict[str, tuple[str, bool, bool, list[Alloc]]], price: float | None
 ) -> dict[str, pl.DataFrame]:
     jobs: list[dict[str, Any]] = []
     gpus: list[dict[str, Any]] = []
@@ -103,11 +107,12 @@ def _rows(
         for gpu, (a, b, missing, never, spans) in enumerate(allocs):
             alloc = (b - a).total_seconds()
             idle = sum((y - x).total_seconds() for x, y in spans)
+            never_s = alloc - missing if never else 0.0
+            cost = lambda s: None if price is None else s / 3600 * price  # noqa: E731
             gpus.append({"job_id": job, "attempt": 0, "host": f"h-{job}", "gpu": gpu,
                          "start_ts": a, "end_ts": b, "alloc_s": alloc, "missing_s": float(missing),
-                         "never_used": never,
-                         "never_used_s": alloc - missing if never else 0.0,
-                         "idle_slot_s": idle})  # fmt: skip
+                         "never_used": never, "never_used_s": never_s, "idle_slot_s": idle,
+                         "gpu_cost": cost(alloc), "lost_cost": cost(idle + never_s)})  # fmt: skip
             slots.extend({"job_id": job, "attempt": 0, "host": f"h-{job}", "gpu": gpu,
                           "start_ts": x, "end_ts": y, "duration_s": (y - x).total_seconds()}
                          for x, y in spans)  # fmt: skip
@@ -121,7 +126,7 @@ def _rows(
 def build(data_dir: Path) -> None:
     wh = Warehouse(data_dir)
     for cluster, plant in (("c1", C1), ("c2", C2)):
-        for table, rows in _rows(cluster, plant).items():
+        for table, rows in _rows(cluster, plant, PRICES[cluster]).items():
             wh.replace_file(table, cluster, "built", rows)
     set_watermark(wh, "c1", "slurm", T - 15 * timedelta(seconds=60))
     refused = [Refused("sacct.txt:3", "unparseable time", "x"), Refused("sacct.txt:9", "bad", "y")]
@@ -203,6 +208,56 @@ def test_the_metrics_carry_the_window_hours_and_the_waste_ratio(planted: Path) -
     assert (("cluster", "c1"), ("vc", "vision"), ("window", "1h")) not in got[ratio]
 
 
+def test_the_money_wasted_per_vc_and_window_in_the_configured_currency(planted: Path) -> None:
+    got = samples(scrape_text(WasteCollector(planted, currency="EUR")))
+    money = got["gpuwaste_wasted_money"]
+    want = {
+        (("cluster", "c1"), ("currency", "EUR"), ("vc", vc), ("window", window)): value
+        for vc, windows in MONEY.items()
+        for window, value in windows.items()
+    }
+    assert money == pytest.approx(want)  # c2 has no price: no series for it
+
+
+def test_the_money_exported_equals_the_warehouses(planted: Path) -> None:
+    """nlp's jobs A and B lie wholly inside the 7 d window: its money there is the sum of their
+    stored lost_cost."""
+    got = samples(scrape_text(WasteCollector(planted)))
+    lost = Warehouse(planted).read("job_gpu_usage", "c1").filter(pl.col("job_id").is_in(["A", "B"]))
+    stored = lost["lost_cost"].sum()
+    assert stored == pytest.approx(PRICE * 2.5)
+    exported = value(got, "gpuwaste_wasted_money", cluster="c1", vc="nlp", window="7d",
+                     currency="USD")  # fmt: skip
+    assert exported == pytest.approx(stored)
+
+
+def test_a_mig_instance_counts_its_slice_of_gpu_hours_and_money(tmp_path: Path) -> None:
+    """A real analyze with `[cost]` prices: a 1g.10gb instance (1/7 of an A100 at 7.0 per GPU
+    hour) busy for an hour but a 10-minute idle slot, and a whole A100 busy for an hour. The
+    windows weigh the instance by its slice, as job_gpu_usage does, and its money is its
+    lost_cost: 10 min x 1/7 x 7.0 = 1/6."""
+    from tests.test_mig import _priced_cluster
+
+    _priced_cluster(tmp_path, {"*A100*": 7.0})
+    got = samples(scrape_text(WasteCollector(tmp_path, currency="EUR")))
+    labels = {"cluster": "c", "vc": "v", "window": "7d"}
+    assert value(got, "gpuwaste_allocated_gpu_hours", **labels) == pytest.approx(1 + 1 / 7)
+    assert value(got, "gpuwaste_idle_slot_gpu_hours", **labels) == pytest.approx(1 / 42)
+    money = value(got, "gpuwaste_wasted_money", **labels, currency="EUR")
+    assert money == pytest.approx(1 / 6, abs=1e-6)
+    stored = Warehouse(tmp_path).read("job_usage", "c")["lost_cost"].sum()
+    assert money == pytest.approx(stored, abs=1e-6)
+
+
+def test_without_prices_no_money_series(tmp_path: Path) -> None:
+    from tests.test_mig import _priced_cluster
+
+    _priced_cluster(tmp_path, {})
+    got = samples(scrape_text(WasteCollector(tmp_path)))
+    assert value(got, "gpuwaste_allocated_gpu_hours", cluster="c", vc="v", window="7d") > 1
+    assert "gpuwaste_wasted_money" not in got
+
+
 def test_idle_running_jobs_are_the_top_n_and_one_other_series_per_cluster(planted: Path) -> None:
     # by idle GPU hours: F (c2, 5), G (c2, 1), A (c1, 0.5)
     got = samples(scrape_text(WasteCollector(planted, top_jobs=1)))
@@ -234,7 +289,7 @@ def test_no_idle_job_gives_no_idle_job_series(planted: Path) -> None:
 
     con = read_only_connection(planted)
     try:
-        none = queries.idle_now(con, Filters(cluster="no-such-cluster"))
+        none = reads.idle_now(con, "u.cluster = ?", ["no-such-cluster"])
     finally:
         con.close()
     assert top_idle_jobs(none, 0).height == 0

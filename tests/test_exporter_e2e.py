@@ -26,6 +26,7 @@ import pytest
 import requests
 
 from gpuwaste.analyses.run import analyze
+from gpuwaste.config import CostSettings
 from gpuwaste.demo import demo_settings
 from gpuwaste.exporter.figures import read_figures
 from gpuwaste.exporter.metrics import METRICS
@@ -41,6 +42,7 @@ RULES = Path(__file__).resolve().parent.parent / "deploy" / "prometheus" / "gpuw
 IDLE_RULE = 'gpuwaste_idle_job_idle_seconds{job_id!="(other)"} >= 2 * 3600'
 SEED, GPUS = 3, 16
 DEADLINE_S = 120.0
+PRICE = 3.0
 
 
 def _ts(text: str) -> datetime:
@@ -82,7 +84,10 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     generate_command(out, SEED, GPUS, 1.0, 15, None, "demo", False)
     idle = planted_idle_running_jobs(json.loads((out / "truth.json").read_text()))
     data_dir = base / "data"
-    settings = demo_settings(data_dir, out)
+    # priced, so that the money metric is served too (every GPU model at PRICE per GPU hour)
+    settings = demo_settings(data_dir, out).model_copy(
+        update={"cost": CostSettings(gpu_hour={"*": PRICE})}
+    )
     run_configured(settings)
     analyze(settings)
     return data_dir, idle
@@ -211,7 +216,8 @@ def test_the_7d_window_of_a_one_day_cluster_is_the_analyses_whole_total(
     generated: tuple[Path, dict[str, float]],
 ) -> None:
     """The generated cluster spans one day, inside the 7 d window: per VC, the exporter's GPU
-    hours (window_hours.sql) equal waste_daily's (the analyses' own per-day split) summed."""
+    hours (window_hours.sql) equal waste_daily's (the analyses' own per-day split) summed, and
+    its money wasted equals the jobs' stored lost_cost summed."""
     data_dir, _ = generated
     figs = read_figures(data_dir, 50, datetime.now(UTC))
     con = read_only_connection(data_dir)
@@ -222,11 +228,19 @@ def test_the_7d_window_of_a_one_day_cluster_is_the_analyses_whole_total(
             " sum(missing_gpu_h) AS missing_gpu_h, sum(debug_gpu_h) AS debug_gpu_h "
             "FROM waste_daily WHERE vc <> '(all)' GROUP BY ALL ORDER BY cluster, vc"
         ).pl()
+        lost = con.sql(
+            "SELECT cluster, coalesce(vc, '(none)') AS vc, sum(lost_cost) AS lost_cost "
+            "FROM job_usage GROUP BY ALL"
+        ).pl()
     finally:
         con.close()
     week = figs.windows.filter(pl.col("window") == "7d").drop("window").sort("cluster", "vc")
     assert week.height == daily.height > 4
     assert week.select("cluster", "vc").equals(daily.select("cluster", "vc"))
+    money = week.join(lost, on=["cluster", "vc"], how="left")
+    assert money["wasted_money"].to_list() == pytest.approx(money["lost_cost"].to_list(), rel=1e-6)
+    assert money["wasted_money"].sum() > PRICE  # more than one GPU hour wasted
+    week = week.drop("wasted_money")
     for column in week.columns[2:]:
         assert week[column].to_list() == pytest.approx(
             daily[column].to_list(), rel=1e-6, abs=1e-5

@@ -109,7 +109,7 @@ def test_it_has_a_vc_variable_and_the_panels_the_issue_asks_for(dashboard: dict[
     assert variables["datasource"]["type"] == "datasource"
     panels = list(graph_panels(dashboard))
     exprs = {p["title"]: " ".join(t["expr"] for t in p["targets"]) for p in panels}
-    # a waste trend, the top idle jobs table, pipeline health; the VC variable used
+    # a waste trend, the money wasted, the top idle jobs table, pipeline health; the VC variable
     trend = [
         p
         for p in panels
@@ -122,6 +122,9 @@ def test_it_has_a_vc_variable_and_the_panels_the_issue_asks_for(dashboard: dict[
         if p["type"] == "table" and "gpuwaste_idle_job_idle_seconds" in exprs[p["title"]]
     ]
     assert table and "$vc" in exprs[table[0]["title"]]
+    money = [p for p in panels if "gpuwaste_wasted_money" in exprs[p["title"]]]
+    assert money and "$vc" in exprs[money[0]["title"]]
+    assert "currency" in money[0]["targets"][0]["legendFormat"]
     health = " ".join(exprs.values())
     for name in ("gpuwaste_last_ingest_timestamp_seconds", "gpuwaste_last_analyze_timestamp_seconds",
                  "gpuwaste_quarantined_records", "gpuwaste_warehouse_age_seconds"):  # fmt: skip

@@ -50,8 +50,8 @@ def test_hand_computed_job(two: Path) -> None:
     assert "user ann   VC vision   state passed" in text
     assert "queueing delay 0.03 h" in text  # 2 minutes
     assert "debugging: no" in text
-    row = next(line for line in text.splitlines() if line.startswith("h/0 "))
-    assert row.split() == ["h/0", "52.5", "70", "5.5", "7.3", "0.08", "1", "no", "0"]
+    row = next(line for line in text.splitlines() if line.startswith("h:0 "))
+    assert row.split() == ["h:0", "52.5", "70", "5.5", "7.3", "0.08", "1", "no", "0"]
     assert "dashboard: http://127.0.0.1:8501/job?job=a&cluster=c" in text
     data = _json(two, "a")
     (gpu,) = data["gpus"]

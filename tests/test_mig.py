@@ -739,13 +739,13 @@ def test_a_shared_gpu_divides_its_time_among_its_sharers(tmp_path: Path) -> None
 def test_the_job_page_shows_the_instance_not_its_parent(tmp_path: Path) -> None:
     """The dashboard's job timeline of a MIG job reads its instance's samples, not those of the
     parent GPU (here at 99 %) or of other instances."""
-    from gpuwaste.dashboard import queries
+    from gpuwaste.analyses import reads
     from gpuwaste.warehouse.catalog import connect
 
     _priced_cluster(tmp_path, {}, parent=True)
     con = connect(tmp_path)
     try:
-        timeline = queries.job_timeline(con, "c", "slice")
+        timeline = reads.job_timeline(con, "c", "slice")
     finally:
         con.close()
     assert timeline.height == 60 and set(timeline["util"].unique()) == {0.0, 60.0}

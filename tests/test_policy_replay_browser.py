@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 
 from tests.support.browser import (
-    browser_page,
-    dashboard_server,
+    dashboard_session,
+    demo_warehouse,
     exception_boxes,
-    require_browser,
+    screenshot,
+    screenshot_dir,
     tables,
-    wait_for_charts,
+    visit,
 )
-from tests.support.result_warehouse import build_demo_warehouse
 from tests.test_policy_replay import replay_json as _cli
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -29,28 +29,25 @@ CHART = "What the cancel rule reclaims and breaks"
 
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    require_browser()
-    return build_demo_warehouse(tmp_path_factory.mktemp("demo") / "data")
+    return demo_warehouse(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def session(demo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
-    log = tmp_path_factory.mktemp("server") / "dashboard.log"
-    with dashboard_server(demo, log) as url, browser_page() as page:
+    with dashboard_session(demo, tmp_path_factory) as (url, page):
         yield url, page
 
 
 def _open(page: Any, url: str) -> list[dict[str, Any]]:
-    page.goto(url)
-    page.get_by_role("heading", name="Policies", exact=True).first.wait_for(timeout=30_000)
-    found = wait_for_charts(page, [CHART], timeout_s=60)
-    assert exception_boxes(page) == []
-    return found
+    return visit(page, url, "Policies", [CHART], timeout_s=60)
 
 
-def test_the_sweep_matches_the_command_line(session: tuple[str, Any], demo: Path) -> None:
+def test_the_sweep_matches_the_command_line(
+    session: tuple[str, Any], demo: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     url, page = session
     found = _open(page, f"{url}/policies?cluster=demo&idle_hours=0.5,1,2&grace=30")
+    screenshot(page, screenshot_dir(tmp_path_factory), "policies")
     (chart,) = [c for c in found if c["title"].startswith(CHART)]
     assert chart["marks"] >= 2 * 3  # a point per threshold for reclaimed and for work lost
     expected = _cli(demo, "--cluster", "demo", "--idle-hours", "0.5,1,2", "--grace-minutes", "30")

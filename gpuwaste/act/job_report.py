@@ -19,8 +19,8 @@ import polars as pl
 
 from gpuwaste.act.advice import advise
 from gpuwaste.act.money import amount
+from gpuwaste.analyses import reads
 from gpuwaste.analyses.freshness import freshness
-from gpuwaste.dashboard import queries as q
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.render import safe_text
 from gpuwaste.warehouse.readonly import read_only_connection
@@ -80,7 +80,7 @@ def closest_ids(con: duckdb.DuckDBPyConnection, job_id: str, cluster: str | None
 
 
 def _find(con: duckdb.DuckDBPyConnection, job_id: str, cluster: str | None) -> dict[str, Any]:
-    jobs = q.job(con, cluster, job_id)
+    jobs = reads.job(con, cluster, job_id)
     if jobs.height == 1:
         return jobs.row(0, named=True)
     if jobs.height > 1:
@@ -109,9 +109,9 @@ def gather(
     try:
         job = _find(con, job_id, cluster)
         c = job["cluster"]
-        gpus = q.job_rows(con, "job_gpu_usage", c, job_id)
-        slots = q.job_rows(con, "idle_slots", c, job_id)
-        samples = q.job_timeline(con, c, job_id) if gpus.height else pl.DataFrame()
+        gpus = reads.job_rows(con, "job_gpu_usage", c, job_id)
+        slots = reads.job_rows(con, "idle_slots", c, job_id)
+        samples = reads.job_timeline(con, c, job_id) if gpus.height else pl.DataFrame()
     finally:
         con.close()
     fresh = freshness(data_dir).filter(pl.col("cluster") == c)
@@ -130,6 +130,8 @@ def gpu_rows(gpus: pl.DataFrame) -> pl.DataFrame:
         "attempt",
         "host",
         "gpu",
+        "gpu_instance",
+        "mig_profile",
         pl.col("util_mean").round(1).alias("util_pct"),
         pl.col("util_max").round(1).alias("util_max_pct"),
         (100 * pl.col("mem_used_mean_mib") / cap).round(1).alias("mem_mean_pct"),
@@ -185,20 +187,29 @@ def strip(
 
 
 def strips(data: JobData, width: int = STRIP_WIDTH) -> list[tuple[str, str]]:
-    """(label "host/gpu" (+ attempt), strip) for each GPU row of the job."""
+    """(label: the device's name (+ attempt), strip) for each GPU or MIG instance row of the
+    job."""
     span = _span(data.job, data.gpus)
     if span is None:
         return []
     multi = data.gpus["attempt"].n_unique() > 1
     out = []
     for row in data.gpus.iter_rows(named=True):
-        mine = (pl.col("host") == row["host"]) & (pl.col("gpu") == row["gpu"])
+        mine = (
+            (pl.col("host") == row["host"])
+            & (pl.col("gpu") == row["gpu"])
+            & pl.col("gpu_instance").eq_missing(row["gpu_instance"])
+        )
         in_alloc = mine & (pl.col("ts") >= row["start_ts"]) & (pl.col("ts") <= row["end_ts"])
         samples = data.samples.filter(in_alloc) if data.samples.height else data.samples
         slots = data.idle_slots.filter(mine & (pl.col("attempt") == row["attempt"]))
-        label = f"{row['host']}/{row['gpu']}" + (f" #{row['attempt']}" if multi else "")
+        label = _device(row) + (f" #{row['attempt']}" if multi else "")
         out.append((label, strip(samples, slots, bool(row["never_used"]), *span, width)))
     return out
+
+
+def _device(row: dict[str, Any]) -> str:
+    return reads.device_name(row["host"], row["gpu"], row["gpu_instance"], row["mig_profile"])
 
 
 def _h(seconds: float | None) -> str:
@@ -291,7 +302,7 @@ def gpu_table(gpus: pl.DataFrame) -> list[str]:
     multi = rows["attempt"].n_unique() > 1
     cells: list[list[str]] = []
     for r in rows.iter_rows(named=True):
-        name = f"{r['host']}/{r['gpu']}" + (f" #{r['attempt']}" if multi else "")
+        name = _device(r) + (f" #{r['attempt']}" if multi else "")
         line = [safe_text(name)]
         for col in list(GPU_HEADERS)[1:]:
             v = r[col]
@@ -332,7 +343,7 @@ def as_dict(data: JobData, width: int = STRIP_WIDTH) -> dict[str, Any]:
     return {
         "cluster": data.cluster,
         "job": data.job,
-        "gpus": gpu_rows(data.gpus).to_dicts() if data.gpus.height else [],
+        "gpus": [{"device": _device(r), **r} for r in gpu_rows(data.gpus).to_dicts()],
         "strips": [{"gpu": label, "strip": s} for label, s in strips(data, width)],
         "diagnoses": [
             {"name": n, "title": t, "advice": a} for n, t, a in advise(data.job["diagnoses"])

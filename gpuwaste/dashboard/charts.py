@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from gpuwaste.analyses.reads import DEVICE_KEY, device_name
 from gpuwaste.dashboard.queries import JOB_KINDS, LOST_KINDS
 from gpuwaste.render import safe_text
 
@@ -523,18 +524,38 @@ def time_axis(start: object, end: object) -> Spec:
     }
 
 
+def with_device(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with the device key's `gpu_instance` (null: a whole GPU) and `mig_profile`,
+    added as nulls when it has none (frames of whole GPUs built without them)."""
+    missing = {"gpu_instance": pl.Int16, "mig_profile": pl.String}
+    return frame.with_columns(
+        pl.lit(None, dtype).alias(c) for c, dtype in missing.items() if c not in frame.columns
+    )
+
+
+def by_device(frame: pl.DataFrame, keys: pl.DataFrame, *columns: str) -> pl.DataFrame:
+    """`frame`'s rows with `columns` of their device's row of `keys` (`gpu_keys`), matched on
+    host, GPU and MIG instance (a null instance, a whole GPU, matches a null)."""
+    return with_device(frame).join(
+        keys.select(*columns, *DEVICE_KEY), on=list(DEVICE_KEY), nulls_equal=True
+    )
+
+
 def gpu_keys(gpus: pl.DataFrame, max_gpus: int | None = None) -> pl.DataFrame:
-    """One row per GPU of a job (host, gpu, never_used over its attempts, first start, last
-    end, memory capacity), numbered 0.. by host and GPU in `row`."""
+    """One row per device of a job, a GPU or a MIG instance (host, gpu, gpu_instance,
+    mig_profile, never_used over its attempts, first start, last end, memory capacity),
+    numbered 0.. by host, GPU and instance in `row`."""
     keys = (
-        gpus.group_by("host", "gpu", maintain_order=True)
+        with_device(gpus)
+        .group_by(*DEVICE_KEY, maintain_order=True)
         .agg(
+            pl.col("mig_profile").first(),
             pl.col("never_used").all(),
             pl.col("start_ts").min(),
             pl.col("end_ts").max(),
             pl.col("mem_total_mib").max(),
         )
-        .sort("host", "gpu")
+        .sort(*DEVICE_KEY, nulls_last=False)
     )
     if max_gpus is not None:
         keys = keys.head(max_gpus)
@@ -554,9 +575,8 @@ def timeline(
     and named so in their row title. Rows are numbered 0.. here; each layer selects its row by
     that number."""
     keys = gpu_keys(gpus, max_gpus)
-    on = ["host", "gpu"]
     ms = pl.col("ts").dt.epoch("ms").cast(pl.Float64)
-    lines = samples.join(keys.select("row", *on), on=on).select(
+    lines = by_device(samples, keys, "row").select(
         "row",
         ms.alias("ts"),
         pl.col("util").cast(pl.Float64),
@@ -566,16 +586,12 @@ def timeline(
         keys.filter(pl.col("never_used")).select(
             "row", "start_ts", "end_ts", kind=pl.lit(NEVER_USED)
         ),
-        slots.join(keys.select("row", *on), on=on).select(
-            "row", "start_ts", "end_ts", kind=pl.lit(IDLE)
-        ),
+        by_device(slots, keys, "row").select("row", "start_ts", "end_ts", kind=pl.lit(IDLE)),
     ]
     if phases.height:
         stable = phases.filter(pl.col("stable")) if "stable" in phases.columns else phases
         spans.append(
-            stable.join(keys.select("row", *on), on=on).select(
-                "row", "start_ts", "end_ts", kind=pl.lit(PHASE)
-            )
+            by_device(stable, keys, "row").select("row", "start_ts", "end_ts", kind=pl.lit(PHASE))
         )
     shaded = pl.concat(
         [s for s in spans if s.height]
@@ -619,7 +635,7 @@ def timeline(
 
     rows = []
     for r in keys.iter_rows(named=True):
-        name = gpu_name(r["host"], r["gpu"], r["never_used"])
+        name = gpu_name(r)
         mine = lines.filter(pl.col("row") == r["row"])["mem_used_mib"].drop_nulls().to_list()
         top = max([float(v) for v in mine] + [float(r["mem_total_mib"] or 0.0), 1.0])
         pick = [{"filter": {"field": "row", "equal": r["row"]}}]
@@ -707,9 +723,11 @@ def _utc_text(column: str) -> pl.Expr:
     return ts.dt.strftime("%b %d %H:%M").alias("from")
 
 
-def gpu_name(host: object, gpu: object, never_used: bool) -> str:
-    """A GPU's row label in the Job page's charts."""
-    return f"{label(host)} GPU {gpu}" + (" — NEVER USED" if never_used else "")
+def gpu_name(key: dict[str, Any]) -> str:
+    """A device's row label in the Job page's charts, from its `gpu_keys` row: its name
+    (`analyses.reads.device_name`: `host:gpu`, `host:gpu/gi3 (1g.10gb)` for a MIG instance)."""
+    name = device_name(key["host"], key["gpu"], key["gpu_instance"], key["mig_profile"])
+    return label(name) + (" — NEVER USED" if key["never_used"] else "")
 
 
 def gpu_heatmap(
@@ -722,13 +740,11 @@ def gpu_heatmap(
     """The compact view of a job with many GPUs: one row per GPU, time across, each cell
     colored by the GPU's mean utilization in it; idle slots drawn red and never-used GPUs grey
     over their cells; a cell with no sample stays blank (no data)."""
-    keys = gpu_keys(gpus).with_columns(
-        name=pl.struct("host", "gpu", "never_used").map_elements(
-            lambda r: gpu_name(r["host"], r["gpu"], r["never_used"]), return_dtype=pl.String
-        )
+    keys = gpu_keys(gpus)
+    keys = keys.with_columns(
+        name=pl.Series([gpu_name(r) for r in keys.iter_rows(named=True)], dtype=pl.String)
     )
     names = keys["name"].to_list()
-    on = ["host", "gpu"]
     lo = keys["start_ts"].min()
     hi = keys["end_ts"].max()
     span_ms = (
@@ -740,7 +756,7 @@ def gpu_heatmap(
     lo_ms = float(lo.timestamp() * 1000.0) if isinstance(lo, datetime) else 0.0
     k = ((pl.col("ts").dt.epoch("ms").cast(pl.Float64) - lo_ms) / step).floor()
     cells = (
-        samples.join(keys.select("name", *on), on=on)
+        by_device(samples, keys, "name")
         .group_by("name", k.alias("k"))
         .agg(pl.col("util").cast(pl.Float64).mean())
         .select(
@@ -759,7 +775,7 @@ def gpu_heatmap(
                 "name", ms["start_ts"].alias("start"), ms["end_ts"].alias("end"),
                 kind=pl.lit(NEVER_USED),
             ),
-            slots.join(keys.select("name", *on), on=on).select(
+            by_device(slots, keys, "name").select(
                 "name", ms["start_ts"].alias("start"), ms["end_ts"].alias("end"),
                 kind=pl.lit(IDLE),
             ),

@@ -20,13 +20,16 @@ import duckdb
 import polars as pl
 import streamlit as st
 
-from gpuwaste.analyses import freshness
+from gpuwaste.analyses import freshness, reads
 from gpuwaste.config import DATA_DIR_ENV, DEFAULT_DATA_DIR, load_settings
 from gpuwaste.dashboard import queries
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.readonly import read_only_connection
 from gpuwaste.warehouse.schema import all_tables
 from gpuwaste.warehouse.store import TMP_MARK, Warehouse
+
+# the modules whose queries `fetch` runs: the dashboard's own, and those it shares
+QUERY_MODULES = {m.__name__: m for m in (queries, reads)}
 
 RUN_DEMO = "`gpuwaste demo` (bundled sample data)"
 RUN_INGEST = "`gpuwaste ingest`"
@@ -120,9 +123,13 @@ def connection() -> duckdb.DuckDBPyConnection:
 
 @st.cache_data(ttl=600, max_entries=512, show_spinner=False)
 def _cached(
-    root: str, version: tuple[tuple[str, float], ...], name: str, args: tuple[Any, ...]
+    root: str,
+    version: tuple[tuple[str, float], ...],
+    module: str,
+    name: str,
+    args: tuple[Any, ...],
 ) -> pl.DataFrame:
-    fn: Callable[..., pl.DataFrame] = getattr(queries, name)
+    fn: Callable[..., pl.DataFrame] = getattr(QUERY_MODULES[module], name)
     cur = _connection(root, version).cursor()
     try:
         return fn(cur, *args)
@@ -131,9 +138,10 @@ def _cached(
 
 
 def fetch(fn: Callable[..., pl.DataFrame], *args: Any) -> pl.DataFrame:
-    """Run `queries.<fn>(cursor, *args)` with its result cached until the warehouse changes."""
+    """Run `fn(cursor, *args)`, a query of `queries` or `gpuwaste.analyses.reads`, with its
+    result cached until the warehouse changes."""
     root = data_dir()
-    return _cached(str(root), _version(str(root)), fn.__name__, args)
+    return _cached(str(root), _version(str(root)), fn.__module__, fn.__name__, args)
 
 
 def current_status() -> Status:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
@@ -76,6 +76,11 @@ class Filters:
     def job_filters_active(self) -> bool:
         """True when a filter applies that summary tables (per cluster x VC) cannot honor."""
         return bool(self.user or self.sizes or self.states or self.start or self.end)
+
+    def running_now(self) -> Filters:
+        """The view for jobs running now (the "Running now" page): without the period and state
+        filters, which cannot apply to them."""
+        return replace(self, start=None, end=None, states=())
 
     def describe(self) -> str:
         parts = [f"cluster {self.cluster}" if self.cluster else "all clusters"]

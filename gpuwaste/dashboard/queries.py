@@ -1,4 +1,6 @@
-"""Every query the dashboard runs: result tables in, polars frames out.
+"""The dashboard's own queries: result tables in, polars frames out (the reads it shares with
+`gpuwaste job` and the exporter, one job's rows and the idle running jobs, are in
+`gpuwaste.analyses.reads`).
 
 Each function takes a DuckDB connection (read-only, see data.py) and a `Filters`, and returns a
 small frame: the aggregation happens in DuckDB, so a page never pulls a million rows. None of
@@ -8,19 +10,14 @@ or count jobs at or below a few hundred values of a result column to draw its CD
 
 from __future__ import annotations
 
-from dataclasses import replace
-from datetime import datetime, timedelta
-from typing import Any
-
 import duckdb
 import polars as pl
 
 from gpuwaste.analyses.registry import PER_JOB_TABLES, SUMMARY_TABLES
 from gpuwaste.dashboard.filters import Filters
-from gpuwaste.warehouse.readonly import read_retrying
+from gpuwaste.warehouse.readonly import read_frame as _pl
 
 CDF_POINTS = 201  # CDF at x = 0, 0.5, ..., 100 %: one curve is 201 points whatever the job count
-TIMELINE_POINTS = 720  # samples per GPU on the Job page (time-bucketed beyond that)
 
 # job_usage columns whose distribution across jobs the CDF page draws [CloudBrain §IV-A].
 CDF_COLUMNS: dict[str, str] = {
@@ -58,19 +55,7 @@ JOB_LIST_COLUMNS = (
 )
 
 
-def _pl(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any] | None = None) -> pl.DataFrame:
-    def read() -> pl.DataFrame:
-        rel = con.sql(sql, params=params or None)
-        if rel is None:
-            raise ValueError("not a query")
-        df = pl.from_arrow(rel.to_arrow_table())
-        assert isinstance(df, pl.DataFrame)
-        return df
-
-    return read_retrying(read)  # a file replaced by a concurrent ingest: read again
-
-
-# ----------------------------------------------------------------- options and freshness
+# ----------------------------------------------------------------- options
 def filter_options(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """One row per (cluster, vc) with its first and last job day: the filters' choices."""
     return _pl(
@@ -78,27 +63,6 @@ def filter_options(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         "SELECT cluster, vc, count(*) AS jobs, min(start_ts)::DATE AS first_day, "
         "max(coalesce(end_ts, start_ts))::DATE AS last_day "
         "FROM job_usage GROUP BY ALL ORDER BY cluster, vc",
-    )
-
-
-def freshness(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
-    """Each source's watermark, and how many of its records sit in quarantine."""
-    where, params = ("cluster = ?", [f.cluster]) if f.cluster else ("true", [])
-    return _pl(
-        con,
-        f"""
-        WITH q AS (
-            SELECT cluster, source, count(*) AS quarantined FROM quarantine
-            WHERE {where} GROUP BY ALL
-        ), s AS (
-            SELECT cluster, source, watermark, updated_at FROM ingest_state WHERE {where}
-        )
-        SELECT coalesce(s.cluster, q.cluster) AS cluster, coalesce(s.source, q.source) AS source,
-               s.watermark, s.updated_at, coalesce(q.quarantined, 0) AS quarantined
-        FROM s FULL OUTER JOIN q ON s.cluster = q.cluster AND s.source = q.source
-        ORDER BY cluster, source
-        """,
-        params * 2,
     )
 
 
@@ -319,7 +283,7 @@ JOB_LISTS: dict[str, tuple[str, str]] = {
 }
 
 
-# ----------------------------------------------------------------- one job
+# ----------------------------------------------------------------- finding a job
 def search_jobs(
     con: duckdb.DuckDBPyConnection, f: Filters, text: str, limit: int = 200
 ) -> pl.DataFrame:
@@ -335,74 +299,6 @@ def search_jobs(
         f"SELECT cluster, {JOB_LIST_COLUMNS} FROM job_usage WHERE {where} "
         f"ORDER BY lost_gpu_h DESC, job_id LIMIT {int(limit)}",
         params,
-    )
-
-
-def job(con: duckdb.DuckDBPyConnection, cluster: str | None, job_id: str) -> pl.DataFrame:
-    """The job_usage row(s) of a job id (one per cluster that has it, unless cluster given)."""
-    where = "job_id = ?" + (" AND cluster = ?" if cluster else "")
-    params = [job_id, cluster] if cluster else [job_id]
-    return _pl(con, f"SELECT * FROM job_usage WHERE {where} ORDER BY cluster", params)
-
-
-def job_rows(con: duckdb.DuckDBPyConnection, table: str, cluster: str, job_id: str) -> pl.DataFrame:
-    """A job's rows of job_gpu_usage, idle_slots or stable_phases."""
-    if table not in ("job_gpu_usage", "idle_slots", "stable_phases"):
-        raise ValueError(f"{table} has no per-job rows")
-    order = "attempt, host, gpu" + (", start_ts" if table != "job_gpu_usage" else "")
-    return _pl(
-        con,
-        f"SELECT * FROM {table} WHERE cluster = ? AND job_id = ? ORDER BY {order}",
-        [cluster, job_id],
-    )
-
-
-def job_timeline(
-    con: duckdb.DuckDBPyConnection,
-    cluster: str,
-    job_id: str,
-    points: int = TIMELINE_POINTS,
-) -> pl.DataFrame:
-    """gpu_samples of the job's GPUs over its allocation intervals (drill-down, not a metric):
-    (host, gpu, ts, util, mem_used_mib), averaged (util) and maxed (memory) into time buckets
-    when there are more than `points` samples per GPU."""
-    alloc = _pl(
-        con,
-        "SELECT host, gpu, min(start_ts) AS lo, max(end_ts) AS hi FROM job_gpu_usage "
-        "WHERE cluster = ? AND job_id = ? GROUP BY ALL",
-        [cluster, job_id],
-    )
-    if alloc.height == 0:
-        return pl.DataFrame(
-            schema={"host": pl.String, "gpu": pl.Int16, "ts": pl.Datetime("us", "UTC"),
-                    "util": pl.Float64, "mem_used_mib": pl.Float64}
-        )  # fmt: skip
-    lo: datetime = alloc["lo"].min()  # type: ignore[assignment]
-    hi: datetime = alloc["hi"].max()  # type: ignore[assignment]
-    span = max((hi - lo).total_seconds(), 1.0)
-    bucket = max(1.0, span / points)
-    hosts = sorted(set(alloc["host"].to_list()))
-    return _pl(
-        con,
-        f"""
-        WITH a AS (
-            SELECT host, gpu, gpu_instance, start_ts, end_ts
-            FROM job_gpu_usage WHERE cluster = ? AND job_id = ?
-        ), s AS (
-            SELECT g.host, g.gpu, g.gpu_instance, g.ts, g.util, g.mem_used_mib
-            FROM gpu_samples g
-            WHERE g.cluster = ? AND g.date BETWEEN ? AND ? AND g.ts >= ? AND g.ts <= ?
-              AND g.host IN ({", ".join("?" * len(hosts))})
-        )
-        SELECT s.host, s.gpu,
-               to_timestamp(floor(epoch(s.ts) / {bucket!r}) * {bucket!r}) AS ts,
-               avg(s.util) AS util, max(s.mem_used_mib) AS mem_used_mib
-        FROM s JOIN a ON s.host = a.host AND s.gpu = a.gpu
-                     AND s.gpu_instance IS NOT DISTINCT FROM a.gpu_instance
-                     AND s.ts >= a.start_ts AND s.ts <= a.end_ts
-        GROUP BY ALL ORDER BY s.host, s.gpu, ts
-        """,
-        [cluster, job_id, cluster, lo.date(), (hi + timedelta(seconds=1)).date(), lo, hi, *hosts],
     )
 
 
@@ -457,51 +353,4 @@ def job_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
         SELECT {sums} FROM g WHERE share > 0
         """,
         share_params + params,
-    )
-
-
-# ----------------------------------------------------------------- running now
-def idle_now(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
-    """Running jobs idle on every GPU of their current attempt up to the newest data, by the
-    analyses' definition of idle [CloudBrain §IV-C]: each GPU either never used, or in an idle
-    slot (idle_slots) that lasts to the allocation's end (for a running job, how far the data
-    reached when `gpuwaste analyze` last ran, `as_of`). One row per job: since when all its GPUs
-    have been idle (the latest of its GPUs' idle starts), for how long, on how many GPUs, and
-    the GPU hours idle in that stretch; most idle GPU hours first. The period and state filters
-    do not apply (the jobs run now); cluster, VC, user and size do."""
-    now = replace(f, start=None, end=None, states=())
-    where, params = now.jobs_where("u")
-    return _pl(
-        con,
-        f"""
-        WITH run AS (
-            SELECT u.cluster, u.job_id, u."user", u.vc, u.name, u.gpus, u.start_ts
-            FROM job_usage u WHERE u.running AND {where}
-        ), g AS (
-            SELECT a.cluster, a.job_id, a.attempt, a.host, a.gpu, a.start_ts, a.end_ts,
-                   a.never_used
-            FROM job_gpu_usage a JOIN run USING (cluster, job_id)
-            QUALIFY a.attempt = max(a.attempt) OVER (PARTITION BY a.cluster, a.job_id)
-        ), per_gpu AS (
-            -- since when this GPU is idle up to its allocation's end; NULL: busy or no data at
-            -- the end (an idle slot reaching the end ends there, to the microsecond)
-            SELECT g.cluster, g.job_id, g.host, g.gpu, g.end_ts,
-                   CASE WHEN g.never_used THEN g.start_ts ELSE s.start_ts END AS idle_since
-            FROM g LEFT JOIN idle_slots s
-              ON s.cluster = g.cluster AND s.job_id = g.job_id AND s.attempt = g.attempt
-             AND s.host = g.host AND s.gpu = g.gpu AND s.end_ts >= g.end_ts
-        ), jobs AS (
-            SELECT cluster, job_id, count(*) AS gpus_seen, max(idle_since) AS idle_since,
-                   max(end_ts) AS as_of,
-                   sum(epoch(end_ts - idle_since)) / 3600 AS idle_gpu_h
-            FROM per_gpu GROUP BY ALL
-            HAVING count(idle_since) = count(*)
-        )
-        SELECT run.cluster, run.job_id, run."user", run.vc, run.name, run.gpus,
-               jobs.idle_since, round(epoch(jobs.as_of - jobs.idle_since) / 3600, 2) AS idle_h,
-               round(jobs.idle_gpu_h, 2) AS idle_gpu_h, run.start_ts, jobs.as_of
-        FROM jobs JOIN run USING (cluster, job_id)
-        ORDER BY idle_gpu_h DESC, idle_h DESC, run.cluster, run.job_id
-        """,
-        params,
     )

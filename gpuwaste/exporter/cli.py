@@ -70,6 +70,7 @@ def register(app: typer.Typer) -> None:
             top_jobs=conf.top_jobs if top_jobs is None else top_jobs,
             cache_seconds=conf.cache_seconds if cache_seconds is None else cache_seconds,
             update_interval_s=conf.update_interval_s,
+            currency=s.cost.currency,
         )
         serve_forever(collector, conf.host if host is None else host,
                       conf.port if port is None else port)  # fmt: skip

@@ -45,12 +45,14 @@ class WasteCollector:
         top_jobs: int = 50,
         cache_seconds: float = 60.0,
         update_interval_s: float = 300.0,
+        currency: str = "USD",
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.top_jobs = top_jobs
         self.cache_seconds = cache_seconds
         self.update_interval_s = update_interval_s
+        self.currency = currency  # `[cost] currency`: the money series' currency label
         self.clock = clock
         self.reads = 0  # how many times the figures were read (each a full read of the warehouse)
         self._figures: Figures | None = None
@@ -128,9 +130,9 @@ class WasteCollector:
             self.wait()
             self._read_first()
         try:
-            return families(self._figures, now, self.update_interval_s)
+            return families(self._figures, now, self.update_interval_s, self.currency)
         except Exception as exc:  # never an error page
             self._keep(
                 None, f"the figures could not be served: {type(exc).__name__}: {_first(exc)}"
             )
-            return families(None, now, self.update_interval_s)
+            return families(None, now, self.update_interval_s, self.currency)

@@ -2,8 +2,9 @@
 
 Nothing here defines a metric anew: the window hours are the result tables' GPU seconds clipped
 to trailing windows (`sql/exporter/window_hours.sql`), the idle running jobs are the dashboard's
-"Running now" query (`dashboard.queries.idle_now`), and the pipeline's health is the freshness
-`gpuwaste report` prints (`analyses.freshness`) with the quarantine counts of the Overview page.
+"Running now" query (`analyses.reads.idle_now`), and the pipeline's health is the freshness
+`gpuwaste report` prints (`analyses.freshness`) with the quarantine counts of the Overview page
+(`analyses.reads.source_states`).
 """
 
 from __future__ import annotations
@@ -12,15 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-import duckdb
 import polars as pl
 
-from gpuwaste.analyses import freshness
+from gpuwaste.analyses import freshness, reads
 from gpuwaste.analyses.sqlfiles import load_sql
-from gpuwaste.dashboard import queries
-from gpuwaste.dashboard.filters import Filters
 from gpuwaste.errors import GpuwasteError
-from gpuwaste.warehouse.readonly import read_only_connection, read_retrying
+from gpuwaste.warehouse.readonly import read_frame, read_only_connection
 from gpuwaste.warehouse.store import Warehouse
 
 OTHER_JOBS = "(other)"  # the job_id of the aggregate of the idle jobs beyond the top N
@@ -43,7 +41,7 @@ class Figures:
     """Everything one scrape serves, as read at `computed_at` (UTC)."""
 
     computed_at: datetime
-    windows: pl.DataFrame  # window_hours.sql: cluster, vc, window, *_gpu_h
+    windows: pl.DataFrame  # window_hours.sql: cluster, vc, window, *_gpu_h, wasted_money
     idle_jobs: pl.DataFrame  # IDLE_JOB_SCHEMA: the top N, then one OTHER_JOBS row per cluster
     idle_counts: pl.DataFrame  # cluster, jobs: every running job idle on all its GPUs
     freshness: pl.DataFrame  # analyses.freshness.freshness: per cluster x source
@@ -87,26 +85,17 @@ def top_idle_jobs(idle: pl.DataFrame, top: int) -> pl.DataFrame:
     return pl.concat([head, other]).cast(IDLE_JOB_SCHEMA)  # type: ignore[arg-type]
 
 
-def _frame(con: duckdb.DuckDBPyConnection, sql: str) -> pl.DataFrame:
-    def read() -> pl.DataFrame:
-        df = pl.from_arrow(con.sql(sql).to_arrow_table())
-        assert isinstance(df, pl.DataFrame)
-        return df
-
-    return read_retrying(read)  # a file replaced by a concurrent ingest: read again
-
-
 def read_figures(data_dir: Path, top_jobs: int, now: datetime) -> Figures:
     """Read every figure; NoResults when there is nothing to serve. Read-only throughout."""
     check_results(data_dir)
     con = read_only_connection(data_dir)
     try:
-        windows = _frame(con, load_sql("exporter/window_hours"))
-        data_until = _frame(
+        windows = read_frame(con, load_sql("exporter/window_hours"))
+        data_until = read_frame(
             con, "SELECT cluster, max(end_ts) AS until FROM job_gpu_usage GROUP BY ALL"
         )
-        idle = queries.idle_now(con, Filters())
-        quarantine = queries.freshness(con, Filters()).select("cluster", "source", "quarantined")
+        idle = reads.idle_now(con)
+        quarantine = reads.source_states(con).select("cluster", "source", "quarantined")
     finally:
         con.close()
     return Figures(

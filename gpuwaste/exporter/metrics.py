@@ -3,6 +3,9 @@
 Every name is declared once in METRICS (name -> help), which docs/exporter.md lists and the
 Grafana dashboard's test reads from a live exporter. GPU time is in GPU hours, as everywhere in
 gpuwaste; times are Unix timestamps in seconds (Prometheus' convention for `*_timestamp_seconds`).
+Money is in the configured `[cost] currency`, named by the `currency` label: a currency has no
+Prometheus base unit, and a label keeps the name (and every rule and panel) the same whatever
+the currency; one exporter serves one currency, so a sum never mixes two.
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ METRICS: dict[str, str] = {
     **{name: text + WINDOW_SUFFIX for name, text in HOURS.values()},
     "gpuwaste_waste_ratio": "Share of allocated GPU time lost to idle slots and never-used GPUs"
     + WINDOW_SUFFIX,
+    "gpuwaste_wasted_money": "Money lost to idle slots and never-used GPUs (their GPU hours x "
+    "the [cost] price of each GPU's model, a MIG instance by its slice), in the currency of the "
+    "currency label; only for VCs with priced GPUs" + WINDOW_SUFFIX,
     "gpuwaste_idle_job_idle_seconds": "How long a running job has been idle on all its GPUs, up "
     'to the newest data; the top jobs by idle GPU hours, the rest as job_id="(other)" (its '
     "longest).",
@@ -70,7 +76,7 @@ def _epoch(ts: datetime | None) -> float | None:
     return None if ts is None else ts.timestamp()
 
 
-def _window_families(windows: pl.DataFrame) -> Iterator[Metric]:
+def _window_families(windows: pl.DataFrame, currency: str) -> Iterator[Metric]:
     for column, (name, _) in HOURS.items():
         g = _gauge(name, WINDOW_LABELS)
         for row in windows.iter_rows(named=True):
@@ -84,6 +90,12 @@ def _window_families(windows: pl.DataFrame) -> Iterator[Metric]:
                 [row["cluster"], row["vc"], row["window"]], lost / row["allocated_gpu_h"]
             )
     yield ratio
+    money = _gauge("gpuwaste_wasted_money", [*WINDOW_LABELS, "currency"])
+    for row in windows.iter_rows(named=True):
+        if row["wasted_money"] is not None:
+            labels = [row["cluster"], row["vc"], row["window"], currency]
+            money.add_metric(labels, float(row["wasted_money"]))
+    yield money
 
 
 def _idle_job_families(figs: Figures) -> Iterator[Metric]:
@@ -133,10 +145,12 @@ def _health_families(figs: Figures, now: float) -> Iterator[Metric]:
     yield from (ingested, until, analyzed, stale, quarantined, data_until, age)
 
 
-def families(figs: Figures | None, now: float, update_interval_s: float) -> list[Metric]:
+def families(
+    figs: Figures | None, now: float, update_interval_s: float, currency: str = "USD"
+) -> list[Metric]:
     """The metric families of one scrape: `gpuwaste_up` and the interval always, the rest only
     when there are figures (None: the warehouse could not be read). `now` is the scrape's Unix
-    time, for the warehouse's age."""
+    time, for the warehouse's age; `currency` labels the money (`[cost] currency`)."""
     up = _gauge("gpuwaste_up")
     up.add_metric([], 0.0 if figs is None else 1.0)
     interval = _gauge("gpuwaste_update_interval_seconds")
@@ -147,7 +161,7 @@ def families(figs: Figures | None, now: float, update_interval_s: float) -> list
     computed = _gauge("gpuwaste_figures_computed_timestamp_seconds")
     computed.add_metric([], figs.computed_at.timestamp())
     out.append(computed)
-    out.extend(_window_families(figs.windows))
+    out.extend(_window_families(figs.windows, currency))
     out.extend(_idle_job_families(figs))
     out.extend(_health_families(figs, now))
     return out

@@ -12,11 +12,12 @@ Two locks, each of which alone refuses most abuse:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import duckdb
+import polars as pl
 
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect
@@ -106,6 +107,23 @@ def read_retrying(read: Callable[[], T], attempts: int = 5) -> T:
                 raise
             time.sleep(0.02 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+def read_frame(
+    con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None = None
+) -> pl.DataFrame:
+    """Run a query (with `?` parameters) and fetch it as a polars frame, read again when a file
+    was replaced under it (`read_retrying`)."""
+
+    def read() -> pl.DataFrame:
+        rel = con.sql(sql, params=list(params) if params else None)
+        if rel is None:
+            raise ValueError("not a query")
+        df = pl.from_arrow(rel.to_arrow_table())
+        assert isinstance(df, pl.DataFrame)
+        return df
+
+    return read_retrying(read)
 
 
 def run_query(data_dir: Path, sql: str) -> duckdb.DuckDBPyRelation | None:

@@ -215,3 +215,55 @@ def overlapping(boxes: list[dict[str, Any]], slack: float = 2.0) -> list[tuple[s
             if across > slack and down > slack:
                 out.append((a["text"], b["text"]))
     return out
+
+
+# ------------------------------------------------------------------ a dashboard test's session
+def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo warehouse (`gpuwaste demo --no-serve`) for a browser test: built only when the
+    browser is there (which fails under CI, skips elsewhere, before the build)."""
+    from tests.support.result_warehouse import build_demo_warehouse
+
+    require_browser()
+    return build_demo_warehouse(tmp_path_factory.mktemp("demo") / "data")
+
+
+@contextmanager
+def dashboard_session(
+    data_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Any]]:
+    """`gpuwaste dashboard` over `data_dir` and a chromium page: yields (its base URL, the
+    page). The server's log goes to a fresh folder of the test session."""
+    log = tmp_path_factory.mktemp("server") / "dashboard.log"
+    with dashboard_server(data_dir, log) as url, browser_page() as page:
+        yield url, page
+
+
+def visit(
+    page: Any, url: str, heading: str, charts: list[str], timeout_s: float = 30.0
+) -> list[dict[str, Any]]:
+    """Open `url` and wait for the page's `heading` and for a drawn chart whose title starts
+    with each of `charts`; no exception box and no "Page not found" may show. Returns every
+    chart (`wait_for_charts`)."""
+    page.goto(url)
+    page.get_by_role("heading", name=heading, exact=True).first.wait_for(timeout=30_000)
+    found = wait_for_charts(page, charts, timeout_s=timeout_s)
+    assert exception_boxes(page) == []
+    assert page.get_by_text("Page not found").count() == 0
+    return found
+
+
+def screenshot_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where screenshots go: $GPUWASTE_SCREENSHOT_DIR (how docs/screenshots are made), else a
+    fresh folder of the test session."""
+    out = os.environ.get("GPUWASTE_SCREENSHOT_DIR")
+    d = Path(out) if out else tmp_path_factory.mktemp("screenshots")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def screenshot(page: Any, folder: Path, name: str) -> Path:
+    """The whole page as `folder/name.png`; a blank or failed capture fails the test."""
+    path = folder / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 10_000, path
+    return path

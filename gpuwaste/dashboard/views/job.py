@@ -7,6 +7,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
+from gpuwaste.analyses import reads
 from gpuwaste.dashboard import charts, data, widgets
 from gpuwaste.dashboard import queries as q
 from gpuwaste.render import safe_text
@@ -17,11 +18,10 @@ COMPACT_ABOVE_GPUS = 4
 
 
 def _pick_gpus(gpus: pl.DataFrame, cluster: str, job_id: str) -> pl.DataFrame:
-    """The job_gpu_usage rows of the GPUs the operator picks for per-GPU panels (none at first)."""
+    """The job_gpu_usage rows of the devices (GPUs, MIG instances) the operator picks for
+    per-device panels (none at first)."""
     keys = charts.gpu_keys(gpus)
-    names = [
-        charts.gpu_name(h, g, n) for h, g, n in keys.select("host", "gpu", "never_used").iter_rows()
-    ]
+    names = [charts.gpu_name(r) for r in keys.iter_rows(named=True)]
     picked = st.multiselect(
         "GPUs to show in detail (utilization and memory over time)",
         range(len(names)),
@@ -29,8 +29,8 @@ def _pick_gpus(gpus: pl.DataFrame, cluster: str, job_id: str) -> pl.DataFrame:
         key=f"detail_gpus_{cluster}_{job_id}",
         placeholder="pick GPUs from the rows above",
     )
-    chosen = keys[list(picked)].select("host", "gpu")
-    return gpus.join(chosen, on=["host", "gpu"], how="semi")
+    chosen = keys[list(picked)]
+    return charts.by_device(gpus, chosen).select(gpus.columns)
 
 
 f = widgets.current_filters()
@@ -52,7 +52,7 @@ if not job_id:
     st.info("Pick a job: search above, type its id, or select a row in any job table.")
     st.stop()
 
-rows = data.fetch(q.job, f.cluster, job_id)
+rows = data.fetch(reads.job, f.cluster, job_id)
 if rows.height == 0:
     st.warning("No such job in the selected cluster:")
     st.text(safe_text(job_id))
@@ -81,16 +81,16 @@ c[4].metric("Idle-slot GPU hours", f"{(job['idle_slot_gpu_s'] or 0) / 3600:,.2f}
 c[5].metric("Never-used GPUs", f"{job['never_used_gpus']}",
             f"{(job['never_used_gpu_s'] or 0) / 3600:,.2f} GPU h", delta_color="off", delta_arrow="off")  # fmt: skip
 
-gpus = data.fetch(q.job_rows, "job_gpu_usage", cluster, job_id)
-slots = data.fetch(q.job_rows, "idle_slots", cluster, job_id)
-phases = data.fetch(q.job_rows, "stable_phases", cluster, job_id)
-samples = data.fetch(q.job_timeline, cluster, job_id)
+gpus = data.fetch(reads.job_rows, "job_gpu_usage", cluster, job_id)
+slots = data.fetch(reads.job_rows, "idle_slots", cluster, job_id)
+phases = data.fetch(reads.job_rows, "stable_phases", cluster, job_id)
+samples = data.fetch(reads.job_timeline, cluster, job_id)
 if gpus.height == 0:
     st.info("No per-GPU rows (job_gpu_usage) for this job.")
 else:
     if samples.height == 0:
         st.info("No GPU samples in the warehouse for this job's GPUs and interval.")
-    n_gpus = gpus.select("host", "gpu").n_unique()
+    n_gpus = gpus.select(*reads.DEVICE_KEY).n_unique()  # GPUs and MIG instances
     detail = gpus
     if n_gpus > COMPACT_ABOVE_GPUS:
         widgets.plot(
@@ -135,7 +135,13 @@ with right:
         height=300,
     )
 with st.expander(f"Per GPU ({gpus.height})"):
-    widgets.table(widgets.readable(gpus), "No rows.", name=f"job {job_id} GPUs")
+    devices = pl.DataFrame(
+        {"device": [reads.device_name(r["host"], r["gpu"], r["gpu_instance"], r["mig_profile"])
+                    for r in gpus.iter_rows(named=True)]},
+        schema={"device": pl.String},
+    )  # fmt: skip
+    widgets.table(widgets.readable(pl.concat([devices, gpus], how="horizontal")), "No rows.",
+                  name=f"job {job_id} GPUs")  # fmt: skip
 with st.expander(f"Idle slots ({slots.height})"):
     widgets.table(widgets.readable(slots), "No idle slots.", name=f"job {job_id} idle slots")
 with st.expander(f"Memory phases ({phases.height})"):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
+from gpuwaste.analyses import reads
 from gpuwaste.dashboard import data, widgets
-from gpuwaste.dashboard import queries as q
 
 f = widgets.current_filters()
 st.title("Running now")
@@ -18,7 +18,7 @@ st.caption(
     "user and size filters apply; period and state do not (these jobs run now)."
 )
 
-idle = data.fetch(q.idle_now, f)
+idle = data.fetch(reads.idle_now, *f.running_now().jobs_where("u"))
 if idle.height == 0:
     st.info("No running job is idle on all its GPUs in this view.")
     st.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
+from gpuwaste.analyses import reads
 from gpuwaste.dashboard import charts, data, widgets
 from gpuwaste.dashboard import queries as q
 
@@ -124,7 +125,7 @@ widgets.table(
 left, right = st.columns(2)
 with left:
     st.caption("Quarantined records per source.")
-    quarantined = data.fetch(q.freshness, f).filter(pl.col("quarantined") > 0)
+    quarantined = data.fetch(reads.source_states, f.cluster).filter(pl.col("quarantined") > 0)
     widgets.table(widgets.readable(quarantined.select("cluster", "source", "quarantined")),
                   "No record was quarantined.", name="quarantined per source")  # fmt: skip
 with right:
