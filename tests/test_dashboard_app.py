@@ -482,7 +482,7 @@ def test_every_page_on_the_demo_warehouse(demo: Path, monkeypatch: pytest.Monkey
                 if page is None:
                     (table3,) = con.sql(
                         "SELECT util_mean FROM util_by_size_status WHERE cluster = ? AND "
-                        "vc = '(all)' AND size = 'all' AND state = 'all'",
+                        "vc = '(all)' AND gpu_model = '(all)' AND size = 'all' AND state = 'all'",
                         params=[cluster],
                     ).fetchall()[0]
                     _check_overview_of_an_analyzed_warehouse(at, float(table3))
