@@ -130,6 +130,7 @@ def test_period_from_the_url_limits_the_totals(app: AppTest, warehouse: Built) -
     daily = Warehouse(warehouse.data_dir).read("waste_daily")
     want = daily.filter(
         (pl.col("vc") == "speech")
+        & (pl.col("gpu_model") == "(all)")
         & pl.col("day").cast(pl.String).is_in(["2026-10-02", "2026-10-03"])
     )["alloc_gpu_h"].sum()
     assert float(_metric(at, "GPU hours allocated")) == pytest.approx(want, abs=0.5)
