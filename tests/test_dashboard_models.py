@@ -18,6 +18,7 @@ from gpuwaste.config import DATA_DIR_ENV
 from gpuwaste.warehouse.catalog import refresh_catalog
 from gpuwaste.warehouse.store import Warehouse
 from tests.support.result_warehouse import KEY, MODELS, Built, build_result_warehouse
+from tests.test_dashboard_app import _open
 
 APP = str(Path(gpuwaste.dashboard.__file__).parent / "app.py")
 A100, H100 = MODELS
@@ -54,16 +55,6 @@ def _app(built: Built, monkeypatch: pytest.MonkeyPatch) -> AppTest:
 def app(priced: Built, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], AppTest]]:
     """A fresh app per page view (a view's URL is read on its first run)."""
     yield lambda: _app(priced, monkeypatch)
-
-
-def _open(at: AppTest, page: str | None = None, **params: str | list[str]) -> AppTest:
-    for k, v in params.items():
-        at.query_params[k] = v
-    at.run()
-    if page:
-        at.switch_page(f"views/{page}.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def _metric(at: AppTest, label: str) -> float:
