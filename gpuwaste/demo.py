@@ -79,7 +79,7 @@ def summary_lines(data_dir: Path) -> list[str]:
                    sum(idle_slot_gpu_h) as idle_slot_h,
                    sum(never_used_gpu_h) as never_used_h,
                    sum(debug_gpu_h) as debug_h
-            from waste_daily where vc = '(all)' group by cluster
+            from waste_daily where vc = '(all)' and gpu_model = '(all)' group by cluster
         )
         select * from jobs left join hours using (cluster) order by cluster
         """

@@ -236,11 +236,17 @@ def test_phase_boundary(data_dir: Path) -> None:
     assert phases["mem_max_mib"].to_list() == [1200, 9000]
     assert phases["stable"].to_list() == [True, True]
     grid = wh.read("stable_phase_grid", "c").filter(
-        (pl.col("vc") == "(all)") & (pl.col("t_s") == 960) & (pl.col("m_gib") == 8)
+        (pl.col("vc") == "(all)")
+        & (pl.col("gpu_model") == "(all)")
+        & (pl.col("t_s") == 960)
+        & (pl.col("m_gib") == 8)
     )
     assert grid["pct"][0] == 0  # no phase longer than 960 s
     grid = wh.read("stable_phase_grid", "c").filter(
-        (pl.col("vc") == "(all)") & (pl.col("t_s") == 480) & (pl.col("m_gib") == 8)
+        (pl.col("vc") == "(all)")
+        & (pl.col("gpu_model") == "(all)")
+        & (pl.col("t_s") == 480)
+        & (pl.col("m_gib") == 8)
     )
     assert grid["pct"][0] == pytest.approx(100.0)  # both phases leave > 8 GiB idle
     job = wh.read("job_usage", "c").row(0, named=True)
@@ -274,7 +280,11 @@ def test_job_across_midnight_and_partitions(data_dir: Path) -> None:
     assert slots["start_ts"][0] == start + timedelta(seconds=300)
     assert slots["duration_s"][0] == 300
     assert gpu_row(wh, "j")["observed_s"] == 900
-    daily = wh.read("waste_daily", "c").filter(pl.col("vc") == "(all)").sort("day")
+    daily = (
+        wh.read("waste_daily", "c")
+        .filter((pl.col("vc") == "(all)") & (pl.col("gpu_model") == "(all)"))
+        .sort("day")
+    )
     assert daily["alloc_gpu_h"].to_list() == pytest.approx([600 / 3600, 300 / 3600], abs=1e-6)
     parts = ["busy_gpu_h", "idle_slot_gpu_h", "never_used_gpu_h", "missing_gpu_h"]
     assert daily.select(pl.sum_horizontal(parts).alias("s"))["s"].to_list() == pytest.approx(
@@ -300,14 +310,18 @@ def test_debugging_declared_and_inferred_kept_apart(data_dir: Path) -> None:
     jobs = {r["job_id"]: r for r in wh.read("job_usage", "c").iter_rows(named=True)}
     assert jobs["j1"]["is_debug_declared"] and not jobs["j1"]["is_debug_inferred"]
     assert jobs["j2"]["is_debug_inferred"] and not jobs["j2"]["is_debug_declared"]
-    kinds = wh.read("waste_by_vc", "c").filter(pl.col("vc") == "(all)")
+    kinds = wh.read("waste_by_vc", "c").filter(
+        (pl.col("vc") == "(all)") & (pl.col("gpu_model") == "(all)")
+    )
     by_kind = {r["kind"]: r for r in kinds.iter_rows(named=True)}
     assert by_kind["debugging"]["jobs"] == 1 and by_kind["inferred_debugging"]["jobs"] == 1
     assert by_kind["total"]["gpu_s"] == 7200
     own = by_kind["inferred_debugging"]
     assert own["idle_slot_pct_own"] == pytest.approx(100 * own["idle_slot_gpu_s"] / 3600)
     assert own["idle_slot_pct_all"] == pytest.approx(100 * own["idle_slot_gpu_s"] / 7200)
-    debug = wh.read("debug_jobs", "c").filter(pl.col("vc") == "(all)")
+    debug = wh.read("debug_jobs", "c").filter(
+        (pl.col("vc") == "(all)") & (pl.col("gpu_model") == "(all)")
+    )
     assert sorted(debug["kind"].to_list()) == ["any", "declared", "inferred"]
 
 

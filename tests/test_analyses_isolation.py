@@ -79,7 +79,9 @@ def test_unstarted_jobs_count_for_status_and_queueing_only(tmp_path: Path) -> No
     assert (unstarted["gpu_s"].fill_null(0) == 0).all()
     assert results(both, "mixed", "job_gpu_usage")["job_id"].sort().to_list() == ["a", "b"]
 
-    status = results(both, "mixed", "jobs_by_status").filter(pl.col("vc") == "(all)")
+    status = results(both, "mixed", "jobs_by_status").filter(
+        (pl.col("vc") == "(all)") & (pl.col("gpu_model") == "(all)")
+    )
     jobs = dict(zip(status["state"], status["jobs"], strict=True))
     assert jobs == {"passed": 2, "killed": 2, "unsuccessful": 6, "running": 1}
     gpu_s = dict(zip(status["state"], status["gpu_s"], strict=True))

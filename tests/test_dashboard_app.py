@@ -130,6 +130,7 @@ def test_period_from_the_url_limits_the_totals(app: AppTest, warehouse: Built) -
     daily = Warehouse(warehouse.data_dir).read("waste_daily")
     want = daily.filter(
         (pl.col("vc") == "speech")
+        & (pl.col("gpu_model") == "(all)")
         & pl.col("day").cast(pl.String).is_in(["2026-10-02", "2026-10-03"])
     )["alloc_gpu_h"].sum()
     assert float(_metric(at, "GPU hours allocated")) == pytest.approx(want, abs=0.5)
@@ -482,7 +483,7 @@ def test_every_page_on_the_demo_warehouse(demo: Path, monkeypatch: pytest.Monkey
                 if page is None:
                     (table3,) = con.sql(
                         "SELECT util_mean FROM util_by_size_status WHERE cluster = ? AND "
-                        "vc = '(all)' AND size = 'all' AND state = 'all'",
+                        "vc = '(all)' AND gpu_model = '(all)' AND size = 'all' AND state = 'all'",
                         params=[cluster],
                     ).fetchall()[0]
                     _check_overview_of_an_analyzed_warehouse(at, float(table3))

@@ -17,7 +17,7 @@ from gpuwaste.dashboard import charts, data, sqlbox
 from gpuwaste.dashboard import queries as q
 from gpuwaste.dashboard.filters import Filters
 from gpuwaste.warehouse.readonly import read_only_connection
-from gpuwaste.warehouse.results import ALL_VCS
+from gpuwaste.warehouse.results import ALL_MODELS, ALL_VCS
 from gpuwaste.warehouse.store import Warehouse
 from tests.support.result_warehouse import NASTY_USER, Built, build_result_warehouse
 
@@ -88,6 +88,7 @@ def test_period_filter_sums_daily_rows(con: duckdb.DuckDBPyConnection, built: Bu
     f = Filters(
         cluster="demo", vcs=("nlp", "speech"), start=date(2026, 10, 2), end=date(2026, 10, 4)
     )
+    daily = daily.filter(pl.col("gpu_model") == ALL_MODELS)  # every GPU model together
     want = daily.filter(
         pl.col("vc").is_in(["nlp", "speech"]) & pl.col("day").is_between(f.start, f.end)
     )

@@ -76,13 +76,13 @@ def test_summary_utilization_is_the_time_weighted_mean_everywhere(demo_dir: Path
     table3 = dict(
         con.sql(
             "select cluster, util_mean from util_by_size_status "
-            "where vc = '(all)' and size = 'all' and state = 'all'"
+            "where vc = '(all)' and gpu_model = '(all)' and size = 'all' and state = 'all'"
         ).fetchall()
     )
     daily = dict(
         con.sql(
             "select cluster, 100 * sum(util_gpu_h) / sum(observed_gpu_h) from waste_daily "
-            "where vc = '(all)' group by cluster"
+            "where vc = '(all)' and gpu_model = '(all)' group by cluster"
         ).fetchall()
     )
     con.close()

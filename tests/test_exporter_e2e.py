@@ -226,7 +226,8 @@ def test_the_7d_window_of_a_one_day_cluster_is_the_analyses_whole_total(
             "SELECT cluster, vc, sum(alloc_gpu_h) AS allocated_gpu_h, sum(busy_gpu_h) AS busy_gpu_h,"
             " sum(idle_slot_gpu_h) AS idle_slot_gpu_h, sum(never_used_gpu_h) AS never_used_gpu_h,"
             " sum(missing_gpu_h) AS missing_gpu_h, sum(debug_gpu_h) AS debug_gpu_h "
-            "FROM waste_daily WHERE vc <> '(all)' GROUP BY ALL ORDER BY cluster, vc"
+            "FROM waste_daily WHERE vc <> '(all)' AND gpu_model = '(all)' "
+            "GROUP BY ALL ORDER BY cluster, vc"
         ).pl()
         lost = con.sql(
             "SELECT cluster, coalesce(vc, '(none)') AS vc, sum(lost_cost) AS lost_cost "

@@ -349,7 +349,9 @@ def _host_gpu_time(data_dir: Path, layout: list[list[str | None]], utils: list[f
     for r in usage.iter_rows(named=True):  # the figures add up on every device
         total = r["idle_slot_s"] + r["never_used_s"] + r["busy_s"] + r["missing_s"]
         assert total == pytest.approx(r["alloc_s"]), r
-    daily = wh.read("waste_daily", "c").filter(pl.col("vc") == "(all)")
+    daily = wh.read("waste_daily", "c").filter(
+        (pl.col("vc") == "(all)") & (pl.col("gpu_model") == "(all)")
+    )
     return {
         "job_gpu_usage": usage["alloc_s"].sum(),
         "job_usage": wh.read("job_usage", "c")["gpu_s"].sum(),
@@ -585,7 +587,9 @@ def test_gpu_model_per_device_report_by_model_and_fits_smaller_slice(tmp_path: P
     assert a100["gpu_h"] == pytest.approx(1.0) and a100["jobs"] == 1
     assert a100["idle_slot_gpu_h"] == pytest.approx(10 / 60)  # samples 20..29: 10 minutes
     assert a100["lost_gpu_h"] == pytest.approx(10 / 60) and rows["a100"]["lost_gpu_h"] == 0
-    summary = wh.read("waste_by_model", "c").filter(pl.col("vc") == "(all)")
+    summary = wh.read("waste_by_model", "c").filter(
+        (pl.col("vc") == "(all)") & (pl.col("gpu_model") != "(all)")
+    )
     assert dict(summary.select("gpu_model", "lost_gpu_h").iter_rows()) == pytest.approx(
         {m: r["lost_gpu_h"] for m, r in rows.items()},
         rel=1e-5,  # the report prints rounded
@@ -662,7 +666,11 @@ def test_money_by_job_user_and_model_mig_priced_by_slice(tmp_path: Path) -> None
     users = {r["user"]: r for r in json.loads(res.stdout)}
     assert users["ann"]["lost_cost"] == pytest.approx(1 / 6, rel=1e-5)
     assert users["bob"]["cost"] == pytest.approx(7.0, rel=1e-5)
-    model = wh.read("waste_by_model", "c").filter(pl.col("vc") == "(all)").row(0, named=True)
+    model = (
+        wh.read("waste_by_model", "c")
+        .filter((pl.col("vc") == "(all)") & (pl.col("gpu_model") != "(all)"))
+        .row(0, named=True)
+    )
     assert model["cost"] == pytest.approx(8.0) and model["lost_cost"] == pytest.approx(
         1 / 6, abs=1e-6
     )
@@ -731,7 +739,9 @@ def test_a_shared_gpu_divides_its_time_among_its_sharers(tmp_path: Path) -> None
     for r in usage.values():
         parts = r["idle_slot_s"] + r["never_used_s"] + r["busy_s"] + r["missing_s"]
         assert parts == pytest.approx(r["alloc_s"])
-    daily = wh.read("waste_daily", "c").filter(pl.col("vc") == "(all)")
+    daily = wh.read("waste_daily", "c").filter(
+        (pl.col("vc") == "(all)") & (pl.col("gpu_model") == "(all)")
+    )
     assert daily["alloc_gpu_h"].sum() == pytest.approx(1.5)
     assert wh.read("job_usage", "c")["gpu_s"].sum() == pytest.approx(90 * 60)
 

@@ -14,11 +14,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.result_digest import DIGESTS, build_demo, build_generated, digest_tables
+from tests.support.result_digest import (
+    DIGESTS,
+    DIGESTS_BEFORE_MODEL_SPLIT,
+    before_model_split,
+    build_demo,
+    build_generated,
+    digest_tables,
+)
 
 pytestmark = pytest.mark.slow
 
 REFERENCE = json.loads(DIGESTS.read_text())
+BEFORE_MODEL_SPLIT = json.loads(DIGESTS_BEFORE_MODEL_SPLIT.read_text())
 
 
 @pytest.mark.parametrize("label", sorted(REFERENCE))
@@ -32,6 +40,11 @@ def test_every_result_table_is_unchanged(label: str, tmp_path: Path) -> None:
     assert want["job_usage"]["rows"] > 50 and want["job_gpu_usage"]["rows"] > 50
     changed = {t: (want[t], have[t]) for t in want if want[t] != have[t]}
     assert not changed, f"result tables changed on the {label} warehouse: {changed}"
+    # the split by GPU model only added rows and a column: the rest is as it was before it
+    before = BEFORE_MODEL_SPLIT[label]
+    have_before = digest_tables(data_dir, sorted(before), before_model_split)
+    changed = {t: (before[t], have_before[t]) for t in before if before[t] != have_before[t]}
+    assert not changed, f"the '(all)'-model rows changed on the {label} warehouse: {changed}"
 
 
 def test_the_digest_sees_a_change_of_one_value(tmp_path: Path) -> None:

@@ -153,6 +153,15 @@ def register(app: typer.Typer) -> None:
         vc: Annotated[
             str | None, typer.Option("--vc", help="One VC; '(all)' is every VC together.")
         ] = None,
+        model: Annotated[
+            str | None,
+            typer.Option(
+                "--model",
+                help="One GPU model (of the job: 'mixed' when its GPUs are of several, "
+                "'(unknown)' when none is named), or 'each' for every model beside '(all)'. "
+                "Default: every model together.",
+            ),
+        ] = None,
         by: Annotated[
             str | None,
             typer.Option(
@@ -186,6 +195,10 @@ def register(app: typer.Typer) -> None:
                 raise GpuwasteError(
                     f"--by {by} makes its own table: give either a report NAME or --by."
                 )
+            if model is not None:
+                raise GpuwasteError(
+                    "--model applies to a report NAME; --by model splits the list by model."
+                )
             df = waste_by(s, by, cluster=cluster, vc=vc, since=start, until=now if start else None)
             render(df, fmt, title=TITLE.format(by=by))
         else:
@@ -193,7 +206,7 @@ def register(app: typer.Typer) -> None:
             from gpuwaste.analyses.report import report as build_report
 
             name = name or SUMMARY_TABLES[0]
-            df = build_report(s, name, cluster=cluster, vc=vc, since=start)
+            df = build_report(s, name, cluster=cluster, vc=vc, since=start, model=model)
             render(df, fmt, title=TITLES.get(name, name))
             if name == FRESHNESS:
                 return

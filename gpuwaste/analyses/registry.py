@@ -189,7 +189,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "Definition (docs/definitions.md#waste-by-vc): Idle-slot and never-used GPU time, each as a percent "
         'of the GPU time of the jobs of that kind ("among its own job") and of all jobs of the '
         'VC ("among all the jobs"); split into declared debugging, inferred debugging and '
-        "non-debugging jobs, with totals. Grain: one row per VC (and '(all)') x kind. Units: "
+        "non-debugging jobs, with totals. Grain: one row per VC x GPU model of the job (each with '(all)') x kind. Units: "
         "seconds, percent 0-100.",
     ),
     _summary(
@@ -199,7 +199,7 @@ ANALYSES: tuple[Analysis, ...] = (
         ("job_usage",),
         "Definition (docs/definitions.md#never-used-by-size): By number of GPUs requested (1, 2, 4, 8, 16, other), "
         "the number and share of jobs that have at least one never-used GPU (jobs with no GPU "
-        "time are left out). Grain: one row per VC (and '(all)') x GPUs requested (and 'all'). "
+        "time are left out). Grain: one row per VC x GPU model of the job (each with '(all)') x GPUs requested (and 'all'). "
         "Units: seconds, percent 0-100.",
     ),
     _summary(
@@ -209,8 +209,8 @@ ANALYSES: tuple[Analysis, ...] = (
         ("stable_phases", "job_usage", "job_gpu_usage"),
         "Definition (docs/definitions.md#stable-phase-grid): For t in `stable_phase_lengths_s` and m in "
         "`stable_phase_idle_gib`, the percentage of all GPU time that lies in stable phases "
-        "(phases longer than t whose idle memory exceeds m). Grain: one row per VC (and "
-        "'(all)') x t x m. Units: seconds, percent 0-100.",
+        "(phases longer than t whose idle memory exceeds m). Grain: one row per VC x GPU model of the job "
+        "(each with '(all)') x t x m. Units: seconds, percent 0-100.",
     ),
     _summary(
         "spatial_summary",
@@ -222,8 +222,8 @@ ANALYSES: tuple[Analysis, ...] = (
         "memory utilization over jobs; shares of jobs under the thresholds (`low_share_pct`, "
         "`very_low_pct`), mismatch shares (`mismatch_high_pct` vs `mismatch_low_pct`), "
         "fluctuating jobs, jobs with more than one stable phase and whose phase levels differ by "
-        "more than 1 and 8 GiB. Jobs flagged low_data are left out. Grain: one row per VC (and "
-        "'(all)') x metric. Units: seconds, percent 0-100.",
+        "more than 1 and 8 GiB. Jobs flagged low_data are left out. Grain: one row per VC x GPU model of "
+        "the job (each with '(all)') x metric. Units: seconds, percent 0-100.",
     ),
     _summary(
         "debug_jobs",
@@ -233,7 +233,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "Definition (docs/definitions.md#debug-jobs): Debugging jobs, declared and inferred kept apart: the "
         "share that reaches the maximum duration for debugging jobs (`debug_max_duration_h`) and "
         "the share whose GPUs are unused (idle slots or never used) for `debug_unused_share` "
-        "(80 %) of their GPU time or more. Grain: one row per VC (and '(all)') x kind (declared "
+        "(80 %) of their GPU time or more. Grain: one row per VC x GPU model of the job (each with '(all)') x kind (declared "
         "| inferred | any). Units: seconds, percent 0-100.",
     ),
     _summary(
@@ -243,7 +243,7 @@ ANALYSES: tuple[Analysis, ...] = (
         ("job_gpu_usage", "job_usage"),
         "Definition (docs/definitions.md#utilization-by-size-and-status): Mean GPU utilization by job size (1, 4, 8, 16 GPUs, "
         "all) x final status (and all), weighted by observed GPU-minutes. Grain: one row per VC "
-        "(and '(all)') x size x status. Units: seconds, percent 0-100.",
+        "x GPU model of the job (each with '(all)') x size x status. Units: seconds, percent 0-100.",
     ),
     _summary(
         "util_minute_hist",
@@ -252,7 +252,7 @@ ANALYSES: tuple[Analysis, ...] = (
         ("job_util_hist", "job_usage"),
         "Definition (docs/definitions.md#per-minute-utilization-histogram): Per-minute GPU utilization as GPU-minutes in 1-point "
         "buckets by job size x final status; cumulate for the CDF of the figure. Grain: one row "
-        "per VC (and '(all)') x size x status x bucket. Units: seconds, percent 0-100.",
+        "per VC x GPU model of the job (each with '(all)') x size x status x bucket. Units: seconds, percent 0-100.",
     ),
     _summary(
         "util_by_spread",
@@ -262,7 +262,7 @@ ANALYSES: tuple[Analysis, ...] = (
         ("job_usage", "job_gpu_usage", "job_util_hist"),
         "Definition (docs/definitions.md#utilization-by-spread): GPU utilization of 16-GPU jobs by the number of "
         "servers they are spread over: mean (observed-time weighted) and the 50th, 90th, 95th "
-        "percentiles of per-minute utilization. Grain: one row per VC (and '(all)') x number of "
+        "percentiles of per-minute utilization. Grain: one row per VC x GPU model of the job (each with '(all)') x number of "
         "servers. Units: seconds, percent 0-100.",
     ),
     _summary(
@@ -271,7 +271,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "Philly §4, Table 6",
         ("job_usage",),
         "Definition (docs/definitions.md#jobs-by-status): Jobs and GPU time by final status (passed, killed, "
-        "unsuccessful; running jobs apart). Grain: one row per VC (and '(all)') x status. Units: "
+        "unsuccessful; running jobs apart). Grain: one row per VC x GPU model of the job (each with '(all)') x status. Units: "
         "seconds, percent 0-100.",
     ),
     _summary(
@@ -281,7 +281,7 @@ ANALYSES: tuple[Analysis, ...] = (
         ("job_usage",),
         "Definition (docs/definitions.md#queueing-delay): Queueing delay: time from submission to the start of "
         "the first attempt, by job size class and VC: mean, 50th, 90th, 99th percentiles. "
-        "Grain: one row per VC (and '(all)') x size class (and 'all'). Units: seconds, percent "
+        "Grain: one row per VC x GPU model of the job (each with '(all)') x size class (and 'all'). Units: seconds, percent "
         "0-100.",
     ),
     _summary(
@@ -294,7 +294,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "[ICSE24 §3.2] choice) hours, which add up to the allocated hours; beside them the GPU "
         "hours of debugging jobs (declared or inferred), failed (unsuccessful) and killed jobs "
         "[Philly §4]. An allocation is split across the days it spans in proportion to its "
-        "overlap with each day. Grain: one row per VC (and '(all)') x UTC day. Units: GPU "
+        "overlap with each day. Grain: one row per VC x GPU model of the job (each with '(all)') x UTC day. Units: GPU "
         "hours.",
     ),
     _summary(
@@ -305,7 +305,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "Definition (docs/definitions.md#waste-by-model): per GPU model, allocated GPU hours "
         "(slice-weighted on MIG) split into busy, idle-slot and never-used [CloudBrain §IV-C], "
         "lost = idle-slot + never-used and its share, and GPU utilization (time-weighted mean) "
-        "[ICSE24 §3.2]. Grain: one row per VC (and '(all)') x GPU model. Units: GPU hours, "
+        "[ICSE24 §3.2]. Grain: one row per VC (and '(all)') x GPU model of each GPU (and '(all)'). Units: GPU hours, "
         "percent 0-100.",
     ),
 )

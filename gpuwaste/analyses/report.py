@@ -2,8 +2,12 @@
 
 Summaries are read as written by `gpuwaste analyze`; with `since`, they are recomputed on the spot
 by the same SQL over the jobs that started at or after that time (so a report "since" never
-disagrees with the definitions). Per-job tables are filtered the same way. An unknown cluster or
-VC is refused with the known ones.
+disagrees with the definitions). Per-job tables are filtered the same way. An unknown cluster,
+VC or GPU model is refused with the known ones.
+
+Summaries are split by the job's GPU model (`gpu_model`, '(all)' = every model): by default the
+report prints the '(all)' rows without the column (the table as the study prints it); `model`
+keeps one model's rows, or `EACH_MODEL` every model's rows beside '(all)'.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
 from gpuwaste.config import Settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect, view_sql
-from gpuwaste.warehouse.results import ALL_VCS
+from gpuwaste.warehouse.results import ALL_MODELS, ALL_VCS, SUMMARY_GRAIN, UNKNOWN_MODEL
 from gpuwaste.warehouse.schema import table
 from gpuwaste.warehouse.store import Warehouse
 
@@ -48,6 +52,7 @@ def _since_views(con: duckdb.DuckDBPyConnection, wh: Warehouse, since: datetime)
 
 
 MAX_LISTED = 20
+EACH_MODEL = "each"  # `--model each`: the rows of every model, and of '(all)'
 
 
 def check_vc(con: duckdb.DuckDBPyConnection, name: str, clusters: list[str], vc: str) -> None:
@@ -73,6 +78,43 @@ def check_vc(con: duckdb.DuckDBPyConnection, name: str, clusters: list[str], vc:
     raise GpuwasteError(f"no VC '{vc}' in cluster(s) {', '.join(clusters)} (VCs: {listed}{more}).")
 
 
+def check_model(con: duckdb.DuckDBPyConnection, name: str, clusters: list[str], model: str) -> None:
+    """Refuse `--model` for a table without GPU models, or a model no job of these clusters
+    ran on."""
+    if "gpu_model" not in table(name).columns:
+        raise GpuwasteError(f"--model does not apply to {name}: it has no gpu_model column.")
+    known = [
+        r[0]
+        for r in con.execute(
+            "select distinct gpu_model as m from job_usage "
+            "where cluster in (select unnest($1::varchar[])) "
+            "union select distinct coalesce(gpu_model, $2) from job_gpu_usage "
+            "where cluster in (select unnest($1::varchar[])) "
+            "union select $3 order by m",
+            [clusters, UNKNOWN_MODEL, ALL_MODELS],
+        ).fetchall()
+    ]
+    if model == EACH_MODEL or model in known:
+        return
+    raise GpuwasteError(
+        f"no GPU model '{model}' in cluster(s) {', '.join(clusters)} "
+        f"(models: {', '.join(known[:MAX_LISTED])}; or {EACH_MODEL} for every one)."
+    )
+
+
+def _model_rows(out: pl.DataFrame, name: str, model: str | None) -> pl.DataFrame:
+    """The rows of one GPU model (`model`), of every model (EACH_MODEL), or by default: a
+    summary's '(all)' rows without the column (waste_by_model: every row)."""
+    if "gpu_model" not in out.columns or model == EACH_MODEL:
+        return out
+    if model is not None:
+        return out.filter(pl.col("gpu_model") == model)
+    split = table(name).key[: len(SUMMARY_GRAIN)] == SUMMARY_GRAIN
+    if not split or name == "waste_by_model":
+        return out
+    return out.filter(pl.col("gpu_model") == ALL_MODELS).drop("gpu_model")
+
+
 def _freshness(data_dir: Path, cluster: str | None) -> pl.DataFrame:
     df = freshness(data_dir)
     known = df["cluster"].unique(maintain_order=True).to_list()
@@ -92,8 +134,10 @@ def report(
     cluster: str | None = None,
     vc: str | None = None,
     since: datetime | None = None,
+    model: str | None = None,
 ) -> pl.DataFrame:
-    """The rows of result table `name` (optionally one cluster, one VC, jobs since a time)."""
+    """The rows of result table `name` (optionally one cluster, one VC, one GPU model or
+    EACH_MODEL, jobs since a time)."""
     if name not in REPORTS:
         raise GpuwasteError(f"no report named '{name}' (known: {', '.join(REPORTS)}).")
     data_dir: Path = settings.data_dir
@@ -112,6 +156,8 @@ def report(
     try:
         if vc is not None:
             check_vc(con, name, clusters, vc)
+        if model is not None:
+            check_model(con, name, clusters, model)
         if since is not None:
             _since_views(con, wh, since)
         frames = []
@@ -127,6 +173,7 @@ def report(
     out = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
     if vc is not None and "vc" in out.columns:
         out = out.filter(pl.col("vc") == vc)
+    out = _model_rows(out, name, model)
     t = table(name)
     cols = [c for c in t.columns if c in out.columns]
     out = out.select(cols)
@@ -135,4 +182,4 @@ def report(
     return out
 
 
-__all__ = ["ALL_VCS", "REPORTS", "TITLES", "report"]
+__all__ = ["ALL_VCS", "EACH_MODEL", "REPORTS", "TITLES", "report"]

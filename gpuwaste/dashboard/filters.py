@@ -1,4 +1,5 @@
-"""The view's filters (cluster, VC, period, user, job size, state) and the SQL they become.
+"""The view's filters (cluster, VC, GPU model, period, user, job size, state) and the SQL they
+become.
 
 Pure: no Streamlit here. `Filters.from_state` reads the widget values (whose keys are also the
 URL query parameters, see `widgets.sidebar_filters`), and the `*_where` methods turn them into
@@ -13,13 +14,14 @@ from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from gpuwaste.warehouse.results import ALL_VCS, SIZE_CLASSES
+from gpuwaste.warehouse.results import ALL_MODELS, ALL_VCS, SIZE_CLASSES
 
 STATES = ("passed", "killed", "unsuccessful", "running")
 
 # Widget keys, which are also the URL query parameter names.
 CLUSTER, VC, PERIOD, USER, SIZE, STATE = "cluster", "vc", "period", "user", "size", "state"
-FILTER_KEYS = (CLUSTER, VC, PERIOD, USER, SIZE, STATE)
+MODEL = "model"  # the job's GPU model (job_usage.gpu_model; the summaries' gpu_model)
+FILTER_KEYS = (CLUSTER, VC, MODEL, PERIOD, USER, SIZE, STATE)
 
 
 def file_part(text: str) -> str:
@@ -39,6 +41,7 @@ class Filters:
     user: str | None = None
     sizes: tuple[str, ...] = ()
     states: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()  # jobs' GPU models (job_usage.gpu_model)
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> Filters:
@@ -50,6 +53,7 @@ class Filters:
         return cls(
             cluster=state.get(CLUSTER) or None,
             vcs=tuple(state.get(VC) or ()),
+            models=tuple(state.get(MODEL) or ()),
             start=days[0] if days else None,
             end=days[-1] if days else None,
             user=user,
@@ -73,6 +77,12 @@ class Filters:
         return self.vcs or (ALL_VCS,)
 
     @property
+    def summary_models(self) -> tuple[str, ...]:
+        """GPU model values to read from summary tables: the selected models, else the
+        all-models rows."""
+        return self.models or (ALL_MODELS,)
+
+    @property
     def job_filters_active(self) -> bool:
         """True when a filter applies that summary tables (per cluster x VC) cannot honor."""
         return bool(self.user or self.sizes or self.states or self.start or self.end)
@@ -85,6 +95,8 @@ class Filters:
     def describe(self) -> str:
         parts = [f"cluster {self.cluster}" if self.cluster else "all clusters"]
         parts.append(f"VC {', '.join(self.vcs)}" if self.vcs else "all VCs")
+        if self.models:
+            parts.append(f"GPU model {', '.join(self.models)}")
         if self.start:
             parts.append(f"{self.start} to {self.end}")
         if self.user:
@@ -101,6 +113,8 @@ class Filters:
         parts = [f"cluster {self.cluster}" if self.cluster else "all clusters"]
         if self.vcs:
             parts.append("vc " + " ".join(self.vcs))
+        if self.models:
+            parts.append("model " + " ".join(self.models))
         if self.start:
             parts.append(f"{self.start} to {self.end}")
         if self.user:
@@ -124,6 +138,9 @@ class Filters:
         if self.vcs:
             clauses.append(f"{p}vc IN ({', '.join('?' * len(self.vcs))})")
             params.extend(self.vcs)
+        if self.models:
+            clauses.append(f"{p}gpu_model IN ({', '.join('?' * len(self.models))})")
+            params.extend(self.models)
         if self.period_start is not None and self.period_end is not None:
             clauses.append(f"{p}start_ts < ? AND coalesce({p}end_ts, {p}start_ts) >= ?")
             params.extend([self.period_end, self.period_start])
@@ -138,8 +155,9 @@ class Filters:
             params.extend(self.states)
         return (" AND ".join(clauses) or "true"), params
 
-    def summary_where(self, *, days: bool = False) -> tuple[str, list[Any]]:
-        """WHERE clause over a summary table (cluster, vc[, day])."""
+    def summary_where(self, *, days: bool = False, by_model: bool = False) -> tuple[str, list[Any]]:
+        """WHERE clause over a summary table (cluster, vc, gpu_model[, day]). `by_model`: a table
+        whose rows are per model (waste_by_model), every model shown when none is selected."""
         clauses: list[str] = []
         params: list[Any] = []
         if self.cluster:
@@ -148,6 +166,10 @@ class Filters:
         vcs = self.summary_vcs
         clauses.append(f"vc IN ({', '.join('?' * len(vcs))})")
         params.extend(vcs)
+        if self.models or not by_model:
+            models = self.summary_models
+            clauses.append(f"gpu_model IN ({', '.join('?' * len(models))})")
+            params.extend(models)
         if days and self.start and self.end:
             clauses.append("day BETWEEN ? AND ?")
             params.extend([self.start, self.end])

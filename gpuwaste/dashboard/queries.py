@@ -66,6 +66,15 @@ def filter_options(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     )
 
 
+def model_options(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """One row per (cluster, job GPU model) with its jobs: the GPU model filter's choices."""
+    return _pl(
+        con,
+        "SELECT cluster, gpu_model, count(*) AS jobs FROM job_usage "
+        "GROUP BY ALL ORDER BY cluster, jobs DESC, gpu_model",
+    )
+
+
 def quarantine_reasons(con: duckdb.DuckDBPyConnection, f: Filters, limit: int = 50) -> pl.DataFrame:
     where, params = ("cluster = ?", [f.cluster]) if f.cluster else ("true", [])
     return _pl(
@@ -102,21 +111,34 @@ def gpu_hours_daily(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
     )
 
 
-def top_users(con: duckdb.DuckDBPyConnection, f: Filters, limit: int = 15) -> pl.DataFrame:
-    """Users by GPU hours lost to idle slots and never-used GPUs, over jobs in the view."""
+def _lost_by(con: duckdb.DuckDBPyConnection, f: Filters, who: str, limit: int) -> pl.DataFrame:
+    """Per `who` (a job_usage column: "user" or vc), over jobs in the view: GPU hours, those lost
+    to idle slots and never-used GPUs, and with [cost] prices the money (`cost`, `lost_cost`:
+    null where no GPU of the jobs is priced); most GPU hours lost first."""
     where, params = f.jobs_where()
     return _pl(
         con,
         f"""
-        SELECT "user", count(*) AS jobs, round(sum(gpu_s) / 3600, 2) AS gpu_h,
+        SELECT {who}, count(*) AS jobs, round(sum(gpu_s) / 3600, 2) AS gpu_h,
                round(sum(idle_slot_gpu_s) / 3600, 2) AS idle_slot_gpu_h,
                round(sum(never_used_gpu_s) / 3600, 2) AS never_used_gpu_h,
-               round(sum(idle_slot_gpu_s + never_used_gpu_s) / 3600, 2) AS lost_gpu_h
+               round(sum(idle_slot_gpu_s + never_used_gpu_s) / 3600, 2) AS lost_gpu_h,
+               round(sum(gpu_cost), 2) AS cost, round(sum(lost_cost), 2) AS lost_cost
         FROM job_usage WHERE {where}
-        GROUP BY "user" ORDER BY lost_gpu_h DESC, "user" LIMIT {int(limit)}
+        GROUP BY {who} ORDER BY lost_gpu_h DESC, {who} LIMIT {int(limit)}
         """,
         params,
     )
+
+
+def top_users(con: duckdb.DuckDBPyConnection, f: Filters, limit: int = 15) -> pl.DataFrame:
+    """Users by GPU hours lost to idle slots and never-used GPUs, over jobs in the view."""
+    return _lost_by(con, f, '"user"', limit)
+
+
+def top_vcs(con: duckdb.DuckDBPyConnection, f: Filters, limit: int = 50) -> pl.DataFrame:
+    """VCs by GPU hours lost to idle slots and never-used GPUs, over jobs in the view."""
+    return _lost_by(con, f, "vc", limit)
 
 
 def top_jobs(con: duckdb.DuckDBPyConnection, f: Filters, limit: int = 25) -> pl.DataFrame:
@@ -235,15 +257,15 @@ def minute_cdf(con: duckdb.DuckDBPyConnection, f: Filters, by: str) -> pl.DataFr
 
 # ----------------------------------------------------------------- summary tables
 SUMMARY_ORDER: dict[str, str] = {
-    "waste_by_vc": "vc, kind",
-    "never_used_by_size": "vc, try_cast(gpus_requested AS INT) NULLS LAST",
-    "stable_phase_grid": "vc, t_s, m_gib",
-    "spatial_summary": "vc, metric",
-    "debug_jobs": "vc, kind",
-    "util_by_size_status": "vc, size, state",
-    "util_by_spread": "vc, servers",
-    "jobs_by_status": "vc, state",
-    "queueing_delay": "vc, size_class",
+    "waste_by_vc": "vc, gpu_model, kind",
+    "never_used_by_size": "vc, gpu_model, try_cast(gpus_requested AS INT) NULLS LAST",
+    "stable_phase_grid": "vc, gpu_model, t_s, m_gib",
+    "spatial_summary": "vc, gpu_model, metric",
+    "debug_jobs": "vc, gpu_model, kind",
+    "util_by_size_status": "vc, gpu_model, size, state",
+    "util_by_spread": "vc, gpu_model, servers",
+    "jobs_by_status": "vc, gpu_model, state",
+    "queueing_delay": "vc, gpu_model, size_class",
     "waste_by_model": "vc, lost_gpu_h DESC, gpu_model",
 }
 
@@ -252,7 +274,7 @@ def summary(con: duckdb.DuckDBPyConnection, f: Filters, table: str) -> pl.DataFr
     """Rows of one per-(cluster, VC) summary table for the view's cluster and VCs."""
     if table not in SUMMARY_ORDER:
         raise ValueError(f"{table} is not a summary table")
-    where, params = f.summary_where()
+    where, params = f.summary_where(by_model=table == "waste_by_model")
     return _pl(
         con, f"SELECT * FROM {table} WHERE {where} ORDER BY cluster, {SUMMARY_ORDER[table]}", params
     )

@@ -17,6 +17,7 @@ from gpuwaste.dashboard import charts, data, queries
 from gpuwaste.dashboard.filters import (
     CLUSTER,
     FILTER_KEYS,
+    MODEL,
     PERIOD,
     SIZE,
     STATE,
@@ -27,7 +28,7 @@ from gpuwaste.dashboard.filters import (
     file_part,
 )
 from gpuwaste.render import safe_text
-from gpuwaste.warehouse.results import SIZE_CLASSES
+from gpuwaste.warehouse.results import SIZE_CLASSES, UNKNOWN_MODEL
 
 JOB = "job"  # the Job page's job id, also its URL parameter
 OPEN_JOB = "_open_job"  # job id set by a table click: the app switches to the Job page
@@ -96,6 +97,7 @@ def sidebar_filters() -> Filters:
         vcs = mine["vc"].drop_nulls().to_list()
         _prune(VC, vcs)
         st.multiselect("Virtual cluster", vcs, key=VC, bind="query-params", placeholder="all VCs")
+        model_filter(cluster)
         first = mine["first_day"].min()
         last = mine["last_day"].max()
         st.date_input(
@@ -116,11 +118,32 @@ def sidebar_filters() -> Filters:
     f = current_filters()
     days = f"{f.start} to {f.end}" if f.start else "the whole analyzed window"
     warn_link_fallbacks(asked, {
-        CLUSTER: f"cluster {f.cluster}", VC: _listed("VC", f.vcs, "all VCs"), PERIOD: days,
+        CLUSTER: f"cluster {f.cluster}", VC: _listed("VC", f.vcs, "all VCs"),
+        MODEL: _listed("GPU model", f.models, "all GPU models"), PERIOD: days,
         USER: f"user {f.user}" if f.user else "all users",
         SIZE: _listed("size", f.sizes, "all sizes"), STATE: _listed("state", f.states, "all states"),
     })  # fmt: skip
     return f
+
+
+def model_filter(cluster: str | None) -> None:
+    """The GPU model filter (jobs' models, job_usage.gpu_model), drawn only when the cluster's
+    jobs name two models or more: with one, every page is that model's already."""
+    opts = data.fetch(queries.model_options).filter(pl.col("cluster") == cluster)
+    models = opts["gpu_model"].drop_nulls().to_list()
+    _prune(MODEL, models)
+    if len([m for m in models if m != UNKNOWN_MODEL]) < 2:
+        st.session_state.pop(MODEL, None)
+        return
+    st.multiselect(
+        "GPU model",
+        models,
+        key=MODEL,
+        bind="query-params",
+        placeholder="all GPU models",
+        help="The job's GPU model: that of its GPUs, 'mixed' when they are of several models, "
+        "'(unknown)' when no source names it.",
+    )
 
 
 def open_requested_job(job_page: Any) -> None:
@@ -164,11 +187,24 @@ JOB_COLUMNS = ("job_id", "user", "lost_gpu_h", "lost_cost", "gpu_h", "gpus", "ut
                "never_used_gpus", "state", "start_ts", "end_ts", "vc")  # fmt: skip
 
 
+MONEY = ("cost", "lost_cost")
+
+
+def priced(df: pl.DataFrame) -> bool:
+    """True when some money column of `df` has a value ([cost] prices some of its GPUs)."""
+    return any(c in df.columns and df[c].null_count() < df.height for c in MONEY)
+
+
+def without_unpriced(df: pl.DataFrame) -> pl.DataFrame:
+    """`df` without its money columns when none has a value: money only where [cost] prices the
+    GPUs."""
+    return df if priced(df) else df.drop([c for c in MONEY if c in df.columns])
+
+
 def job_table(df: pl.DataFrame, key: str, height: int | Literal["auto"] = "auto") -> None:
     """A table of job_usage rows, readable; selecting a row opens the job on the Job page."""
     df = df.select(c for c in JOB_COLUMNS if c in df.columns)
-    if "lost_cost" in df.columns and df["lost_cost"].null_count() == df.height:
-        df = df.drop("lost_cost")  # money only where [cost] prices the GPUs
+    df = without_unpriced(df)
     table(readable(df, titles={"util_mean": "Mean util. of its GPUs (%)"}),
           name=key.removesuffix("_table"), empty="No jobs match this view.", key=key,
           open_jobs=True, height=height)  # fmt: skip
@@ -205,6 +241,7 @@ COLUMNS: dict[str, tuple[str, float]] = {
     "updated_at": ("Last ingest (UTC)", 1), "quarantined": ("Quarantined records", 1),
     "reason": ("Reason", 1), "records": ("Records", 1), "last_seen": ("Last seen (UTC)", 1),
     "example_location": ("Example location", 1),
+    "gpu_model": ("GPU model", 1), "cost": ("Money", 1), "lost_cost": ("Money lost", 1),
 }  # fmt: skip
 TIME_FORMAT = "%Y-%m-%d %H:%M"  # times are UTC; the column title says so once
 RUNNING = "running"

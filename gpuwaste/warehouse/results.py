@@ -4,7 +4,9 @@ Declared here, in the warehouse, so that every process sees the same catalog wha
 `gpuwaste.analyses.registry` names, for each table, the analysis that computes it.
 
 Each table is one file per (cluster, key) under `<data_dir>/parquet/<table>/cluster=<c>/`.
-Summary tables carry a `vc` column in which the value `ALL_VCS` ("(all)") is every VC together.
+Summary tables carry a `vc` column in which the value `ALL_VCS` ("(all)") is every VC together,
+and a `gpu_model` column (the job's GPU model) in which `ALL_MODELS` ("(all)") is every model
+together: the rows of `gpu_model = '(all)'` are the summaries' rows without the model split.
 Percentages are 0-100; durations are seconds; memory is MiB unless the name says otherwise.
 """
 
@@ -15,6 +17,10 @@ import polars as pl
 from gpuwaste.warehouse.schema import UTC_TS, Table
 
 ALL_VCS = "(all)"
+ALL_MODELS = "(all)"  # every GPU model together: the summaries' rows before the model split
+UNKNOWN_MODEL = "(unknown)"  # no source names the model of the job's devices
+MIXED_MODELS = "mixed"  # a job whose devices name two or more models
+SUMMARY_GRAIN = ("vc", "gpu_model")  # the first columns of every summary's key
 SIZE_CLASSES = ("1", "2-4", "5-8", ">8")
 
 S, F, N, B, T = pl.String(), pl.Float64(), pl.Int64(), pl.Boolean(), UTC_TS
@@ -24,6 +30,12 @@ def _result(name: str, doc: str, key: tuple[str, ...], /, **cols: pl.DataType) -
     return Table(
         name, {"cluster": S, **cols}, layout="cluster", key=key, sort=key, doc=doc, result=True
     )
+
+
+def _summary(name: str, doc: str, key: tuple[str, ...], /, **cols: pl.DataType) -> Table:
+    """A summary table: its grain starts with SUMMARY_GRAIN (VC, then the job's GPU model),
+    each with its '(all)' roll-up."""
+    return _result(name, doc, (*SUMMARY_GRAIN, *key), vc=S, gpu_model=S, **cols)
 
 
 JOB_GPU_USAGE = _result(
@@ -80,6 +92,7 @@ JOB_USAGE = _result(
     job_id=S,
     user=S,
     vc=S,
+    gpu_model=S,  # its devices' model; MIXED_MODELS when several, UNKNOWN_MODEL when none
     name=S,
     state=S,
     raw_state=S,
@@ -159,11 +172,10 @@ STABLE_PHASES = _result(
     stable=B,
 )
 
-WASTE_BY_VC = _result(
+WASTE_BY_VC = _summary(
     "waste_by_vc",
     "CloudBrain Table IV per VC: idle-slot and never-used GPU time among own jobs and among all.",
-    ("vc", "kind"),
-    vc=S,
+    ("kind",),
     kind=S,  # kind: debugging | non-debugging | total
     jobs=N,
     gpu_s=F,
@@ -175,22 +187,20 @@ WASTE_BY_VC = _result(
     never_used_pct_all=F,
 )
 
-NEVER_USED_BY_SIZE = _result(
+NEVER_USED_BY_SIZE = _summary(
     "never_used_by_size",
     "CloudBrain Table V: jobs with at least one never-used GPU, by GPUs requested.",
-    ("vc", "gpus_requested"),
-    vc=S,
+    ("gpus_requested",),
     gpus_requested=S,  # 1 | 2 | 4 | 8 | 16 | other
     jobs=N,
     jobs_with_never_used=N,
     share_pct=F,
 )
 
-STABLE_PHASE_GRID = _result(
+STABLE_PHASE_GRID = _summary(
     "stable_phase_grid",
     "CloudBrain Table III: percent of all GPU time in stable phases for each (t, m).",
-    ("vc", "t_s", "m_gib"),
-    vc=S,
+    ("t_s", "m_gib"),
     t_s=F,
     m_gib=F,
     stable_gpu_s=F,
@@ -198,22 +208,20 @@ STABLE_PHASE_GRID = _result(
     pct=F,
 )
 
-SPATIAL_SUMMARY = _result(
+SPATIAL_SUMMARY = _summary(
     "spatial_summary",
     "CloudBrain §IV-A/B: means and maxima, threshold shares, mismatch shares, fluctuating jobs. "
     "One row per (vc, metric); value is a percent of jobs, or a mean percent for 'mean_*'.",
-    ("vc", "metric"),
-    vc=S,
+    ("metric",),
     metric=S,
     value=F,
     jobs=N,
 )
 
-DEBUG_JOBS = _result(
+DEBUG_JOBS = _summary(
     "debug_jobs",
     "CloudBrain §IV-C1: debugging jobs, declared and inferred kept apart.",
-    ("vc", "kind"),
-    vc=S,
+    ("kind",),
     kind=S,  # declared | inferred | any
     jobs=N,
     gpu_s=F,
@@ -222,11 +230,10 @@ DEBUG_JOBS = _result(
     idle_gpu_s=F,
 )
 
-UTIL_BY_SIZE_STATUS = _result(
+UTIL_BY_SIZE_STATUS = _summary(
     "util_by_size_status",
     "Philly Table 3: GPU utilization (time-weighted mean) by job size x final status.",
-    ("vc", "size", "state"),
-    vc=S,
+    ("size", "state"),
     size=S,
     state=S,
     jobs=N,
@@ -234,23 +241,21 @@ UTIL_BY_SIZE_STATUS = _result(
     util_mean=F,
 )
 
-UTIL_MINUTE_HIST = _result(
+UTIL_MINUTE_HIST = _summary(
     "util_minute_hist",
     "Philly Figure 5: per-minute GPU utilization histogram (1-point buckets 0..100) by size "
     "class x state; cumulate for the CDF.",
-    ("vc", "size", "state", "bucket"),
-    vc=S,
+    ("size", "state", "bucket"),
     size=S,
     state=S,
     bucket=pl.Int16(),
     gpu_minutes=F,
 )
 
-UTIL_BY_SPREAD = _result(
+UTIL_BY_SPREAD = _summary(
     "util_by_spread",
     "Philly Table 5: GPU utilization of 16-GPU jobs by number of servers.",
-    ("vc", "servers"),
-    vc=S,
+    ("servers",),
     servers=N,
     jobs=N,
     util_mean=F,
@@ -259,11 +264,10 @@ UTIL_BY_SPREAD = _result(
     util_p95=F,
 )
 
-JOBS_BY_STATUS = _result(
+JOBS_BY_STATUS = _summary(
     "jobs_by_status",
     "Philly Table 6: jobs and GPU time by final status.",
-    ("vc", "state"),
-    vc=S,
+    ("state",),
     state=S,
     jobs=N,
     jobs_pct=F,
@@ -271,11 +275,10 @@ JOBS_BY_STATUS = _result(
     gpu_time_pct=F,
 )
 
-QUEUEING_DELAY = _result(
+QUEUEING_DELAY = _summary(
     "queueing_delay",
     "Philly §3: delay from submission to first start, by size class and VC.",
-    ("vc", "size_class"),
-    vc=S,
+    ("size_class",),
     size_class=S,
     jobs=N,
     delay_mean_s=F,
@@ -284,13 +287,12 @@ QUEUEING_DELAY = _result(
     delay_p99_s=F,
 )
 
-WASTE_DAILY = _result(
+WASTE_DAILY = _summary(
     "waste_daily",
     "GPU hours per UTC day by kind, for the dashboard's trend: allocated, busy, idle-slot, "
     "never-used, no-data, observed, utilization-weighted (GPU utilization, time-weighted mean = "
     "util_gpu_h / observed_gpu_h), and the GPU time of debugging, failed and killed jobs.",
-    ("vc", "day"),
-    vc=S,
+    ("day",),
     day=pl.Date(),
     alloc_gpu_h=F,
     busy_gpu_h=F,
@@ -304,13 +306,11 @@ WASTE_DAILY = _result(
     killed_gpu_h=F,
 )
 
-WASTE_BY_MODEL = _result(
+WASTE_BY_MODEL = _summary(
     "waste_by_model",
     "Per VC x GPU model: GPU hours allocated, busy, idle-slot, never-used and lost, share lost, "
     "GPU utilization (time-weighted mean). Slice-weighted on MIG.",
-    ("vc", "gpu_model"),
-    vc=S,
-    gpu_model=S,
+    (),
     jobs=N,
     gpu_h=F,
     busy_gpu_h=F,
@@ -346,4 +346,12 @@ RESULT_TABLES: dict[str, Table] = {
     )
 }
 
-__all__ = ["ALL_VCS", "RESULT_TABLES", "SIZE_CLASSES"]
+__all__ = [
+    "ALL_MODELS",
+    "ALL_VCS",
+    "MIXED_MODELS",
+    "RESULT_TABLES",
+    "SIZE_CLASSES",
+    "SUMMARY_GRAIN",
+    "UNKNOWN_MODEL",
+]

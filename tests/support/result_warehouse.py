@@ -22,12 +22,13 @@ import numpy as np
 import polars as pl
 
 from gpuwaste.warehouse.catalog import refresh_catalog
-from gpuwaste.warehouse.results import ALL_VCS
+from gpuwaste.warehouse.results import ALL_MODELS, ALL_VCS
 from gpuwaste.warehouse.store import Warehouse
 
 NASTY_USER = "<b>mallory</b>\x1b[31m"
 NASTY_NAME = "<script>alert('x')</script>\x07train"
 KEY = "builder"
+MODELS = ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3")  # the jobs' GPU models, in turn
 STATES = ("passed", "killed", "unsuccessful")
 START = datetime(2026, 10, 1, tzinfo=UTC)
 
@@ -58,9 +59,14 @@ def _size_class(g: pl.Expr) -> pl.Expr:
 
 
 def _jobs(
-    rng: np.random.Generator, n: int, vcs: tuple[str, ...], start: datetime, days: float
+    rng: np.random.Generator,
+    n: int,
+    vcs: tuple[str, ...],
+    start: datetime,
+    days: float,
+    models: tuple[str, ...] = MODELS,
 ) -> pl.DataFrame:
-    """One row per job, with job_usage's columns (no cluster)."""
+    """One row per job, with job_usage's columns (no cluster); job i is of models[i % len]."""
     window_s = days * 86400.0
     n_users = max(5, min(5000, n // 20))
     users = np.array([f"user{k:04d}" for k in range(n_users)], dtype=object)
@@ -125,6 +131,7 @@ def _jobs(
             "job_id": [f"{100000 + i}" for i in range(n)],
             "user": user,
             "vc": vc,
+            "gpu_model": [models[i % len(models)] for i in range(n)],
             "name": name,
             "state": state,
             "raw_state": state,
@@ -204,6 +211,7 @@ def _job_gpu_usage(rng: np.random.Generator, jobs: pl.DataFrame) -> pl.DataFrame
         pl.lit(0, pl.Int16).alias("attempt"),
         "host",
         "gpu",
+        "gpu_model",
         "start_ts",
         "end_ts",
         alloc.alias("alloc_s"),
@@ -333,6 +341,19 @@ def _with_all(jobs: pl.DataFrame) -> pl.DataFrame:
 
 
 def _summaries(jobs: pl.DataFrame, start: datetime, days: float) -> dict[str, pl.DataFrame]:
+    """Every summary over all the jobs (gpu_model ALL_MODELS), then over each model's jobs."""
+    parts = [(ALL_MODELS, jobs)] + [
+        (m, jobs.filter(pl.col("gpu_model") == m))
+        for m in jobs["gpu_model"].unique(maintain_order=True).to_list()
+    ]
+    out: dict[str, list[pl.DataFrame]] = {}
+    for model, subset in parts:
+        for name, frame in _model_summaries(subset, start, days).items():
+            out.setdefault(name, []).append(frame.with_columns(gpu_model=pl.lit(model)))
+    return {name: pl.concat(frames) for name, frames in out.items()}
+
+
+def _model_summaries(jobs: pl.DataFrame, start: datetime, days: float) -> dict[str, pl.DataFrame]:
     j = _with_all(jobs)
     kind = pl.when(pl.col("is_debug")).then(pl.lit("debugging")).otherwise(pl.lit("non-debugging"))
     sums = [
@@ -525,12 +546,13 @@ def build_result_warehouse(
     days: float = 7.0,
     drill_jobs: int = 12,
     sample_interval_s: int = 60,
+    models: tuple[str, ...] = MODELS,
 ) -> Built:
     """Write a plausible result warehouse into `data_dir`; returns what was written."""
     rng = np.random.default_rng(seed)
     end = start + timedelta(days=days)
     wh = Warehouse(data_dir)
-    jobs = _jobs(rng, n_jobs, vcs, start, days)
+    jobs = _jobs(rng, n_jobs, vcs, start, days, models)
     jgu = _job_gpu_usage(rng, jobs)
     # Drill-down jobs: short, multi-GPU, with one never-used GPU among them.
     drill = (

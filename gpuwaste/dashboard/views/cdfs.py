@@ -71,8 +71,8 @@ if shares:
     widgets.table(pl.DataFrame(shares), name="cdf shares")
 
 st.subheader("Per-minute GPU utilization")
-st.caption("From util_minute_hist, per cluster and VC over the analyzed window: the period and user "
-           "filters do not apply; size and state do.")  # fmt: skip
+st.caption("From util_minute_hist, per cluster, VC and GPU model over the analyzed window: the "
+           "period and user filters do not apply; size and state do.")  # fmt: skip
 left, right = st.columns(2)
 with left:
     h = data.fetch(q.minute_cdf, f, "size")

@@ -15,7 +15,7 @@ widgets.show_view(f)
 st.caption(
     "Running jobs whose every GPU has been idle (utilization 0 and no GPU memory used, the "
     "analyses' idle; or never used) up to the newest data `gpuwaste analyze` saw. Cluster, VC, "
-    "user and size filters apply; period and state do not (these jobs run now)."
+    "GPU model, user and size filters apply; period and state do not (these jobs run now)."
 )
 
 idle = data.fetch(reads.idle_now, *f.running_now().jobs_where("u"))

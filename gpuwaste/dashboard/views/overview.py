@@ -73,7 +73,7 @@ st.caption(
     + (
         "The totals are those of the jobs in view (every filter applies)."
         if per_job
-        else "The totals follow the cluster, VC and period filters."
+        else "The totals follow the cluster, VC, GPU model and period filters."
     )
 )
 
@@ -92,7 +92,14 @@ users = data.fetch(q.top_users, f)
 if users.height:
     widgets.plot(charts.top_bar(users, "user", "Top users by GPU hours lost"), key="top_users")
     st.caption("Ask the users at the top to release GPUs they do not use.")
-widgets.table(widgets.readable(users), "No jobs match this view.", name="top users")
+widgets.table(widgets.readable(widgets.without_unpriced(users)), "No jobs match this view.",
+              name="top users")  # fmt: skip
+vcs = data.fetch(q.top_vcs, f)
+if widgets.priced(vcs):
+    st.subheader("Money lost per VC")
+    st.caption("Idle-slot and never-used GPU hours priced by `[cost]` (the GPUs of models it "
+               "prices; the others count as nothing).")  # fmt: skip
+    widgets.table(widgets.readable(vcs), "No jobs match this view.", name="money per vc")
 st.subheader("Jobs with the most GPU hours lost")
 widgets.job_table(data.fetch(q.top_jobs, f), key="top_jobs_table")
 

@@ -86,7 +86,7 @@ st.caption(
     "never used) for the threshold; interactive jobs (declared by the scheduler) can also be "
     "capped. A **wrongful hit** is a job whose GPUs became busy again after the cancel point; "
     "its **work lost** is that busy GPU time. Cluster, VC and period (jobs started in it) apply; "
-    "user, size and state do not. Same figures as `gpuwaste policy replay`."
+    "GPU model, user, size and state do not. Same figures as `gpuwaste policy replay`."
 )
 
 asked = widgets.link_values(("idle_hours", "grace", "only", "cap"))

@@ -1,5 +1,6 @@
-"""Waste tables: the studies' tables for the selected cluster and VCs [CloudBrain Tables III-V,
-§IV-C1; Philly Tables 3, 5, 6], each with what to do about it and the jobs behind it."""
+"""Waste tables: the studies' tables for the selected cluster, VCs and GPU models [CloudBrain
+Tables III-V, §IV-C1; Philly Tables 3, 5, 6], each with what to do about it and the jobs behind
+it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import streamlit as st
 
 from gpuwaste.dashboard import charts, data, widgets
 from gpuwaste.dashboard import queries as q
+from gpuwaste.warehouse.results import ALL_MODELS
 
 TIME_WEIGHTED = "GPU utilization (time-weighted mean, %)"
 # The study tables' own names for their figures, where the generic titles would be ambiguous.
@@ -31,19 +33,31 @@ f = widgets.current_filters()
 st.title("Waste tables")
 widgets.show_view(f)
 st.caption(
-    "The studies' tables are computed per cluster and VC over the analyzed window "
+    "The studies' tables are computed per cluster, VC and GPU model over the analyzed window "
     "(`gpuwaste analyze --since` narrows it); the period, user, size and state filters apply to the "
     "job lists. GPU time in GPU hours."
 )
 
 
 def study_table(table: str, empty: str) -> pl.DataFrame:
-    """A summary table as read: without the cluster column (the view names it), readable."""
+    """A summary table as read: without the cluster column (the view names it), nor the GPU
+    model's when every row is of all models, readable."""
     frame = data.fetch(q.summary, f, table)
     if table == "spatial_summary":
         frame = frame.with_columns(pl.col("metric").replace(METRICS))
-    widgets.table(widgets.readable(frame.drop("cluster"), TITLES.get(table)), empty, name=table)
+    shown = frame.drop("cluster")
+    if table != "waste_by_model" and (shown["gpu_model"] == ALL_MODELS).all():
+        shown = shown.drop("gpu_model")
+    widgets.table(widgets.readable(shown, TITLES.get(table)), empty, name=table)
     return frame
+
+
+def with_group(frame: pl.DataFrame) -> pl.DataFrame:
+    """`group`: the VC, and its GPU model when the view selects several models."""
+    several = frame.height > 0 and frame["gpu_model"].n_unique() > 1
+    return frame.with_columns(
+        group=pl.col("vc") + " / " + pl.col("gpu_model") if several else pl.col("vc")
+    )
 
 
 def act(what_to_do: str, jobs: str, title: str) -> None:
@@ -56,15 +70,15 @@ def act(what_to_do: str, jobs: str, title: str) -> None:
 
 
 st.subheader("Idle slots and never-used GPUs, debugging or not (CloudBrain Table IV)")
-waste = data.fetch(q.summary, f, "waste_by_vc")
+waste = with_group(data.fetch(q.summary, f, "waste_by_vc"))
 if waste.height:
     long = waste.unpivot(
-        index=["vc", "kind"],
+        index=["group", "kind"],
         on=["idle_slot_pct_own", "never_used_pct_own", "idle_slot_pct_all", "never_used_pct_all"],
         variable_name="measure",
         value_name="pct",
     ).with_columns(
-        x=pl.col("vc") + " / " + pl.col("kind"),
+        x=pl.col("group") + " / " + pl.col("kind"),
         measure=pl.col("measure").replace(
             {
                 "idle_slot_pct_own": "idle slots, % of own GPU time",
@@ -82,24 +96,24 @@ act("ask the owners of the jobs that lose the most to release GPUs they leave id
     "fewer.", "lost", "Jobs with the most GPU hours lost")  # fmt: skip
 
 st.subheader("Jobs with unused GPUs by size (CloudBrain Table V)")
-nus = data.fetch(q.summary, f, "never_used_by_size")
+nus = with_group(data.fetch(q.summary, f, "never_used_by_size"))
 if nus.height:
-    widgets.plot(charts.bars(nus, "gpus_requested", "share_pct", "vc",
+    widgets.plot(charts.bars(nus, "gpus_requested", "share_pct", "group",
                              "Jobs with at least one never-used GPU", "% of jobs"), key="table5")  # fmt: skip
 study_table("never_used_by_size", "No rows in never_used_by_size for this view.")
 act("ask the owners of these jobs to request only the GPUs their code uses (a never-used GPU is "
     "held for the whole job).", "never_used", "Jobs with never-used GPUs")  # fmt: skip
 
 st.subheader("Stable phases, t x m (CloudBrain Table III)")
-grid = data.fetch(q.summary, f, "stable_phase_grid")
-vcs = grid["vc"].unique(maintain_order=True).to_list() if grid.height else []
+grid = with_group(data.fetch(q.summary, f, "stable_phase_grid"))
+vcs = grid["group"].unique(maintain_order=True).to_list() if grid.height else []
 if not vcs:
     st.info("No rows in stable_phase_grid for this view.")
 for i, tab in enumerate(
     st.tabs([widgets.plain(v) for v in vcs]) if len(vcs) > 1 else [st.container()] * len(vcs)
 ):
     with tab:
-        g = grid.filter(pl.col("vc") == vcs[i])
+        g = grid.filter(pl.col("group") == vcs[i])
         widgets.plot(charts.heatmap(g, f"% of GPU time in stable phases: {charts.label(vcs[i])}"),
                      key=f"table3_{i}")  # fmt: skip
 act("jobs whose GPU memory stays flat for long stretches leave room on their GPUs: they are "
@@ -107,7 +121,7 @@ act("jobs whose GPU memory stays flat for long stretches leave room on their GPU
     "Jobs with the most stable phases")  # fmt: skip
 
 st.subheader("GPU hours lost per GPU model")
-models = data.fetch(q.summary, f, "waste_by_model")
+models = data.fetch(q.summary, f, "waste_by_model").filter(pl.col("gpu_model") != ALL_MODELS)
 if models.height:
     widgets.plot(charts.bars(models, "gpu_model", "lost_gpu_h", "vc",
                              "Idle-slot + never-used GPU hours by GPU model", "GPU hours"),
@@ -115,7 +129,9 @@ if models.height:
 study_table("waste_by_model", "No rows in waste_by_model for this view.")
 st.caption(
     "The model of each GPU: DCGM modelName, else the cluster's gpu_models host map, else the "
-    "Slurm GRES type. GPU hours are slice-weighted on MIG (a 1g.10gb instance is 1/7 of a GPU)."
+    "Slurm GRES type. GPU hours are slice-weighted on MIG (a 1g.10gb instance is 1/7 of a GPU). "
+    "This table splits a job's GPUs by their own models; the other tables, and the GPU model "
+    "filter, go by the job's model ('mixed' when its GPUs are of several)."
 )
 st.markdown(":material/lightbulb: **What to do:** a model that loses much of its time is the first "
             "to reclaim, or to split into MIG instances for small jobs (diagnosis "

@@ -9,7 +9,8 @@
 --            smallest profile; unset: no fits_smaller_slice diagnosis).
 -- Job U = mean over its GPUs of U_i; GPU memory utilization = memory used / capacity, per GPU,
 -- then mean (and max) over GPUs. A job with less than min_observed_share of its GPU time observed
--- is flagged low_data and given no diagnosis.
+-- is flagged low_data and given no diagnosis. gpu_model: the model its devices name, 'mixed'
+-- when they name several, '(unknown)' when none does.
 with
 
 batch_jobs as (
@@ -68,7 +69,10 @@ per_job_gpu as (
         sum(n_phases) as n_phases,
         sum(n_stable_phases) as n_stable_phases,
         sum(gpu_cost) as gpu_cost,
-        sum(lost_cost) as lost_cost
+        sum(lost_cost) as lost_cost,
+        -- the job's GPU model: the one model its devices name, 'mixed' when they name two or
+        -- more (devices whose model is unknown are left out), '(unknown)' when none names one
+        case when count(distinct gpu_model) > 1 then 'mixed' else min(gpu_model) end as gpu_model
     from gpus
     group by job_id
 ),
@@ -138,6 +142,7 @@ joined as (
         j.job_id,
         j.user,
         j.vc,
+        coalesce(g.gpu_model, '(unknown)') as gpu_model,
         j.name,
         coalesce(j.state, 'running') as state,
         j.raw_state,
@@ -230,7 +235,7 @@ diagnosed as (
 
 final as (
     select
-        job_id, user, vc, name, state, raw_state, running, gpus, size_class, n_hosts,
+        job_id, user, vc, gpu_model, name, state, raw_state, running, gpus, size_class, n_hosts,
         is_debug, is_debug_declared, is_debug_inferred, submit_ts, start_ts, end_ts,
         duration_s, queue_delay_s, gpu_s, observed_share, low_data,
         util_mean, util_max, mem_util_mean, mem_util_max,

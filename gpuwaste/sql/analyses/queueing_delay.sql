@@ -1,11 +1,13 @@
--- grain: one row per VC (and '(all)') x size class (1, 2-4, 5-8, >8, all) [Philly §3]: delay
+-- grain: one row per VC (and '(all)') x GPU model (and '(all)') x size class (1, 2-4, 5-8, >8, all) [Philly §3]: delay
 --        from submission to the start of the first attempt, mean and percentiles (seconds).
 -- sources: job_usage.
 -- variables: cluster.
+-- The job's GPU model is job_usage.gpu_model (docs/analyses.md#split-by-gpu-model); the rows of
+-- model '(all)' are every model together.
 with
 
 jobs as (
-    select coalesce(vc, '(none)') as vc, size_class, queue_delay_s
+    select coalesce(vc, '(none)') as vc, gpu_model, size_class, queue_delay_s
     from job_usage
     where cluster = getvariable('cluster') and queue_delay_s is not null
 ),
@@ -15,19 +17,25 @@ expanded as (
     union all select * replace ('(all)' as vc) from jobs
 ),
 
-sized as (
+with_models as (
     select * from expanded
-    union all select * replace ('all' as size_class) from expanded
+    union all
+    select * replace ('(all)' as gpu_model) from expanded
+),
+
+sized as (
+    select * from with_models
+    union all select * replace ('all' as size_class) from with_models
 ),
 
 final as (
-    select vc, size_class, count(*) as jobs,
+    select vc, gpu_model, size_class, count(*) as jobs,
         avg(queue_delay_s) as delay_mean_s,
         quantile_cont(queue_delay_s, 0.5) as delay_p50_s,
         quantile_cont(queue_delay_s, 0.9) as delay_p90_s,
         quantile_cont(queue_delay_s, 0.99) as delay_p99_s
     from sized
-    group by vc, size_class
+    group by vc, gpu_model, size_class
 )
 
 select * from final

@@ -1,8 +1,10 @@
--- grain: one row per VC (and '(all)') x metric [CloudBrain §IV-A, §IV-B].
+-- grain: one row per VC (and '(all)') x GPU model (and '(all)') x metric [CloudBrain §IV-A, §IV-B].
 -- sources: job_usage.
 -- variables: cluster, low_share_pct, very_low_pct, mismatch_high_pct, mismatch_low_pct.
 -- 'mean_*' / 'mean_max_*' are the mean over jobs of each job's mean / maximum (percent); every
 -- other metric is a percent of jobs. Jobs flagged low_data are left out (not judged).
+-- The job's GPU model is job_usage.gpu_model (docs/analyses.md#split-by-gpu-model); the rows of
+-- model '(all)' are every model together.
 with
 
 jobs as (
@@ -17,9 +19,16 @@ with_all as (
     select * replace ('(all)' as vc) from jobs
 ),
 
+with_models as (
+    select * from with_all
+    union all
+    select * replace ('(all)' as gpu_model) from with_all
+),
+
 per_vc as (
     select
         vc,
+        gpu_model,
         count(*) as jobs,
         avg(util_mean) as mean_gpu_util,
         avg(mem_util_mean) as mean_gpu_mem_util,
@@ -57,16 +66,16 @@ per_vc as (
             as pct_phase_levels_differ_1gib,
         100.0 * avg(case when phase_level_spread_mib > 8192 then 1 else 0 end)
             as pct_phase_levels_differ_8gib
-    from with_all
-    group by vc
+    from with_models
+    group by vc, gpu_model
 ),
 
 long as (
-    unpivot per_vc on columns(* exclude (vc, jobs)) into name metric value value
+    unpivot per_vc on columns(* exclude (vc, gpu_model, jobs)) into name metric value value
 ),
 
 final as (
-    select vc, metric, value, jobs from long
+    select vc, gpu_model, metric, value, jobs from long
 )
 
 select * from final

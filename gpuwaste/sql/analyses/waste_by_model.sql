@@ -1,4 +1,4 @@
--- grain: one row per VC (and '(all)') x GPU model (job_gpu_usage.gpu_model, '(unknown)' where no
+-- grain: one row per VC (and '(all)') x GPU model (and '(all)') (job_gpu_usage.gpu_model, '(unknown)' where no
 --        source names it): jobs, GPU hours allocated, busy, in idle slots, on never-used GPUs,
 --        lost (idle-slot + never-used), share lost %, GPU utilization (time-weighted mean) %,
 --        and with [cost] prices the money they cost and the money lost.
@@ -25,6 +25,11 @@ expanded as (
     union all select * replace ('(all)' as vc) from gpus
 ),
 
+with_models as (
+    select * from expanded
+    union all select * replace ('(all)' as gpu_model) from expanded
+),
+
 final as (
     select
         vc,
@@ -39,7 +44,7 @@ final as (
         sum(util_x_s) / nullif(sum(observed_s), 0) as gpu_util_pct,
         sum(gpu_cost) as cost,
         sum(lost_cost) as lost_cost
-    from expanded
+    from with_models
     group by vc, gpu_model
 )
 

@@ -1,5 +1,5 @@
--- grain: one row per VC (and '(all)') x UTC day: GPU hours allocated, busy, in idle slots,
---        never used, without data, observed, utilization-weighted, and the GPU hours of
+-- grain: one row per VC (and '(all)') x GPU model (and '(all)') x UTC day: GPU hours
+--        allocated, busy, in idle slots, never used, without data, observed, utilization-weighted, and the GPU hours of
 --        debugging, failed and killed jobs. GPU utilization (time-weighted mean) over any days
 --        and VCs = 100 * sum(util_gpu_h) / sum(observed_gpu_h).
 -- sources: job_gpu_usage, job_usage.
@@ -7,13 +7,15 @@
 -- (alloc_s are GPU seconds, weighted by a MIG slice; the share is of wall time.)
 -- An allocation's figures are split across the days it spans in proportion to its overlap with
 -- each day (exact for allocated hours; a day's share of the others assumes they spread evenly).
+-- The job's GPU model is job_usage.gpu_model (docs/analyses.md#split-by-gpu-model); the rows of
+-- model '(all)' are every model together.
 with
 
 gpus as (
     select
         g.start_ts, g.end_ts, g.alloc_s, g.busy_s, g.idle_slot_s, g.never_used_s, g.missing_s,
         g.observed_s, coalesce(g.util_mean, 0) * g.observed_s / 100 as util_s,
-        coalesce(j.vc, '(none)') as vc, j.is_debug, j.state
+        coalesce(j.vc, '(none)') as vc, j.gpu_model, j.is_debug, j.state
     from job_gpu_usage as g
     join job_usage as j on j.cluster = g.cluster and j.job_id = g.job_id
     where g.cluster = getvariable('cluster') and g.alloc_s > 0
@@ -43,9 +45,16 @@ expanded as (
     union all select * replace ('(all)' as vc) from shares
 ),
 
+with_models as (
+    select * from expanded
+    union all
+    select * replace ('(all)' as gpu_model) from expanded
+),
+
 final as (
     select
         vc,
+        gpu_model,
         cast(day_start as date) as day,
         sum(share * alloc_s) / 3600 as alloc_gpu_h,
         sum(share * busy_s) / 3600 as busy_gpu_h,
@@ -57,8 +66,8 @@ final as (
         sum(share * alloc_s) filter (where is_debug) / 3600 as debug_gpu_h,
         sum(share * alloc_s) filter (where state = 'unsuccessful') / 3600 as failed_gpu_h,
         sum(share * alloc_s) filter (where state = 'killed') / 3600 as killed_gpu_h
-    from expanded
-    group by vc, cast(day_start as date)
+    from with_models
+    group by vc, gpu_model, cast(day_start as date)
 )
 
 select * from final
