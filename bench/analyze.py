@@ -122,12 +122,19 @@ def prepare(work: Path, gpus: int, days: float, seed: int) -> int:
     return int(n[0][0])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+def cluster_arguments(doc: str | None) -> argparse.ArgumentParser:
+    """The options of the generated benchmark cluster (`prepare`), shared by the analyze
+    benchmarks."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--gpus", type=int, default=512)
     ap.add_argument("--days", type=float, default=14.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", type=Path, default=Path("/tmp/gpuwaste-bench"))
+    return ap
+
+
+def main() -> None:
+    ap = cluster_arguments(__doc__)
     ap.add_argument("--skip-pandas", action="store_true")
     ap.add_argument("--batch-days", type=int, default=7, help="gpuwaste analyze --batch-days")
     args = ap.parse_args()

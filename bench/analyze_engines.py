@@ -13,7 +13,6 @@ missed). Figures go to stdout as a markdown table (copy into bench/RESULTS.md).
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
-from analyze import prepare  # noqa: E402  (bench/analyze.py)
+from analyze import cluster_arguments, prepare  # noqa: E402  (bench/analyze.py)
 
 from tests.support.spark import StandaloneCluster, spark_home  # noqa: E402
 
@@ -118,11 +117,7 @@ def run(cmd: list[str], extra_roots: list[int]) -> tuple[float, Peaks]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--gpus", type=int, default=512)
-    ap.add_argument("--days", type=float, default=14.0)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--work", type=Path, default=Path("/tmp/gpuwaste-bench"))
+    ap = cluster_arguments(__doc__)
     ap.add_argument("--batch-days", type=int, default=1, help="for every engine")
     ap.add_argument(
         "--engines",

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -533,6 +534,35 @@ def test_size_filter_selects_per_minute_sizes(demo: Path) -> None:
         assert set(by_size["grp"]) == {"4", "16"}
         by_state = q.minute_cdf(con, Filters(cluster="demo", sizes=("5-8",)), "state")
         assert by_state.height and by_state["cdf"].max() == pytest.approx(1.0)
+    finally:
+        con.close()
+
+
+@pytest.mark.slow
+def test_minute_cdf_counts_every_gpu_minute_once(demo: Path) -> None:
+    """Without filters, each per-minute curve holds the GPU-minutes of its jobs in job_util_hist:
+    the table's rows summed over sizes ('all') and over states ('all') are not added again."""
+    from gpuwaste.dashboard import queries as q
+    from gpuwaste.warehouse.readonly import read_only_connection
+
+    con = read_only_connection(demo)
+    try:
+        per_job = con.sql(
+            "SELECT j.state, cast(j.gpus AS varchar) AS size, sum(h.gpu_minutes) AS m "
+            "FROM job_util_hist h JOIN job_usage j USING (cluster, job_id) "
+            "WHERE h.cluster = 'demo' GROUP BY ALL"
+        ).pl()
+        for by, key, curves in (("state", "state", None), ("size", "size", {"1", "4", "8", "16"})):
+            got = q.minute_cdf(con, Filters(cluster="demo"), by)
+            got = got.group_by("grp").agg(pl.col("gpu_minutes").sum())
+            expected = per_job.group_by(key).agg(pl.col("m").sum())
+            checked = 0
+            for group, minutes in expected.iter_rows():
+                if curves is None or group in curves:
+                    row = got.filter(pl.col("grp") == group)["gpu_minutes"]
+                    assert row[0] == pytest.approx(minutes), (by, group)
+                    checked += 1
+            assert checked >= 2, by
     finally:
         con.close()
 

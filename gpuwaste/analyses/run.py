@@ -220,7 +220,8 @@ def analyze_cluster(
     wh = Warehouse(settings.data_dir)
     t = settings.thresholds
     variables = device_variables(settings, cluster)  # #14: models, MIG slices, prices
-    thresholds_json = t.model_dump_json() + json.dumps(variables, sort_keys=True)
+    variables_json = json.dumps(variables, sort_keys=True)
+    thresholds_json = t.model_dump_json() + variables_json
     schema_now = state.results_schema(tuple(RESULT_TABLES))
     with connect(settings.data_dir) as con:  # closed on an error too
         con.execute(f"set memory_limit = '{memory_limit}'")
@@ -249,7 +250,7 @@ def analyze_cluster(
                 as_of.isoformat(),
                 batch_hosts,
                 memory_limit,
-                json.dumps(variables),
+                variables_json,
             )
             for i, ids in enumerate(_batches(dirty, batch_days))
         ]

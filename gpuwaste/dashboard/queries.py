@@ -239,6 +239,13 @@ def minute_cdf(con: duckdb.DuckDBPyConnection, f: Filters, by: str) -> pl.DataFr
     if f.states:
         where += f" AND state IN ({', '.join('?' * len(f.states))})"
         params += list(f.states)
+    # The table also holds each row summed over sizes ('all') and over states ('all'): a curve
+    # by state without a size filter reads the 'all' sizes, a curve by size without a state
+    # filter the 'all' states, or every GPU-minute would be counted twice.
+    if by == "state" and not f.sizes:
+        where += " AND size = 'all'"
+    if by == "size" and not f.states:
+        where += " AND state = 'all'"
     return _pl(
         con,
         f"""

@@ -28,6 +28,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from gpuwaste.warehouse.damaged import damaged_file_error
 from gpuwaste.warehouse.schema import UTC_TS, Table, all_tables
 from gpuwaste.warehouse.store import Warehouse
 
@@ -138,8 +139,16 @@ def view_sql(wh: Warehouse, t: Table, folder: str | None = None) -> str:
 
 
 def create_views(con: duckdb.DuckDBPyConnection, wh: Warehouse, folder: str | None = None) -> None:
+    """A view per table (DuckDB reads each table's files' schemas here: a damaged file is named
+    in one sentence)."""
     for t in all_tables().values():
-        con.execute(f'CREATE OR REPLACE VIEW "{t.name}" AS {view_sql(wh, t, folder)}')
+        try:
+            con.execute(f'CREATE OR REPLACE VIEW "{t.name}" AS {view_sql(wh, t, folder)}')
+        except duckdb.Error as exc:
+            damaged = damaged_file_error(exc)
+            if damaged is None:
+                raise
+            raise damaged from None
 
 
 def connect(data_dir: Path) -> duckdb.DuckDBPyConnection:

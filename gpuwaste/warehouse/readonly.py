@@ -21,6 +21,7 @@ import polars as pl
 
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect
+from gpuwaste.warehouse.damaged import DAMAGED_MARKS, damaged_file_error
 
 
 class QueryRefused(GpuwasteError):
@@ -80,15 +81,7 @@ def read_only_connection(data_dir: Path) -> duckdb.DuckDBPyConnection:
 
 
 T = TypeVar("T")
-_REPLACED_UNDERNEATH = (
-    "Prefetch registered for bytes outside file",
-    "TProtocolException",
-    "Invalid data",
-    "No magic bytes found",
-    "too small to be a Parquet file",
-    "don't know what type",  # Thrift, decoding a footer read across the rename
-    "Corrupt",
-)
+_REPLACED_UNDERNEATH = ("Prefetch registered for bytes outside file", *DAMAGED_MARKS)
 
 
 def read_retrying(read: Callable[[], T], attempts: int = 5) -> T:
@@ -104,6 +97,9 @@ def read_retrying(read: Callable[[], T], attempts: int = 5) -> T:
         except duckdb.Error as exc:
             text = str(exc)
             if attempt == attempts - 1 or not any(m in text for m in _REPLACED_UNDERNEATH):
+                damaged = damaged_file_error(exc)  # still unreadable: the file itself is damaged
+                if damaged is not None:
+                    raise damaged from None
                 raise
             time.sleep(0.02 * (attempt + 1))
     raise AssertionError("unreachable")

@@ -452,6 +452,10 @@ def _model_summaries(jobs: pl.DataFrame, start: datetime, days: float) -> dict[s
             zero.with_columns(bucket=pl.lit(0, pl.Int16)).select("vc", "size", "state", "bucket", "gpu_minutes"),
         ]
     ).group_by("vc", "size", "state", "bucket").agg(pl.col("gpu_minutes").sum())  # fmt: skip
+    # as util_minute_hist.sql: each row also summed over sizes ('all') and over states ('all')
+    hist = pl.concat([hist, hist.with_columns(size=pl.lit("all"))])
+    hist = pl.concat([hist, hist.with_columns(state=pl.lit("all"))])
+    hist = hist.group_by("vc", "size", "state", "bucket").agg(pl.col("gpu_minutes").sum())
     spread = (
         j.filter(pl.col("gpus") == 16)
         .group_by("vc", pl.col("n_hosts").alias("servers"))

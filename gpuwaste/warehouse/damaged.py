@@ -1,0 +1,47 @@
+"""A damaged warehouse file, named in one sentence.
+
+A parquet file cut short (a full disk, a copy interrupted, a file edited by hand) makes DuckDB
+fail every query of the views that glob it, with a message that names the file among SQL
+context. `damaged_file_error` turns such an error into the operator's sentence: which file, and
+what to do (restore it, or move it aside so the views read the rest). A file replaced by a
+concurrent writer reads the same way for an instant; readers retry first (`readonly.read_retrying`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpuwaste.errors import GpuwasteError
+
+# What DuckDB says of a parquet file it cannot read (the first line of its message).
+DAMAGED_MARKS = (
+    "No magic bytes found",
+    "too small to be a Parquet file",
+    "TProtocolException",
+    "Corrupt",
+    "Invalid data",
+    "don't know what type",
+)
+_PARQUET_PATH = re.compile(r"'([^'*?\[\]]+\.parquet)'")
+
+
+def damaged_file_error(exc: BaseException) -> GpuwasteError | None:
+    """The sentence for a DuckDB error caused by one unreadable parquet file, or None when the
+    error is something else."""
+    text = str(exc)
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    if not any(mark in first for mark in DAMAGED_MARKS):
+        return None
+    found = _PARQUET_PATH.search(first)
+    if found is None:
+        return None
+    path = found.group(1)
+    why = re.sub(r"\s*'[^']*'", "", first.split(": ", 1)[-1]).strip()
+    return GpuwasteError(
+        f"the warehouse file {path} cannot be read (DuckDB: {why}): it is damaged or was not "
+        "written by gpuwaste; restore it from a backup, or move it aside (add .damaged to its "
+        "name) so that every other file is read, its rows missing until they are ingested again."
+    )
+
+
+__all__ = ["DAMAGED_MARKS", "damaged_file_error"]

@@ -1,0 +1,126 @@
+"""The README's examples, run exactly as written on the bundled demo, print what the README shows.
+
+The warehouse is made as the README says (`gpuwaste demo --no-serve --data-dir gpuwaste-data`,
+in a fresh working directory, so the commands' relative `gpuwaste-data` and the default data
+directory are that warehouse). Each example's command line is read from README.md itself and
+run through the shell with this checkout's `gpuwaste` first on PATH; where the README shows the
+output, the real output must hold it line for line (a README line `[... N more ...]` marks a cut:
+the lines after it must still come later, in order).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+README = (REPO / "README.md").read_text()
+BIN = Path(sys.executable).parent
+CUT = re.compile(r"^\[\.\.\. .*\]$")
+
+pytestmark = pytest.mark.slow
+
+
+def shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "PYTHONPATH": os.environ.get("PYTHONPATH", str(REPO)),
+        "COLUMNS": "250",
+        "NO_COLOR": "1",
+    }
+    env.pop("GPUWASTE_CONFIG", None)
+    env.pop("GPUWASTE_DATA_DIR", None)
+    return subprocess.run(
+        ["/bin/sh", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def fenced_block(first_line_start: str) -> list[str]:
+    """The lines of the README's fenced block whose first line starts with `first_line_start`."""
+    for block in re.findall(r"^```[a-z]*\n(.*?)^```", README, re.S | re.M):
+        lines = block.splitlines()
+        if lines and lines[0].startswith(first_line_start):
+            return lines
+    raise AssertionError(f"README has no block starting with {first_line_start!r}")
+
+
+def prompted(block: list[str]) -> tuple[str, list[str]]:
+    """A `$ command` block: the command (with its `\\` continuation lines) and the output."""
+    command = [block[0].removeprefix("$ ")]
+    rest = block[1:]
+    while command[-1].endswith("\\"):
+        command.append(rest.pop(0))
+    return "\n".join(command), rest
+
+
+def assert_shows(shown: list[str], output: str) -> None:
+    """Every shown line is a line of `output`, in order; consecutive unless a cut is marked."""
+    real = [line.rstrip() for line in output.splitlines()]
+    at = 0
+    follows = True  # the next shown line must be the very next real line
+    for line in (s.rstrip() for s in shown):
+        if CUT.match(line.strip()):
+            follows = False
+            continue
+        if follows and at < len(real) and at > 0:
+            assert real[at] == line, f"README shows {line!r}, the command prints {real[at]!r}"
+            at += 1
+            continue
+        assert line in real[at:], f"README shows {line!r}, which the command does not print"
+        at = real.index(line, at) + 1
+        follows = True
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cwd = tmp_path_factory.mktemp("readme")
+    done = shell("gpuwaste demo --no-serve --data-dir gpuwaste-data", cwd)
+    assert done.returncode == 0, done.stderr
+    summary = re.search(r"^    (demo: \d+ jobs, .*)$", README, re.M)
+    assert summary is not None
+    assert summary.group(1) in done.stdout  # the summary `make demo` prints, as the README says
+    return cwd
+
+
+def test_sql_examples(site: Path) -> None:
+    block = fenced_block('gpuwaste sql "select vc, kind')
+    commands = "\n".join(block).replace("\n                           ", " ").splitlines()
+    assert len(commands) == 2
+    for command in commands:
+        done = shell(command, site)
+        assert done.returncode == 0, (command, done.stderr)
+        assert done.stdout.strip()
+
+
+def test_job_report(site: Path) -> None:
+    command, shown = prompted(fenced_block("$ gpuwaste job "))
+    done = shell(command, site)
+    assert done.returncode == 0, done.stderr
+    assert [line.rstrip() for line in done.stdout.splitlines()] == [s.rstrip() for s in shown]
+
+
+def test_notify_dry_run(site: Path) -> None:
+    command, shown = prompted(fenced_block("$ gpuwaste notify "))
+    done = shell(command, site)
+    assert done.returncode == 0, done.stderr
+    assert_shows(shown, done.stdout)
+
+
+def test_policy_replay_table(site: Path) -> None:
+    (command,) = fenced_block("gpuwaste policy replay ")
+    after = README.split(f"{command}\n```\n", 1)[1]
+    table = re.match(r"\n((?:    .*\n)+)", after)
+    assert table is not None, "the replay table follows the command, indented"
+    shown = [line.removeprefix("    ") for line in table.group(1).splitlines()]
+    done = shell(command, site)
+    assert done.returncode == 0, done.stderr
+    assert_shows(
+        [line.strip() for line in shown], "\n".join(x.strip() for x in done.stdout.splitlines())
+    )
