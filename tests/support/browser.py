@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.components import free_port, require, require_module
 
 CHROMIUM = "/usr/bin/chromium"
