@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -106,11 +107,40 @@ def test_job_report(site: Path) -> None:
     assert [line.rstrip() for line in done.stdout.splitlines()] == [s.rstrip() for s in shown]
 
 
-def test_notify_dry_run(site: Path) -> None:
-    command, shown = prompted(fenced_block("$ gpuwaste notify "))
-    done = shell(command, site)
-    assert done.returncode == 0, done.stderr
-    assert_shows(shown, done.stdout)
+def transcript(block: list[str]) -> list[tuple[str, list[str]]]:
+    """A block of several `$ command` lines, each with the output shown under it."""
+    steps: list[tuple[str, list[str]]] = []
+    rest = list(block)
+    while rest:
+        assert rest[0].startswith("$ "), f"expected a command, found {rest[0]!r}"
+        end = next((i for i in range(1, len(rest)) if rest[i].startswith("$ ")), len(rest))
+        steps.append(prompted(rest[:end]))
+        rest = rest[end:]
+    return steps
+
+
+def test_notify_dry_run_with_prices(site: Path, tmp_path: Path) -> None:
+    """The README's config file (shown by `cat`), the analyze that prices every job, then the
+    dry run, in a copy of the site (the job report above is the one without prices)."""
+    steps = transcript(fenced_block("$ cat gpuwaste.toml"))
+    assert [c.split()[:2] for c, _ in steps] == [
+        ["cat", "gpuwaste.toml"],
+        ["gpuwaste", "analyze"],
+        ["gpuwaste", "notify"],
+    ]
+    priced = tmp_path / "site"
+    shutil.copytree(site, priced)
+    (priced / "gpuwaste.toml").write_text("\n".join(steps[0][1]) + "\n")
+    for command, shown in steps:
+        done = shell(command, priced)
+        assert done.returncode == 0, (command, done.stderr)
+        assert_shows(shown, done.stdout)
+    # "With the same prices, `gpuwaste job 107394` adds a line to its header: `money lost ...`"
+    said = re.search(r"With the same prices, `(gpuwaste job \d+)` adds .*?: `(money lost [^`]*)`",
+                     " ".join(README.split()))  # fmt: skip
+    assert said is not None
+    done = shell(said.group(1), priced)
+    assert said.group(2) in done.stdout.splitlines(), done.stdout
 
 
 def test_policy_replay_table(site: Path) -> None:
