@@ -423,7 +423,10 @@ def test_an_unreadable_result_file_gives_up_0_not_an_error(
         got = samples(scrape_text(WasteCollector(d)))
     assert value(got, "gpuwaste_up") == 0
     (line,) = [r.getMessage() for r in caplog.records]
-    assert line.startswith(f"serving gpuwaste_up 0: the warehouse at {d} could not be read: ")
+    # the damaged file named, and what to do with it (warehouse.damaged)
+    bad = d / "parquet" / "job_gpu_usage" / "cluster=c1" / "built.parquet"
+    assert line.startswith(f"serving gpuwaste_up 0: the warehouse file {bad} ")
+    assert "damaged" in line
     assert "\n" not in line and "Traceback" not in line
 
 
