@@ -46,3 +46,50 @@ def test_compute_batch_returns_arrow_tables_of_the_batch(tmp_path: Path) -> None
     assert set(tables) == set(PER_JOB_TABLES)
     assert tables["job_usage"].column("job_id").to_pylist() == ["a"]
     assert outcome.rows["job_usage"] == 1 and not outcome.failed_jobs and not outcome.error
+
+
+def test_batches_split_days_then_hosts_so_a_batch_does_not_grow_with_the_cluster() -> None:
+    from datetime import date, timedelta
+
+    from gpuwaste.analyses.run import _batches
+
+    d0 = date(2026, 1, 1)
+    jobs = pl.DataFrame(
+        {
+            "job_id": ["a", "b", "c", "d", "e", "f", "g"],
+            "first_day": [d0, d0 + timedelta(days=6), d0, d0 + timedelta(days=7), None, d0, d0],
+            "first_host": ["h1", "h2", "h3", "h1", None, None, "h1"],
+        }
+    )
+
+    # week 1: hosts h1, h2 then h3 (2 hosts a batch; no host: with the first); week 2; never ran
+    def as_sets(batches: list[list[str]]) -> list[set[str]]:
+        return [set(b) for b in batches]
+
+    assert as_sets(_batches(jobs, 7, 2)) == [{"a", "g", "b", "f"}, {"c"}, {"d"}, {"e"}]
+    assert as_sets(_batches(jobs, 7)) == [{"a", "g", "b", "c", "f"}, {"d"}, {"e"}]
+
+
+def test_batches_of_a_large_cluster_hold_at_most_max_hosts_and_batch_days() -> None:
+    from datetime import date, timedelta
+
+    from gpuwaste.analyses.run import _batches
+
+    n = 5000
+    jobs = pl.DataFrame(
+        {
+            "job_id": [f"j{i}" for i in range(n)],
+            "first_day": [date(2026, 1, 1) + timedelta(days=(i * 7) % 30) for i in range(n)],
+            "first_host": [f"node-{(i * 13) % 512:03d}" for i in range(n)],
+        }
+    )
+    batches = _batches(jobs, 7, 64)
+    assert sorted(j for b in batches for j in b) == sorted(jobs["job_id"])
+    for b in batches:
+        mine = jobs.filter(pl.col("job_id").is_in(b))
+        assert mine["first_host"].n_unique() <= 64
+        assert (mine["first_day"].max() - mine["first_day"].min()).days < 7  # type: ignore[operator]
+    # 30 days in 5 windows of 7; in each, its hosts in groups of 64 (the fewest that can hold it)
+    window = ((pl.col("first_day") - date(2026, 1, 1)).dt.total_days() // 7).alias("w")
+    hosts = jobs.group_by(window).agg(pl.col("first_host").n_unique())["first_host"]
+    assert len(batches) == sum(-(-h // 64) for h in hosts) and len(batches) > 5

@@ -106,19 +106,32 @@ def _as_of(con: duckdb.DuckDBPyConnection, cluster: str) -> datetime:
     return datetime.now(UTC)
 
 
-def _batches(dirty: pl.DataFrame, batch_days: int) -> list[list[str]]:
-    """Jobs grouped by start day, `batch_days` days per batch; jobs that never started (no
-    start day: they hold no GPU time) form one batch of their own."""
+# At most this many hosts' jobs per batch (by each job's first host): a batch's rows are held
+# until it is staged, so a batch must not grow with the cluster. At 4,096 GPUs (512 hosts) a
+# 7-day batch without this bound peaked at 2.0 GiB, with it at 1.1 GiB; 64 hosts cost 1.6x the
+# time there, 128 hosts 1.2x (docs/scale.md). A cluster of up to 128 hosts is one batch a week.
+BATCH_MAX_HOSTS = 128
+
+
+def _batches(
+    dirty: pl.DataFrame, batch_days: int, max_hosts: int = BATCH_MAX_HOSTS
+) -> list[list[str]]:
+    """Jobs grouped by start day, `batch_days` days per batch, and within those days by their
+    first host, `max_hosts` hosts per batch (hosts in name order, so that a batch reads the
+    samples of neighbouring hosts); jobs that never started (no start day: they hold no GPU
+    time) form one batch of their own."""
     if dirty.height == 0:
         return []
-    ordered = dirty.sort(["first_day", "job_id"], nulls_last=True)
+    ordered = dirty.sort(["first_day", "first_host", "job_id"], nulls_last=True)
     first = ordered["first_day"].min()
     if not isinstance(first, date):
         return [ordered["job_id"].to_list()]
-    groups = ordered.with_columns(
-        ((pl.col("first_day") - pl.lit(first)).dt.total_days() // batch_days).alias("batch")
-    ).partition_by("batch", maintain_order=True)
-    return [g["job_id"].to_list() for g in groups]
+    days = (pl.col("first_day") - pl.lit(first)).dt.total_days() // batch_days
+    hosts = (pl.col("first_host").rank("dense").over(days) - 1) // max_hosts
+    groups = ordered.with_columns(days.alias("days"), hosts.fill_null(0).alias("hosts"))
+    return [
+        g["job_id"].to_list() for g in groups.partition_by("days", "hosts", maintain_order=True)
+    ]
 
 
 def _dirty_jobs(
@@ -265,6 +278,8 @@ def analyze_cluster(
         )
         refresh_catalog(settings.data_dir)
         with connect(settings.data_dir) as con:
+            # bounded as every other step: a summary over the cluster's samples spills to disk
+            con.execute(f"set memory_limit = '{memory_limit}'")
             set_variables(con, {**variables, **threshold_variables(t), "cluster": cluster})
             for name, compute in SUMMARIES.items():
                 run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, stable(compute(con)))

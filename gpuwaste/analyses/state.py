@@ -68,7 +68,8 @@ def changed_days(old: dict[str, list[int]], new: dict[str, list[int]]) -> set[da
 
 
 def job_fingerprints(con: duckdb.DuckDBPyConnection, cluster: str, as_of: datetime) -> pl.DataFrame:
-    """job_id, fingerprint of its record and allocations, first and last UTC day it spans."""
+    """job_id, fingerprint of its record and allocations, first and last UTC day it spans,
+    whether it runs, and the first of its hosts (by name; NULL without allocations)."""
     return con.sql(
         """
         with j as (select * from jobs where cluster = $1),
@@ -76,7 +77,8 @@ def job_fingerprints(con: duckdb.DuckDBPyConnection, cluster: str, as_of: dateti
             select job_id,
                    string_agg(concat_ws('|', attempt, host, gpu, start_ts, end_ts), ';'
                               order by attempt, host, gpu, start_ts) as allocs,
-                   min(start_ts) as first_ts, max(coalesce(end_ts, $2::timestamptz)) as last_ts
+                   min(start_ts) as first_ts, max(coalesce(end_ts, $2::timestamptz)) as last_ts,
+                   min(host) as first_host
             from job_gpus where cluster = $1 group by job_id
         )
         select j.job_id,
@@ -84,7 +86,8 @@ def job_fingerprints(con: duckdb.DuckDBPyConnection, cluster: str, as_of: dateti
                    j.start_ts, j.end_ts, j.gpus, j.is_debug, coalesce(g.allocs, ''))) as fingerprint,
                coalesce(g.first_ts, j.start_ts)::date as first_day,
                coalesce(g.last_ts, j.end_ts, $2::timestamptz)::date as last_day,
-               j.end_ts is null or j.state = 'running' as running
+               j.end_ts is null or j.state = 'running' as running,
+               g.first_host
         from j left join g using (job_id)
         """,
         params=[cluster, as_of],
