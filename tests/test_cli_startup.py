@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
-import subprocess
-import sys
 
 from gpuwaste.ingest.sources import SOURCES, LazyRunner
+from tests.support.interpreter import fresh_python
 
 # Packages (and gpuwaste modules) that only the commands that use them may import.
 NOT_AT_START = (
@@ -49,15 +47,7 @@ NOT_AT_START = (
 def modules_after(statement: str) -> set[str]:
     """The modules a fresh interpreter holds after running `statement`."""
     code = f"import json, sys; {statement}; print(json.dumps(sorted(sys.modules)))"
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        check=True,
-    )
-    return set(json.loads(done.stdout))
+    return set(json.loads(fresh_python(code)))
 
 
 def loaded(modules: set[str], name: str) -> bool:

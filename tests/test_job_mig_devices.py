@@ -24,9 +24,9 @@ from gpuwaste.analyses import reads
 from gpuwaste.analyses.run import analyze
 from gpuwaste.cli import app
 from gpuwaste.config import DATA_DIR_ENV, Settings
-from gpuwaste.generate import GeneratorSpec, write_all
 from gpuwaste.warehouse.readonly import read_only_connection
 from gpuwaste.warehouse.store import Warehouse
+from tests.support.mig_cluster import label_only_mig_cluster
 from tests.test_dashboard_app import APP, TIMEOUT, _charts, _open
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -127,19 +127,10 @@ def test_the_job_page_draws_each_instance_as_its_own_row(page: AppTest) -> None:
 
 
 def test_the_generators_mig_jobs_are_named_by_their_planted_instance(tmp_path: Path) -> None:
-    spec = GeneratorSpec(seed=2, gpus=8, days=0.1, interval_s=15, cluster="m", mig_hosts=1)
-    write_all(spec, tmp_path / "src")
-    truth = json.loads((tmp_path / "src" / "truth.json").read_text())["mig"]["jobs"]
-    data = tmp_path / "wh"
-    for argv in (
-        ["ingest", "openmetrics", "--file", str(tmp_path / "src" / "metrics.om"), "--cluster", "m"],
-        ["analyze"],
-    ):
-        res = CliRunner().invoke(app, [*argv, "--data-dir", str(data)])
-        assert res.exit_code == 0, (argv, res.output)
+    data, truth = label_only_mig_cluster(tmp_path)
     assert sum(j["gpu_instance"] is not None for j in truth) > 5  # and a whole GPU or two
     for job in truth:
-        name = reads.device_name(job["host"], job["gpu"], job["gpu_instance"], job["mig_profile"])
+        name = reads.device_of(job)
         text = render_text(gather(data, job["job_id"], "m", "http://dash"))
         rows = [line for line in text.splitlines() if line.startswith(f"{job['host']}:")]
         assert rows and all(r.startswith(name) for r in rows), (name, rows)

@@ -26,6 +26,7 @@ from gpuwaste.ingest.prometheus.rows import gpu_rows
 from gpuwaste.warehouse.mig import MODEL_PROFILES, parse_profile, profile_problem
 from gpuwaste.warehouse.store import Warehouse
 from tests.conftest import FIXTURES
+from tests.support.mig_cluster import label_only_mig_cluster
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 MIG_SAMPLE = FIXTURES / "exporter_text" / "dcgm_exporter_docs_mig_a100.prom"
@@ -476,16 +477,7 @@ def test_kube_state_metrics_mig_requests_make_gpu_jobs() -> None:
 def test_jobs_from_instance_labels_alone(tmp_path: Path) -> None:
     """No scheduler: the hpc_job labels of instance series give one allocation per instance,
     with its profile, and the analysis weighs it by its slice."""
-    spec = GeneratorSpec(seed=2, gpus=8, days=0.1, interval_s=15, cluster="m", mig_hosts=1)
-    write_all(spec, tmp_path / "src")
-    truth = json.loads((tmp_path / "src" / "truth.json").read_text())["mig"]["jobs"]
-    data = tmp_path / "wh"
-    for argv in (
-        ["ingest", "openmetrics", "--file", str(tmp_path / "src" / "metrics.om"), "--cluster", "m"],
-        ["analyze"],
-    ):
-        res = CliRunner().invoke(app, [*argv, "--data-dir", str(data)])
-        assert res.exit_code == 0, (argv, res.output)
+    data, truth = label_only_mig_cluster(tmp_path)
     wh = Warehouse(data)
     spans = wh.read("job_gpus", "m").join(pl.DataFrame(truth), on="job_id", suffix="_truth")
     assert spans.height == len(truth) > 5

@@ -4,9 +4,6 @@ columns, dtypes (time zones included), values and NULLs, on every table the ware
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +16,7 @@ from gpuwaste.warehouse.readonly import (
     read_only_connection,
     row_schema,
 )
+from tests.support.interpreter import fresh_python
 from tests.support.result_warehouse import Built, build_result_warehouse
 
 # The tables `gpuwaste job` reads must take the row path, or it loads pyarrow after all.
@@ -80,15 +78,7 @@ def gpuwaste_job(built: Built, preload: str) -> tuple[str, bool]:
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "print('PYARROW' if 'pyarrow' in sys.modules else 'NO PYARROW')\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        check=True,
-    )
-    out, _, last = done.stdout.rstrip("\n").rpartition("\n")
+    out, _, last = fresh_python(code).rstrip("\n").rpartition("\n")
     return out, last == "PYARROW"
 
 

@@ -203,13 +203,9 @@ def strips(data: JobData, width: int = STRIP_WIDTH) -> list[tuple[str, str]]:
         in_alloc = mine & (pl.col("ts") >= row["start_ts"]) & (pl.col("ts") <= row["end_ts"])
         samples = data.samples.filter(in_alloc) if data.samples.height else data.samples
         slots = data.idle_slots.filter(mine & (pl.col("attempt") == row["attempt"]))
-        label = _device(row) + (f" #{row['attempt']}" if multi else "")
+        label = reads.device_of(row) + (f" #{row['attempt']}" if multi else "")
         out.append((label, strip(samples, slots, bool(row["never_used"]), *span, width)))
     return out
-
-
-def _device(row: dict[str, Any]) -> str:
-    return reads.device_name(row["host"], row["gpu"], row["gpu_instance"], row["mig_profile"])
 
 
 def _h(seconds: float | None) -> str:
@@ -302,7 +298,7 @@ def gpu_table(gpus: pl.DataFrame) -> list[str]:
     multi = rows["attempt"].n_unique() > 1
     cells: list[list[str]] = []
     for r in rows.iter_rows(named=True):
-        name = _device(r) + (f" #{r['attempt']}" if multi else "")
+        name = reads.device_of(r) + (f" #{r['attempt']}" if multi else "")
         line = [safe_text(name)]
         for col in list(GPU_HEADERS)[1:]:
             v = r[col]
@@ -343,7 +339,7 @@ def as_dict(data: JobData, width: int = STRIP_WIDTH) -> dict[str, Any]:
     return {
         "cluster": data.cluster,
         "job": data.job,
-        "gpus": [{"device": _device(r), **r} for r in gpu_rows(data.gpus).to_dicts()],
+        "gpus": [{"device": reads.device_of(r), **r} for r in gpu_rows(data.gpus).to_dicts()],
         "strips": [{"gpu": label, "strip": s} for label, s in strips(data, width)],
         "diagnoses": [
             {"name": n, "title": t, "advice": a} for n, t, a in advise(data.job["diagnoses"])

@@ -12,7 +12,7 @@ A device is a GPU or a MIG instance of one (docs/analyses.md#mig-instances): its
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,6 +33,12 @@ def device_name(
     if gpu_instance is None:
         return name
     return f"{name}/gi{gpu_instance}" + (f" ({mig_profile})" if mig_profile else "")
+
+
+def device_of(row: Mapping[str, Any]) -> str:
+    """`device_name` of a row with host, gpu, gpu_instance and mig_profile (job_gpu_usage's,
+    idle_slots', a `gpu_keys` row)."""
+    return device_name(row["host"], row["gpu"], row["gpu_instance"], row["mig_profile"])
 
 
 # ----------------------------------------------------------------- one job
@@ -186,6 +192,7 @@ __all__ = [
     "DEVICE_KEY",
     "TIMELINE_POINTS",
     "device_name",
+    "device_of",
     "idle_now",
     "job",
     "job_rows",

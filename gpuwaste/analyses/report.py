@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -55,18 +56,27 @@ MAX_LISTED = 20
 EACH_MODEL = "each"  # `--model each`: the rows of every model, and of '(all)'
 
 
+def _known_values(
+    con: duckdb.DuckDBPyConnection, name: str, column: str, flag: str, sql: str, params: list[Any]
+) -> list[str]:
+    """The values `flag` may take for table `name` (`sql`'s one column, with `params`), after
+    refusing the flag for a table without `column`."""
+    if column not in table(name).columns:
+        raise GpuwasteError(f"{flag} does not apply to {name}: it has no {column} column.")
+    return [r[0] for r in con.execute(sql, params).fetchall()]
+
+
 def check_vc(con: duckdb.DuckDBPyConnection, name: str, clusters: list[str], vc: str) -> None:
     """Refuse `--vc` for a table without VCs, or a VC that no job of these clusters has."""
-    if "vc" not in table(name).columns:
-        raise GpuwasteError(f"--vc does not apply to {name}: it has no vc column.")
-    known = [
-        r[0]
-        for r in con.execute(
-            "select distinct coalesce(vc, '(none)') as v from job_usage "
-            "where cluster in (select unnest($1::varchar[])) union select $2 order by v",
-            [clusters, ALL_VCS],
-        ).fetchall()
-    ]
+    known = _known_values(
+        con,
+        name,
+        "vc",
+        "--vc",
+        "select distinct coalesce(vc, '(none)') as v from job_usage "
+        "where cluster in (select unnest($1::varchar[])) union select $2 order by v",
+        [clusters, ALL_VCS],
+    )
     if vc in known:
         return
     listed = ", ".join(known[:MAX_LISTED])
@@ -81,19 +91,18 @@ def check_vc(con: duckdb.DuckDBPyConnection, name: str, clusters: list[str], vc:
 def check_model(con: duckdb.DuckDBPyConnection, name: str, clusters: list[str], model: str) -> None:
     """Refuse `--model` for a table without GPU models, or a model no job of these clusters
     ran on."""
-    if "gpu_model" not in table(name).columns:
-        raise GpuwasteError(f"--model does not apply to {name}: it has no gpu_model column.")
-    known = [
-        r[0]
-        for r in con.execute(
-            "select distinct gpu_model as m from job_usage "
-            "where cluster in (select unnest($1::varchar[])) "
-            "union select distinct coalesce(gpu_model, $2) from job_gpu_usage "
-            "where cluster in (select unnest($1::varchar[])) "
-            "union select $3 order by m",
-            [clusters, UNKNOWN_MODEL, ALL_MODELS],
-        ).fetchall()
-    ]
+    known = _known_values(
+        con,
+        name,
+        "gpu_model",
+        "--model",
+        "select distinct gpu_model as m from job_usage "
+        "where cluster in (select unnest($1::varchar[])) "
+        "union select distinct coalesce(gpu_model, $2) from job_gpu_usage "
+        "where cluster in (select unnest($1::varchar[])) "
+        "union select $3 order by m",
+        [clusters, UNKNOWN_MODEL, ALL_MODELS],
+    )
     if model == EACH_MODEL or model in known:
         return
     raise GpuwasteError(

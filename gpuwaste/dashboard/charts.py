@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from gpuwaste.analyses.reads import DEVICE_KEY, device_name
+from gpuwaste.analyses.reads import DEVICE_KEY, device_of
 from gpuwaste.dashboard.queries import JOB_KINDS, LOST_KINDS
 from gpuwaste.render import safe_text
 
@@ -725,9 +725,8 @@ def _utc_text(column: str) -> pl.Expr:
 
 def gpu_name(key: dict[str, Any]) -> str:
     """A device's row label in the Job page's charts, from its `gpu_keys` row: its name
-    (`analyses.reads.device_name`: `host:gpu`, `host:gpu/gi3 (1g.10gb)` for a MIG instance)."""
-    name = device_name(key["host"], key["gpu"], key["gpu_instance"], key["mig_profile"])
-    return label(name) + (" — NEVER USED" if key["never_used"] else "")
+    (`analyses.reads.device_of`: `host:gpu`, `host:gpu/gi3 (1g.10gb)` for a MIG instance)."""
+    return label(device_of(key)) + (" — NEVER USED" if key["never_used"] else "")
 
 
 def gpu_heatmap(

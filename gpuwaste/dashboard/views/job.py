@@ -136,10 +136,9 @@ with right:
     )
 with st.expander(f"Per GPU ({gpus.height})"):
     devices = pl.DataFrame(
-        {"device": [reads.device_name(r["host"], r["gpu"], r["gpu_instance"], r["mig_profile"])
-                    for r in gpus.iter_rows(named=True)]},
+        {"device": [reads.device_of(r) for r in gpus.iter_rows(named=True)]},
         schema={"device": pl.String},
-    )  # fmt: skip
+    )
     widgets.table(widgets.readable(pl.concat([devices, gpus], how="horizontal")), "No rows.",
                   name=f"job {job_id} GPUs")  # fmt: skip
 with st.expander(f"Idle slots ({slots.height})"):
