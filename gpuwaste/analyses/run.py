@@ -251,8 +251,9 @@ def analyze_cluster(
             prev = None
         run = ClusterRun(cluster=cluster, jobs_total=fps.height, rebuilt=prev is None)
         dirty, removed = _dirty_jobs(fps, prev, parts, as_of, since)
+        prev = None  # the last run's fingerprints (a row per job): not held through the batches
         run.jobs_recomputed, run.jobs_removed = dirty.height, len(removed)
-        changed = bool(dirty.height or removed or prev is None)
+        changed = bool(dirty.height or removed or run.rebuilt)
     if changed:
         specs = [
             BatchSpec(
@@ -272,8 +273,8 @@ def analyze_cluster(
             run,
             engine or LocalEngine(),
             specs,
-            dirty["job_id"].to_list() + removed,
-            prev is None,
+            [] if run.rebuilt else dirty["job_id"].to_list() + removed,  # rebuilt: every row
+            run.rebuilt,
             memory_limit,
         )
         refresh_catalog(settings.data_dir)

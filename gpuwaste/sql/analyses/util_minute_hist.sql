@@ -7,11 +7,14 @@
 with
 
 minutes as (
+    -- added up per (vc, model, size, state, bucket) first: the roll-ups below then copy a few
+    -- thousand rows, not every job's
     select coalesce(j.vc, '(none)') as vc, j.gpu_model, cast(j.gpus as varchar) as size, j.state,
-           h.bucket, h.gpu_minutes
+           h.bucket, sum(h.gpu_minutes) as gpu_minutes
     from job_util_hist as h
     join job_usage as j on j.job_id = h.job_id and j.cluster = h.cluster
     where h.cluster = getvariable('cluster')
+    group by all
 ),
 
 sized as (
