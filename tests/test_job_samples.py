@@ -260,3 +260,29 @@ def test_generated_cluster_from_the_warehouse(tmp_path: Path) -> None:
         assert_frame_equal(fast.sort(KEYS), sql.sort(KEYS), check_exact=True)
         compared += fast.height
     assert compared > 10_000
+
+
+def test_each_host_is_read_over_the_span_of_its_allocations() -> None:
+    """Hand-computed: per host in name order, the first start and the last end of its
+    allocations (two GPUs of host b, one MIG instance and one whole GPU of host a)."""
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    hour = timedelta(hours=1)
+    alloc = pl.DataFrame(
+        {
+            "alloc_id": [1, 2, 3, 4, 5],
+            "job_id": ["j1", "j2", "j3", "j4", "j5"],
+            "attempt": [0] * 5,
+            "host": ["b", "b", "a", "a", "c"],
+            "gpu": [0, 1, 0, 1, -1],  # c: GPU unknown, not read at all
+            "gpu_instance": [None, None, 2, None, None],
+            "start_ts": [t0 + 5 * hour, t0 + 2 * hour, t0 + 9 * hour, t0 + 1 * hour, t0],
+            "end_ts": [t0 + 6 * hour, t0 + 3 * hour, t0 + 30 * hour, t0 + 4 * hour, t0 + hour],
+        },
+        schema=ALLOC_SCHEMA,
+    )
+    hosts, keyed = job_samples._keyed_allocations(alloc)
+    assert job_samples._read_params(hosts, keyed) == [
+        ["a", "b"],
+        [t0 + 1 * hour, t0 + 2 * hour],
+        [t0 + 30 * hour, t0 + 6 * hour],
+    ]
