@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 import gpuwaste
+from tests.support.interpreter import run_fresh
 
 # jemalloc prints its options at exit with stats_print, on stderr.
 _PRINT_OPTIONS = """
@@ -24,10 +24,7 @@ def _run(code: str, conf: str | None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
     if conf is not None:
         env["_RJEM_MALLOC_CONF"] = conf
-    env["PYTHONPATH"] = os.pathsep.join(sys.path)
-    return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
-    )
+    return run_fresh(code, env)
 
 
 def _option(stderr: str, name: str) -> str:
