@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import polars as pl
 import pyarrow as pa
 
@@ -110,6 +111,19 @@ def run_isolating(
         )
 
 
+def configure_batch_connection(con: duckdb.DuckDBPyConnection, memory_limit: str) -> None:
+    """The settings of a batch's connection: DuckDB's `memory_limit`, no insertion order kept,
+    and the parquet footers kept in memory. A batch reads the same day files of the samples once
+    per host range; without the cache DuckDB parses every file's footer again for each read, a
+    cost that grows with the files' row groups and with the number of host ranges (at 8x, 0.1 s
+    of a 0.12 s `device_models` query). DuckDB checks a cached footer against the file's
+    modification time (and trusts no file modified in the last 10 s), so a partition replaced
+    during the run is read anew (tests/test_batch_connection.py)."""
+    con.execute(f"set memory_limit = '{memory_limit}'")
+    con.execute("set preserve_insertion_order = false")
+    con.execute("set parquet_metadata_cache = true")
+
+
 def compute_batch(spec: BatchSpec, data_dir: Path) -> tuple[dict[str, pa.Table], BatchOutcome]:
     """Every per-job result table of the batch `spec` over the warehouse at `data_dir`, as Arrow
     tables (floats rounded), and what the batch reports (failed jobs, time per step)."""
@@ -117,8 +131,7 @@ def compute_batch(spec: BatchSpec, data_dir: Path) -> tuple[dict[str, pa.Table],
     as_of = datetime.fromisoformat(spec.as_of)
     outcome = BatchOutcome(index=spec.index)
     with connect(data_dir) as con:
-        con.execute(f"set memory_limit = '{spec.memory_limit}'")
-        con.execute("set preserve_insertion_order = false")
+        configure_batch_connection(con, spec.memory_limit)
         set_variables(con, json.loads(spec.variables))
 
         def run(ids: list[str]) -> BatchResult:
@@ -171,6 +184,7 @@ __all__ = [
     "BatchOutcome",
     "BatchSpec",
     "compute_batch",
+    "configure_batch_connection",
     "one_line",
     "run_isolating",
     "stable",

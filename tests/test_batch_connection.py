@@ -1,0 +1,81 @@
+"""A batch's DuckDB connection keeps parquet footers in memory (`configure_batch_connection`), and
+a partition replaced while the connection is open is still read as it is now, never through the
+footer of the file it replaced."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from gpuwaste.analyses.batch import configure_batch_connection
+from gpuwaste.warehouse import Warehouse, connect
+
+DAY = datetime(2026, 11, 2, tzinfo=UTC)
+
+
+def _samples(util: float, n: int) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "host": ["node1"] * n,
+            "gpu": [0] * n,
+            "ts": [DAY + timedelta(seconds=15 * i) for i in range(n)],
+            "util": [util] * n,
+            "mem_used_mib": [1000.0] * n,
+            "mem_total_mib": [81920.0] * n,
+            "source": ["test"] * n,
+        }
+    )
+
+
+def _write(wh: Warehouse, util: float, n: int, age_s: float | None) -> Path:
+    """Replace the day's samples; `age_s`: the file's modification time that many seconds ago
+    (DuckDB trusts a cached footer only for a file last modified more than 10 s ago)."""
+    wh.replace_window(
+        "gpu_samples", "c1", DAY, DAY + timedelta(days=1), _samples(util, n), source="test"
+    )
+    (path,) = wh.files("gpu_samples")
+    if age_s is not None:
+        then = time.time() - age_s
+        os.utime(path, (then, then))
+    return path
+
+
+def _read(con: duckdb.DuckDBPyConnection) -> tuple[int, float]:
+    row = con.sql("select count(*), max(util) from gpu_samples").fetchall()[0]
+    return int(row[0]), float(row[1])
+
+
+def test_batch_connection_settings(data_dir: Path) -> None:
+    with connect(data_dir) as con:
+        assert con.sql("select current_setting('parquet_metadata_cache')").fetchall() == [(False,)]
+        configure_batch_connection(con, "700MB")
+        settings = dict(
+            con.sql(
+                "select name, value from duckdb_settings() where name in "
+                "('parquet_metadata_cache', 'preserve_insertion_order', 'memory_limit')"
+            ).fetchall()
+        )
+    assert settings["parquet_metadata_cache"] == "true"
+    assert settings["preserve_insertion_order"] == "false"
+    assert settings["memory_limit"].startswith("667")  # 700 MB in MiB, as DuckDB shows it
+
+
+def test_a_partition_replaced_during_a_batch_is_read_anew(data_dir: Path) -> None:
+    wh = Warehouse(data_dir)
+    _write(wh, 50.0, 4000, age_s=120)
+    with connect(data_dir) as con:
+        configure_batch_connection(con, "500MB")
+        assert _read(con) == (4000, 50.0)
+        assert _read(con) == (4000, 50.0)  # served with the cached footer
+        # Replaced just now (an ingest during the run): a new modification time.
+        _write(wh, 70.0, 5000, age_s=None)
+        assert _read(con) == (5000, 70.0)
+        # Replaced and dated in the past, but not at the time the footer was cached.
+        _write(wh, 90.0, 3000, age_s=60)
+        assert _read(con) == (3000, 90.0)
+        assert _read(con) == (3000, 90.0)
