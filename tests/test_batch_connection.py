@@ -10,39 +10,29 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
-import polars as pl
 
 from gpuwaste.analyses.batch import configure_batch_connection
 from gpuwaste.warehouse import Warehouse, connect
+from tests.support.sample_rows import samples
 
 DAY = datetime(2026, 11, 2, tzinfo=UTC)
 
 
-def _samples(util: float, n: int) -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            "host": ["node1"] * n,
-            "gpu": [0] * n,
-            "ts": [DAY + timedelta(seconds=15 * i) for i in range(n)],
-            "util": [util] * n,
-            "mem_used_mib": [1000.0] * n,
-            "mem_total_mib": [81920.0] * n,
-            "source": ["test"] * n,
-        }
-    )
-
-
-def _write(wh: Warehouse, util: float, n: int, age_s: float | None) -> Path:
+def _write(wh: Warehouse, util: float, n: int, age_s: float | None) -> None:
     """Replace the day's samples; `age_s`: the file's modification time that many seconds ago
     (DuckDB trusts a cached footer only for a file last modified more than 10 s ago)."""
     wh.replace_window(
-        "gpu_samples", "c1", DAY, DAY + timedelta(days=1), _samples(util, n), source="test"
+        "gpu_samples",
+        "c1",
+        DAY,
+        DAY + timedelta(days=1),
+        samples(DAY, n, gpus=1, util=util),
+        source="test",
     )
     (path,) = wh.files("gpu_samples")
     if age_s is not None:
         then = time.time() - age_s
         os.utime(path, (then, then))
-    return path
 
 
 def _read(con: duckdb.DuckDBPyConnection) -> tuple[int, float]:

@@ -22,27 +22,9 @@ from gpuwaste.warehouse.bookkeeping import (
 from gpuwaste.warehouse.catalog import CATALOG_FILE
 from gpuwaste.warehouse.lock import WarehouseLocked, writer_lock
 from gpuwaste.warehouse.store import atomic_write_parquet
+from tests.support.sample_rows import samples
 
 T0 = datetime(2026, 11, 1, 23, 0, tzinfo=UTC)
-
-
-def samples(
-    start: datetime, n: int, gpus: int = 2, step_s: int = 15, util: float = 50.0
-) -> pl.DataFrame:
-    rows = [
-        {
-            "host": "node1",
-            "gpu": g,
-            "ts": start + timedelta(seconds=step_s * i),
-            "util": util,
-            "mem_used_mib": 1000.0,
-            "mem_total_mib": 81920.0,
-            "source": "test",
-        }
-        for g in range(gpus)
-        for i in range(n)
-    ]
-    return pl.DataFrame(rows)
 
 
 def count(data_dir: Path, sql: str) -> int:
