@@ -11,6 +11,7 @@ import pytest
 
 from gpuwaste.act.policy.replay import SQL_FILES as POLICY_SQL
 from gpuwaste.analyses.per_job import GPU_STEPS, JOB_STEP
+from gpuwaste.analyses.plan import SQL_FILES as PLAN_SQL
 from gpuwaste.analyses.registry import ANALYSES, ORACLES
 from gpuwaste.warehouse.schema import all_tables
 
@@ -62,6 +63,7 @@ def test_every_sql_file_is_run_or_labelled_as_an_oracle() -> None:
     run |= {s.sql for s in (*GPU_STEPS, JOB_STEP) if s.sql}
     run |= {"staging/allocations", "staging/resolve_unknown_gpus", "reports/waste_by"}
     run |= set(POLICY_SQL)  # gpuwaste policy replay
+    run |= set(PLAN_SQL)  # gpuwaste analyze: the jobs to recompute and their batches
     run |= {"exporter/window_hours"}  # gpuwaste exporter
     run |= {"act/digest_jobs"}  # gpuwaste notify
     for path in SQL_FILES:

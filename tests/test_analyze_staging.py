@@ -4,12 +4,15 @@ left in the staging folder, and paths that SQL would misread are quoted."""
 from __future__ import annotations
 
 from pathlib import Path
+from tempfile import TemporaryDirectory
 
+import duckdb
 import polars as pl
 
 from gpuwaste.analyses.batch import BatchSpec, compute_batch
+from gpuwaste.analyses.plan import write_batches
 from gpuwaste.analyses.registry import PER_JOB_TABLES
-from gpuwaste.analyses.run import analyze
+from gpuwaste.analyses.run import BATCH_MAX_HOSTS, analyze
 from gpuwaste.config import Settings, Thresholds
 from tests.support.two_jobs import T0, write_two_jobs
 
@@ -48,10 +51,22 @@ def test_compute_batch_returns_arrow_tables_of_the_batch(tmp_path: Path) -> None
     assert outcome.rows["job_usage"] == 1 and not outcome.failed_jobs and not outcome.error
 
 
+def _batches(
+    jobs: pl.DataFrame, batch_days: int, max_hosts: int = BATCH_MAX_HOSTS
+) -> list[list[str]]:
+    """The job ids of each batch, in batch order, as `sql/plan/batches.sql` splits `jobs`."""
+    with TemporaryDirectory() as tmp:
+        dirty, plan = Path(tmp) / "dirty.parquet", Path(tmp) / "plan.parquet"
+        jobs.write_parquet(dirty)
+        with duckdb.connect() as con:
+            count = write_batches(con, dirty, plan, batch_days, max_hosts)
+        rows = pl.read_parquet(plan)
+    assert rows["batch"].is_sorted() and rows.height == jobs.height
+    return [rows.filter(pl.col("batch") == i)["job_id"].to_list() for i in range(count)]
+
+
 def test_batches_split_days_then_hosts_so_a_batch_does_not_grow_with_the_cluster() -> None:
     from datetime import date, timedelta
-
-    from gpuwaste.analyses.run import _batches
 
     d0 = date(2026, 1, 1)
     jobs = pl.DataFrame(
@@ -72,8 +87,6 @@ def test_batches_split_days_then_hosts_so_a_batch_does_not_grow_with_the_cluster
 
 def test_batches_of_a_large_cluster_hold_at_most_max_hosts_and_batch_days() -> None:
     from datetime import date, timedelta
-
-    from gpuwaste.analyses.run import _batches
 
     n = 5000
     jobs = pl.DataFrame(

@@ -131,12 +131,16 @@ def build(data_dir: Path) -> None:
     set_watermark(wh, "c1", "slurm", T - 15 * timedelta(seconds=60))
     refused = [Refused("sacct.txt:3", "unparseable time", "x"), Refused("sacct.txt:9", "bad", "y")]
     write_quarantine(wh, "c1", "slurm", "b1", refused)
+    fingerprints = data_dir / "fingerprints.parquet"
+    pl.DataFrame({"job_id": ["A"]}).write_parquet(fingerprints)
     state.save(
         data_dir,
         "c1",
         state.AnalyzeState(ran_at=(T + H).isoformat(), samples_until=T.isoformat()),
-        pl.DataFrame({"job_id": ["A"]}),
+        fingerprints,
+        [],
     )
+    fingerprints.unlink()
     refresh_catalog(data_dir, force=True)
 
 

@@ -1,8 +1,11 @@
 """One batch of the per-job pass, the unit every engine runs: `compute_batch(spec, data_dir)`.
 
-A `BatchSpec` names a cluster, the jobs of one batch (by start day, `run._batches`) and the
-settings of the pass; it is small and JSON-able, so it travels to a Spark executor as easily as
-to a loop in this process. `compute_batch` opens its own connection to the warehouse at
+A `BatchSpec` names a cluster, the jobs of one batch and the settings of the pass; it is small
+and JSON-able, so it travels to a Spark executor as easily as to a loop in this process. The
+driver does not make the specs: it writes the plan (`plan.make_plan`: every job to recompute and
+its batch, in a parquet file of the staging folder), and an engine makes each batch's spec from
+it when the batch runs (`BatchPlan.spec`), so no process holds the job ids of more than one
+batch. `compute_batch` opens its own connection to the warehouse at
 `data_dir`, runs `per_job.run_batch` over the jobs (a job whose analysis fails alone is left
 out, the rest are analyzed), and returns every per-job result table of the batch as Arrow
 tables, floats rounded. `stage_batch` writes those tables into a staging folder, one file per
@@ -16,7 +19,7 @@ from __future__ import annotations
 import json
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,8 @@ from gpuwaste.warehouse.store import atomic_write_parquet
 DECIMALS = 6
 # More jobs than this failing alone in one cluster: the cause is not the jobs, the cluster fails.
 MAX_FAILED_JOBS = 20
+# The plan of a run in its staging folder: one row (batch, job_id) per job to recompute.
+PLAN_FILE = "plan.parquet"
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,22 @@ class BatchSpec:
     batch_hosts: int = 8
     memory_limit: str = "1500MB"
     variables: str = "{}"  # the cluster's device variables as JSON (sqlfiles.device_variables)
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """The batches of one run: `count` batches, whose job ids are in the plan file `file`
+    (sorted by batch), each with the settings of `template` (a spec without jobs)."""
+
+    file: Path
+    count: int
+    template: BatchSpec
+
+    def spec(self, index: int) -> BatchSpec:
+        """The spec of batch `index`, its job ids read from the plan file (only that batch's
+        row groups: the file is sorted by batch)."""
+        ids = pl.scan_parquet(self.file).filter(pl.col("batch") == index).collect()["job_id"]
+        return replace(self.template, index=index, job_ids=tuple(ids.to_list()))
 
 
 @dataclass
@@ -181,7 +202,9 @@ def spec_fields(spec: BatchSpec) -> dict[str, Any]:
 
 __all__ = [
     "MAX_FAILED_JOBS",
+    "PLAN_FILE",
     "BatchOutcome",
+    "BatchPlan",
     "BatchSpec",
     "compute_batch",
     "configure_batch_connection",

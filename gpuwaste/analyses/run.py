@@ -24,9 +24,19 @@ import duckdb
 import polars as pl
 
 from gpuwaste.analyses import state
-from gpuwaste.analyses.batch import MAX_FAILED_JOBS, BatchOutcome, BatchSpec, one_line, stable
+from gpuwaste.analyses.batch import (
+    MAX_FAILED_JOBS,
+    PLAN_FILE,
+    BatchOutcome,
+    BatchPlan,
+    BatchSpec,
+    configure_batch_connection,
+    one_line,
+    stable,
+)
 from gpuwaste.analyses.engines import Engine, LocalEngine
 from gpuwaste.analyses.freshness import newest_sample_ts
+from gpuwaste.analyses.plan import FINGERPRINTS_FILE, TOUCHED_FILE, Since, make_plan
 from gpuwaste.analyses.registry import summary_order
 from gpuwaste.analyses.sqlfiles import device_variables, set_variables, threshold_variables
 from gpuwaste.analyses.staging import FILE_KEY, commit, remove_staging, staging_dir
@@ -106,62 +116,12 @@ def _as_of(con: duckdb.DuckDBPyConnection, cluster: str) -> datetime:
     return datetime.now(UTC)
 
 
-# At most this many hosts' jobs per batch (by each job's first host): a batch's rows are held
-# until it is staged, so a batch must not grow with the cluster. At 4,096 GPUs (512 hosts) a
-# 7-day batch without this bound peaked at 2.0 GiB, with it at 1.1 GiB; 64 hosts cost 1.6x the
-# time there, 128 hosts 1.2x (docs/scale.md). A cluster of up to 128 hosts is one batch a week.
+# At most this many hosts' jobs per batch (by each job's first host; sql/plan/batches.sql): a
+# batch's rows are held until it is staged, so a batch must not grow with the cluster. At 4,096
+# GPUs (512 hosts) a 7-day batch without this bound peaked at 2.0 GiB, with it at 1.1 GiB; 64
+# hosts cost 1.6x the time there, 128 hosts 1.2x (docs/scale.md). A cluster of up to 128 hosts
+# is one batch a week.
 BATCH_MAX_HOSTS = 128
-
-
-def _batches(
-    dirty: pl.DataFrame, batch_days: int, max_hosts: int = BATCH_MAX_HOSTS
-) -> list[list[str]]:
-    """Jobs grouped by start day, `batch_days` days per batch, and within those days by their
-    first host, `max_hosts` hosts per batch (hosts in name order, so that a batch reads the
-    samples of neighbouring hosts); jobs that never started (no start day: they hold no GPU
-    time) form one batch of their own."""
-    if dirty.height == 0:
-        return []
-    ordered = dirty.sort(["first_day", "first_host", "job_id"], nulls_last=True)
-    first = ordered["first_day"].min()
-    if not isinstance(first, date):
-        return [ordered["job_id"].to_list()]
-    days = (pl.col("first_day") - pl.lit(first)).dt.total_days() // batch_days
-    hosts = (pl.col("first_host").rank("dense").over(days) - 1) // max_hosts
-    groups = ordered.with_columns(days.alias("days"), hosts.fill_null(0).alias("hosts"))
-    return [
-        g["job_id"].to_list() for g in groups.partition_by("days", "hosts", maintain_order=True)
-    ]
-
-
-def _dirty_jobs(
-    fps: pl.DataFrame,
-    prev: tuple[state.AnalyzeState, pl.DataFrame] | None,
-    parts: dict[str, list[int]],
-    as_of: datetime,
-    since: date | None,
-) -> tuple[pl.DataFrame, list[str]]:
-    if prev is None:
-        return fps, []
-    old_state, old_fps = prev
-    changed = fps.join(
-        old_fps.select("job_id", "fingerprint"), on=["job_id", "fingerprint"], how="anti"
-    )
-    removed = old_fps.join(fps, on="job_id", how="anti")["job_id"].to_list()
-    days = sorted(state.changed_days(old_state.partitions, parts))
-    touched = pl.lit(False)
-    for d in days:
-        touched = touched | ((pl.col("first_day") <= d) & (pl.col("last_day") >= d))
-    masks = [touched]
-    if old_state.as_of != as_of.isoformat():
-        masks.append(pl.col("running"))
-    if since is not None:
-        masks.append(pl.col("last_day") >= since)
-    mask = masks[0]
-    for m in masks[1:]:
-        mask = mask | m
-    dirty = pl.concat([changed, fps.filter(mask)]).unique("job_id", keep="first")
-    return dirty, removed
 
 
 def _merge_outcomes(run: ClusterRun, outcomes: list[BatchOutcome]) -> list[str]:
@@ -194,29 +154,46 @@ def _write_per_job_tables(
     data_dir: Path,
     run: ClusterRun,
     engine: Engine,
-    specs: list[BatchSpec],
-    touched: list[str],
-    rebuilt: bool,
+    plan: BatchPlan,
+    staging: Path,
+    touched: Path | None,
     memory_limit: str,
 ) -> None:
-    """Run the batches `specs` on `engine` (each staging its rows; jobs failing alone left out,
-    in `run.failed_jobs`), then replace the rows of the `touched` jobs (recomputed or removed)
-    in every per-job table (every row when `rebuilt`)."""
-    staging = staging_dir(data_dir, run.cluster)
-    try:
-        outcomes = engine.run(specs, data_dir, staging)
-        errors = _merge_outcomes(run, outcomes)
-        run.log = _write_log(data_dir, run.cluster, errors)
-        _raise_batch_failure(run, outcomes)
-        done = sorted({o.index for o in outcomes})
-        missing = sorted({s.index for s in specs} - set(done))
-        if missing:
-            raise GpuwasteError(f"the engine returned no result for batch {missing[0]}")
-        run.rows.update(
-            commit(data_dir, run.cluster, staging, done, touched, rebuilt, memory_limit)
-        )
-    finally:
-        remove_staging(staging)
+    """Run the batches of `plan` on `engine` (each staging its rows; jobs failing alone left
+    out, in `run.failed_jobs`), then replace the rows of the jobs in the parquet file `touched`
+    (recomputed or removed) in every per-job table (every row when None: a rebuild)."""
+    outcomes = engine.run(plan, data_dir, staging)
+    errors = _merge_outcomes(run, outcomes)
+    run.log = _write_log(data_dir, run.cluster, errors)
+    _raise_batch_failure(run, outcomes)
+    done = sorted({o.index for o in outcomes})
+    missing = sorted(set(range(plan.count)) - set(done))
+    if missing:
+        raise GpuwasteError(f"the engine returned no result for batch {missing[0]}")
+    run.rows.update(commit(data_dir, run.cluster, staging, done, touched, memory_limit))
+
+
+def _previous(
+    settings: Settings,
+    cluster: str,
+    thresholds: str,
+    schema: str,
+    parts: dict[str, list[int]],
+    as_of: datetime,
+) -> Since | None:
+    """What the last analyze of `cluster` saw, if an incremental run can build on it: recorded,
+    readable, with the same thresholds and result columns (else every job is recomputed)."""
+    meta = state.load_meta(settings.data_dir, cluster)
+    fingerprints = state.fingerprints_file(settings.data_dir, cluster)
+    if meta is None or fingerprints is None:
+        return None
+    if meta.thresholds != thresholds or meta.results_schema != schema:
+        return None
+    return Since(
+        fingerprints=fingerprints,
+        changed_days=sorted(state.changed_days(meta.partitions, parts)),
+        as_of_moved=meta.as_of != as_of.isoformat(),
+    )
 
 
 def analyze_cluster(
@@ -236,67 +213,79 @@ def analyze_cluster(
     variables_json = json.dumps(variables, sort_keys=True)
     thresholds_json = t.model_dump_json() + variables_json
     schema_now = state.results_schema(tuple(RESULT_TABLES))
-    with connect(settings.data_dir) as con:  # closed on an error too
-        con.execute(f"set memory_limit = '{memory_limit}'")
-        con.execute("set preserve_insertion_order = false")
-        set_variables(con, variables)
-        as_of = _as_of(con, cluster)
-        samples_until = newest_sample_ts(wh, cluster)
-        parts = state.partition_signatures(wh, cluster)
-        fps = state.job_fingerprints(con, cluster, as_of)
-        prev = None if rebuild else state.load(settings.data_dir, cluster)
-        if prev is not None and (
-            prev[0].thresholds != thresholds_json or prev[0].results_schema != schema_now
-        ):
-            prev = None
-        run = ClusterRun(cluster=cluster, jobs_total=fps.height, rebuilt=prev is None)
-        dirty, removed = _dirty_jobs(fps, prev, parts, as_of, since)
-        prev = None  # the last run's fingerprints (a row per job): not held through the batches
-        run.jobs_recomputed, run.jobs_removed = dirty.height, len(removed)
-        changed = bool(dirty.height or removed or run.rebuilt)
-    if changed:
-        specs = [
-            BatchSpec(
+    staging = staging_dir(settings.data_dir, cluster)
+    try:
+        with connect(settings.data_dir) as con:  # closed on an error too
+            configure_batch_connection(con, memory_limit)
+            set_variables(con, variables)
+            as_of = _as_of(con, cluster)
+            samples_until = newest_sample_ts(wh, cluster)
+            parts = state.partition_signatures(wh, cluster)
+            previous = (
+                None
+                if rebuild
+                else _previous(settings, cluster, thresholds_json, schema_now, parts, as_of)
+            )
+            counts = make_plan(
+                con,
+                staging,
+                cluster=cluster,
+                as_of=as_of,
+                previous=previous,
+                since=since,
+                batch_days=batch_days,
+                max_hosts=BATCH_MAX_HOSTS,
+            )
+        run = ClusterRun(
+            cluster=cluster,
+            jobs_total=counts.jobs,
+            jobs_recomputed=counts.recomputed,
+            jobs_removed=counts.removed,
+            rebuilt=previous is None,
+        )
+        if counts.recomputed or counts.removed or run.rebuilt:
+            template = BatchSpec(
                 cluster,
-                i,
-                tuple(ids),
+                0,
+                (),
                 t.model_dump_json(),
                 as_of.isoformat(),
                 batch_hosts,
                 memory_limit,
                 variables_json,
             )
-            for i, ids in enumerate(_batches(dirty, batch_days))
-        ]
-        _write_per_job_tables(
+            _write_per_job_tables(
+                settings.data_dir,
+                run,
+                engine or LocalEngine(),
+                BatchPlan(staging / PLAN_FILE, counts.batches, template),
+                staging,
+                None if run.rebuilt else staging / TOUCHED_FILE,  # rebuilt: every row
+                memory_limit,
+            )
+            refresh_catalog(settings.data_dir)
+            with connect(settings.data_dir) as con:
+                # bounded as every other step: a summary over the cluster's samples spills
+                con.execute(f"set memory_limit = '{memory_limit}'")
+                set_variables(con, {**variables, **threshold_variables(t), "cluster": cluster})
+                for name, compute in SUMMARIES.items():
+                    run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, stable(compute(con)))
+        state.save(
             settings.data_dir,
-            run,
-            engine or LocalEngine(),
-            specs,
-            [] if run.rebuilt else dirty["job_id"].to_list() + removed,  # rebuilt: every row
-            run.rebuilt,
-            memory_limit,
+            cluster,
+            state.AnalyzeState(
+                thresholds=thresholds_json,
+                as_of=as_of.isoformat(),
+                partitions=parts,
+                results_schema=schema_now,
+                ran_at=datetime.now(UTC).isoformat(),
+                samples_until=samples_until.isoformat() if samples_until else "",
+            ),
+            staging / FINGERPRINTS_FILE,
+            list(run.failed_jobs),  # failed: retried next run
         )
-        refresh_catalog(settings.data_dir)
-        with connect(settings.data_dir) as con:
-            # bounded as every other step: a summary over the cluster's samples spills to disk
-            con.execute(f"set memory_limit = '{memory_limit}'")
-            set_variables(con, {**variables, **threshold_variables(t), "cluster": cluster})
-            for name, compute in SUMMARIES.items():
-                run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, stable(compute(con)))
-    state.save(
-        settings.data_dir,
-        cluster,
-        state.AnalyzeState(
-            thresholds=thresholds_json,
-            as_of=as_of.isoformat(),
-            partitions=parts,
-            results_schema=schema_now,
-            ran_at=datetime.now(UTC).isoformat(),
-            samples_until=samples_until.isoformat() if samples_until else "",
-        ),
-        fps.filter(~pl.col("job_id").is_in(list(run.failed_jobs))),  # failed: retried next run
-    )
+    finally:
+        remove_staging(staging)
     return run
 
 

@@ -11,9 +11,7 @@ as they were, and the next run clears the staging folder.
 
 from __future__ import annotations
 
-import os
 import shutil
-import uuid
 from pathlib import Path
 
 import duckdb
@@ -23,7 +21,7 @@ from gpuwaste.analyses import state
 from gpuwaste.analyses.batch import staged_file
 from gpuwaste.analyses.registry import PER_JOB_TABLES
 from gpuwaste.warehouse.schema import table
-from gpuwaste.warehouse.store import TMP_MARK, Warehouse, WarehouseError
+from gpuwaste.warehouse.store import Warehouse, atomic_copy_parquet, sql_string
 
 FILE_KEY = "analyze"
 
@@ -40,13 +38,8 @@ def remove_staging(staging: Path) -> None:
     shutil.rmtree(staging, ignore_errors=True)
 
 
-def _sql_str(path: Path) -> str:
-    """`path` as a SQL string literal."""
-    return "'" + str(path).replace("'", "''") + "'"
-
-
 def _sql_list(paths: list[Path]) -> str:
-    return "[" + ", ".join(_sql_str(p) for p in paths) + "]"
+    return "[" + ", ".join(sql_string(p) for p in paths) + "]"
 
 
 def _copy_sorted(con: duckdb.DuckDBPyConnection, name: str, sources: list[str], dest: Path) -> None:
@@ -56,17 +49,7 @@ def _copy_sorted(con: duckdb.DuckDBPyConnection, name: str, sources: list[str], 
     order = ", ".join(f'"{c}" nulls first' for c in t.sort)
     union = " union all ".join(f"select {cols} from ({s})" for s in sources)
     query = f"select * from ({union})" + (f" order by {order}" if order else "")
-    tmp = dest.with_name(f"{dest.name}{TMP_MARK}{uuid.uuid4().hex}")
-    try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        con.execute(f"copy ({query}) to {_sql_str(tmp)} (format parquet, compression zstd)")
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, dest)
-    except OSError as exc:
-        raise WarehouseError(f"could not write {dest}: {exc.strerror or exc}.") from exc
-    finally:
-        tmp.unlink(missing_ok=True)
+    atomic_copy_parquet(con, query, dest)
 
 
 def _count(con: duckdb.DuckDBPyConnection, paths: list[Path]) -> int:
@@ -110,26 +93,27 @@ def commit(
     cluster: str,
     staging: Path,
     batches: list[int],
-    touched: list[str],
-    rebuilt: bool,
+    touched: Path | None,
     memory_limit: str,
 ) -> dict[str, int]:
-    """Every per-job result file of `cluster`: the rows staged by `batches`, plus (unless
-    `rebuilt`) the old rows of the jobs not `touched`. Returns rows per table: all rows when
-    `rebuilt`, else the rows staged."""
+    """Every per-job result file of `cluster`: the rows staged by `batches`, plus the old rows
+    of the jobs not in the parquet file `touched` (recomputed or removed; None: a rebuild, every
+    old row goes). Returns rows per table: all rows after a rebuild, else the rows staged."""
     wh = Warehouse(data_dir)
     rows: dict[str, int] = {}
     with duckdb.connect(":memory:") as con:
         con.execute("set TimeZone = 'UTC'")
         con.execute(f"set memory_limit = '{memory_limit}'")
-        con.execute(f"set temp_directory = {_sql_str(staging / 'spill')}")
-        con.register(
-            "touched_jobs", pl.DataFrame({"job_id": touched}, schema={"job_id": pl.String})
-        )
+        con.execute(f"set temp_directory = {sql_string(staging / 'spill')}")
+        if touched is not None:
+            con.execute(
+                "create temp view touched_jobs as select job_id from read_parquet("
+                f"{sql_string(touched)})"
+            )
         for name in PER_JOB_TABLES:
             staged = [p for i in batches if (p := staged_file(staging, name, i)).exists()]
-            new, total = commit_table(con, wh, cluster, name, staged, keep_old=not rebuilt)
-            rows[name] = total if rebuilt else new
+            new, total = commit_table(con, wh, cluster, name, staged, keep_old=touched is not None)
+            rows[name] = new if touched is not None else total
     return rows
 
 

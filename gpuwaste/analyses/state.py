@@ -14,14 +14,15 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date
 from pathlib import Path
 
 import duckdb
-import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from gpuwaste.warehouse.schema import table
-from gpuwaste.warehouse.store import Warehouse, atomic_write_parquet
+from gpuwaste.warehouse.store import Warehouse, atomic_copy_parquet, sql_string
 
 STATE_DIR = "analyze_state"
 VERSION = 1
@@ -67,33 +68,6 @@ def changed_days(old: dict[str, list[int]], new: dict[str, list[int]]) -> set[da
     return {date.fromisoformat(k.split("/")[1]) for k in keys}
 
 
-def job_fingerprints(con: duckdb.DuckDBPyConnection, cluster: str, as_of: datetime) -> pl.DataFrame:
-    """job_id, fingerprint of its record and allocations, first and last UTC day it spans,
-    whether it runs, and the first of its hosts (by name; NULL without allocations)."""
-    return con.sql(
-        """
-        with j as (select * from jobs where cluster = $1),
-        g as (
-            select job_id,
-                   string_agg(concat_ws('|', attempt, host, gpu, start_ts, end_ts), ';'
-                              order by attempt, host, gpu, start_ts) as allocs,
-                   min(start_ts) as first_ts, max(coalesce(end_ts, $2::timestamptz)) as last_ts,
-                   min(host) as first_host
-            from job_gpus where cluster = $1 group by job_id
-        )
-        select j.job_id,
-               md5(concat_ws('|', j.user, j.vc, j.name, j.state, j.raw_state, j.submit_ts,
-                   j.start_ts, j.end_ts, j.gpus, j.is_debug, coalesce(g.allocs, ''))) as fingerprint,
-               coalesce(g.first_ts, j.start_ts)::date as first_day,
-               coalesce(g.last_ts, j.end_ts, $2::timestamptz)::date as last_day,
-               j.end_ts is null or j.state = 'running' as running,
-               g.first_host
-        from j left join g using (job_id)
-        """,
-        params=[cluster, as_of],
-    ).pl()
-
-
 def _paths(data_dir: Path, cluster: str) -> tuple[Path, Path]:
     d = data_dir / STATE_DIR
     return d / f"{cluster}.json", d / f"{cluster}.jobs.parquet"
@@ -109,21 +83,35 @@ def load_meta(data_dir: Path, cluster: str) -> AnalyzeState | None:
     return state if state.version == VERSION else None
 
 
-def load(data_dir: Path, cluster: str) -> tuple[AnalyzeState, pl.DataFrame] | None:
-    state = load_meta(data_dir, cluster)
+def fingerprints_file(data_dir: Path, cluster: str) -> Path | None:
+    """The job fingerprints the last analyze of `cluster` recorded (plan/job_fingerprints.sql),
+    if they are there and readable as such (None: recompute everything)."""
     _, jobs = _paths(data_dir, cluster)
-    if state is None:
-        return None
     try:
-        fps = pl.read_parquet(jobs)
-    except (OSError, ValueError):
-        return None  # unreadable state: recompute everything
-    return state, fps
+        names = set(pq.read_schema(jobs).names)
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    return jobs if {"job_id", "fingerprint"} <= names else None
 
 
-def save(data_dir: Path, cluster: str, state: AnalyzeState, fingerprints: pl.DataFrame) -> None:
+def save(
+    data_dir: Path,
+    cluster: str,
+    state: AnalyzeState,
+    fingerprints: Path,
+    leave_out: list[str],
+) -> None:
+    """Record `state` and the job fingerprints in the parquet file `fingerprints`, but for the
+    jobs `leave_out` (their analysis failed: the next run retries them)."""
     meta, jobs = _paths(data_dir, cluster)
-    atomic_write_parquet(fingerprints, jobs)
+    with duckdb.connect(":memory:") as con:
+        atomic_copy_parquet(
+            con,
+            f"select * from read_parquet({sql_string(fingerprints)}) "
+            "where not list_contains($1::varchar[], job_id)",
+            jobs,
+            [leave_out],
+        )
     tmp = meta.with_name(meta.name + ".tmp")
     tmp.write_text(json.dumps(state.__dict__, indent=1, sort_keys=True))
     os.replace(tmp, meta)

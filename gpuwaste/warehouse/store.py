@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import duckdb
 import polars as pl
 
 from gpuwaste.errors import GpuwasteError
@@ -56,6 +57,33 @@ def atomic_write_parquet(df: pl.DataFrame, dest: Path) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def sql_string(text: str | Path) -> str:
+    """`text` (a path) as a SQL string literal."""
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def atomic_copy_parquet(
+    con: duckdb.DuckDBPyConnection, query: str, dest: Path, params: list[object] | None = None
+) -> None:
+    """The rows of `query` (a SELECT, run by DuckDB: streamed, spilling past its memory limit,
+    never held in Python) written to `dest` through a temporary file and a rename, as
+    `atomic_write_parquet`; on failure `dest` is intact."""
+    tmp = dest.with_name(f"{dest.name}{TMP_MARK}{uuid.uuid4().hex}")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        con.execute(
+            f"copy ({query}) to {sql_string(tmp)} (format parquet, compression zstd)", params
+        )
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, dest)
+        _fsync_dir(dest.parent)
+    except OSError as exc:
+        raise WarehouseError(f"could not write {dest}: {exc.strerror or exc}.") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _read_file(path: Path, t: Table) -> pl.DataFrame:

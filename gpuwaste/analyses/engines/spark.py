@@ -1,6 +1,6 @@
 """`gpuwaste analyze --engine spark`: the batches of one cluster as the tasks of one Spark job.
 
-The driver writes the batch plan (batch -> job ids) into the run's staging folder, then runs
+The driver's plan (batch -> job ids, `plan.make_plan`) is in the run's staging folder; it runs
 `spark.range(n, numPartitions=n).mapInArrow(...)`: one task per batch. On the executor a task
 reads its job ids from the plan, calls `batch.stage_batch` (the same function the local engine
 calls) and writes its rows into the staging folder; what it returns to the driver is one small
@@ -26,15 +26,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import polars as pl
 import pyarrow as pa
 
 import gpuwaste
-from gpuwaste.analyses.batch import BatchOutcome, BatchSpec, spec_fields, stage_batch
+from gpuwaste.analyses.batch import BatchOutcome, BatchPlan, BatchSpec, spec_fields, stage_batch
 from gpuwaste.errors import GpuwasteError
-from gpuwaste.warehouse.store import atomic_write_parquet
 
-PLAN_FILE = "plan.parquet"
 OUTCOME_SCHEMA = "batch long, outcome string"
 APP_NAME = "gpuwaste analyze"
 CONNECT_PORT = 15002  # Spark Connect's default port
@@ -186,26 +183,18 @@ class SparkEngine:
             spark.sparkContext.setLogLevel("ERROR")
         return spark
 
-    def run(self, specs: list[BatchSpec], data_dir: Path, staging: Path) -> list[BatchOutcome]:
-        if not specs:
+    def run(self, plan: BatchPlan, data_dir: Path, staging: Path) -> list[BatchOutcome]:
+        if not plan.count:
             return []
         spark = self.session()
-        plan = pl.DataFrame(
-            {
-                "batch": [s.index for s in specs for _ in s.job_ids],
-                "job_id": [j for s in specs for j in s.job_ids],
-            },
-            schema={"batch": pl.Int64, "job_id": pl.String},
-        )
-        atomic_write_parquet(plan, staging / PLAN_FILE)
-        del plan
         common = {
             "data_dir": str(Path(data_dir).absolute()),
             "staging": str(staging),
-            "spec": spec_fields(specs[0]),
+            "plan": str(Path(plan.file).absolute()),
+            "spec": spec_fields(plan.template),
             "versions": versions(),
         }
-        tasks = spark.range(0, len(specs), 1, numPartitions=len(specs))
+        tasks = spark.range(0, plan.count, 1, numPartitions=plan.count)
         with warnings.catch_warnings():  # pyspark 4.3 warns that pandas 3 is new to it
             warnings.simplefilter("ignore", FutureWarning)
             staged = tasks.mapInArrow(functools.partial(stage_partition, common), OUTCOME_SCHEMA)
@@ -239,8 +228,7 @@ def stage_planned(common: dict[str, Any], index: int) -> BatchOutcome:
                 "on every worker."
             ),
         )
-    data_dir, staging = Path(common["data_dir"]), Path(common["staging"])
-    plan = staging / PLAN_FILE
+    data_dir, staging, plan = (Path(common[k]) for k in ("data_dir", "staging", "plan"))
     if not plan.is_file() or not (data_dir / "parquet").is_dir():
         return BatchOutcome(
             index=index,
@@ -250,9 +238,8 @@ def stage_planned(common: dict[str, Any], index: int) -> BatchOutcome:
                 "or a ReadWriteMany volume on Kubernetes)."
             ),
         )
-    ids = pl.scan_parquet(plan).filter(pl.col("batch") == index).collect()["job_id"].to_list()
-    spec = BatchSpec(index=index, job_ids=tuple(ids), **common["spec"])
-    return stage_batch(spec, data_dir, staging)
+    template = BatchSpec(index=0, job_ids=(), **common["spec"])
+    return stage_batch(BatchPlan(plan, 0, template).spec(index), data_dir, staging)
 
 
 __all__ = ["SparkEngine", "SparkEngineError", "explain_failure", "version_mismatch"]

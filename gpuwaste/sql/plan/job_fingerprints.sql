@@ -1,0 +1,37 @@
+-- grain: one row per job of the cluster: a fingerprint of its record and its allocations, the
+--        first and last UTC day its allocations span, whether it runs, and the first of its
+--        hosts (by name; NULL without allocations). `gpuwaste analyze` keeps these rows
+--        (analyze_state/<cluster>.jobs.parquet) and compares them next time to find changed jobs.
+-- sources: jobs, job_gpus (facts).
+-- variables: cluster, as_of (how far the cluster's data reaches: the end of a running job).
+with
+
+j as (select * from jobs where cluster = getvariable('cluster')),
+
+g as (
+    select
+        job_id,
+        string_agg(concat_ws('|', attempt, host, gpu, start_ts, end_ts), ';'
+                   order by attempt, host, gpu, start_ts) as allocs,
+        min(start_ts) as first_ts,
+        max(coalesce(end_ts, getvariable('as_of')::timestamptz)) as last_ts,
+        min(host) as first_host
+    from job_gpus
+    where cluster = getvariable('cluster')
+    group by job_id
+),
+
+final as (
+    select
+        j.job_id,
+        md5(concat_ws('|', j.user, j.vc, j.name, j.state, j.raw_state, j.submit_ts,
+            j.start_ts, j.end_ts, j.gpus, j.is_debug, coalesce(g.allocs, ''))) as fingerprint,
+        coalesce(g.first_ts, j.start_ts)::date as first_day,
+        coalesce(g.last_ts, j.end_ts, getvariable('as_of')::timestamptz)::date as last_day,
+        j.end_ts is null or j.state = 'running' as running,
+        g.first_host
+    from j
+    left join g using (job_id)
+)
+
+select * from final
