@@ -25,7 +25,7 @@ from gpuwaste.warehouse.schema import table
 from gpuwaste.warehouse.store import Warehouse, atomic_copy_parquet, sql_string
 
 STATE_DIR = "analyze_state"
-VERSION = 1
+VERSION = 2  # 2: fingerprints by sql/plan/job_fingerprints.sql (allocations summed, not listed)
 SAMPLE_TABLES = ("gpu_samples", "host_samples")
 
 
