@@ -18,8 +18,7 @@ from datetime import date
 from pathlib import Path
 
 import duckdb
-import pyarrow as pa
-import pyarrow.parquet as pq
+import polars as pl
 
 from gpuwaste.warehouse.schema import table
 from gpuwaste.warehouse.store import Warehouse, atomic_copy_parquet, sql_string
@@ -88,8 +87,8 @@ def fingerprints_file(data_dir: Path, cluster: str) -> Path | None:
     if they are there and readable as such (None: recompute everything)."""
     _, jobs = _paths(data_dir, cluster)
     try:
-        names = set(pq.read_schema(jobs).names)
-    except (OSError, ValueError, pa.ArrowException):
+        names = set(pl.read_parquet_schema(jobs))  # polars, not pyarrow: `gpuwaste job` needs none
+    except (OSError, ValueError, pl.exceptions.PolarsError):
         return None
     return jobs if {"job_id", "fingerprint"} <= names else None
 
