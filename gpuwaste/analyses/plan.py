@@ -25,6 +25,7 @@ import duckdb
 
 from gpuwaste.analyses.batch import PLAN_FILE
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables
+from gpuwaste.analyses.staging import count_rows
 from gpuwaste.warehouse.store import atomic_copy_parquet, sql_string
 
 FINGERPRINTS_FILE = "fingerprints.parquet"
@@ -56,11 +57,6 @@ class PlanCounts:
     batches: int
 
 
-def _count(con: duckdb.DuckDBPyConnection, path: Path) -> int:
-    row = con.execute(f"select count(*) from read_parquet({sql_string(path)})").fetchall()[0]
-    return int(row[0])
-
-
 def write_dirty(
     con: duckdb.DuckDBPyConnection,
     fingerprints: Path,
@@ -90,7 +86,7 @@ def write_dirty(
         f"union all ({load_sql('plan/removed_jobs')})",
         touched,
     )
-    return dirty, _count(con, touched) - _count(con, dirty)
+    return dirty, count_rows(con, [touched]) - count_rows(con, [dirty])
 
 
 def write_batches(
@@ -130,8 +126,8 @@ def make_plan(
         dirty, removed = write_dirty(con, fingerprints, previous, since, staging)
     batches = write_batches(con, dirty, staging / PLAN_FILE, batch_days, max_hosts)
     return PlanCounts(
-        jobs=_count(con, fingerprints),
-        recomputed=_count(con, dirty),
+        jobs=count_rows(con, [fingerprints]),
+        recomputed=count_rows(con, [dirty]),
         removed=removed,
         batches=batches,
     )

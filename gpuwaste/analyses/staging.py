@@ -52,7 +52,7 @@ def _copy_sorted(con: duckdb.DuckDBPyConnection, name: str, sources: list[str], 
     atomic_copy_parquet(con, query, dest)
 
 
-def _count(con: duckdb.DuckDBPyConnection, paths: list[Path]) -> int:
+def count_rows(con: duckdb.DuckDBPyConnection, paths: list[Path]) -> int:
     """Rows in parquet files `paths` (from their footers)."""
     if not paths:
         return 0
@@ -85,7 +85,7 @@ def commit_table(
         wh.replace_file(name, cluster, FILE_KEY, pl.DataFrame())
         return 0, 0
     _copy_sorted(con, name, sources, dest)
-    return _count(con, staged), _count(con, [dest])
+    return count_rows(con, staged), count_rows(con, [dest])
 
 
 def commit(
@@ -117,4 +117,4 @@ def commit(
     return rows
 
 
-__all__ = ["FILE_KEY", "commit", "remove_staging", "staging_dir"]
+__all__ = ["FILE_KEY", "commit", "count_rows", "remove_staging", "staging_dir"]

@@ -30,7 +30,7 @@ import polars as pl
 
 from gpuwaste.warehouse.damaged import damaged_file_error
 from gpuwaste.warehouse.schema import UTC_TS, Table, all_tables
-from gpuwaste.warehouse.store import Warehouse
+from gpuwaste.warehouse.store import Warehouse, sql_string
 
 CATALOG_FILE = "gpuwaste.duckdb"
 SIGNATURE_FILE = "catalog.json"
@@ -65,13 +65,9 @@ def _duck_type(dtype: pl.DataType) -> str:
     raise TypeError(f"no DuckDB type for {dtype}")
 
 
-def _quote(path: Path | str) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
-
-
 def absolute_folder(data_dir: Path) -> str:
     """SQL for the data directory, absolute, with a trailing slash."""
-    return _quote(str(Path(data_dir).resolve()).rstrip("/") + "/")
+    return sql_string(str(Path(data_dir).resolve()).rstrip("/") + "/")
 
 
 def folder_of_catalog_file(data_dir: Path) -> str:
@@ -125,7 +121,7 @@ def view_sql(wh: Warehouse, t: Table, folder: str | None = None) -> str:
         return f"SELECT {', '.join(nulls)} WHERE false"
     glob = wh.table_dir(t.name) / ("*/*/*.parquet" if t.layout == "dated" else "*/*.parquet")
     files_sql = (
-        f"{folder or absolute_folder(wh.data_dir)} || {_quote(glob.relative_to(wh.data_dir))}"
+        f"{folder or absolute_folder(wh.data_dir)} || {sql_string(glob.relative_to(wh.data_dir))}"
     )
     hive = (
         "{'cluster': 'VARCHAR', 'date': 'DATE'}"
