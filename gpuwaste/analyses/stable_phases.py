@@ -42,24 +42,30 @@ def _micros(seconds: pl.Expr) -> pl.Expr:
 def level_runs_frame(flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
     """Pure: the rows of `sql/analyses/stable_phases.sql` from sample_flags rows in allocation
     and time order (as job_samples.py makes them). A run's readings are contiguous there, so a
-    running count of run openings numbers them: no join, no sort."""
+    running count of run openings numbers them: no join, no sort, and the numbers ascend, which
+    polars is told (`set_sorted`) so that it groups by slicing instead of hashing (80 -> 50 ms
+    for a host range of 2.1 M samples)."""
     step = t.phase_tolerance_mib / STEP_FRACTION
     mem, prev_mem = pl.col("mem_used_mib"), pl.col("prev_mem")
-    readings = flags.filter(mem.is_not_null()).select(
-        "alloc_id",
-        "ts",
-        "mem_used_mib",
-        "mem_total_mib",
-        "gap_before",
-        (pl.col("covered_s") + pl.col("tail_covered_s")).alias("weight_s"),
-        (pl.col("ts") - _micros(pl.col("covered_s"))).alias("opens_at"),
-        (pl.col("ts") + _micros(pl.col("tail_covered_s"))).alias("closes_at"),
-        (prev_mem.is_null() | pl.col("gap_before") | ((mem - prev_mem).abs() > step)).alias(
-            "opens_run"
-        ),
+    readings = (
+        flags.lazy()
+        .filter(mem.is_not_null())
+        .select(
+            "alloc_id",
+            "ts",
+            "mem_used_mib",
+            "mem_total_mib",
+            "gap_before",
+            (pl.col("covered_s") + pl.col("tail_covered_s")).alias("weight_s"),
+            (pl.col("ts") - _micros(pl.col("covered_s"))).alias("opens_at"),
+            (pl.col("ts") + _micros(pl.col("tail_covered_s"))).alias("closes_at"),
+            (prev_mem.is_null() | pl.col("gap_before") | ((mem - prev_mem).abs() > step))
+            .fill_null(False)
+            .alias("opens_run"),
+        )
     )
     return (
-        readings.with_columns(pl.col("opens_run").cum_sum().alias("run"))
+        readings.with_columns(pl.col("opens_run").cum_sum().set_sorted().alias("run"))
         .group_by("run", maintain_order=True)
         .agg(
             pl.col("alloc_id").first(),
@@ -75,6 +81,7 @@ def level_runs_frame(flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
         )
         .drop("run")
         .sort("alloc_id", maintain_order=True)
+        .collect()
     )
 
 
@@ -131,7 +138,7 @@ def merge_phases(runs: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> pl.D
     t_min = min(t.stable_phase_lengths_s)
     m_min = min(t.stable_phase_idle_gib) * 1024.0
     phases = (
-        runs.with_columns(pl.Series("phase", phase))
+        runs.with_columns(pl.Series("phase", phase).set_sorted())  # numbered in order
         .group_by("phase", maintain_order=True)
         .agg(
             pl.col("alloc_id").first(),

