@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -135,6 +136,8 @@ def test_a_step_that_raises_leaves_no_name_on_the_connection(tmp_path: Path) -> 
         with pytest.raises(duckdb.CatalogException, match="host_samples"):
             run_batch(con, "c", ["a", "b"], Thresholds(), datetime(2026, 11, 2, tzinfo=UTC))
         assert _temp_names(con) == before - {"host_samples"}
+    # nor a thread reading samples ahead
+    assert not [t for t in threading.enumerate() if t.name.startswith("gpuwaste-read")]
 
 
 def test_analyze_cluster_closes_its_connection_on_an_error(

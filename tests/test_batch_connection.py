@@ -13,6 +13,7 @@ import duckdb
 
 from gpuwaste.analyses.batch import configure_batch_connection
 from gpuwaste.warehouse import Warehouse, connect
+from gpuwaste.warehouse.catalog import cursor
 from tests.support.sample_rows import samples
 
 DAY = datetime(2026, 11, 2, tzinfo=UTC)
@@ -53,6 +54,31 @@ def test_batch_connection_settings(data_dir: Path) -> None:
     assert settings["parquet_metadata_cache"] == "true"
     assert settings["preserve_insertion_order"] == "false"
     assert settings["memory_limit"].startswith("667")  # 700 MB in MiB, as DuckDB shows it
+
+
+def test_a_cursor_keeps_the_session_settings_a_cursor_of_duckdb_would_not(data_dir: Path) -> None:
+    """The batch's reader thread reads on a cursor: DuckDB starts a cursor with its own defaults
+    for the time zone and the footer cache (checked here, so that the test fails if DuckDB
+    starts sharing them and `cursor` is no longer needed), and `cursor` copies them."""
+    with connect(data_dir) as con:
+        configure_batch_connection(con, "700MB")
+        con.execute("set TimeZone = 'America/New_York'")  # not the machine's: UTC or other
+        names = ("TimeZone", "parquet_metadata_cache", "preserve_insertion_order", "memory_limit")
+
+        def settings(c: duckdb.DuckDBPyConnection) -> dict[str, str]:
+            rows = c.execute(
+                "select name, value from duckdb_settings() where name in (?, ?, ?, ?)", names
+            ).fetchall()
+            return dict(rows)
+
+        plain = con.cursor()
+        copied = cursor(con)
+        assert settings(plain)["TimeZone"] != "America/New_York"
+        assert settings(plain)["parquet_metadata_cache"] == "false"
+        assert settings(copied) == settings(con)
+        assert copied.sql("select count(*) from gpu_samples").fetchall()[0][0] >= 0  # its views
+        plain.close()
+        copied.close()
 
 
 def test_a_partition_replaced_during_a_batch_is_read_anew(data_dir: Path) -> None:

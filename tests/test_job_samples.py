@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from gpuwaste.analyses import job_samples, sample_flags, stable_phases
+from gpuwaste.analyses import job_samples, per_job, sample_flags, stable_phases
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
-from gpuwaste.warehouse.catalog import connect
+from gpuwaste.warehouse.catalog import connect, cursor
 from gpuwaste.warehouse.store import Warehouse
 
 T0 = datetime(2026, 11, 1, 23, 50, tzinfo=UTC)  # crosses midnight
@@ -241,6 +241,7 @@ def test_generated_cluster_from_the_warehouse(tmp_path: Path) -> None:
     set_variables(con, {"date_lo": lo, "date_hi": hi})
     hosts = [r[0] for r in con.sql("select distinct host from analyze_alloc order by 1").fetchall()]
     assert len(hosts) >= 3
+    allocs = con.sql("select * from analyze_alloc").pl()
     compared = 0
     for host_lo, host_hi in [(hosts[0], hosts[1]), (hosts[2], hosts[-1])]:
         set_variables(con, {"host_lo": host_lo, "host_hi": host_hi})
@@ -249,6 +250,9 @@ def test_generated_cluster_from_the_warehouse(tmp_path: Path) -> None:
             "where host between getvariable('host_lo') and getvariable('host_hi')"
         ).pl()
         fast = job_samples.compute(con, alloc, t.idle_mem_floor_mib, t.fluctuation_window_s)
+        # what the batch's reader thread reads ahead for the range, on a cursor of its own
+        ahead = per_job._range_samples(cursor(con), "c", allocs, (host_lo, host_hi))
+        assert_frame_equal(ahead, job_samples.read(con, alloc), check_exact=True)
         con.execute(
             "create or replace temp table range_alloc as select * from analyze_alloc "
             "where host between getvariable('host_lo') and getvariable('host_hi')"

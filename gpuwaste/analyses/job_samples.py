@@ -172,17 +172,29 @@ def _read_params(hosts: list[str], alloc_keyed: pl.DataFrame) -> list[list[str] 
     return [hosts, spans["start_ts"].to_list(), spans["end_ts"].to_list()]
 
 
+def read(con: duckdb.DuckDBPyConnection, alloc: pl.DataFrame) -> pl.DataFrame:
+    """The samples `compute` reads for `alloc` (the allocations of one host range): those of
+    the variables' cluster, dates and hosts in stored order, keyed by GPU in SQL (no strings
+    cross into polars), each host's over the span of its allocations."""
+    hosts, alloc_keyed = _keyed_allocations(alloc)
+    params = _read_params(hosts, alloc_keyed)
+    con.execute("set session preserve_insertion_order = true")
+    try:
+        return read_retrying(lambda: con.sql(_SAMPLES, params=params).pl())
+    finally:
+        con.execute("reset session preserve_insertion_order")
+
+
+def compute_read(
+    samples: pl.DataFrame, alloc: pl.DataFrame, idle_mem_floor_mib: float, window_s: float
+) -> pl.DataFrame:
+    """job_samples for `alloc` from `samples`, as `read` returned them for the same `alloc`."""
+    return _compute_keyed(samples, _keyed_allocations(alloc)[1], idle_mem_floor_mib, window_s)
+
+
 def compute(
     con: duckdb.DuckDBPyConnection, alloc: pl.DataFrame, idle_mem_floor_mib: float, window_s: float
 ) -> pl.DataFrame:
     """job_samples for `alloc` (the allocations of one host range), reading the samples of the
-    variables' cluster, dates and hosts in stored order, keyed by GPU in SQL (no strings cross
-    into polars)."""
-    hosts, alloc_keyed = _keyed_allocations(alloc)
-    params = _read_params(hosts, alloc_keyed)
-    con.execute("set preserve_insertion_order = true")
-    try:
-        samples = read_retrying(lambda: con.sql(_SAMPLES, params=params).pl())
-    finally:
-        con.execute("set preserve_insertion_order = false")
-    return _compute_keyed(samples, alloc_keyed, idle_mem_floor_mib, window_s)
+    variables' cluster, dates and hosts (`read`)."""
+    return compute_read(read(con, alloc), alloc, idle_mem_floor_mib, window_s)

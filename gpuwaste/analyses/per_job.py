@@ -11,15 +11,18 @@ result tables.
 Each per-job result is a pure function of one job's records and samples, so jobs are processed in
 batches (by start day), and inside a batch the per-GPU pass runs over a range of hosts at a time
 (sample files are sorted by host, so a range reads only its row groups): memory is bounded by
-hosts x days, and a re-run of a job replaces exactly its rows.
+hosts x days, and a re-run of a job replaces exactly its rows. A thread reads the next host
+range's samples while the steps run over the current one (`_read_ahead`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime, timedelta
 from types import TracebackType
 
 import duckdb
@@ -29,6 +32,7 @@ from gpuwaste.analyses import job_samples, sample_flags, stable_phases
 from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
+from gpuwaste.warehouse.catalog import cursor
 from gpuwaste.warehouse.schema import conform, table
 
 
@@ -185,8 +189,8 @@ def _allocations(
 def _job_samples(
     frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
 ) -> pl.DataFrame:
-    return job_samples.compute(
-        con, frames["batch_alloc"], t.idle_mem_floor_mib, t.fluctuation_window_s
+    return job_samples.compute_read(
+        frames["range_samples"], frames["batch_alloc"], t.idle_mem_floor_mib, t.fluctuation_window_s
     )
 
 
@@ -223,7 +227,7 @@ def _analysis_step(output: str, name: str, *, conform: bool = True) -> Step:
 # The per-GPU pass over the allocations in `analyze_alloc` (one host range), in order.
 GPU_STEPS: tuple[Step, ...] = (
     Step("batch_alloc", ("analyze_alloc",), fn=_allocations),
-    Step("job_samples", ("batch_alloc", "gpu_samples"), fn=_job_samples),
+    Step("job_samples", ("batch_alloc", "range_samples"), fn=_job_samples),
     Step("sample_flags", ("job_samples",), fn=_sample_flags),
     Step("gpu_sample_stats", ("sample_flags",), sql="staging/gpu_sample_stats", temp_table=True),
     _analysis_step("batch_idle_slots", "idle_slots"),
@@ -311,16 +315,72 @@ def _host_chunks(con: duckdb.DuckDBPyConnection, batch_hosts: int) -> list[tuple
 
 def _gpu_pass(
     con: duckdb.DuckDBPyConnection,
+    samples: pl.DataFrame,
     thresholds: Thresholds,
     lap: Callable[[str], None],
 ) -> dict[str, pl.DataFrame]:
-    """The parts (GPU_PARTS) for the allocations in `analyze_alloc` (one host range)."""
+    """The parts (GPU_PARTS) for the allocations in `analyze_alloc` (one host range), whose
+    samples (`job_samples.read`) are `samples`."""
     span = _date_range(con)
     if span is None:
         return {}
     set_variables(con, {"date_lo": span[0], "date_hi": span[1]})
     with Relations(con) as rel:
+        rel.frame("range_samples", samples)
         return run_steps(rel, GPU_STEPS, GPU_PARTS, thresholds, lap)
+
+
+def _range_samples(
+    con: duckdb.DuckDBPyConnection,
+    cluster: str,
+    alloc_all: pl.DataFrame,
+    host_range: tuple[str, str],
+) -> pl.DataFrame:
+    """The samples of the allocations of `alloc_all` on the hosts of `host_range`
+    (`job_samples.read`, over the dates of those allocations, as `_gpu_pass` sets them)."""
+    lo, hi = host_range
+    alloc = alloc_all.filter(pl.col("host").is_between(pl.lit(lo), pl.lit(hi)))
+    start, end = alloc["start_ts"].min(), alloc["end_ts"].max()
+    if not isinstance(start, datetime) or not isinstance(end, datetime):
+        return pl.DataFrame()  # no allocation: `_gpu_pass` reads nothing either
+    last = end - timedelta(microseconds=1)
+    set_variables(
+        con,
+        {
+            "cluster": cluster,
+            "host_lo": lo,
+            "host_hi": hi,
+            "date_lo": start.astimezone(UTC).date(),
+            "date_hi": last.astimezone(UTC).date(),
+        },
+    )
+    return job_samples.read(con, alloc)
+
+
+def _read_ahead(
+    con: duckdb.DuckDBPyConnection,
+    cluster: str,
+    alloc_all: pl.DataFrame,
+    ranges: list[tuple[str, str]],
+) -> Generator[tuple[tuple[str, str], pl.DataFrame]]:
+    """Each host range of `ranges` with its samples, read one range ahead: while the caller
+    works on a range, a thread reads the next one's samples on a cursor of `con` (DuckDB
+    decoding parquet uses the cores the caller's steps leave idle, 0.3-0.5 of 2; at 1x a run
+    takes 8 % less time, for one range's samples more in memory, 0.1 GiB). Use it closed
+    (`contextlib.closing`): the read in flight is waited for and the cursor closed."""
+    reader = cursor(con)
+    try:
+        with ThreadPoolExecutor(1, thread_name_prefix="gpuwaste-read") as pool:
+            ahead = [pool.submit(_range_samples, reader, cluster, alloc_all, r) for r in ranges[:1]]
+            for i, host_range in enumerate(ranges):
+                samples = ahead.pop().result()
+                if i + 1 < len(ranges):
+                    ahead.append(
+                        pool.submit(_range_samples, reader, cluster, alloc_all, ranges[i + 1])
+                    )
+                yield host_range, samples
+    finally:
+        reader.close()
 
 
 def _empty(name: str) -> pl.DataFrame:
@@ -404,15 +464,20 @@ def run_batch(
         lap("allocations")
 
         parts: dict[str, list[pl.DataFrame]] = {}
-        for host_lo, host_hi in _host_chunks(con, batch_hosts):
-            set_variables(con, {"host_lo": host_lo, "host_hi": host_hi})
-            rel.table(
-                "analyze_alloc",
-                "select * from analyze_alloc_all "
-                "where host between getvariable('host_lo') and getvariable('host_hi')",
-            )
-            for name, df in _gpu_pass(con, thresholds, lap).items():
-                parts.setdefault(name, []).append(df)
+        alloc_all = con.sql("select * from analyze_alloc_all").pl()
+        ranges = _host_chunks(con, batch_hosts)
+        with closing(_read_ahead(con, cluster, alloc_all, ranges)) as read:
+            for (host_lo, host_hi), samples in read:
+                lap("read (waited for)")
+                set_variables(con, {"host_lo": host_lo, "host_hi": host_hi})
+                rel.table(
+                    "analyze_alloc",
+                    "select * from analyze_alloc_all "
+                    "where host between getvariable('host_lo') and getvariable('host_hi')",
+                )
+                for name, df in _gpu_pass(con, samples, thresholds, lap).items():
+                    parts.setdefault(name, []).append(df)
+                del samples
         rel.table("analyze_alloc", "select * from analyze_alloc_all")
 
         batch = _roll_up_parts(parts, thresholds)

@@ -156,6 +156,21 @@ def connect(data_dir: Path) -> duckdb.DuckDBPyConnection:
     return con
 
 
+# Settings DuckDB keeps per connection (a cursor starts from their defaults), which the
+# warehouse's connections set: the UTC session of `connect`, and a batch's read settings.
+SESSION_SETTINGS = ("TimeZone", "parquet_metadata_cache", "preserve_insertion_order")
+
+
+def cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A connection of its own to `con`'s database, for another thread: the same views and
+    memory limit, its own temp tables and variables, and `con`'s SESSION_SETTINGS."""
+    cur = con.cursor()
+    for name in SESSION_SETTINGS:
+        value = con.execute("select current_setting(?)", [name]).fetchall()[0][0]
+        cur.execute(f"set session {name} = {sql_string(str(value))}")
+    return cur
+
+
 def _signature(wh: Warehouse) -> dict[str, object]:
     tables: dict[str, object] = {}
     for name, t in sorted(all_tables().items()):
