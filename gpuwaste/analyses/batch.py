@@ -69,10 +69,15 @@ class BatchPlan:
     template: BatchSpec
 
     def spec(self, index: int) -> BatchSpec:
-        """The spec of batch `index`, its job ids read from the plan file (only that batch's
-        row groups: the file is sorted by batch)."""
-        ids = pl.scan_parquet(self.file).filter(pl.col("batch") == index).collect()["job_id"]
-        return replace(self.template, index=index, job_ids=tuple(ids.to_list()))
+        """The spec of batch `index` (`planned_spec`)."""
+        return planned_spec(self.file, self.template, index)
+
+
+def planned_spec(file: Path, template: BatchSpec, index: int) -> BatchSpec:
+    """The spec of batch `index`: `template` with the job ids the plan file `file` gives the
+    batch (only that batch's row groups are read: the file is sorted by batch)."""
+    ids = pl.scan_parquet(file).filter(pl.col("batch") == index).collect()["job_id"]
+    return replace(template, index=index, job_ids=tuple(ids.to_list()))
 
 
 @dataclass
@@ -209,6 +214,7 @@ __all__ = [
     "compute_batch",
     "configure_batch_connection",
     "one_line",
+    "planned_spec",
     "run_isolating",
     "stable",
     "stage_batch",

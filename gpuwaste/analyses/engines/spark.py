@@ -29,7 +29,14 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 
 import gpuwaste
-from gpuwaste.analyses.batch import BatchOutcome, BatchPlan, BatchSpec, spec_fields, stage_batch
+from gpuwaste.analyses.batch import (
+    BatchOutcome,
+    BatchPlan,
+    BatchSpec,
+    planned_spec,
+    spec_fields,
+    stage_batch,
+)
 from gpuwaste.errors import GpuwasteError
 
 OUTCOME_SCHEMA = "batch long, outcome string"
@@ -239,7 +246,7 @@ def stage_planned(common: dict[str, Any], index: int) -> BatchOutcome:
             ),
         )
     template = BatchSpec(index=0, job_ids=(), **common["spec"])
-    return stage_batch(BatchPlan(plan, 0, template).spec(index), data_dir, staging)
+    return stage_batch(planned_spec(plan, template, index), data_dir, staging)
 
 
 __all__ = ["SparkEngine", "SparkEngineError", "explain_failure", "version_mismatch"]
