@@ -365,9 +365,10 @@ def _read_ahead(
 ) -> Generator[tuple[tuple[str, str], pl.DataFrame]]:
     """Each host range of `ranges` with its samples, read one range ahead: while the caller
     works on a range, a thread reads the next one's samples on a cursor of `con` (DuckDB
-    decoding parquet uses the cores the caller's steps leave idle, 0.3-0.5 of 2; at 1x a run
-    takes 8 % less time, for one range's samples more in memory, 0.1 GiB). Use it closed
-    (`contextlib.closing`): the read in flight is waited for and the cursor closed."""
+    decoding parquet uses the cores the caller's steps leave idle: they use 1.1-1.8 of 2). 4 %
+    less time at 1x, 9-13 % at 8x, for one range's samples more in memory (0.13-0.17 GiB at the
+    peak; bench/RESULTS.md). Use it closed (`contextlib.closing`): the read in flight is waited
+    for and the cursor closed."""
     reader = cursor(con)
     try:
         with ThreadPoolExecutor(1, thread_name_prefix="gpuwaste-read") as pool:
