@@ -251,7 +251,8 @@ def test_generated_cluster_from_the_warehouse(tmp_path: Path) -> None:
         ).pl()
         fast = job_samples.compute(con, alloc, t.idle_mem_floor_mib, t.fluctuation_window_s)
         # what the batch's reader thread reads ahead for the range, on a cursor of its own
-        ahead = per_job._range_samples(cursor(con), "c", allocs, (host_lo, host_hi))
+        with cursor(con) as reader:
+            ahead = per_job._range_samples(reader, "c", allocs, (host_lo, host_hi))
         assert_frame_equal(ahead, job_samples.read(con, alloc), check_exact=True)
         con.execute(
             "create or replace temp table range_alloc as select * from analyze_alloc "
