@@ -25,6 +25,7 @@ from tests.support.browser import (
     require_browser,
     screenshot,
     screenshot_dir,
+    table_with,
     tables,
     visit,
     wait_for_charts,
@@ -191,8 +192,7 @@ def test_a_user_filter_sets_the_headline(session: tuple[str, Any], warehouse: Pa
     assert mine["GPU hours allocated"] != everyone["GPU hours allocated"]
     util = "GPU utilization (time-weighted mean)"
     assert mine[util] != everyone[util] and 0 <= _number(mine[util]) <= 100
-    shown = tables(page)
-    top_jobs = next(t for t in shown if "Job id" in t["header"])
+    top_jobs = table_with(page, "Job id")
     assert top_jobs["rows"] == jobs
     assert {row[top_jobs["header"].index("User")] for row in top_jobs["cells"]} == {user}
 

@@ -192,6 +192,19 @@ def tables(page: Any, timeout_s: float = 30.0) -> list[dict[str, Any]]:
         page.wait_for_timeout(250)
 
 
+def table_with(page: Any, column: str, timeout_s: float = 30.0) -> dict[str, Any]:
+    """The first table on the page with `column` in its header, once drawn (`tables`). A page
+    draws its tables as its script reaches them, so the one wanted may come after the others."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [t for t in tables(page, timeout_s) if column in t["header"]]
+        if found:
+            return found[0]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no table with a column {column!r} after {timeout_s} s")
+        page.wait_for_timeout(250)
+
+
 def chart_layout(page: Any, title: str) -> dict[str, Any] | None:
     return page.evaluate(LAYOUT_JS, title)  # type: ignore[no-any-return]
 
