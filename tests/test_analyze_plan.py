@@ -69,10 +69,11 @@ def test_an_incremental_run_recomputes_what_changed_and_removes_what_went(
     BEFORE.write_parquet(before)
     NOW.write_parquet(now)
     with duckdb.connect() as con:
-        dirty, removed = write_dirty(
+        dirty, recomputed, removed = write_dirty(
             con, now, Since(before, changed_days, as_of_moved), since, tmp_path
         )
     assert set(pl.read_parquet(dirty)["job_id"]) == expected
+    assert recomputed == len(expected)
     assert removed == 1
     assert set(pl.read_parquet(tmp_path / TOUCHED_FILE)["job_id"]) == expected | {"gone"}
 

@@ -6,7 +6,9 @@ generated cluster read from a real warehouse."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import threading
+import time
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -265,6 +267,52 @@ def test_generated_cluster_from_the_warehouse(tmp_path: Path) -> None:
         assert_frame_equal(fast.sort(KEYS), sql.sort(KEYS), check_exact=True)
         compared += fast.height
     assert compared > 10_000
+
+
+def test_a_pass_that_stops_early_interrupts_the_read_ahead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """When the steps of a range fail, the read of the next range (here a query of minutes) is
+    interrupted, not waited for, and the reader thread ends."""
+    started, outcome = threading.Event(), []
+
+    def read(
+        con: duckdb.DuckDBPyConnection, cluster: str, alloc: pl.DataFrame, r: tuple[str, str]
+    ) -> pl.DataFrame:
+        if r[0] == "a":
+            return pl.DataFrame({"n": [1]})
+        started.set()
+        try:
+            con.sql("select sum(i * i) from range(100_000_000_000) t(i)").fetchall()
+            outcome.append("finished")
+        except duckdb.InterruptException:
+            outcome.append("interrupted")
+            raise
+        return pl.DataFrame()
+
+    monkeypatch.setattr(per_job, "_range_samples", read)
+    with duckdb.connect() as con:
+        ahead = per_job._read_ahead(con, "c", pl.DataFrame(), [("a", "a"), ("b", "b")])
+        assert next(ahead)[0] == ("a", "a")
+        assert started.wait(30)
+        time.sleep(0.3)  # the query is under way
+        ahead.close()
+    assert outcome == ["interrupted"]
+    assert not [t for t in threading.enumerate() if t.name.startswith("gpuwaste-read")]
+
+
+def test_the_days_of_a_pass_end_before_an_exclusive_end() -> None:
+    """Hand-computed: an allocation that ends at midnight does not reach the next day; a naive
+    timestamp is UTC; no allocation, no days."""
+    t0 = datetime(2026, 1, 1, 22, tzinfo=UTC)
+    span = pl.DataFrame({"start_ts": [t0, t0 + timedelta(hours=1)], "end_ts": [t0, t0]})
+    midnight = span.with_columns(end_ts=pl.lit(datetime(2026, 1, 3, tzinfo=UTC)))
+    assert per_job.date_span(midnight) == (date(2026, 1, 1), date(2026, 1, 2))
+    one_more = midnight.with_columns(pl.col("end_ts") + timedelta(microseconds=1))
+    assert per_job.date_span(one_more) == (date(2026, 1, 1), date(2026, 1, 3))
+    naive = pl.DataFrame({"start_ts": [datetime(2026, 1, 1, 23)], "end_ts": [datetime(2026, 1, 2)]})
+    assert per_job.date_span(naive) == (date(2026, 1, 1), date(2026, 1, 1))
+    assert per_job.date_span(span.clear()) is None
 
 
 def test_each_host_is_read_over_the_span_of_its_allocations() -> None:

@@ -264,13 +264,30 @@ RESULT_OF = {
 }
 
 
-def _date_range(con: duckdb.DuckDBPyConnection) -> tuple[date, date] | None:
-    row = con.execute(
-        "select min(start_ts)::date, max(end_ts - interval 1 microsecond)::date from analyze_alloc"
-    ).fetchall()[0]
-    if row is None or row[0] is None:
+def date_span(alloc: pl.DataFrame) -> tuple[date, date] | None:
+    """The UTC days the allocations of `alloc` (start_ts, end_ts) cover, first and last, the one
+    rule for which days of samples a pass reads: an allocation's end is exclusive, so one that
+    ends at midnight does not reach the next day. None when `alloc` has no rows."""
+    start, end = alloc["start_ts"].min(), alloc["end_ts"].max()
+    if not isinstance(start, datetime) or not isinstance(end, datetime):
         return None
-    return row[0], row[1]
+    last = end - timedelta(microseconds=1)
+    return _utc(start).date(), _utc(last).date()
+
+
+def _utc(ts: datetime) -> datetime:
+    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+
+
+def _alloc_span(con: duckdb.DuckDBPyConnection) -> tuple[date, date] | None:
+    """`date_span` of the allocations in the connection's `analyze_alloc`."""
+    return date_span(con.sql("select start_ts, end_ts from analyze_alloc").pl())
+
+
+def range_allocations(alloc_all: pl.DataFrame, host_range: tuple[str, str]) -> pl.DataFrame:
+    """The allocations of `alloc_all` on the hosts of `host_range` (inclusive, by name)."""
+    lo, hi = host_range
+    return alloc_all.filter(pl.col("host").is_between(pl.lit(lo), pl.lit(hi)))
 
 
 _DEVICE_COLUMNS = (
@@ -316,12 +333,12 @@ def _host_chunks(con: duckdb.DuckDBPyConnection, batch_hosts: int) -> list[tuple
 def _gpu_pass(
     con: duckdb.DuckDBPyConnection,
     samples: pl.DataFrame,
+    span: tuple[date, date] | None,
     thresholds: Thresholds,
     lap: Callable[[str], None],
 ) -> dict[str, pl.DataFrame]:
-    """The parts (GPU_PARTS) for the allocations in `analyze_alloc` (one host range), whose
-    samples (`job_samples.read`) are `samples`."""
-    span = _date_range(con)
+    """The parts (GPU_PARTS) for the allocations in `analyze_alloc` (one host range), which
+    cover the days `span` (`date_span`) and whose samples (`job_samples.read`) are `samples`."""
     if span is None:
         return {}
     set_variables(con, {"date_lo": span[0], "date_hi": span[1]})
@@ -337,21 +354,19 @@ def _range_samples(
     host_range: tuple[str, str],
 ) -> pl.DataFrame:
     """The samples of the allocations of `alloc_all` on the hosts of `host_range`
-    (`job_samples.read`, over the dates of those allocations, as `_gpu_pass` sets them)."""
-    lo, hi = host_range
-    alloc = alloc_all.filter(pl.col("host").is_between(pl.lit(lo), pl.lit(hi)))
-    start, end = alloc["start_ts"].min(), alloc["end_ts"].max()
-    if not isinstance(start, datetime) or not isinstance(end, datetime):
+    (`job_samples.read`, over the days `date_span` gives them, as `_gpu_pass` sets them)."""
+    alloc = range_allocations(alloc_all, host_range)
+    span = date_span(alloc)
+    if span is None:
         return pl.DataFrame()  # no allocation: `_gpu_pass` reads nothing either
-    last = end - timedelta(microseconds=1)
     set_variables(
         con,
         {
             "cluster": cluster,
-            "host_lo": lo,
-            "host_hi": hi,
-            "date_lo": start.astimezone(UTC).date(),
-            "date_hi": last.astimezone(UTC).date(),
+            "host_lo": host_range[0],
+            "host_hi": host_range[1],
+            "date_lo": span[0],
+            "date_hi": span[1],
         },
     )
     return job_samples.read(con, alloc)
@@ -367,19 +382,25 @@ def _read_ahead(
     works on a range, a thread reads the next one's samples on a cursor of `con` (DuckDB
     decoding parquet uses the cores the caller's steps leave idle: they use 1.1-1.8 of 2). 4 %
     less time at 1x, 9-13 % at 8x, for one range's samples more in memory (0.13-0.17 GiB at the
-    peak; bench/RESULTS.md). Use it closed (`contextlib.closing`): the read in flight is waited
-    for and the cursor closed."""
+    peak; bench/RESULTS.md). Use it closed (`contextlib.closing`): when the caller stops early, the
+    read in flight is interrupted and waited for, and the cursor closed."""
     reader = cursor(con)
     try:
         with ThreadPoolExecutor(1, thread_name_prefix="gpuwaste-read") as pool:
             ahead = [pool.submit(_range_samples, reader, cluster, alloc_all, r) for r in ranges[:1]]
-            for i, host_range in enumerate(ranges):
-                samples = ahead.pop().result()
-                if i + 1 < len(ranges):
-                    ahead.append(
-                        pool.submit(_range_samples, reader, cluster, alloc_all, ranges[i + 1])
-                    )
-                yield host_range, samples
+            try:
+                for i, host_range in enumerate(ranges):
+                    samples = ahead.pop().result()
+                    if i + 1 < len(ranges):
+                        ahead.append(
+                            pool.submit(_range_samples, reader, cluster, alloc_all, ranges[i + 1])
+                        )
+                    yield host_range, samples
+            except GeneratorExit:
+                # the caller stopped early (a step failed): the next range's read is not wanted
+                if ahead and not ahead[0].cancel():
+                    reader.interrupt()
+                raise
     finally:
         reader.close()
 
@@ -457,7 +478,7 @@ def run_batch(
     with Relations(con) as rel:
         rel.frame("analyze_batch", pl.DataFrame({"job_id": job_ids}, schema={"job_id": pl.String}))
         rel.table("analyze_alloc", load_sql("staging/allocations"))
-        span = _date_range(con)
+        span = _alloc_span(con)
         lo, hi = span if span else (as_of.date(), as_of.date())
         set_variables(con, {"date_lo": lo, "date_hi": hi})
         result.unresolved_gpus = _resolve_unknown(rel)
@@ -476,7 +497,8 @@ def run_batch(
                     "select * from analyze_alloc_all "
                     "where host between getvariable('host_lo') and getvariable('host_hi')",
                 )
-                for name, df in _gpu_pass(con, samples, thresholds, lap).items():
+                span = date_span(range_allocations(alloc_all, (host_lo, host_hi)))
+                for name, df in _gpu_pass(con, samples, span, thresholds, lap).items():
                     parts.setdefault(name, []).append(df)
                 del samples
         rel.table("analyze_alloc", "select * from analyze_alloc_all")

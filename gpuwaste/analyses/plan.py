@@ -63,11 +63,11 @@ def write_dirty(
     previous: Since,
     since: date | None,
     staging: Path,
-) -> tuple[Path, int]:
+) -> tuple[Path, int, int]:
     """The jobs of `fingerprints` to recompute after the run `previous`
     (`sql/plan/dirty_jobs.sql`) into `staging`/dirty.parquet, and those jobs with the removed
-    ones (`sql/plan/removed_jobs.sql`) into `staging`/touched.parquet. Returns the dirty file
-    and the number of removed jobs."""
+    ones (`sql/plan/removed_jobs.sql`) into `staging`/touched.parquet. Returns the dirty file,
+    the number of jobs in it and the number of removed jobs."""
     set_variables(
         con,
         {
@@ -86,7 +86,8 @@ def write_dirty(
         f"union all ({load_sql('plan/removed_jobs')})",
         touched,
     )
-    return dirty, count_rows(con, [touched]) - count_rows(con, [dirty])
+    recomputed = count_rows(con, [dirty])
+    return dirty, recomputed, count_rows(con, [touched]) - recomputed
 
 
 def write_batches(
@@ -121,16 +122,12 @@ def make_plan(
     fingerprints = staging / FINGERPRINTS_FILE
     set_variables(con, {"cluster": cluster, "as_of": as_of})
     atomic_copy_parquet(con, load_sql("plan/job_fingerprints"), fingerprints)
-    dirty, removed = fingerprints, 0
+    jobs = count_rows(con, [fingerprints])
+    dirty, recomputed, removed = fingerprints, jobs, 0
     if previous is not None:
-        dirty, removed = write_dirty(con, fingerprints, previous, since, staging)
+        dirty, recomputed, removed = write_dirty(con, fingerprints, previous, since, staging)
     batches = write_batches(con, dirty, staging / PLAN_FILE, batch_days, max_hosts)
-    return PlanCounts(
-        jobs=count_rows(con, [fingerprints]),
-        recomputed=count_rows(con, [dirty]),
-        removed=removed,
-        batches=batches,
-    )
+    return PlanCounts(jobs=jobs, recomputed=recomputed, removed=removed, batches=batches)
 
 
 __all__ = [
