@@ -1,23 +1,28 @@
 """The plan of an analyze run, made in DuckDB (gpuwaste/analyses/plan.py): which jobs an
 incremental run recomputes and which it removes, hand-computed; a batch's spec reads only its
 own jobs from the plan file; the recorded fingerprints leave out failed jobs and a damaged
-record means a full run, not a failure."""
+record means a full run, not a failure; the allocations that may share a device are listed
+once per run (hand-computed, and against the pairwise definition)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import duckdb
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuwaste.analyses import state
 from gpuwaste.analyses.batch import BatchPlan, BatchSpec
 from gpuwaste.analyses.plan import TOUCHED_FILE, Since, write_batches, write_dirty
 from gpuwaste.analyses.run import analyze
+from gpuwaste.analyses.sqlfiles import load_sql, set_variables
 from gpuwaste.config import Settings, Thresholds
+from gpuwaste.warehouse.schema import JOB_GPUS
 from tests.support.two_jobs import write_two_jobs
 
 D = date(2026, 3, 1)
@@ -122,3 +127,94 @@ def test_failed_jobs_are_not_recorded_and_a_damaged_record_means_a_full_run(
     again = analyze(settings, quiet=True)[0]
     assert again.rebuilt and again.jobs_recomputed == 2
     assert analyze(settings, quiet=True)[0].jobs_recomputed == 0
+
+
+# --- the allocations that may share a device (plan/shared_spans.sql) -----------------------
+
+T = datetime(2026, 3, 1, tzinfo=UTC)
+SPAN_SCHEMA = {k: v for k, v in JOB_GPUS.columns.items() if k not in ("mig_profile", "gpu_model")}
+
+
+def _shared_spans(rows: list[tuple[str, int, int | None, int | None, int | None]]) -> set[str]:
+    """The job ids plan/shared_spans.sql lists for allocations (host, gpu, gpu_instance, start
+    minute, end minute); job j<k> is row k. A null end is the job's, here none: as_of."""
+    job_gpus = pl.DataFrame(
+        {
+            "cluster": ["c"] * len(rows),
+            "job_id": [f"j{k}" for k in range(len(rows))],
+            "attempt": [0] * len(rows),
+            "host": [r[0] for r in rows],
+            "gpu": [r[1] for r in rows],
+            "gpu_instance": [r[2] for r in rows],
+            "start_ts": [None if r[3] is None else T + timedelta(minutes=r[3]) for r in rows],
+            "end_ts": [None if r[4] is None else T + timedelta(minutes=r[4]) for r in rows],
+        },
+        schema=SPAN_SCHEMA,
+    )
+    jobs = job_gpus.select("cluster", "job_id").with_columns(
+        start_ts=pl.lit(None, pl.Datetime("us", "UTC")),
+        end_ts=pl.lit(None, pl.Datetime("us", "UTC")),
+    )
+    with duckdb.connect() as con:
+        con.execute("set TimeZone = 'UTC'")
+        con.register("job_gpus", job_gpus)
+        con.register("jobs", jobs)
+        set_variables(con, {"cluster": "c", "as_of": T + timedelta(days=1)})
+        return {
+            r[0]
+            for r in con.sql(f"select job_id from ({load_sql('plan/shared_spans')})").fetchall()
+        }
+
+
+def test_shared_spans_lists_the_allocations_that_overlap_on_a_device() -> None:
+    """Hand-computed: on h/0, j0 [0, 60) and j1 [30, 90) overlap, j2 [90, 120) touches j1 only
+    at its end (not an overlap); j3 [0, 60) is on another GPU, j4 [0, 60) on a MIG instance of
+    h/0, j5 on another host; j6 has an unknown GPU (-1) and j7 no start; j8 [200, 300) on h/0
+    holds j9 [250, 250), an empty interval inside it (listed, as every empty one)."""
+    rows: list[tuple[str, int, int | None, int | None, int | None]] = [
+        ("h", 0, None, 0, 60),
+        ("h", 0, None, 30, 90),
+        ("h", 0, None, 90, 120),
+        ("h", 1, None, 0, 60),
+        ("h", 0, 3, 0, 60),
+        ("g", 0, None, 0, 60),
+        ("h", -1, None, 0, 60),
+        ("h", 0, None, None, 60),
+        ("h", 0, None, 200, 300),
+        ("h", 0, None, 250, 250),
+    ]
+    assert _shared_spans(rows) == {"j0", "j1", "j8", "j9"}
+    # a running allocation (no end) is held up to as_of: it overlaps what starts after it
+    assert _shared_spans([("h", 0, None, 0, None), ("h", 0, None, 600, 700)]) == {"j0", "j1"}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b"]),
+            st.integers(0, 1),
+            st.sampled_from([None, 0]),
+            st.integers(0, 40),
+            st.integers(0, 40),
+        ),
+        max_size=14,
+    )
+)
+def test_shared_spans_holds_every_allocation_that_overlaps_another(
+    rows: list[tuple[str, int, int | None, int, int]],
+) -> None:
+    """Against the pairwise definition staging/allocations.sql joins by (same device, each
+    starts before the other ends): every overlapping allocation is listed (so a batch finds
+    all its sharers), and when no interval is empty or reversed, nothing else is."""
+    typed: list[tuple[str, int, int | None, int | None, int | None]] = list(rows)
+    listed = _shared_spans(typed)
+    overlapping = {
+        f"j{i}"
+        for i, a in enumerate(rows)
+        for k, o in enumerate(rows)
+        if i != k and a[:3] == o[:3] and o[3] < a[4] and o[4] > a[3]
+    }
+    assert overlapping <= listed
+    if all(r[3] < r[4] for r in rows):
+        assert listed == overlapping

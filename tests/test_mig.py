@@ -83,6 +83,7 @@ def _sql_weights(profiles: list[str | None]) -> list[float]:
     )
     con.register("analyze_batch", pl.DataFrame({"job_id": [f"j{i:03d}" for i in range(n)]}))
     set_variables(con, {"cluster": "c", "as_of": T0})
+    con.execute(f"create temp table shared_spans as {load_sql('plan/shared_spans')}")
     rows = con.sql(f"select job_id, gpu_weight from ({load_sql('staging/allocations')})").pl()
     return rows.sort("job_id")["gpu_weight"].to_list()
 

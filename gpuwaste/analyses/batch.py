@@ -57,6 +57,7 @@ class BatchSpec:
     batch_hosts: int = 8
     memory_limit: str = "1500MB"
     variables: str = "{}"  # the cluster's device variables as JSON (sqlfiles.device_variables)
+    shared_spans: str = ""  # the plan's shared device spans (a parquet file); "": made per batch
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,15 @@ def compute_batch(spec: BatchSpec, data_dir: Path) -> tuple[dict[str, pa.Table],
         set_variables(con, json.loads(spec.variables))
 
         def run(ids: list[str]) -> BatchResult:
-            return run_batch(con, spec.cluster, ids, thresholds, as_of, spec.batch_hosts)
+            return run_batch(
+                con,
+                spec.cluster,
+                ids,
+                thresholds,
+                as_of,
+                spec.batch_hosts,
+                Path(spec.shared_spans) if spec.shared_spans else None,
+            )
 
         result = BatchResult()
         for part in run_isolating(run, list(spec.job_ids), outcome.failed_jobs, outcome.errors):

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from types import TracebackType
 
 import duckdb
@@ -34,6 +35,7 @@ from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variab
 from gpuwaste.config import Thresholds
 from gpuwaste.warehouse.catalog import cursor
 from gpuwaste.warehouse.schema import conform, table
+from gpuwaste.warehouse.store import sql_string
 
 
 @dataclass
@@ -459,8 +461,13 @@ def run_batch(
     thresholds: Thresholds,
     as_of: datetime,
     batch_hosts: int = 8,
+    shared_spans: Path | None = None,
 ) -> BatchResult:
     """Every per-job table for `job_ids` of `cluster` (con: a warehouse connection).
+
+    `shared_spans` is the run's list of allocations that may share a device (the plan's
+    `plan/shared_spans.sql` file); without it the batch makes the list itself, from the whole
+    cluster's allocations.
 
     The per-GPU pass runs over `batch_hosts` hosts at a time (each reads only its hosts' row
     groups), then the jobs are rolled up once from the per-GPU rows of all hosts. Every name the
@@ -477,6 +484,12 @@ def run_batch(
     set_variables(con, {**threshold_variables(thresholds), "cluster": cluster, "as_of": as_of})
     with Relations(con) as rel:
         rel.frame("analyze_batch", pl.DataFrame({"job_id": job_ids}, schema={"job_id": pl.String}))
+        rel.table(
+            "shared_spans",
+            f"select * from read_parquet({sql_string(shared_spans)})"
+            if shared_spans
+            else load_sql("plan/shared_spans"),
+        )
         rel.table("analyze_alloc", load_sql("staging/allocations"))
         span = _alloc_span(con)
         lo, hi = span if span else (as_of.date(), as_of.date())

@@ -9,7 +9,10 @@ driver holds nothing per job whatever the size of the warehouse.
   the last run's fingerprints, then `sql/plan/batches.sql`), sorted by batch; an engine reads
   one batch's job ids at a time (`batch.BatchPlan`), on this machine or on a Spark executor;
 - `touched.parquet` (incremental runs): the jobs whose result rows are replaced, recomputed or
-  removed (`sql/plan/removed_jobs.sql`), which `staging.commit` leaves out of the old rows.
+  removed (`sql/plan/removed_jobs.sql`), which `staging.commit` leaves out of the old rows;
+- `shared_spans.parquet`: the cluster's allocations that overlap another on their device
+  (`sql/plan/shared_spans.sql`, usually none), where every batch looks for the sharers of its
+  allocations (`sql/staging/allocations.sql`) instead of joining the whole cluster's again.
 
 DuckDB runs each query under the connection's memory limit and streams it to its file; the
 driver learns only the counts.
@@ -31,8 +34,15 @@ from gpuwaste.warehouse.store import atomic_copy_parquet, sql_string
 FINGERPRINTS_FILE = "fingerprints.parquet"
 DIRTY_FILE = "dirty.parquet"
 TOUCHED_FILE = "touched.parquet"
+SHARED_SPANS_FILE = "shared_spans.parquet"
 # The SQL files the plan runs (tests/test_analyses_sql.py: every SQL file is run or an oracle).
-SQL_FILES = ("plan/job_fingerprints", "plan/dirty_jobs", "plan/removed_jobs", "plan/batches")
+SQL_FILES = (
+    "plan/job_fingerprints",
+    "plan/dirty_jobs",
+    "plan/removed_jobs",
+    "plan/batches",
+    "plan/shared_spans",
+)
 
 
 @dataclass(frozen=True)
@@ -117,11 +127,13 @@ def make_plan(
     batch_days: int,
     max_hosts: int,
 ) -> PlanCounts:
-    """Write the run's fingerprints, plan and (when `previous` is given) touched jobs into
-    `staging` (con: a warehouse connection); `previous` None recomputes every job."""
+    """Write the run's fingerprints, plan, shared device spans and (when `previous` is given)
+    touched jobs into `staging` (con: a warehouse connection); `previous` None recomputes every
+    job."""
     fingerprints = staging / FINGERPRINTS_FILE
     set_variables(con, {"cluster": cluster, "as_of": as_of})
     atomic_copy_parquet(con, load_sql("plan/job_fingerprints"), fingerprints)
+    atomic_copy_parquet(con, load_sql("plan/shared_spans"), staging / SHARED_SPANS_FILE)
     jobs = count_rows(con, [fingerprints])
     dirty, recomputed, removed = fingerprints, jobs, 0
     if previous is not None:
@@ -132,6 +144,7 @@ def make_plan(
 
 __all__ = [
     "FINGERPRINTS_FILE",
+    "SHARED_SPANS_FILE",
     "SQL_FILES",
     "TOUCHED_FILE",
     "PlanCounts",

@@ -36,7 +36,13 @@ from gpuwaste.analyses.batch import (
 )
 from gpuwaste.analyses.engines import Engine, LocalEngine
 from gpuwaste.analyses.freshness import newest_sample_ts
-from gpuwaste.analyses.plan import FINGERPRINTS_FILE, TOUCHED_FILE, Since, make_plan
+from gpuwaste.analyses.plan import (
+    FINGERPRINTS_FILE,
+    SHARED_SPANS_FILE,
+    TOUCHED_FILE,
+    Since,
+    make_plan,
+)
 from gpuwaste.analyses.registry import summary_order
 from gpuwaste.analyses.sqlfiles import device_variables, set_variables, threshold_variables
 from gpuwaste.analyses.staging import FILE_KEY, commit, remove_staging, staging_dir
@@ -253,6 +259,7 @@ def analyze_cluster(
                 batch_hosts,
                 memory_limit,
                 variables_json,
+                str(staging / SHARED_SPANS_FILE),
             )
             _write_per_job_tables(
                 settings.data_dir,

@@ -1,7 +1,8 @@
 -- grain: one row per job x attempt x allocated GPU of the jobs being analyzed, with the
 --        interval [start_ts, end_ts) it was held (a running job: up to the watermark `as_of`),
 --        numbered by alloc_id so that the per-sample pass carries one integer, not five keys.
--- sources: job_gpus, jobs (facts); analyze_batch (the job_ids of this run, one column job_id).
+-- sources: job_gpus, jobs (facts); analyze_batch (the job_ids of this run, one column job_id);
+--          shared_spans (plan/shared_spans.sql: the cluster's allocations that may share a device).
 -- variables: cluster, as_of.
 -- A device is a whole GPU (gpu_instance null) or a MIG instance of one; gpu_weight is its
 -- share of one GPU's time: a profile's compute slices / the GPU's (7; 4 for A30's
@@ -11,7 +12,9 @@
 -- over each stretch, each of the k allocations holding it gets 1/k; gpu_weight is then
 -- also multiplied by the allocation's device share = (its seconds / k, summed) / its
 -- seconds (docs/analyses.md#shared-gpus). Sharers are found among all the cluster's
--- allocations of known devices, not only this batch's.
+-- allocations of known devices, not only this batch's: among those of shared_spans, which lists,
+-- once per run, every one that overlaps another on its device (an allocation that overlaps no
+-- other is not in it, and keeps its whole time).
 -- A GPU index of -1 (Slurm without GPU indices) is kept here; resolve_unknown_gpus.sql turns it
 -- into the GPUs whose samples carry the job's label.
 with
@@ -58,17 +61,6 @@ held as (
     where start_ts is not null and end_ts > start_ts
 ),
 
-device_spans as (
-    -- every allocation of the cluster on a known device: the candidates for sharing
-    select
-        g.host, g.gpu, g.gpu_instance,
-        coalesce(g.start_ts, j.start_ts) as start_ts,
-        coalesce(g.end_ts, j.end_ts, getvariable('as_of')::timestamptz) as end_ts
-    from cluster_job_gpus as g
-    left join cluster_jobs as j on j.job_id = g.job_id
-    where g.gpu >= 0
-),
-
 overlapping as (
     -- each allocation with the part of every allocation of its device inside it (itself too)
     select
@@ -76,7 +68,7 @@ overlapping as (
         greatest(o.start_ts, a.start_ts) as o_start,
         least(o.end_ts, a.end_ts) as o_end
     from held as a
-    join device_spans as o
+    join shared_spans as o
       on o.host = a.host and o.gpu = a.gpu and o.gpu_instance is not distinct from a.gpu_instance
      and o.start_ts < a.end_ts and o.end_ts > a.start_ts
     where a.gpu >= 0
