@@ -133,12 +133,13 @@ def make_plan(
     fingerprints = staging / FINGERPRINTS_FILE
     set_variables(con, {"cluster": cluster, "as_of": as_of})
     atomic_copy_parquet(con, load_sql("plan/job_fingerprints"), fingerprints)
-    atomic_copy_parquet(con, load_sql("plan/shared_spans"), staging / SHARED_SPANS_FILE)
     jobs = count_rows(con, [fingerprints])
     dirty, recomputed, removed = fingerprints, jobs, 0
     if previous is not None:
         dirty, recomputed, removed = write_dirty(con, fingerprints, previous, since, staging)
     batches = write_batches(con, dirty, staging / PLAN_FILE, batch_days, max_hosts)
+    if batches:  # an incremental run with nothing to recompute runs no batch
+        atomic_copy_parquet(con, load_sql("plan/shared_spans"), staging / SHARED_SPANS_FILE)
     return PlanCounts(jobs=jobs, recomputed=recomputed, removed=removed, batches=batches)
 
 
