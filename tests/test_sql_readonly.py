@@ -79,6 +79,7 @@ def test_anything_but_one_read_is_refused(filled: Path, sql: str) -> None:
     [
         ("install httpfs", "INSTALL"),
         ("-- fetch it\n force install httpfs", "FORCE INSTALL"),
+        ("/* a\n note */ -- and a line\n\tload httpfs", "LOAD"),
         ("load httpfs", "LOAD"),
         ("use memory", "USE"),
         ("checkpoint", "CHECKPOINT"),

@@ -11,6 +11,7 @@ Two locks, each of which alone refuses most abuse:
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -51,14 +52,19 @@ def check_read_only(sql: str) -> str:
     return sql
 
 
+# Whitespace, `-- line` comments and `/* block */` comments at the start of a statement.
+_LEADING_COMMENTS = re.compile(r"\A(?:\s+|--[^\n]*(?:\n|\Z)|/\*.*?\*/)*", re.DOTALL)
+
+
 def statement_keyword(query: str) -> str:
     """The statement's leading keyword as written, e.g. `INSTALL` or `FORCE INSTALL`.
 
     DuckDB's statement types group several keywords (INSTALL is a LOAD statement, USE a SET,
     CHECKPOINT a CALL), so the refusal names what the operator typed instead. `query` is the
-    text DuckDB extracted, without leading comments.
+    text DuckDB extracted; its leading comments are skipped here (DuckDB 2.0.0 left them out of
+    that text, 2.0.1 keeps them).
     """
-    words = query.split(None, 2)
+    words = _LEADING_COMMENTS.sub("", query, count=1).split(None, 2)
     if not words:
         return "an empty statement"
     if words[0].upper() == "FORCE" and len(words) > 1:
