@@ -1,6 +1,6 @@
 """The polars per-sample pass equals its SQL definition: job_samples.py = staging/job_samples.sql,
 sample_flags.py = staging/gpu_intervals.sql + sample_flags.sql, stable_phases.level_runs_frame =
-analyses/stable_phases.sql, on hypothesis cases (irregular and duplicate-free timestamps, samples
+analyses/stable_phases.sql, util_minutes.py = staging/util_minutes.sql, on hypothesis cases (irregular and duplicate-free timestamps, samples
 outside allocations, GPUs shared by two allocations, null memory, rows in any order) and on a
 generated cluster read from a real warehouse."""
 
@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from gpuwaste.analyses import job_samples, per_job, sample_flags, stable_phases
+from gpuwaste.analyses import job_samples, per_job, sample_flags, stable_phases, util_minutes
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
 from gpuwaste.warehouse.catalog import connect, cursor
@@ -46,12 +46,12 @@ ALLOC_SCHEMA = {
     "end_ts": pl.Datetime("us", "UTC"),
 }
 KEYS = ["alloc_id", "ts"]
+MINUTE_KEYS = ["alloc_id", "window_no", "minute"]
+Pass = tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]
 
 
-def _sql_pass(
-    samples: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """job_samples, sample_flags and the level runs by the SQL files, in DuckDB."""
+def _sql_pass(samples: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> Pass:
+    """job_samples, sample_flags, the level runs and the minutes by the SQL files, in DuckDB."""
     con = duckdb.connect()
     con.execute("set TimeZone = 'UTC'")
     con.register("samples_in", samples)
@@ -76,9 +76,10 @@ def _sql_pass(
     con.execute(f"create table gpu_intervals as {load_sql('staging/gpu_intervals')}")
     con.execute(f"create view sample_flags as {load_sql('staging/sample_flags')}")
     flags = con.sql("select * from sample_flags").pl()
+    minutes = con.sql(load_sql("staging/util_minutes")).pl()
     set_variables(con, {"phase_step_mib": t.phase_tolerance_mib / stable_phases.STEP_FRACTION})
     runs = con.sql(load_sql("analyses/stable_phases")).pl()
-    return con.sql("select * from job_samples").pl(), flags, runs
+    return con.sql("select * from job_samples").pl(), flags, runs, minutes
 
 
 def _polars_job_samples(
@@ -91,18 +92,13 @@ def _polars_job_samples(
     return job_samples._compute_keyed(keyed, alloc_keyed, idle_mem_floor_mib, window_s)
 
 
-def _polars_pass(
-    samples: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+def _polars_pass(samples: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> Pass:
     js = _polars_job_samples(samples, alloc, t.idle_mem_floor_mib, t.fluctuation_window_s)
     flags = sample_flags.compute(js, t)
-    return js, flags, stable_phases.level_runs_frame(flags, t)
+    return js, flags, stable_phases.level_runs_frame(flags, t), util_minutes.compute(flags)
 
 
-def _assert_same(
-    fast: tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame],
-    sql: tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame],
-) -> None:
+def _assert_same(fast: Pass, sql: Pass) -> None:
     for name, a, b in zip(("job_samples", "sample_flags"), fast[:2], sql[:2], strict=True):
         assert a.columns == b.columns, name
         assert_frame_equal(a.sort(KEYS), b.sort(KEYS), check_exact=True)
@@ -118,6 +114,18 @@ def _assert_same(
     # the phase merge needs runs in allocation and time order, as the SQL returns them
     ordered = runs_fast.select("alloc_id", "start_ts")
     assert ordered.equals(ordered.sort("alloc_id", "start_ts"))
+    # minutes: the same groups; sums added in another order may differ in the last bits
+    minutes_fast, minutes_sql = fast[3], sql[3]
+    assert minutes_fast.schema == minutes_sql.schema
+    assert_frame_equal(
+        minutes_fast.sort(MINUTE_KEYS),
+        minutes_sql.sort(MINUTE_KEYS),
+        check_exact=False,
+        rel_tol=1e-9,
+    )
+    # in any row order, the same minutes
+    shuffled = util_minutes.compute(fast[1].sample(fraction=1.0, shuffle=True, seed=1))
+    assert_frame_equal(shuffled.sort(MINUTE_KEYS), minutes_fast.sort(MINUTE_KEYS))
 
 
 readings = st.lists(
@@ -340,3 +348,38 @@ def test_each_host_is_read_over_the_span_of_its_allocations() -> None:
         [t0 + 1 * hour, t0 + 2 * hour],
         [t0 + 30 * hour, t0 + 6 * hour],
     ]
+
+
+def test_minutes_hand_computed() -> None:
+    """Hand-computed: a minute that two 45 s windows share is two rows; the tail of the last
+    sample counts; an allocation whose rows are split (not contiguous) is sorted first; no rows,
+    no minutes."""
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = [  # alloc_id, seconds since start, window_no, minute, util, covered_s, tail_covered_s
+        (1, 15, 0.0, 0.0, 10.0, 15.0, 0.0),
+        (1, 30, 0.0, 0.0, 20.0, 15.0, 0.0),
+        (2, 10, 0.0, 0.0, 0.0, 10.0, 0.0),
+        (1, 45, 1.0, 0.0, 30.0, 15.0, 0.0),
+        (1, 60, 1.0, 1.0, 40.0, 15.0, 5.0),
+    ]
+    flags = pl.DataFrame(
+        [(a, t0 + timedelta(seconds=s), w, m, u, c, tail) for a, s, w, m, u, c, tail in rows],
+        schema={
+            "alloc_id": pl.Int64,
+            "ts": pl.Datetime("us", "UTC"),
+            "window_no": pl.Float64,
+            "minute": pl.Float64,
+            "util": pl.Float64,
+            "covered_s": pl.Float64,
+            "tail_covered_s": pl.Float64,
+        },
+        orient="row",
+    )
+    got = util_minutes.compute(flags)
+    assert got.rows() == [  # (alloc_id, ts) order: allocation 2's row came between 1's
+        (1, 0.0, 0.0, 450.0, 30.0, 10.0, 20.0),
+        (1, 1.0, 0.0, 450.0, 15.0, 30.0, 30.0),
+        (1, 1.0, 1.0, 800.0, 20.0, 40.0, 40.0),
+        (2, 0.0, 0.0, 0.0, 10.0, 0.0, 0.0),
+    ]
+    assert util_minutes.compute(flags.clear()).schema == got.schema

@@ -29,7 +29,7 @@ from types import TracebackType
 import duckdb
 import polars as pl
 
-from gpuwaste.analyses import job_samples, sample_flags, stable_phases
+from gpuwaste.analyses import job_samples, sample_flags, stable_phases, util_minutes
 from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
@@ -202,6 +202,12 @@ def _sample_flags(
     return sample_flags.compute(frames["job_samples"], t)
 
 
+def _util_minutes(
+    frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
+) -> pl.DataFrame:
+    return util_minutes.compute(frames["sample_flags"])
+
+
 def _level_runs(
     frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
 ) -> pl.DataFrame:
@@ -235,7 +241,7 @@ GPU_STEPS: tuple[Step, ...] = (
     _analysis_step("batch_idle_slots", "idle_slots"),
     Step("level_runs", ("sample_flags",), fn=_level_runs),
     Step("batch_phases", ("level_runs", "batch_alloc"), fn=_phases, result="stable_phases"),
-    Step("util_minutes", ("sample_flags",), sql="staging/util_minutes", temp_table=True),
+    Step("util_minutes", ("sample_flags",), fn=_util_minutes),
     Step("batch_checkpoint", ("job_samples", "analyze_alloc"), sql="staging/job_checkpoint"),
     _analysis_step("batch_util_hist", "job_util_hist", conform=False),  # conformed once summed
     Step("batch_fluctuation", ("util_minutes", "analyze_alloc"), sql="staging/job_fluctuation"),

@@ -12,8 +12,8 @@ Two kinds:
 - `summary`: one cluster's figures, computed by its SQL file alone over the per-job tables, with
   the variables `cluster` and the thresholds set.
 
-A `.py` module exists only where there is polars logic (`stable_phases.py`, `job_samples.py`,
-`sample_flags.py`); every other analysis is its SQL file. `ORACLES` lists the SQL files that
+A `.py` module exists only where there is polars or numpy logic (`stable_phases.py`,
+`job_samples.py`, `sample_flags.py`, `util_minutes.py`); every other analysis is its SQL file. `ORACLES` lists the SQL files that
 `gpuwaste analyze` does not run: the definitions that tests/test_job_samples.py proves equal to
 the polars path.
 """
@@ -319,6 +319,7 @@ ORACLES: dict[str, str] = {
     "staging/gpu_intervals": "gpuwaste.analyses.sample_flags",
     "staging/sample_flags": "gpuwaste.analyses.sample_flags",
     "analyses/stable_phases": "gpuwaste.analyses.stable_phases.level_runs_frame",
+    "staging/util_minutes": "gpuwaste.analyses.util_minutes",
 }
 
 

@@ -2,6 +2,9 @@
 --        the fluctuation window holding that minute): sums for per-minute utilization and
 --        min/max for fluctuation.
 -- sources: sample_flags (staging).
+-- Definition only, not run by `gpuwaste analyze`: util_minutes.py computes the same rows in one
+-- linear pass over the samples (in allocation and time order there), and
+-- tests/test_job_samples.py proves both equal.
 with
 
 samples as (
