@@ -12,12 +12,13 @@ Figures go to stdout as a markdown table (copy into bench/RESULTS.md).
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -73,23 +74,35 @@ print(len(out))
 """
 
 
-def timed(cmd: list[str]) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (GiB) and stdout of one child process (GNU time gives each
-    child's own peak; without it, the max over the children so far)."""
+@dataclass(frozen=True)
+class Timed:
+    """One child process: wall seconds, CPU seconds (user + system, all its threads), peak RSS
+    in GiB and its stdout."""
+
+    wall: float
+    cpu: float
+    peak: float
+    out: str
+
+
+def timed(cmd: list[str]) -> Timed:
+    """One child process, timed (GNU time gives each child's own peak; without it, the max
+    over the children so far)."""
     gnu_time = shutil.which("time") or ("/usr/bin/time" if Path("/usr/bin/time").exists() else None)
     if gnu_time:
         cmd = [gnu_time, "-f", "PEAK_KB %M", *cmd]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{cmd[:5]} failed:\n{proc.stderr[-2000:]}")
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     peaks = [line for line in proc.stderr.splitlines() if line.startswith("PEAK_KB ")]
-    if peaks:
-        peak = int(peaks[-1].split()[1]) / 1024 / 1024
-    else:
-        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024 / 1024
-    return wall, peak, proc.stdout.strip()
+    peak_kb = int(peaks[-1].split()[1]) if peaks else after.ru_maxrss
+    peak = peak_kb / 1024 / 1024
+    return Timed(wall, cpu, peak, proc.stdout.strip())
 
 
 def prepare(work: Path, gpus: int, days: float, seed: int) -> int:
@@ -153,36 +166,50 @@ def main() -> None:
     py = sys.executable
     gw = str(Path(py).with_name("gpuwaste"))
     analyze = [gw, "analyze", "--rebuild", "--quiet", "--batch-days", str(args.batch_days)]
-    floors: list[tuple[float, float, str]] = []
-    runs: list[tuple[float, float, str]] = []
+    floors: list[Timed] = []
+    runs: list[Timed] = []
     for _ in range(max(1, args.repeat)):
         floors.append(timed([py, "-c", BASELINE_DUCKDB, glob]))
         runs.append(timed([*analyze, "--data-dir", str(data)]))
-    results = [("duckdb lag/lead pass (a)", *_median(floors))]
-    results.append(("gpuwaste analyze --rebuild", *_median(runs)))
+    results = [("duckdb lag/lead pass (a)", _median(floors))]
+    results.append(("gpuwaste analyze --rebuild", _median(runs)))
     if not args.skip_pandas:
-        results.append(("pandas groupby-apply (b)", *timed([py, "-c", BASELINE_PANDAS, glob])))
+        results.append(("pandas groupby-apply (b)", timed([py, "-c", BASELINE_PANDAS, glob])))
     print(f"{samples:,} GPU samples ({args.gpus} GPUs x {args.days} days at 15 s)\n")
     if len(runs) > 1:
         print(f"median of {len(runs)} alternating runs; peak: the largest\n")
-    print("| implementation | wall s | M samples/s | peak RSS GiB |")
-    print("| --- | --- | --- | --- |")
-    for name, wall, peak, _ in results:
-        print(f"| {name} | {wall:.1f} | {samples / wall / 1e6:.2f} | {peak:.2f} |")
-    a = results[0][1]
-    print(f"\nanalyze / floor (a): {results[1][1] / a:.1f}x (target <= 4x)")
+    print("| implementation | wall s | CPU s | cores used | M samples/s | peak RSS GiB |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, r in results:
+        print(
+            f"| {name} | {r.wall:.1f} | {r.cpu:.1f} | {r.cpu / r.wall:.2f} | "
+            f"{samples / r.wall / 1e6:.2f} | {r.peak:.2f} |"
+        )
+    floor, run = results[0][1], results[1][1]
+    print(f"\nanalyze / floor (a): {run.wall / floor.wall:.1f}x (target <= 4x)")
+    # With every core of the machine busy from start to end, a run would take its CPU time over
+    # the cores: what the same work could take at best, and against the floor.
+    cores = os.cpu_count() or 1
+    print(
+        f"in CPU time: {run.cpu / floor.cpu:.2f}x; with all {cores} cores busy throughout, "
+        f"analyze would take {run.cpu / cores:.1f} s, {run.cpu / cores / floor.wall:.2f}x "
+        "the floor's wall time"
+    )
     if len(runs) > 1:
         pairs = ", ".join(
-            f"{r[0]:.1f}/{f[0]:.1f} = {r[0] / f[0]:.2f}x" for f, r in zip(floors, runs, strict=True)
+            f"{r.wall:.1f}/{f.wall:.1f} = {r.wall / f.wall:.2f}x"
+            for f, r in zip(floors, runs, strict=True)
         )
         print(f"each pair, analyze / floor: {pairs}")
     if len(results) > 2:
-        print(f"pandas (b) / analyze: {results[2][1] / results[1][1]:.1f}x (target >= 5x)")
+        print(f"pandas (b) / analyze: {results[2][1].wall / run.wall:.1f}x (target >= 5x)")
 
 
-def _median(runs: list[tuple[float, float, str]]) -> tuple[float, float, str]:
-    """The median wall time of `runs`, the largest peak, the last output."""
-    return statistics.median(r[0] for r in runs), max(r[1] for r in runs), runs[-1][2]
+def _median(runs: list[Timed]) -> Timed:
+    """The median wall time of `runs` (with that run's CPU time), the largest peak, the last
+    output."""
+    middle = sorted(runs, key=lambda r: r.wall)[(len(runs) - 1) // 2]
+    return Timed(middle.wall, middle.cpu, max(r.peak for r in runs), runs[-1].out)
 
 
 if __name__ == "__main__":
