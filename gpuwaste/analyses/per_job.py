@@ -5,8 +5,9 @@ The pass is a list of `Step`s (`GPU_STEPS` per host range, then `JOB_STEP`), eac
 relations it reads and the one it writes. The SQL files read those relations by name, so each
 output is put on the DuckDB connection under its name inside `Relations`, a context manager that
 takes every name off again when the pass ends, on an error too; an output is released as soon as
-the last step that reads it has run. Empty frames take their schemas from `PART_SCHEMAS` and the
-result tables.
+the last step that reads it has run. A pure step (polars or numpy over frames, no connection)
+runs on a thread beside the SQL steps after it, and its output is put on the connection when a
+SQL step reads it. Empty frames take their schemas from `PART_SCHEMAS` and the result tables.
 
 Each per-job result is a pure function of one job's records and samples, so jobs are processed in
 batches (by start day), and inside a batch the per-GPU pass runs over a range of hosts at a time
@@ -18,8 +19,8 @@ range's samples while the steps run over the current one (`_read_ahead`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Generator, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -130,14 +131,18 @@ class Relations:
 
 # A polars step: (the pass's frames so far, the connection, the thresholds) -> its output.
 StepFn = Callable[[Mapping[str, pl.DataFrame], duckdb.DuckDBPyConnection, Thresholds], pl.DataFrame]
+# A pure step: (its inputs, the thresholds) -> its output, without the connection.
+PureFn = Callable[[Mapping[str, pl.DataFrame], Thresholds], pl.DataFrame]
 
 
 @dataclass(frozen=True)
 class Step:
     """One step of the pass: relation `output`, made from the relations `inputs` by the SQL file
-    `sql` (under gpuwaste/sql/) or by the polars function `fn`; conformed to result table
-    `result` if given; a temp table when `temp_table` (read by several SQL steps), else a frame.
-    Inputs not made by an earlier step are the warehouse's views or the batch's temp tables."""
+    `sql` (under gpuwaste/sql/), by the polars function `fn`, or by the pure function `pure`
+    (polars or numpy over frames, no connection: `run_steps` runs it on a thread beside the next
+    steps); conformed to result table `result` if given; a temp table when `temp_table` (read by
+    several SQL steps), else a frame. Inputs not made by an earlier step are the warehouse's
+    views or the batch's temp tables."""
 
     output: str
     inputs: tuple[str, ...]
@@ -145,6 +150,18 @@ class Step:
     fn: StepFn | None = None
     result: str = ""
     temp_table: bool = False
+    pure: PureFn | None = None
+
+    def compute(
+        self, sources: Mapping[str, pl.DataFrame | Future[pl.DataFrame]], thresholds: Thresholds
+    ) -> pl.DataFrame:
+        """The output of a `pure` step from its inputs (a future: a pure step before it, run on
+        the same thread, so done by now)."""
+        if self.pure is None:
+            raise ValueError(f"step {self.output} is not pure")
+        frames = {n: f.result() if isinstance(f, Future) else f for n, f in sources.items()}
+        df = self.pure(frames, thresholds)
+        return _conform(df, self.result) if self.result else df
 
     def run(self, rel: Relations, thresholds: Thresholds) -> None:
         if self.sql and self.temp_table:
@@ -154,6 +171,8 @@ class Step:
             df = rel.con.sql(load_sql(self.sql)).pl()
         elif self.fn is not None:
             df = self.fn(rel.frames, rel.con, thresholds)
+        elif self.pure is not None:
+            df = self.pure(rel.frames, thresholds)
         else:
             raise ValueError(f"step {self.output} has neither sql nor fn")
         rel.frame(self.output, _conform(df, self.result) if self.result else df)
@@ -167,15 +186,41 @@ def run_steps(
     lap: Callable[[str], None],
 ) -> dict[str, pl.DataFrame]:
     """Run `steps` in order on `rel`; each output is released after the last step that reads it,
-    except those in `keep`, whose frames are returned (`rel` takes their names off at its end)."""
+    except those in `keep`, whose frames are returned (`rel` takes their names off at its end).
+
+    A `pure` step runs on a thread of its own while the next steps run on the connection (the
+    SQL steps use 1.5-1.8 of 2 cores, the pure ones 1-1.8): its output is put on the connection
+    when a step that is not pure reads it, or at the end if kept. A step that waits for it
+    counts the wait in `lap` as "pure steps (waited for)"."""
     last_reader = {name: i for i, step in enumerate(steps) for name in step.inputs}
     made: set[str] = set()
-    for i, step in enumerate(steps):
-        step.run(rel, thresholds)
-        made.add(step.output)
-        lap(step.output)
-        for name in [n for n in step.inputs if n in made and last_reader[n] == i and n not in keep]:
-            rel.release(name)
+    with ThreadPoolExecutor(1, thread_name_prefix="gpuwaste-step") as beside:
+        pending: dict[str, Future[pl.DataFrame]] = {}
+
+        def land(names: Iterable[str]) -> None:
+            waiting = [n for n in names if n in pending]
+            for name in waiting:
+                rel.frame(name, pending.pop(name).result())
+            if waiting:
+                lap("pure steps (waited for)")
+
+        for i, step in enumerate(steps):
+            if step.pure is not None:
+                sources = {n: pending.get(n) or rel.frames[n] for n in step.inputs}
+                pending[step.output] = beside.submit(step.compute, sources, thresholds)
+            else:
+                land(step.inputs)
+                step.run(rel, thresholds)
+                lap(step.output)
+            made.add(step.output)
+            for name in [
+                n for n in step.inputs if n in made and last_reader[n] == i and n not in keep
+            ]:
+                pending.pop(name, None)  # read by pure steps only: they hold it until done
+                rel.release(name)
+        land([name for name in keep if name in pending])
+        for future in pending.values():
+            future.result()  # a pure step that nothing reads: its error is not lost
     return {name: rel.frames[name] for name in keep if name in rel.frames}
 
 
@@ -202,27 +247,19 @@ def _sample_flags(
     return sample_flags.compute(frames["job_samples"], t)
 
 
-def _util_minutes(
-    frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
-) -> pl.DataFrame:
+def _util_minutes(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
     return util_minutes.compute(frames["sample_flags"])
 
 
-def _level_runs(
-    frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
-) -> pl.DataFrame:
+def _level_runs(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
     return stable_phases.level_runs_frame(frames["sample_flags"], t)
 
 
-def _phases(
-    frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
-) -> pl.DataFrame:
+def _phases(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
     return stable_phases.merge_phases(frames["level_runs"], frames["batch_alloc"], t)
 
 
-def _phase_counts(
-    frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
-) -> pl.DataFrame:
+def _phase_counts(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
     return stable_phases.phase_counts(frames["batch_phases"])
 
 
@@ -237,18 +274,19 @@ GPU_STEPS: tuple[Step, ...] = (
     Step("batch_alloc", ("analyze_alloc",), fn=_allocations),
     Step("job_samples", ("batch_alloc", "range_samples"), fn=_job_samples),
     Step("sample_flags", ("job_samples",), fn=_sample_flags),
+    # pure: on a thread beside the SQL steps that follow (run_steps)
+    Step("util_minutes", ("sample_flags",), pure=_util_minutes),
+    Step("level_runs", ("sample_flags",), pure=_level_runs),
+    Step("batch_phases", ("level_runs", "batch_alloc"), pure=_phases, result="stable_phases"),
+    Step("batch_phase_counts", ("batch_phases",), pure=_phase_counts),
     Step("gpu_sample_stats", ("sample_flags",), sql="staging/gpu_sample_stats", temp_table=True),
     _analysis_step("batch_idle_slots", "idle_slots"),
-    Step("level_runs", ("sample_flags",), fn=_level_runs),
-    Step("batch_phases", ("level_runs", "batch_alloc"), fn=_phases, result="stable_phases"),
-    Step("util_minutes", ("sample_flags",), fn=_util_minutes),
     Step("batch_checkpoint", ("job_samples", "analyze_alloc"), sql="staging/job_checkpoint"),
+    Step("device_models", ("gpu_samples",), sql="staging/device_models", temp_table=True),
+    Step("batch_host_usage", ("analyze_alloc", "host_samples"), sql="staging/job_host_usage"),
     _analysis_step("batch_util_hist", "job_util_hist", conform=False),  # conformed once summed
     Step("batch_fluctuation", ("util_minutes", "analyze_alloc"), sql="staging/job_fluctuation"),
-    Step("batch_phase_counts", ("batch_phases",), fn=_phase_counts),
-    Step("device_models", ("gpu_samples",), sql="staging/device_models", temp_table=True),
     _analysis_step("batch_gpu_usage", "job_gpu_usage"),
-    Step("batch_host_usage", ("analyze_alloc", "host_samples"), sql="staging/job_host_usage"),
 )
 # What each host range hands on to the roll-up of the jobs (parts added up over host ranges).
 GPU_PARTS = (

@@ -1,0 +1,105 @@
+"""The per-job pass's step runner (`per_job.run_steps`): a pure step runs on a thread beside the
+steps after it, its output reaches the SQL steps that read it, and its failure fails the pass
+with nothing left on the connection."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+
+import duckdb
+import polars as pl
+import pytest
+
+from gpuwaste.analyses import per_job
+from gpuwaste.analyses.per_job import Relations, Step, run_steps
+from gpuwaste.config import Thresholds
+
+T = Thresholds()
+
+
+def _names(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {
+        r[0] for r in con.sql("select view_name from duckdb_views() where not internal").fetchall()
+    }
+
+
+def test_a_pure_step_runs_beside_the_next_steps_and_reaches_the_sql_that_reads_it() -> None:
+    """The pure step waits for the step after it to start: run in order on one thread, the pass
+    would wait for 10 s and fail."""
+    started = threading.Event()
+    threads: dict[str, str] = {}
+
+    def numbers(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
+        threads["pure"] = threading.current_thread().name
+        assert started.wait(10), "the next step did not start while the pure step ran"
+        return frames["base"].with_columns(doubled=pl.col("x") * 2)
+
+    def marker(
+        frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
+    ) -> pl.DataFrame:
+        threads["next"] = threading.current_thread().name
+        started.set()
+        return pl.DataFrame({"y": [1]})
+
+    steps = (
+        Step("base", (), fn=lambda f, c, t: pl.DataFrame({"x": [1, 2, 3]})),
+        Step("doubled", ("base",), pure=numbers),
+        Step("marker", (), fn=marker),
+        Step("total", ("doubled", "marker"), sql="__test__"),
+    )
+    laps: list[str] = []
+    with duckdb.connect() as con, Relations(con) as rel:
+        out = _run(rel, steps, ("total", "doubled"), laps)
+        assert out["total"].to_dicts() == [{"n": 12}]
+        assert out["doubled"]["doubled"].to_list() == [2, 4, 6]
+    assert threads["pure"].startswith("gpuwaste-step")
+    assert threads["next"] == threading.current_thread().name
+    assert "pure steps (waited for)" in laps
+    assert "doubled" not in laps  # its time is the wait, not a step of the main thread
+
+
+def _broken(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
+    raise ValueError("no such column: mem")
+
+
+BASE = Step("base", (), fn=lambda f, c, t: pl.DataFrame({"x": [1]}))
+
+
+def test_a_failing_pure_step_fails_the_pass_and_leaves_nothing_on_the_connection() -> None:
+    steps = (
+        BASE,
+        Step("doubled", ("base",), pure=_broken),
+        Step("total", ("doubled",), sql="__test__"),
+    )
+    with duckdb.connect() as con:
+        with pytest.raises(ValueError, match="no such column: mem"), Relations(con) as rel:
+            _run(rel, steps, ("total",), [])
+        assert not _names(con) & {"base", "doubled", "total"}
+
+
+def test_a_pure_step_read_by_none_still_reports_its_failure() -> None:
+    steps = (BASE, Step("unread", ("base",), pure=_broken))
+    with duckdb.connect() as con, Relations(con) as rel, pytest.raises(ValueError, match="mem"):
+        _run(rel, steps, (), [])
+
+
+@pytest.fixture(autouse=True)
+def _test_sql(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SQL step `sql="__test__"` of these tests: the sum of frame `doubled`."""
+    original = per_job.load_sql
+
+    def load(name: str) -> str:
+        return (
+            "select sum(doubled)::bigint as n from doubled"
+            if name == "__test__"
+            else original(name)
+        )
+
+    monkeypatch.setattr(per_job, "load_sql", load)
+
+
+def _run(
+    rel: Relations, steps: tuple[Step, ...], keep: tuple[str, ...], laps: list[str]
+) -> dict[str, pl.DataFrame]:
+    return run_steps(rel, steps, keep, T, laps.append)
