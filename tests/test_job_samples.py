@@ -1,6 +1,8 @@
-"""The polars per-sample pass equals its SQL definition: job_samples.py = staging/job_samples.sql,
-sample_flags.py = staging/gpu_intervals.sql + sample_flags.sql, stable_phases.level_runs_frame =
-analyses/stable_phases.sql, util_minutes.py = staging/util_minutes.sql, on hypothesis cases (irregular and duplicate-free timestamps, samples
+"""The polars and numpy per-sample pass equals its SQL definition: job_samples.py =
+staging/job_samples.sql, sample_flags.py = staging/gpu_intervals.sql + sample_flags.sql,
+stable_phases.level_runs_frame = analyses/stable_phases.sql, util_minutes.py =
+staging/util_minutes.sql, gpu_sample_stats.py = staging/gpu_sample_stats.sql, checkpoint.py =
+staging/job_checkpoint.sql, on hypothesis cases (irregular and duplicate-free timestamps, samples
 outside allocations, GPUs shared by two allocations, null memory, rows in any order) and on a
 generated cluster read from a real warehouse."""
 
@@ -18,7 +20,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from gpuwaste.analyses import job_samples, per_job, sample_flags, stable_phases, util_minutes
+from gpuwaste.analyses import (
+    checkpoint,
+    gpu_sample_stats,
+    job_samples,
+    per_job,
+    sample_flags,
+    stable_phases,
+    util_minutes,
+)
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
 from gpuwaste.warehouse.catalog import connect, cursor
@@ -47,11 +57,20 @@ ALLOC_SCHEMA = {
 }
 KEYS = ["alloc_id", "ts"]
 MINUTE_KEYS = ["alloc_id", "window_no", "minute"]
-Pass = tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame]
+# job_samples, sample_flags, level_runs, util_minutes, gpu_sample_stats, checkpoint_gpus (the
+# SQL's per_gpu) and batch_checkpoint, by name
+Pass = dict[str, pl.DataFrame]
+
+
+def _ending(sql: str, tail: str) -> str:
+    """`sql` (a file's query, ending `select * from final`) ending with `tail` instead."""
+    body = sql.rstrip().removesuffix("select * from final")
+    assert body != sql.rstrip(), "the query does not end with select * from final"
+    return body + tail
 
 
 def _sql_pass(samples: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> Pass:
-    """job_samples, sample_flags, the level runs and the minutes by the SQL files, in DuckDB."""
+    """Every relation of the pass by the SQL files, in DuckDB."""
     con = duckdb.connect()
     con.execute("set TimeZone = 'UTC'")
     con.register("samples_in", samples)
@@ -79,7 +98,16 @@ def _sql_pass(samples: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> Pass
     minutes = con.sql(load_sql("staging/util_minutes")).pl()
     set_variables(con, {"phase_step_mib": t.phase_tolerance_mib / stable_phases.STEP_FRACTION})
     runs = con.sql(load_sql("analyses/stable_phases")).pl()
-    return con.sql("select * from job_samples").pl(), flags, runs, minutes
+    ckpt = load_sql("staging/job_checkpoint")
+    return {
+        "job_samples": con.sql("select * from job_samples").pl(),
+        "sample_flags": flags,
+        "level_runs": runs,
+        "util_minutes": minutes,
+        "gpu_sample_stats": con.sql(load_sql("staging/gpu_sample_stats")).pl(),
+        "checkpoint_gpus": con.sql(_ending(ckpt, "select * from per_gpu")).pl(),
+        "batch_checkpoint": con.sql(ckpt).pl(),
+    }
 
 
 def _polars_job_samples(
@@ -95,15 +123,24 @@ def _polars_job_samples(
 def _polars_pass(samples: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> Pass:
     js = _polars_job_samples(samples, alloc, t.idle_mem_floor_mib, t.fluctuation_window_s)
     flags = sample_flags.compute(js, t)
-    return js, flags, stable_phases.level_runs_frame(flags, t), util_minutes.compute(flags)
+    return {
+        "job_samples": js,
+        "sample_flags": flags,
+        "level_runs": stable_phases.level_runs_frame(flags, t),
+        "util_minutes": util_minutes.compute(flags),
+        "gpu_sample_stats": gpu_sample_stats.compute(flags),
+        "checkpoint_gpus": checkpoint.per_gpu(js),
+        "batch_checkpoint": checkpoint.compute(js, alloc, t),
+    }
 
 
-def _assert_same(fast: Pass, sql: Pass) -> None:
-    for name, a, b in zip(("job_samples", "sample_flags"), fast[:2], sql[:2], strict=True):
+def _assert_same(fast: Pass, sql: Pass, alloc: pl.DataFrame, t: Thresholds) -> None:
+    for name in ("job_samples", "sample_flags"):
+        a, b = fast[name], sql[name]
         assert a.columns == b.columns, name
         assert_frame_equal(a.sort(KEYS), b.sort(KEYS), check_exact=True)
     # level runs: sums in another order may differ in the last bits
-    runs_fast, runs_sql = fast[2], sql[2]
+    runs_fast, runs_sql = fast["level_runs"], sql["level_runs"]
     assert runs_fast.columns == runs_sql.columns
     assert_frame_equal(
         runs_fast.sort("alloc_id", "start_ts"),
@@ -115,7 +152,7 @@ def _assert_same(fast: Pass, sql: Pass) -> None:
     ordered = runs_fast.select("alloc_id", "start_ts")
     assert ordered.equals(ordered.sort("alloc_id", "start_ts"))
     # minutes: the same groups; sums added in another order may differ in the last bits
-    minutes_fast, minutes_sql = fast[3], sql[3]
+    minutes_fast, minutes_sql = fast["util_minutes"], sql["util_minutes"]
     assert minutes_fast.schema == minutes_sql.schema
     assert_frame_equal(
         minutes_fast.sort(MINUTE_KEYS),
@@ -124,8 +161,26 @@ def _assert_same(fast: Pass, sql: Pass) -> None:
         rel_tol=1e-9,
     )
     # in any row order, the same minutes
-    shuffled = util_minutes.compute(fast[1].sample(fraction=1.0, shuffle=True, seed=1))
+    shuffled = util_minutes.compute(fast["sample_flags"].sample(fraction=1.0, shuffle=True, seed=1))
     assert_frame_equal(shuffled.sort(MINUTE_KEYS), minutes_fast.sort(MINUTE_KEYS))
+    # per allocation and per job: the same rows, sums to the last bits, in any row order
+    flags_shuffled = fast["sample_flags"].sample(fraction=1.0, shuffle=True, seed=2)
+    js_shuffled = fast["job_samples"].sample(fraction=1.0, shuffle=True, seed=3)
+    again = {
+        "gpu_sample_stats": gpu_sample_stats.compute(flags_shuffled),
+        "checkpoint_gpus": checkpoint.per_gpu(js_shuffled),
+    }
+    for name, key in (("gpu_sample_stats", "alloc_id"), ("checkpoint_gpus", "alloc_id")):
+        ours, theirs = fast[name].sort(key), sql[name].sort(key)
+        assert ours.schema == theirs.schema, name
+        assert_frame_equal(ours, theirs, check_exact=False, rel_tol=1e-9)
+        assert_frame_equal(again[name].sort(key), ours, check_exact=False, rel_tol=1e-9)
+    jobs_fast, jobs_sql = fast["batch_checkpoint"], sql["batch_checkpoint"]
+    assert jobs_fast.schema == jobs_sql.schema
+    assert_frame_equal(jobs_fast.sort("job_id"), jobs_sql.sort("job_id"))
+    assert_frame_equal(
+        checkpoint.compute(js_shuffled, alloc, t).sort("job_id"), jobs_fast.sort("job_id")
+    )
 
 
 readings = st.lists(
@@ -187,6 +242,9 @@ def cases(draw: st.DrawFn) -> tuple[pl.DataFrame, pl.DataFrame, Thresholds]:
         sampling_interval_s=draw(st.sampled_from([None, None, 20.0])),
         fluctuation_window_s=draw(st.sampled_from([60.0, 120.0, 45.0])),
         idle_mem_floor_mib=draw(st.sampled_from([0.0, 100.0])),
+        # loose enough that some random GPUs checkpoint, not only the rule's default
+        checkpoint_min_dips=draw(st.sampled_from([2, 3])),
+        checkpoint_spacing_tolerance=draw(st.sampled_from([0.2, 1.0])),
     )
     return samples, alloc, t
 
@@ -195,7 +253,7 @@ def cases(draw: st.DrawFn) -> tuple[pl.DataFrame, pl.DataFrame, Thresholds]:
 @given(case=cases())
 def test_polars_pass_equals_sql(case: tuple[pl.DataFrame, pl.DataFrame, Thresholds]) -> None:
     samples, alloc, t = case
-    _assert_same(_polars_pass(samples, alloc, t), _sql_pass(samples, alloc, t))
+    _assert_same(_polars_pass(samples, alloc, t), _sql_pass(samples, alloc, t), alloc, t)
 
 
 def test_shared_gpu_rows_come_once_per_allocation() -> None:
@@ -219,9 +277,8 @@ def test_shared_gpu_rows_come_once_per_allocation() -> None:
     js = _polars_job_samples(samples, alloc, 0.0, 120.0)
     counts = dict(js.group_by("alloc_id").len().iter_rows())
     assert counts == {1: 5, 2: 6}  # 15..75 s and 45..120 s
-    _assert_same(
-        _polars_pass(samples, alloc, Thresholds()), _sql_pass(samples, alloc, Thresholds())
-    )
+    t = Thresholds()
+    _assert_same(_polars_pass(samples, alloc, t), _sql_pass(samples, alloc, t), alloc, t)
 
 
 generate = pytest.importorskip("gpuwaste.generate")
@@ -383,3 +440,85 @@ def test_minutes_hand_computed() -> None:
         (2, 0.0, 0.0, 0.0, 10.0, 0.0, 0.0),
     ]
     assert util_minutes.compute(flags.clear()).schema == got.schema
+
+
+def _sql_over(
+    name: str, frames: dict[str, pl.DataFrame], t: Thresholds, tail: str = ""
+) -> pl.DataFrame:
+    """SQL file `name` over `frames` (registered by name), ending with `tail` when given."""
+    con = duckdb.connect()
+    con.execute("set TimeZone = 'UTC'")
+    set_variables(con, threshold_variables(t))
+    for relation, frame in frames.items():
+        con.register(relation, frame)
+    return con.sql(_ending(load_sql(name), tail) if tail else load_sql(name)).pl()
+
+
+def test_gpu_sample_stats_hand_computed() -> None:
+    """Hand-computed: time-weighted means; an allocation without memory readings has no memory
+    figures; one whose samples stand for no seconds has no means; rows of an allocation that
+    are not contiguous are put together first; the SQL gives the same rows."""
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = [  # alloc_id, s, util, mem_used, mem_total, idle, covered_s, tail_covered_s
+        (1, 15, 10.0, 100.0, 16384.0, False, 15.0, 0.0),
+        (2, 10, 0.0, None, None, True, 10.0, 0.0),
+        (1, 30, 30.0, 300.0, 16384.0, False, 15.0, 0.0),
+        (3, 500, 50.0, 10.0, 80.0, False, 0.0, 0.0),
+    ]
+    flags = pl.DataFrame(
+        [(a, t0 + timedelta(seconds=s), 15.0, *rest) for a, s, *rest in rows],
+        schema={
+            "alloc_id": pl.Int64,
+            "ts": pl.Datetime("us", "UTC"),
+            "interval_s": pl.Float64,
+            "util": pl.Float64,
+            "mem_used_mib": pl.Float64,
+            "mem_total_mib": pl.Float64,
+            "idle": pl.Boolean,
+            "covered_s": pl.Float64,
+            "tail_covered_s": pl.Float64,
+        },
+        orient="row",
+    )
+    got = gpu_sample_stats.compute(flags)
+    assert got.sort("alloc_id").rows() == [
+        # alloc, interval, samples, observed, util mean, max, mem mean, max, total, never used
+        (1, 15.0, 2, 30.0, 20.0, 30.0, 200.0, 300.0, 16384.0, False),
+        (2, 15.0, 1, 10.0, 0.0, 0.0, None, None, None, True),
+        (3, 15.0, 1, 0.0, None, 50.0, None, 10.0, 80.0, False),
+    ]
+    sql = _sql_over("staging/gpu_sample_stats", {"sample_flags": flags}, Thresholds())
+    assert_frame_equal(got.sort("alloc_id"), sql.sort("alloc_id"))
+    assert gpu_sample_stats.compute(flags.clear()).schema == got.schema
+
+
+def test_checkpoint_hand_computed() -> None:
+    """Hand-computed: an idle first stretch is not a dip, nor is an idle stretch after the last
+    busy sample; dips at 60, 105 and 135 s are 3 dips spaced 45 and 30 s, spread 15 / 37.5 =
+    0.4; one dip gives no spacing; the job checkpoints only when 0.4 is under the tolerance.
+    The SQL gives the same rows."""
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    utils = [0.0, 0.0, 50.0, 0.0, 50.0, 50.0, 0.0, 50.0, 0.0, 50.0, 0.0]  # at 15, 30, ... 165 s
+    rows = [(7, 15 * (i + 1), u, utils[i - 1] if i else None) for i, u in enumerate(utils)]
+    rows += [(8, 15, 50.0, None), (8, 30, 0.0, 50.0), (8, 45, 50.0, 0.0)]  # one dip
+    samples = pl.DataFrame(
+        [(a, t0 + timedelta(seconds=s), u, p) for a, s, u, p in rows],
+        schema={
+            "alloc_id": pl.Int64,
+            "ts": pl.Datetime("us", "UTC"),
+            "util": pl.Float64,
+            "prev_util": pl.Float64,
+        },
+        orient="row",
+    ).reverse()  # in any order
+    alloc = pl.DataFrame({"alloc_id": [7, 8], "job_id": ["j7", "j8"]})
+    assert checkpoint.per_gpu(samples).rows() == [(7, 3, pytest.approx(0.4))]
+    frames = {"job_samples": samples, "analyze_alloc": alloc}
+    for tolerance, expected in ((0.5, [("j7", 1)]), (0.4, [])):
+        t = Thresholds(checkpoint_min_dips=3, checkpoint_spacing_tolerance=tolerance)
+        assert checkpoint.compute(samples, alloc, t).rows() == expected
+        assert _sql_over("staging/job_checkpoint", frames, t).rows() == expected
+    per_gpu = _sql_over("staging/job_checkpoint", frames, Thresholds(), "select * from per_gpu")
+    assert per_gpu.rows() == [(7, 3, pytest.approx(0.4))]
+    assert checkpoint.per_gpu(samples.clear()).height == 0
+    assert checkpoint.compute(samples.clear(), alloc, Thresholds()).schema == checkpoint.SCHEMA

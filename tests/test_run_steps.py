@@ -1,11 +1,11 @@
 """The per-job pass's step runner (`per_job.run_steps`): a pure step runs on a thread beside the
-steps after it, its output reaches the SQL steps that read it, and its failure fails the pass
+steps after it, two pure steps run at once, its output reaches the SQL steps that read it, and its failure fails the pass
 with nothing left on the connection."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import duckdb
 import polars as pl
@@ -57,6 +57,31 @@ def test_a_pure_step_runs_beside_the_next_steps_and_reaches_the_sql_that_reads_i
     assert threads["next"] == threading.current_thread().name
     assert "pure steps (waited for)" in laps
     assert "doubled" not in laps  # its time is the wait, not a step of the main thread
+
+
+def test_two_pure_steps_run_at_once_and_one_reads_another() -> None:
+    """The first two pure steps each wait for the other to start (a barrier): on one thread the
+    pass would fail after 10 s. The third reads the first's output, from the other thread."""
+    both = threading.Barrier(2, timeout=10)
+
+    def meeting(name: str) -> Callable[[Mapping[str, pl.DataFrame], Thresholds], pl.DataFrame]:
+        def step(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
+            both.wait()
+            return frames["base"].select(pl.col("x").alias(name))
+
+        return step
+
+    steps = (
+        Step("base", (), fn=lambda f, c, t: pl.DataFrame({"x": [1, 2, 3]})),
+        Step("left", ("base",), pure=meeting("left")),
+        Step("right", ("base",), pure=meeting("right")),
+        Step("doubled", ("left",), pure=lambda f, t: f["left"].select(doubled=pl.col("left") * 2)),
+        Step("total", ("doubled", "right"), sql="__test__"),
+    )
+    with duckdb.connect() as con, Relations(con) as rel:
+        out = _run(rel, steps, ("total", "right"), [])
+        assert out["total"].to_dicts() == [{"n": 12}]
+        assert out["right"]["right"].to_list() == [1, 2, 3]
 
 
 def _broken(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:

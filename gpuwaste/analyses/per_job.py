@@ -6,8 +6,8 @@ relations it reads and the one it writes. The SQL files read those relations by 
 output is put on the DuckDB connection under its name inside `Relations`, a context manager that
 takes every name off again when the pass ends, on an error too; an output is released as soon as
 the last step that reads it has run. A pure step (polars or numpy over frames, no connection)
-runs on a thread beside the SQL steps after it, and its output is put on the connection when a
-SQL step reads it. Empty frames take their schemas from `PART_SCHEMAS` and the result tables.
+runs on one of two threads beside the SQL steps after it, and its output is put on the
+connection when a SQL step reads it. Empty frames take their schemas from `PART_SCHEMAS` and the result tables.
 
 Each per-job result is a pure function of one job's records and samples, so jobs are processed in
 batches (by start day), and inside a batch the per-GPU pass runs over a range of hosts at a time
@@ -30,7 +30,14 @@ from types import TracebackType
 import duckdb
 import polars as pl
 
-from gpuwaste.analyses import job_samples, sample_flags, stable_phases, util_minutes
+from gpuwaste.analyses import (
+    checkpoint,
+    gpu_sample_stats,
+    job_samples,
+    sample_flags,
+    stable_phases,
+    util_minutes,
+)
 from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
@@ -155,8 +162,8 @@ class Step:
     def compute(
         self, sources: Mapping[str, pl.DataFrame | Future[pl.DataFrame]], thresholds: Thresholds
     ) -> pl.DataFrame:
-        """The output of a `pure` step from its inputs (a future: a pure step before it, run on
-        the same thread, so done by now)."""
+        """The output of a `pure` step from its inputs (a future: a pure step submitted before
+        it, so already taken by a thread of the same pool and not waiting for this one)."""
         if self.pure is None:
             raise ValueError(f"step {self.output} is not pure")
         frames = {n: f.result() if isinstance(f, Future) else f for n, f in sources.items()}
@@ -189,17 +196,18 @@ def run_steps(
     """Run `steps` in order on `rel`; each output is released after the last step that reads it,
     except those in `keep`, whose frames are returned (`rel` takes their names off at its end).
 
-    A `pure` step runs on a thread of its own while the next steps run on the connection (the
-    SQL steps use 1.5-1.8 of 2 cores, the pure ones 1-1.8): its output is put on the connection
+    A `pure` step runs on a thread of `beside` while the next steps run on the connection (the
+    SQL steps use 1.5-1.8 of 2 cores, a numpy step one): its output is put on the connection
     when a step that is not pure reads it, or at the end if kept. A step that waits for it
-    counts the wait in `lap` as "pure steps (waited for)". `beside`: the one thread pure steps
-    run on (a batch keeps one for all its host ranges: memory a thread frees is reused by that
-    thread; a new thread per range took 0.3 GiB more at 8x); without it, a thread of its own."""
+    counts the wait in `lap` as "pure steps (waited for)". `beside`: the threads pure steps run
+    on (`_beside_threads`; a batch keeps them for all its host ranges: memory a thread frees is
+    reused by that thread, and new threads per range took 0.3 GiB more at 8x); without it,
+    threads of their own."""
     last_reader = {name: i for i, step in enumerate(steps) for name in step.inputs}
     made: set[str] = set()
     with ExitStack() as stack:
         if beside is None:
-            beside = stack.enter_context(_beside_thread())
+            beside = stack.enter_context(_beside_threads())
         pending: dict[str, Future[pl.DataFrame]] = {}
 
         def land(names: Iterable[str]) -> None:
@@ -229,9 +237,10 @@ def run_steps(
     return {name: rel.frames[name] for name in keep if name in rel.frames}
 
 
-def _beside_thread() -> ThreadPoolExecutor:
-    """The thread `run_steps` runs pure steps on."""
-    return ThreadPoolExecutor(1, thread_name_prefix="gpuwaste-step")
+def _beside_threads() -> ThreadPoolExecutor:
+    """The threads `run_steps` runs pure steps on: two, so that while the SQL steps wait for the
+    pure ones (one numpy step uses one core) both cores work (bench/RESULTS.md)."""
+    return ThreadPoolExecutor(2, thread_name_prefix="gpuwaste-step")
 
 
 def _allocations(
@@ -261,6 +270,14 @@ def _util_minutes(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataF
     return util_minutes.compute(frames["sample_flags"])
 
 
+def _gpu_sample_stats(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
+    return gpu_sample_stats.compute(frames["sample_flags"])
+
+
+def _checkpoint(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
+    return checkpoint.compute(frames["job_samples"], frames["batch_alloc"], t)
+
+
 def _level_runs(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
     return stable_phases.level_runs_frame(frames["sample_flags"], t)
 
@@ -285,15 +302,16 @@ GPU_STEPS: tuple[Step, ...] = (
     Step("job_samples", ("batch_alloc", "range_samples"), fn=_job_samples),
     Step("sample_flags", ("job_samples",), fn=_sample_flags),
     # pure: on a thread beside the SQL steps that follow (run_steps)
+    Step("gpu_sample_stats", ("sample_flags",), pure=_gpu_sample_stats),
     Step("util_minutes", ("sample_flags",), pure=_util_minutes),
+    Step("batch_checkpoint", ("job_samples", "batch_alloc"), pure=_checkpoint),
     Step("level_runs", ("sample_flags",), pure=_level_runs),
     Step("batch_phases", ("level_runs", "batch_alloc"), pure=_phases, result="stable_phases"),
     Step("batch_phase_counts", ("batch_phases",), pure=_phase_counts),
-    Step("gpu_sample_stats", ("sample_flags",), sql="staging/gpu_sample_stats", temp_table=True),
-    _analysis_step("batch_idle_slots", "idle_slots"),
-    Step("batch_checkpoint", ("job_samples", "analyze_alloc"), sql="staging/job_checkpoint"),
+    # SQL: first those that need no pure step's output, while the pure steps run
     Step("device_models", ("gpu_samples",), sql="staging/device_models", temp_table=True),
     Step("batch_host_usage", ("analyze_alloc", "host_samples"), sql="staging/job_host_usage"),
+    _analysis_step("batch_idle_slots", "idle_slots"),
     _analysis_step("batch_util_hist", "job_util_hist", conform=False),  # conformed once summed
     Step("batch_fluctuation", ("util_minutes", "analyze_alloc"), sql="staging/job_fluctuation"),
     _analysis_step("batch_gpu_usage", "job_gpu_usage"),
@@ -558,7 +576,7 @@ def run_batch(
         ranges = _host_chunks(con, batch_hosts)
         with (
             closing(_read_ahead(con, cluster, alloc_all, ranges)) as read,
-            _beside_thread() as beside,
+            _beside_threads() as beside,
         ):
             for (host_lo, host_hi), samples in read:
                 lap("read (waited for)")

@@ -13,9 +13,10 @@ Two kinds:
   the variables `cluster` and the thresholds set.
 
 A `.py` module exists only where there is polars or numpy logic (`stable_phases.py`,
-`job_samples.py`, `sample_flags.py`, `util_minutes.py`); every other analysis is its SQL file. `ORACLES` lists the SQL files that
-`gpuwaste analyze` does not run: the definitions that tests/test_job_samples.py proves equal to
-the polars path.
+`job_samples.py`, `sample_flags.py`, `util_minutes.py`, `gpu_sample_stats.py`, `checkpoint.py`);
+every other analysis is its SQL file. `ORACLES` lists the SQL files that `gpuwaste analyze` does
+not run: the definitions that tests/test_job_samples.py proves equal to the polars or numpy
+path.
 """
 
 from __future__ import annotations
@@ -313,13 +314,15 @@ ANALYSES: tuple[Analysis, ...] = (
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}
 
 # SQL files `gpuwaste analyze` does not run: each is the definition an operator reads, and
-# tests/test_job_samples.py proves the polars code named beside it computes the same rows.
+# tests/test_job_samples.py proves the polars or numpy code named beside it computes the same rows.
 ORACLES: dict[str, str] = {
     "staging/job_samples": "gpuwaste.analyses.job_samples",
     "staging/gpu_intervals": "gpuwaste.analyses.sample_flags",
     "staging/sample_flags": "gpuwaste.analyses.sample_flags",
     "analyses/stable_phases": "gpuwaste.analyses.stable_phases.level_runs_frame",
     "staging/util_minutes": "gpuwaste.analyses.util_minutes",
+    "staging/gpu_sample_stats": "gpuwaste.analyses.gpu_sample_stats",
+    "staging/job_checkpoint": "gpuwaste.analyses.checkpoint",
 }
 
 

@@ -4,17 +4,18 @@ sample_flags frame, in one linear pass.
 The SQL file is the definition an operator reads: per allocation x fluctuation window x minute
 since the attempt's start, the time-weighted utilization sum, the seconds of data, and the
 lowest and highest utilization (job_util_hist.sql and job_fluctuation.sql read them). DuckDB
-computes it with a hash aggregation on both cores. The per-sample pass (job_samples.py) leaves
-each allocation's samples contiguous and in time order, so the rows of one (allocation, window,
-minute) are contiguous too, and numpy's `reduceat` sums them where they start, on one core
-(bench/RESULTS.md). Rows in any other order are sorted first. tests/test_job_samples.py checks
-that both give the same rows.
+computes it with a hash aggregation on both cores. Each allocation's rows come contiguous and in
+time order (`alloc_rows.by_allocation`), so the rows of one (allocation, window, minute) are
+contiguous too, and numpy's `reduceat` sums them where they start, on one core
+(bench/RESULTS.md). tests/test_job_samples.py checks that both give the same rows.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
+
+from gpuwaste.analyses.alloc_rows import WEIGHT_S, by_allocation
 
 SCHEMA: dict[str, pl.DataType] = {
     "alloc_id": pl.Int64(),
@@ -25,15 +26,6 @@ SCHEMA: dict[str, pl.DataType] = {
     "util_min": pl.Float64(),
     "util_max": pl.Float64(),
 }
-
-
-def _in_order(alloc: np.ndarray, ts: np.ndarray, same: np.ndarray) -> bool:
-    """Each allocation's rows contiguous and in time order (`same`: row i+1 has row i's
-    allocation), as job_samples.py leaves them: then so is each of its (window, minute)."""
-    firsts = alloc[np.flatnonzero(~same) + 1]
-    if len(np.unique(firsts)) != len(firsts) or alloc[0] in firsts:
-        return False
-    return bool(np.all((ts[1:] >= ts[:-1]) | ~same))
 
 
 def compute(flags: pl.DataFrame) -> pl.DataFrame:
@@ -48,18 +40,11 @@ def compute(flags: pl.DataFrame) -> pl.DataFrame:
         pl.col("window_no").cast(pl.Float64),
         pl.col("minute").cast(pl.Float64),
         pl.col("util").cast(pl.Float64),
-        (pl.col("covered_s") + pl.col("tail_covered_s")).cast(pl.Float64).alias("weight_s"),
+        WEIGHT_S,
     )
-    alloc, ts = cols["alloc_id"].to_numpy(), cols["ts"].to_numpy()
-    same = alloc[1:] == alloc[:-1]
-    if not _in_order(alloc, ts, same):
-        cols = cols.sort("alloc_id", "ts", maintain_order=True)
-        alloc = cols["alloc_id"].to_numpy()
-        same = alloc[1:] == alloc[:-1]
+    cols, new = by_allocation(cols)
+    alloc = cols["alloc_id"].to_numpy()
     window, minute = cols["window_no"].to_numpy(), cols["minute"].to_numpy()
-    new = np.empty(len(alloc), dtype=bool)
-    new[0] = True
-    np.logical_not(same, out=new[1:])
     new[1:] |= (window[1:] != window[:-1]) | (minute[1:] != minute[:-1])
     at = np.flatnonzero(new)
     util, weight = cols["util"].to_numpy(), cols["weight_s"].to_numpy()

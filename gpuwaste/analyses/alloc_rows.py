@@ -1,0 +1,49 @@
+"""The rows of each allocation in the per-sample frames (job_samples, sample_flags), for the
+steps that reduce them with numpy (`util_minutes.py`, `gpu_sample_stats.py`,
+`checkpoint.py`).
+
+The per-sample pass (job_samples.py) leaves each allocation's rows contiguous and in time
+order, so a per-allocation sum is numpy's `reduceat` where each allocation starts: one linear
+pass on one core, where DuckDB hashes rows that arrive already grouped. Rows in any other order
+are sorted first, so the result never depends on the order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+# The seconds a sample stands for (time weighting, sample_flags.sql): since the previous sample,
+# and for the last one also its tail to the allocation's end.
+WEIGHT_S = (pl.col("covered_s") + pl.col("tail_covered_s")).cast(pl.Float64).alias("weight_s")
+
+
+def in_order(alloc: np.ndarray, ts: np.ndarray, same: np.ndarray) -> bool:
+    """Each allocation's rows contiguous and in time order (`same`: row i+1 has row i's
+    allocation), as job_samples.py leaves them."""
+    firsts = alloc[np.flatnonzero(~same) + 1]
+    if len(np.unique(firsts)) != len(firsts) or alloc[0] in firsts:
+        return False
+    return bool(np.all((ts[1:] >= ts[:-1]) | ~same))
+
+
+def by_allocation(frame: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:
+    """`frame` (alloc_id, ts, ...; at least one row) with each allocation's rows contiguous and
+    in time order (itself when they are, else sorted by alloc_id and ts), and per row whether
+    it opens its allocation's rows (True at row 0)."""
+    alloc, ts = frame["alloc_id"].to_numpy(), frame["ts"].to_numpy()
+    same = alloc[1:] == alloc[:-1]
+    if not in_order(alloc, ts, same):
+        frame = frame.sort("alloc_id", "ts", maintain_order=True)
+        alloc = frame["alloc_id"].to_numpy()
+        same = alloc[1:] == alloc[:-1]
+    opens = np.empty(len(alloc), dtype=bool)
+    opens[0] = True
+    np.logical_not(same, out=opens[1:])
+    return frame, opens
+
+
+def nulls_where(values: np.ndarray, missing: np.ndarray) -> pl.Series:
+    """`values` as a Float64 series with null where `missing`."""
+    series = pl.Series(values, dtype=pl.Float64)
+    return series.set(pl.Series(missing), None) if missing.any() else series
