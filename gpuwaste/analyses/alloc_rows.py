@@ -27,20 +27,23 @@ def in_order(alloc: np.ndarray, ts: np.ndarray, same: np.ndarray) -> bool:
     return bool(np.all((ts[1:] >= ts[:-1]) | ~same))
 
 
+def opens(keys: np.ndarray) -> np.ndarray:
+    """Per row of `keys` (at least one), whether it opens a run of equal keys (True at row 0)."""
+    out = np.empty(len(keys), dtype=bool)
+    out[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=out[1:])
+    return out
+
+
 def by_allocation(frame: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:
     """`frame` (alloc_id, ts, ...; at least one row) with each allocation's rows contiguous and
     in time order (itself when they are, else sorted by alloc_id and ts), and per row whether
     it opens its allocation's rows (True at row 0)."""
     alloc, ts = frame["alloc_id"].to_numpy(), frame["ts"].to_numpy()
-    same = alloc[1:] == alloc[:-1]
-    if not in_order(alloc, ts, same):
+    if not in_order(alloc, ts, alloc[1:] == alloc[:-1]):
         frame = frame.sort("alloc_id", "ts", maintain_order=True)
         alloc = frame["alloc_id"].to_numpy()
-        same = alloc[1:] == alloc[:-1]
-    opens = np.empty(len(alloc), dtype=bool)
-    opens[0] = True
-    np.logical_not(same, out=opens[1:])
-    return frame, opens
+    return frame, opens(alloc)
 
 
 def nulls_where(values: np.ndarray, missing: np.ndarray) -> pl.Series:

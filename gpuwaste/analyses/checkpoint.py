@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from gpuwaste.analyses.alloc_rows import by_allocation, nulls_where
+from gpuwaste.analyses.alloc_rows import by_allocation, nulls_where, opens
 from gpuwaste.config import Thresholds
 
 GPU_SCHEMA: dict[str, pl.DataType] = {
@@ -26,11 +26,6 @@ GPU_SCHEMA: dict[str, pl.DataType] = {
     "spacing_spread": pl.Float64(),
 }
 SCHEMA: dict[str, pl.DataType] = {"job_id": pl.String(), "checkpointing_gpus": pl.Int64()}
-
-
-def _opens(keys: np.ndarray) -> np.ndarray:
-    """Where each run of equal `keys` (at least one) starts."""
-    return np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
 
 
 def per_gpu(samples: pl.DataFrame) -> pl.DataFrame:
@@ -45,10 +40,10 @@ def per_gpu(samples: pl.DataFrame) -> pl.DataFrame:
     )
     if not cols.height:
         return pl.DataFrame(schema=GPU_SCHEMA)
-    cols, opens = by_allocation(cols)
+    cols, first = by_allocation(cols)
     alloc, ts = cols["alloc_id"].to_numpy(), cols["ts"].to_numpy()
     util, after_busy = cols["util"].to_numpy(), cols["after_busy"].to_numpy()
-    starts = np.flatnonzero(opens)
+    starts = np.flatnonzero(first)
     # each row's allocation's last busy sample (none: the lowest int64, so no row is before it)
     busy_ts = np.where(util > 0, ts, np.iinfo(np.int64).min)
     last_busy = np.repeat(np.maximum.reduceat(busy_ts, starts), np.diff(starts, append=len(ts)))
@@ -59,7 +54,7 @@ def per_gpu(samples: pl.DataFrame) -> pl.DataFrame:
     gaps = (dip_ts[1:] - dip_ts[:-1])[pair] / 1e6
     if not len(gaps):
         return pl.DataFrame(schema=GPU_SCHEMA)
-    at = _opens(gap_alloc)
+    at = np.flatnonzero(opens(gap_alloc))
     count = np.diff(at, append=len(gaps))
     mean = np.add.reduceat(gaps, at) / count
     spread = np.maximum.reduceat(gaps, at) - np.minimum.reduceat(gaps, at)

@@ -7,7 +7,8 @@ output is put on the DuckDB connection under its name inside `Relations`, a cont
 takes every name off again when the pass ends, on an error too; an output is released as soon as
 the last step that reads it has run. A pure step (polars or numpy over frames, no connection)
 runs on one of two threads beside the SQL steps after it, and its output is put on the
-connection when a SQL step reads it. Empty frames take their schemas from `PART_SCHEMAS` and the result tables.
+connection when a SQL step reads it. Empty frames take their schemas from `PART_SCHEMAS` and the
+result tables.
 
 Each per-job result is a pure function of one job's records and samples, so jobs are processed in
 batches (by start day), and inside a batch the per-GPU pass runs over a range of hosts at a time
