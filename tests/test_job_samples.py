@@ -2,7 +2,8 @@
 staging/job_samples.sql, sample_flags.py = staging/gpu_intervals.sql + sample_flags.sql,
 stable_phases.level_runs_frame = analyses/stable_phases.sql, util_minutes.py =
 staging/util_minutes.sql, gpu_sample_stats.py = staging/gpu_sample_stats.sql, checkpoint.py =
-staging/job_checkpoint.sql, on hypothesis cases (irregular and duplicate-free timestamps, samples
+staging/job_checkpoint.sql, idle_slots.py = analyses/idle_slots.sql, util_hist.py =
+analyses/job_util_hist.sql, fluctuation.py = staging/job_fluctuation.sql, on hypothesis cases (irregular and duplicate-free timestamps, samples
 outside allocations, GPUs shared by two allocations, null memory, rows in any order) and on a
 generated cluster read from a real warehouse."""
 
@@ -22,11 +23,14 @@ from polars.testing import assert_frame_equal
 
 from gpuwaste.analyses import (
     checkpoint,
+    fluctuation,
     gpu_sample_stats,
+    idle_slots,
     job_samples,
     per_job,
     sample_flags,
     stable_phases,
+    util_hist,
     util_minutes,
 )
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
@@ -57,9 +61,19 @@ ALLOC_SCHEMA = {
 }
 KEYS = ["alloc_id", "ts"]
 MINUTE_KEYS = ["alloc_id", "window_no", "minute"]
+SLOT_KEYS = ["job_id", "attempt", "host", "gpu", "gpu_instance", "start_ts"]
 # job_samples, sample_flags, level_runs, util_minutes, gpu_sample_stats, checkpoint_gpus (the
-# SQL's per_gpu) and batch_checkpoint, by name
+# SQL's per_gpu), batch_checkpoint, idle_slots, util_hist and fluctuation, by name
 Pass = dict[str, pl.DataFrame]
+
+
+def _devices(alloc: pl.DataFrame, gpu_weight: float = 1.0) -> pl.DataFrame:
+    """`alloc` with the columns of analyze_alloc that name and weigh its device: a MIG profile
+    for an instance, and `gpu_weight` (an instance's slice: the weight of every allocation)."""
+    return alloc.with_columns(
+        pl.when(pl.col("gpu_instance").is_not_null()).then(pl.lit("1g.10gb")).alias("mig_profile"),
+        pl.lit(gpu_weight, pl.Float64).alias("gpu_weight"),
+    )
 
 
 def _ending(sql: str, tail: str) -> str:
@@ -95,7 +109,8 @@ def _sql_pass(samples: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> Pass
     con.execute(f"create table gpu_intervals as {load_sql('staging/gpu_intervals')}")
     con.execute(f"create view sample_flags as {load_sql('staging/sample_flags')}")
     flags = con.sql("select * from sample_flags").pl()
-    minutes = con.sql(load_sql("staging/util_minutes")).pl()
+    con.execute(f"create table util_minutes as {load_sql('staging/util_minutes')}")
+    con.execute(f"create table gpu_sample_stats as {load_sql('staging/gpu_sample_stats')}")
     set_variables(con, {"phase_step_mib": t.phase_tolerance_mib / stable_phases.STEP_FRACTION})
     runs = con.sql(load_sql("analyses/stable_phases")).pl()
     ckpt = load_sql("staging/job_checkpoint")
@@ -103,10 +118,13 @@ def _sql_pass(samples: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> Pass
         "job_samples": con.sql("select * from job_samples").pl(),
         "sample_flags": flags,
         "level_runs": runs,
-        "util_minutes": minutes,
-        "gpu_sample_stats": con.sql(load_sql("staging/gpu_sample_stats")).pl(),
+        "util_minutes": con.sql("select * from util_minutes").pl(),
+        "gpu_sample_stats": con.sql("select * from gpu_sample_stats").pl(),
         "checkpoint_gpus": con.sql(_ending(ckpt, "select * from per_gpu")).pl(),
         "batch_checkpoint": con.sql(ckpt).pl(),
+        "idle_slots": con.sql(load_sql("analyses/idle_slots")).pl(),
+        "util_hist": con.sql(load_sql("analyses/job_util_hist")).pl(),
+        "fluctuation": con.sql(load_sql("staging/job_fluctuation")).pl(),
     }
 
 
@@ -123,14 +141,18 @@ def _polars_job_samples(
 def _polars_pass(samples: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> Pass:
     js = _polars_job_samples(samples, alloc, t.idle_mem_floor_mib, t.fluctuation_window_s)
     flags = sample_flags.compute(js, t)
+    minutes, stats = util_minutes.compute(flags), gpu_sample_stats.compute(flags)
     return {
         "job_samples": js,
         "sample_flags": flags,
         "level_runs": stable_phases.level_runs_frame(flags, t),
-        "util_minutes": util_minutes.compute(flags),
-        "gpu_sample_stats": gpu_sample_stats.compute(flags),
+        "util_minutes": minutes,
+        "gpu_sample_stats": stats,
         "checkpoint_gpus": checkpoint.per_gpu(js),
         "batch_checkpoint": checkpoint.compute(js, alloc, t),
+        "idle_slots": idle_slots.compute(flags, stats, alloc, t),
+        "util_hist": util_hist.compute(minutes, alloc),
+        "fluctuation": fluctuation.compute(minutes, alloc, t),
     }
 
 
@@ -181,6 +203,29 @@ def _assert_same(fast: Pass, sql: Pass, alloc: pl.DataFrame, t: Thresholds) -> N
     assert_frame_equal(
         checkpoint.compute(js_shuffled, alloc, t).sort("job_id"), jobs_fast.sort("job_id")
     )
+    _assert_same_per_job(fast, sql, alloc, t)
+
+
+def _assert_same_per_job(fast: Pass, sql: Pass, alloc: pl.DataFrame, t: Thresholds) -> None:
+    """idle_slots, util_hist and fluctuation: the same rows as the SQL, also from their inputs
+    in any row order."""
+    slots = fast["idle_slots"]
+    assert slots.schema == sql["idle_slots"].schema
+    assert_frame_equal(slots.sort(SLOT_KEYS), sql["idle_slots"].sort(SLOT_KEYS), check_exact=True)
+    hist_keys, minutes = ["job_id", "bucket"], fast["util_minutes"]
+    hist = fast["util_hist"].sort(hist_keys)
+    assert hist.schema == sql["util_hist"].schema
+    assert_frame_equal(hist, sql["util_hist"].sort(hist_keys), check_exact=False, rel_tol=1e-9)
+    fluct = fast["fluctuation"].sort("job_id")
+    assert fluct.schema == sql["fluctuation"].schema
+    assert_frame_equal(fluct, sql["fluctuation"].sort("job_id"), check_exact=True)
+    minutes_shuffled = minutes.sample(fraction=1.0, shuffle=True, seed=4)
+    flags_shuffled = fast["sample_flags"].sample(fraction=1.0, shuffle=True, seed=5)
+    again = idle_slots.compute(flags_shuffled, fast["gpu_sample_stats"], alloc, t)
+    assert_frame_equal(again.sort(SLOT_KEYS), slots.sort(SLOT_KEYS))
+    again = util_hist.compute(minutes_shuffled, alloc).sort(hist_keys)
+    assert_frame_equal(again, hist, check_exact=False, rel_tol=1e-9)
+    assert_frame_equal(fluctuation.compute(minutes_shuffled, alloc, t).sort("job_id"), fluct)
 
 
 readings = st.lists(
@@ -231,6 +276,7 @@ def cases(draw: st.DrawFn) -> tuple[pl.DataFrame, pl.DataFrame, Thresholds]:
         schema=ALLOC_SCHEMA,
         orient="row",
     )
+    alloc = _devices(alloc, draw(st.sampled_from([1.0, 1.0, 1 / 7])))
     order = draw(st.sampled_from(["stored", "shuffled", "reversed"]))
     if order == "stored":  # as the warehouse keeps them: by day, then host, GPU, time
         samples = samples.sort(pl.col("ts").dt.date(), "host", "gpu", "ts")
@@ -245,6 +291,9 @@ def cases(draw: st.DrawFn) -> tuple[pl.DataFrame, pl.DataFrame, Thresholds]:
         # loose enough that some random GPUs checkpoint, not only the rule's default
         checkpoint_min_dips=draw(st.sampled_from([2, 3])),
         checkpoint_spacing_tolerance=draw(st.sampled_from([0.2, 1.0])),
+        # short enough that random idle runs make slots; ranges that random windows cross
+        idle_slot_min_s=draw(st.sampled_from([60.0, 20.0])),
+        fluctuation_range_pct=draw(st.sampled_from([90.0, 50.0, 30.0])),
     )
     return samples, alloc, t
 
@@ -273,7 +322,7 @@ def test_shared_gpu_rows_come_once_per_allocation() -> None:
         ],
         schema=ALLOC_SCHEMA,
         orient="row",
-    )
+    ).pipe(_devices)
     js = _polars_job_samples(samples, alloc, 0.0, 120.0)
     counts = dict(js.group_by("alloc_id").len().iter_rows())
     assert counts == {1: 5, 2: 6}  # 15..75 s and 45..120 s
@@ -522,3 +571,110 @@ def test_checkpoint_hand_computed() -> None:
     assert per_gpu.rows() == [(7, 3, pytest.approx(0.4))]
     assert checkpoint.per_gpu(samples.clear()).height == 0
     assert checkpoint.compute(samples.clear(), alloc, Thresholds()).schema == checkpoint.SCHEMA
+
+
+def test_idle_slots_hand_computed() -> None:
+    """Hand-computed: an idle run stands from the start of its first sample's stretch to the end
+    of its last one (with the tail); it must last strictly longer than `idle_slot_min_s` (60 s
+    is not a slot at 60, 80 s is); a never-used GPU has none; one sample after a gap stands for
+    nothing; seconds round to the microsecond as in SQL. The SQL gives the same rows."""
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = [  # alloc_id, s, idle, run_start, run_end, covered_s, tail_covered_s
+        (1, 15, False, True, True, 15.0, 0.0),
+        (1, 30, True, True, False, 14.9999996, 0.0),  # opens at 15 s, to the microsecond
+        (1, 45, True, False, False, 15.0, 0.0),
+        (1, 60, True, False, False, 15.0, 0.0),
+        (1, 75, True, False, True, 15.0, 0.0),  # 15..75 s: 60 s
+        (1, 90, False, True, False, 15.0, 0.0),
+        (1, 105, False, False, True, 15.0, 0.0),
+        (1, 120, True, True, False, 15.0, 0.0),
+        (1, 135, True, False, False, 15.0, 0.0),
+        (1, 150, True, False, False, 15.0, 0.0),
+        (1, 165, True, False, True, 15.0, 20.0),  # 105..185 s with the tail: 80 s
+        (2, 15, True, True, False, 15.0, 0.0),  # never used: no slot
+        (2, 300, True, False, True, 15.0, 0.0),
+        (3, 100, True, True, True, 0.0, 0.0),  # after a gap: stands for nothing
+        (3, 200, True, True, False, 0.0, 0.0),  # 200..230 s: 30 s
+        (3, 215, True, False, False, 15.0, 0.0),
+        (3, 230, True, False, True, 15.0, 0.0),
+    ]
+    flags = pl.DataFrame(
+        [(a, t0 + timedelta(seconds=s), *rest) for a, s, *rest in rows],
+        schema={
+            "alloc_id": pl.Int64,
+            "ts": pl.Datetime("us", "UTC"),
+            "idle": pl.Boolean,
+            "run_start": pl.Boolean,
+            "run_end": pl.Boolean,
+            "covered_s": pl.Float64,
+            "tail_covered_s": pl.Float64,
+        },
+        orient="row",
+    ).reverse()  # in any order
+    stats = pl.DataFrame({"alloc_id": [1, 2, 3], "never_used": [False, True, False]})
+    alloc = pl.DataFrame(
+        [(i, f"j{i}", 0, "h1", i, None, t0, t0 + timedelta(seconds=400)) for i in (1, 2, 3)],
+        schema=ALLOC_SCHEMA,
+        orient="row",
+    ).pipe(_devices)
+    frames = {"sample_flags": flags, "gpu_sample_stats": stats, "analyze_alloc": alloc}
+    at = [t0 + timedelta(seconds=s) for s in (15, 75, 105, 185, 200, 230)]
+    for minimum, expected in (
+        (60.0, [("j1", at[2], at[3], 80.0)]),
+        (20.0, [("j1", at[0], at[1], 60.0), ("j1", at[2], at[3], 80.0), ("j3", *at[4:], 30.0)]),
+    ):
+        t = Thresholds(idle_slot_min_s=minimum)
+        got = idle_slots.compute(flags, stats, alloc, t).sort(SLOT_KEYS)
+        assert got.select("job_id", "start_ts", "end_ts", "duration_s").rows() == expected
+        assert_frame_equal(got, _sql_over("analyses/idle_slots", frames, t).sort(SLOT_KEYS))
+    assert idle_slots.compute(flags.clear(), stats, alloc, Thresholds()).height == 0
+
+
+def test_util_hist_hand_computed() -> None:
+    """Hand-computed: a minute falls in the bucket of its mean utilization, rounded down and
+    kept within 0..100, and weighs its seconds of data times the device's gpu_weight; minutes
+    without data weigh nothing; an allocation's minutes need not be contiguous. The SQL gives
+    the same rows."""
+    rows = [  # alloc_id, util_weighted (util x seconds), weight_s
+        (1, 600.0, 60.0),  # 10.0: bucket 10, 1 GPU-minute
+        (1, 3594.0, 60.0),  # 59.9: bucket 59
+        (3, 1200.0, 60.0),  # j2, 20.0
+        (1, 3030.0, 30.0),  # 101: bucket 100, half a minute
+        (1, 0.0, 0.0),  # no data
+        (2, 600.0, 60.0),  # j1 on a quarter of a GPU: 0.25 GPU-minutes in bucket 10
+        (3, 1200.0, 60.0),  # j2 again, after other rows
+    ]
+    minutes = pl.DataFrame(rows, schema=["alloc_id", "util_weighted", "weight_s"], orient="row")
+    alloc = pl.DataFrame(
+        {"alloc_id": [1, 2, 3], "job_id": ["j1", "j1", "j2"], "gpu_weight": [1.0, 0.25, 1.0]}
+    )
+    got = util_hist.compute(minutes, alloc).sort("job_id", "bucket")
+    assert got.rows() == [("j1", 10, 1.25), ("j1", 59, 1.0), ("j1", 100, 0.5), ("j2", 20, 2.0)]
+    frames = {"util_minutes": minutes, "analyze_alloc": alloc}
+    sql = _sql_over("analyses/job_util_hist", frames, Thresholds()).sort("job_id", "bucket")
+    assert_frame_equal(got, sql)
+    assert util_hist.compute(minutes.clear(), alloc).schema == got.schema
+
+
+def test_fluctuation_hand_computed() -> None:
+    """Hand-computed: a window's utilization ranges over the minutes in it (95 points across
+    two minutes fluctuates, 90 does not: more than `fluctuation_range_pct`); a job counts the
+    windows of all its GPUs. The SQL gives the same rows."""
+    rows = [  # alloc_id, window_no, minute, util_min, util_max
+        (1, 0.0, 0.0, 0.0, 50.0),
+        (1, 1.0, 2.0, 5.0, 95.0),  # 90: no
+        (3, 0.0, 0.0, 20.0, 30.0),
+        (1, 0.0, 1.0, 10.0, 95.0),  # window 0 of allocation 1: 0..95, fluctuates
+        (2, 0.0, 0.0, 0.0, 100.0),
+        (1, 1.0, 3.0, 50.0, 60.0),
+    ]
+    minutes = pl.DataFrame(
+        rows, schema=["alloc_id", "window_no", "minute", "util_min", "util_max"], orient="row"
+    )
+    alloc = pl.DataFrame({"alloc_id": [1, 2, 3], "job_id": ["j1", "j1", "j2"]})
+    t = Thresholds(fluctuation_range_pct=90.0)
+    got = fluctuation.compute(minutes, alloc, t).sort("job_id")
+    assert got.rows() == [("j1", 3, 2), ("j2", 1, 0)]
+    frames = {"util_minutes": minutes, "analyze_alloc": alloc}
+    assert_frame_equal(got, _sql_over("staging/job_fluctuation", frames, t).sort("job_id"))
+    assert fluctuation.compute(minutes.clear(), alloc, t).schema == got.schema

@@ -1,6 +1,7 @@
 """The rows of each allocation in the per-sample frames (job_samples, sample_flags), for the
-steps that reduce them with numpy (`util_minutes.py`, `gpu_sample_stats.py`,
-`checkpoint.py`).
+steps that reduce them with numpy (`util_minutes.py`, `gpu_sample_stats.py`, `checkpoint.py`)
+and of each allocation in the per-minute frame (util_minutes: `fluctuation.py`,
+`util_hist.py`).
 
 The per-sample pass (job_samples.py) leaves each allocation's rows contiguous and in time
 order, so a per-allocation sum is numpy's `reduceat` where each allocation starts: one linear
@@ -35,13 +36,13 @@ def opens(keys: np.ndarray) -> np.ndarray:
     return out
 
 
-def by_allocation(frame: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray]:
-    """`frame` (alloc_id, ts, ...; at least one row) with each allocation's rows contiguous and
-    in time order (itself when they are, else sorted by alloc_id and ts), and per row whether
-    it opens its allocation's rows (True at row 0)."""
-    alloc, ts = frame["alloc_id"].to_numpy(), frame["ts"].to_numpy()
+def by_allocation(frame: pl.DataFrame, time: str = "ts") -> tuple[pl.DataFrame, np.ndarray]:
+    """`frame` (alloc_id, `time`, ...; at least one row) with each allocation's rows contiguous
+    and in order of `time` (itself when they are, else sorted by alloc_id and `time`), and per
+    row whether it opens its allocation's rows (True at row 0)."""
+    alloc, ts = frame["alloc_id"].to_numpy(), frame[time].to_numpy()
     if not in_order(alloc, ts, alloc[1:] == alloc[:-1]):
-        frame = frame.sort("alloc_id", "ts", maintain_order=True)
+        frame = frame.sort("alloc_id", time, maintain_order=True)
         alloc = frame["alloc_id"].to_numpy()
     return frame, opens(alloc)
 

@@ -33,10 +33,13 @@ import polars as pl
 
 from gpuwaste.analyses import (
     checkpoint,
+    fluctuation,
     gpu_sample_stats,
+    idle_slots,
     job_samples,
     sample_flags,
     stable_phases,
+    util_hist,
     util_minutes,
 )
 from gpuwaste.analyses.registry import BY_NAME
@@ -248,8 +251,8 @@ def _allocations(
     frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
 ) -> pl.DataFrame:
     return con.sql(
-        "select alloc_id, job_id, attempt, host, gpu, gpu_instance, mig_profile, start_ts, "
-        "end_ts from analyze_alloc"
+        "select alloc_id, job_id, attempt, host, gpu, gpu_instance, mig_profile, gpu_weight, "
+        "start_ts, end_ts from analyze_alloc"
     ).pl()
 
 
@@ -279,6 +282,20 @@ def _checkpoint(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFra
     return checkpoint.compute(frames["job_samples"], frames["batch_alloc"], t)
 
 
+def _idle_slots(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
+    return idle_slots.compute(
+        frames["sample_flags"], frames["gpu_sample_stats"], frames["batch_alloc"], t
+    )
+
+
+def _util_hist(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
+    return util_hist.compute(frames["util_minutes"], frames["batch_alloc"])
+
+
+def _fluctuation(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
+    return fluctuation.compute(frames["util_minutes"], frames["batch_alloc"], t)
+
+
 def _level_runs(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
     return stable_phases.level_runs_frame(frames["sample_flags"], t)
 
@@ -291,10 +308,10 @@ def _phase_counts(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataF
     return stable_phases.phase_counts(frames["batch_phases"])
 
 
-def _analysis_step(output: str, name: str, *, conform: bool = True) -> Step:
+def _analysis_step(output: str, name: str) -> Step:
     """The step that runs registered analysis `name`'s SQL, with the inputs it declares."""
     a = BY_NAME[name]
-    return Step(output, a.inputs, sql=a.sql_file, result=name if conform else "")
+    return Step(output, a.inputs, sql=a.sql_file, result=name)
 
 
 # The per-GPU pass over the allocations in `analyze_alloc` (one host range), in order.
@@ -302,19 +319,25 @@ GPU_STEPS: tuple[Step, ...] = (
     Step("batch_alloc", ("analyze_alloc",), fn=_allocations),
     Step("job_samples", ("batch_alloc", "range_samples"), fn=_job_samples),
     Step("sample_flags", ("job_samples",), fn=_sample_flags),
-    # pure: on a thread beside the SQL steps that follow (run_steps)
+    # pure: on two threads beside the SQL steps that follow (run_steps), each after its inputs
     Step("gpu_sample_stats", ("sample_flags",), pure=_gpu_sample_stats),
     Step("util_minutes", ("sample_flags",), pure=_util_minutes),
-    Step("batch_checkpoint", ("job_samples", "batch_alloc"), pure=_checkpoint),
     Step("level_runs", ("sample_flags",), pure=_level_runs),
+    Step(
+        "batch_idle_slots",
+        ("sample_flags", "gpu_sample_stats", "batch_alloc"),
+        pure=_idle_slots,
+        result="idle_slots",
+    ),
+    Step("batch_checkpoint", ("job_samples", "batch_alloc"), pure=_checkpoint),
+    # per job and bucket of one host range: conformed once the host ranges are summed
+    Step("batch_util_hist", ("util_minutes", "batch_alloc"), pure=_util_hist),
+    Step("batch_fluctuation", ("util_minutes", "batch_alloc"), pure=_fluctuation),
     Step("batch_phases", ("level_runs", "batch_alloc"), pure=_phases, result="stable_phases"),
     Step("batch_phase_counts", ("batch_phases",), pure=_phase_counts),
     # SQL: first those that need no pure step's output, while the pure steps run
     Step("device_models", ("gpu_samples",), sql="staging/device_models", temp_table=True),
     Step("batch_host_usage", ("analyze_alloc", "host_samples"), sql="staging/job_host_usage"),
-    _analysis_step("batch_idle_slots", "idle_slots"),
-    _analysis_step("batch_util_hist", "job_util_hist", conform=False),  # conformed once summed
-    Step("batch_fluctuation", ("util_minutes", "analyze_alloc"), sql="staging/job_fluctuation"),
     _analysis_step("batch_gpu_usage", "job_gpu_usage"),
 )
 # What each host range hands on to the roll-up of the jobs (parts added up over host ranges).

@@ -13,8 +13,8 @@ Two kinds:
   the variables `cluster` and the thresholds set.
 
 A `.py` module exists only where there is polars or numpy logic (`stable_phases.py`,
-`job_samples.py`, `sample_flags.py`, `util_minutes.py`, `gpu_sample_stats.py`, `checkpoint.py`);
-every other analysis is its SQL file. `ORACLES` lists the SQL files that `gpuwaste analyze` does
+`job_samples.py`, `sample_flags.py`, `util_minutes.py`, `gpu_sample_stats.py`, `checkpoint.py`,
+`idle_slots.py`, `util_hist.py`, `fluctuation.py`); every other analysis is its SQL file. `ORACLES` lists the SQL files that `gpuwaste analyze` does
 not run: the definitions that tests/test_job_samples.py proves equal to the polars or numpy
 path.
 """
@@ -113,6 +113,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "job_gpu_usage). Grain: one row per idle slot of a job x attempt x GPU; start_ts/end_ts "
         "are the edges of the time its idle samples stand for (sample j stands for "
         "(t_(j-1), t_j]). Units: seconds.",
+        module="gpuwaste.analyses.idle_slots",
     ),
     Analysis(
         "stable_phases",
@@ -139,6 +140,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "in 1-point buckets (0..100) so that the cluster summaries (util_by_size_status, "
         "util_minute_hist, util_by_spread) can be re-aggregated when only some jobs change. "
         "Grain: one row per job x bucket. Units: GPU-minutes.",
+        module="gpuwaste.analyses.util_hist",
     ),
     Analysis(
         "job_usage",
@@ -323,6 +325,9 @@ ORACLES: dict[str, str] = {
     "staging/util_minutes": "gpuwaste.analyses.util_minutes",
     "staging/gpu_sample_stats": "gpuwaste.analyses.gpu_sample_stats",
     "staging/job_checkpoint": "gpuwaste.analyses.checkpoint",
+    "analyses/idle_slots": "gpuwaste.analyses.idle_slots",
+    "analyses/job_util_hist": "gpuwaste.analyses.util_hist",
+    "staging/job_fluctuation": "gpuwaste.analyses.fluctuation",
 }
 
 

@@ -6,6 +6,8 @@
 -- variables: idle_slot_min_s.
 -- Only the samples that open or close a run are kept (a filter after the one window pass), and
 -- each opening is paired with its closing by one more lead() over those few rows.
+-- Definition only, not run by `gpuwaste analyze`: idle_slots.py computes the same rows in
+-- polars, and tests/test_job_samples.py proves both equal.
 with
 
 boundaries as (

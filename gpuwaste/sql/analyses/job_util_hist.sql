@@ -3,6 +3,8 @@
 -- A minute is counted from its attempt's start; its utilization is the time-weighted mean of the
 -- GPU's samples in it, and its weight the seconds of data in it (a minute with no data: none),
 -- times the device's gpu_weight (a MIG instance's slice of its GPU, 1 for a whole GPU).
+-- Definition only, not run by `gpuwaste analyze`: util_hist.py computes the same rows with
+-- numpy, and tests/test_job_samples.py proves both equal.
 with
 
 minutes as (

@@ -6,7 +6,9 @@
 -- max - min of its utilization exceeds fluctuation_range_pct points; a job fluctuates when more
 -- than fluctuation_job_share of its GPU windows do.
 -- Counted per GPU before the join to the jobs: the join then meets one row per GPU, not one per
--- minute (half the time of this step).
+-- minute.
+-- Definition only, not run by `gpuwaste analyze`: fluctuation.py computes the same rows with
+-- numpy, and tests/test_job_samples.py proves both equal.
 with
 
 windows as (

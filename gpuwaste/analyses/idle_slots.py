@@ -1,0 +1,67 @@
+"""The idle slots of each allocation (`sql/analyses/idle_slots.sql`), over the sample_flags frame.
+
+The SQL file is the definition an operator reads [CloudBrain §IV-C]: a run of idle samples with
+no missing data inside (sample_flags marks where runs open and close), from the time its first
+sample stands for to the end of its last one, lasting strictly longer than `idle_slot_min_s`,
+on a GPU that was used at some time. Only the samples that open or close an idle run matter, a
+few in a hundred: polars picks them out on both cores, and pairs each opening with its closing
+over those rows alone, where DuckDB scanned the whole frame through Arrow.
+tests/test_job_samples.py checks that both give the same rows.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from gpuwaste.config import Thresholds
+
+ALLOC_COLUMNS = ("job_id", "attempt", "host", "gpu", "gpu_instance", "mig_profile")
+
+
+def _microseconds(seconds: str) -> pl.Expr:
+    """A column of seconds as a duration, rounded to the microsecond as the SQL rounds."""
+    us = (pl.col(seconds).cast(pl.Float64) * 1e6).round(mode="half_away_from_zero")
+    return pl.duration(microseconds=us.cast(pl.Int64))
+
+
+def compute(
+    flags: pl.DataFrame, stats: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds
+) -> pl.DataFrame:
+    """Pure: sample_flags rows (alloc_id, ts, idle, run_start, run_end, covered_s,
+    tail_covered_s), gpu_sample_stats rows (alloc_id, never_used) and the allocations ->
+    the rows of idle_slots.sql."""
+    boundaries = (
+        flags.lazy()
+        .filter(pl.col("idle") & (pl.col("run_start") | pl.col("run_end")))
+        .select(
+            pl.col("alloc_id").cast(pl.Int64),
+            "ts",
+            "run_start",
+            "run_end",
+            (pl.col("ts") - _microseconds("covered_s")).alias("opens_at"),
+            (pl.col("ts") + _microseconds("tail_covered_s")).alias("closes_at"),
+        )
+        .sort("alloc_id", "ts", "run_end")
+    )
+    never_used = stats.lazy().filter(pl.col("never_used")).select(pl.col("alloc_id").cast(pl.Int64))
+    duration_s = (pl.col("end_ts") - pl.col("start_ts")).dt.total_microseconds() / 1e6
+    return (
+        boundaries.with_columns(
+            pl.col("closes_at").shift(-1).over("alloc_id").alias("next_closes_at")
+        )
+        .filter(pl.col("run_start"))
+        .select(
+            "alloc_id",
+            pl.col("opens_at").alias("start_ts"),
+            pl.when(pl.col("run_end"))
+            .then(pl.col("closes_at"))
+            .otherwise(pl.col("next_closes_at"))
+            .alias("end_ts"),
+        )
+        .with_columns(duration_s.cast(pl.Float64).alias("duration_s"))
+        .join(never_used, on="alloc_id", how="anti")
+        .filter(pl.col("duration_s") > float(t.idle_slot_min_s))
+        .join(alloc.lazy().select(pl.col("alloc_id").cast(pl.Int64), *ALLOC_COLUMNS), on="alloc_id")
+        .select(*ALLOC_COLUMNS, "start_ts", "end_ts", "duration_s")
+        .collect()
+    )
