@@ -3,9 +3,10 @@ staging/job_samples.sql, sample_flags.py = staging/gpu_intervals.sql + sample_fl
 stable_phases.level_runs_frame = analyses/stable_phases.sql, util_minutes.py =
 staging/util_minutes.sql, gpu_sample_stats.py = staging/gpu_sample_stats.sql, checkpoint.py =
 staging/job_checkpoint.sql, idle_slots.py = analyses/idle_slots.sql, util_hist.py =
-analyses/job_util_hist.sql, fluctuation.py = staging/job_fluctuation.sql, on hypothesis cases (irregular and duplicate-free timestamps, samples
-outside allocations, GPUs shared by two allocations, null memory, rows in any order) and on a
-generated cluster read from a real warehouse."""
+analyses/job_util_hist.sql, fluctuation.py = staging/job_fluctuation.sql, on hypothesis cases
+(irregular and duplicate-free timestamps, samples outside allocations, GPUs shared by two
+allocations, null memory, rows in any order) and on a generated cluster read from a real
+warehouse."""
 
 from __future__ import annotations
 
@@ -577,7 +578,9 @@ def test_idle_slots_hand_computed() -> None:
     """Hand-computed: an idle run stands from the start of its first sample's stretch to the end
     of its last one (with the tail); it must last strictly longer than `idle_slot_min_s` (60 s
     is not a slot at 60, 80 s is); a never-used GPU has none; one sample after a gap stands for
-    nothing; seconds round to the microsecond as in SQL. The SQL gives the same rows."""
+    nothing; seconds round to the microsecond as in SQL, and a duration is divided as DuckDB's
+    epoch() divides (80.000003 s, where a multiplication by 1e-6 is one bit off). The SQL gives
+    the same rows, to the bit."""
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     rows = [  # alloc_id, s, idle, run_start, run_end, covered_s, tail_covered_s
         (1, 15, False, True, True, 15.0, 0.0),
@@ -590,7 +593,7 @@ def test_idle_slots_hand_computed() -> None:
         (1, 120, True, True, False, 15.0, 0.0),
         (1, 135, True, False, False, 15.0, 0.0),
         (1, 150, True, False, False, 15.0, 0.0),
-        (1, 165, True, False, True, 15.0, 20.0),  # 105..185 s with the tail: 80 s
+        (1, 165, True, False, True, 15.0, 20.000003),  # 105..185.000003 s with the tail
         (2, 15, True, True, False, 15.0, 0.0),  # never used: no slot
         (2, 300, True, False, True, 15.0, 0.0),
         (3, 100, True, True, True, 0.0, 0.0),  # after a gap: stands for nothing
@@ -618,23 +621,31 @@ def test_idle_slots_hand_computed() -> None:
         orient="row",
     ).pipe(_devices)
     frames = {"sample_flags": flags, "gpu_sample_stats": stats, "analyze_alloc": alloc}
-    at = [t0 + timedelta(seconds=s) for s in (15, 75, 105, 185, 200, 230)]
+    at = [t0 + timedelta(seconds=s) for s in (15, 75, 105, 185.000003, 200, 230)]
+    assert 80000003 * 1e-6 != 80000003 / 1e6  # the duration below tells the two apart
+    slot = ("j1", at[2], at[3], 80.000003)
     for minimum, expected in (
-        (60.0, [("j1", at[2], at[3], 80.0)]),
-        (20.0, [("j1", at[0], at[1], 60.0), ("j1", at[2], at[3], 80.0), ("j3", *at[4:], 30.0)]),
+        (60.0, [slot]),
+        (20.0, [("j1", at[0], at[1], 60.0), slot, ("j3", *at[4:], 30.0)]),
     ):
         t = Thresholds(idle_slot_min_s=minimum)
         got = idle_slots.compute(flags, stats, alloc, t).sort(SLOT_KEYS)
         assert got.select("job_id", "start_ts", "end_ts", "duration_s").rows() == expected
-        assert_frame_equal(got, _sql_over("analyses/idle_slots", frames, t).sort(SLOT_KEYS))
-    assert idle_slots.compute(flags.clear(), stats, alloc, Thresholds()).height == 0
+        sql = _sql_over("analyses/idle_slots", frames, t).sort(SLOT_KEYS)
+        assert_frame_equal(got, sql, check_exact=True)
+    empty = idle_slots.compute(flags.clear(), stats, alloc, Thresholds())
+    assert empty.height == 0 and empty.schema == got.schema
 
 
 def test_util_hist_hand_computed() -> None:
     """Hand-computed: a minute falls in the bucket of its mean utilization, rounded down and
     kept within 0..100, and weighs its seconds of data times the device's gpu_weight; minutes
-    without data weigh nothing; an allocation's minutes need not be contiguous. The SQL gives
+    without data weigh nothing; an allocation's minutes need not be contiguous; a minute steady
+    at 30 % whose sub-second weights divide to just under 30 is in bucket 30. The SQL gives
     the same rows."""
+    weights = [11.343642, 18.474337, 17.637746, 12.55069]  # seconds of four samples at 30 %
+    steady = (sum(30.0 * w for w in weights), sum(weights))
+    assert steady[0] / steady[1] < 30.0  # 29.999999999999996
     rows = [  # alloc_id, util_weighted (util x seconds), weight_s
         (1, 600.0, 60.0),  # 10.0: bucket 10, 1 GPU-minute
         (1, 3594.0, 60.0),  # 59.9: bucket 59
@@ -643,13 +654,24 @@ def test_util_hist_hand_computed() -> None:
         (1, 0.0, 0.0),  # no data
         (2, 600.0, 60.0),  # j1 on a quarter of a GPU: 0.25 GPU-minutes in bucket 10
         (3, 1200.0, 60.0),  # j2 again, after other rows
+        (4, *steady),  # j3: steady at 30 %
     ]
     minutes = pl.DataFrame(rows, schema=["alloc_id", "util_weighted", "weight_s"], orient="row")
     alloc = pl.DataFrame(
-        {"alloc_id": [1, 2, 3], "job_id": ["j1", "j1", "j2"], "gpu_weight": [1.0, 0.25, 1.0]}
+        {
+            "alloc_id": [1, 2, 3, 4],
+            "job_id": ["j1", "j1", "j2", "j3"],
+            "gpu_weight": [1.0, 0.25, 1.0, 1.0],
+        }
     )
     got = util_hist.compute(minutes, alloc).sort("job_id", "bucket")
-    assert got.rows() == [("j1", 10, 1.25), ("j1", 59, 1.0), ("j1", 100, 0.5), ("j2", 20, 2.0)]
+    assert got.rows() == [
+        ("j1", 10, 1.25),
+        ("j1", 59, 1.0),
+        ("j1", 100, 0.5),
+        ("j2", 20, 2.0),
+        ("j3", 30, pytest.approx(sum(weights) / 60)),
+    ]
     frames = {"util_minutes": minutes, "analyze_alloc": alloc}
     sql = _sql_over("analyses/job_util_hist", frames, Thresholds()).sort("job_id", "bucket")
     assert_frame_equal(got, sql)

@@ -36,13 +36,14 @@ def opens(keys: np.ndarray) -> np.ndarray:
     return out
 
 
-def by_allocation(frame: pl.DataFrame, time: str = "ts") -> tuple[pl.DataFrame, np.ndarray]:
+def by_allocation(frame: pl.DataFrame, time: str | None = "ts") -> tuple[pl.DataFrame, np.ndarray]:
     """`frame` (alloc_id, `time`, ...; at least one row) with each allocation's rows contiguous
-    and in order of `time` (itself when they are, else sorted by alloc_id and `time`), and per
-    row whether it opens its allocation's rows (True at row 0)."""
-    alloc, ts = frame["alloc_id"].to_numpy(), frame[time].to_numpy()
+    and in order of `time` (any order when None): itself when they are, else sorted by alloc_id
+    and `time`; and per row whether it opens its allocation's rows (True at row 0)."""
+    alloc = frame["alloc_id"].to_numpy()
+    ts = frame[time].to_numpy() if time else np.zeros(len(alloc), dtype=np.int8)
     if not in_order(alloc, ts, alloc[1:] == alloc[:-1]):
-        frame = frame.sort("alloc_id", time, maintain_order=True)
+        frame = frame.sort("alloc_id", *([time] if time else []), maintain_order=True)
         alloc = frame["alloc_id"].to_numpy()
     return frame, opens(alloc)
 

@@ -14,9 +14,9 @@ Two kinds:
 
 A `.py` module exists only where there is polars or numpy logic (`stable_phases.py`,
 `job_samples.py`, `sample_flags.py`, `util_minutes.py`, `gpu_sample_stats.py`, `checkpoint.py`,
-`idle_slots.py`, `util_hist.py`, `fluctuation.py`); every other analysis is its SQL file. `ORACLES` lists the SQL files that `gpuwaste analyze` does
-not run: the definitions that tests/test_job_samples.py proves equal to the polars or numpy
-path.
+`idle_slots.py`, `util_hist.py`, `fluctuation.py`); every other analysis is its SQL file.
+`ORACLES` lists the SQL files that `gpuwaste analyze` does not run: the definitions that
+tests/test_job_samples.py proves equal to the polars or numpy path.
 """
 
 from __future__ import annotations

@@ -14,9 +14,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from gpuwaste.analyses.alloc_rows import opens
+from gpuwaste.analyses.alloc_rows import by_allocation
 
 BUCKETS = 101  # 0..100: one per utilization point
+STEADY = 1e-9  # added before rounding down: a steady 30 % may divide to 29.999999999999996
 SCHEMA: dict[str, pl.DataType] = {
     "job_id": pl.String(),
     "bucket": pl.Int16(),
@@ -26,9 +27,9 @@ SCHEMA: dict[str, pl.DataType] = {
 
 def compute(minutes: pl.DataFrame, alloc: pl.DataFrame) -> pl.DataFrame:
     """Pure: util_minutes rows (alloc_id, util_weighted, weight_s) and the allocations
-    (alloc_id, job_id, gpu_weight) -> the rows of job_util_hist.sql, in any row order (rows of
-    one allocation are counted together when they are contiguous, as util_minutes.py leaves
-    them; else in several pieces that the join to the jobs adds up)."""
+    (alloc_id, job_id, gpu_weight) -> the rows of job_util_hist.sql, in any row order (each
+    allocation's rows are put together first when they are not, as util_minutes.py leaves
+    them)."""
     cols = minutes.filter(pl.col("weight_s") > 0).select(
         pl.col("alloc_id").cast(pl.Int64),
         pl.col("util_weighted").cast(pl.Float64),
@@ -36,14 +37,16 @@ def compute(minutes: pl.DataFrame, alloc: pl.DataFrame) -> pl.DataFrame:
     )
     if not cols.height:
         return pl.DataFrame(schema=SCHEMA)
+    cols, new = by_allocation(cols, time=None)
     alloc_ids, weight = cols["alloc_id"].to_numpy(), cols["weight_s"].to_numpy()
-    piece = np.cumsum(opens(alloc_ids)) - 1  # each row's run of one allocation
-    bucket = np.clip(np.floor(cols["util_weighted"].to_numpy() / weight), 0, BUCKETS - 1)
+    piece = np.cumsum(new) - 1  # each row's allocation, numbered in order
+    mean = cols["util_weighted"].to_numpy() / weight
+    bucket = np.clip(np.floor(mean + STEADY), 0, BUCKETS - 1)
     key = piece * BUCKETS + bucket.astype(np.int64)
     size = (int(piece[-1]) + 1) * BUCKETS
     present = np.flatnonzero(np.bincount(key, minlength=size))
     seconds = np.bincount(key, weights=weight, minlength=size)[present]
-    starts = np.flatnonzero(opens(alloc_ids))
+    starts = np.flatnonzero(new)
     per_alloc = pl.DataFrame(
         {
             "alloc_id": alloc_ids[starts][present // BUCKETS],

@@ -3,6 +3,8 @@
 -- A minute is counted from its attempt's start; its utilization is the time-weighted mean of the
 -- GPU's samples in it, and its weight the seconds of data in it (a minute with no data: none),
 -- times the device's gpu_weight (a MIG instance's slice of its GPU, 1 for a whole GPU).
+-- The bucket is the mean rounded down after adding 1e-9: a minute steady at 30 % whose sums of
+-- sub-second weights divide to 29.999999999999996 is in bucket 30, not 29.
 -- Definition only, not run by `gpuwaste analyze`: util_hist.py computes the same rows with
 -- numpy, and tests/test_job_samples.py proves both equal.
 with
@@ -17,7 +19,8 @@ minutes as (
 final as (
     select
         job_id,
-        cast(least(100, greatest(0, floor(util_weighted / weight_s))) as smallint) as bucket,
+        cast(least(100, greatest(0, floor(util_weighted / weight_s + 1e-9))) as smallint)
+            as bucket,
         sum(gpu_weight_s) / 60.0 as gpu_minutes
     from minutes
     group by all
