@@ -13,15 +13,10 @@ from __future__ import annotations
 
 import polars as pl
 
+from gpuwaste.analyses.alloc_rows import CLOSES_AT, OPENS_AT
 from gpuwaste.config import Thresholds
 
 ALLOC_COLUMNS = ("job_id", "attempt", "host", "gpu", "gpu_instance", "mig_profile")
-
-
-def _microseconds(seconds: str) -> pl.Expr:
-    """A column of seconds as a duration, rounded to the microsecond as the SQL rounds."""
-    us = (pl.col(seconds).cast(pl.Float64) * 1e6).round(mode="half_away_from_zero")
-    return pl.duration(microseconds=us.cast(pl.Int64))
 
 
 def compute(
@@ -38,8 +33,8 @@ def compute(
             "ts",
             "run_start",
             "run_end",
-            (pl.col("ts") - _microseconds("covered_s")).alias("opens_at"),
-            (pl.col("ts") + _microseconds("tail_covered_s")).alias("closes_at"),
+            OPENS_AT,
+            CLOSES_AT,
         )
         .sort("alloc_id", "ts", "run_end")
     )

@@ -26,17 +26,12 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from gpuwaste.analyses.alloc_rows import CLOSES_AT, OPENS_AT, WEIGHT_S
 from gpuwaste.config import Thresholds
 from gpuwaste.warehouse.results import STABLE_PHASES
 
 GPU_KEY = ["job_id", "attempt", "host", "gpu", "gpu_instance"]
 STEP_FRACTION = 8  # readings closer than tolerance / 8 to the previous one stay in its run
-
-
-def _micros(seconds: pl.Expr) -> pl.Expr:
-    return pl.duration(
-        microseconds=(seconds * 1e6).round(mode="half_away_from_zero").cast(pl.Int64)
-    )
 
 
 def level_runs_frame(flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
@@ -56,9 +51,9 @@ def level_runs_frame(flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
             "mem_used_mib",
             "mem_total_mib",
             "gap_before",
-            (pl.col("covered_s") + pl.col("tail_covered_s")).alias("weight_s"),
-            (pl.col("ts") - _micros(pl.col("covered_s"))).alias("opens_at"),
-            (pl.col("ts") + _micros(pl.col("tail_covered_s"))).alias("closes_at"),
+            WEIGHT_S,
+            OPENS_AT,
+            CLOSES_AT,
             (prev_mem.is_null() | pl.col("gap_before") | ((mem - prev_mem).abs() > step))
             .fill_null(False)
             .alias("opens_run"),
