@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuwaste.act.policy.replay import SQL_FILES as POLICY_SQL
-from gpuwaste.analyses.per_job import GPU_STEPS, JOB_STEP
+from gpuwaste.analyses.per_job import BATCH_STEPS
 from gpuwaste.analyses.plan import SQL_FILES as PLAN_SQL
 from gpuwaste.analyses.registry import ANALYSES, ORACLES
 from gpuwaste.warehouse.schema import all_tables
@@ -53,14 +53,14 @@ def test_every_analysis_has_its_sql_and_declares_what_it_reads() -> None:
 
 
 def test_every_sql_step_declares_what_it_reads() -> None:
-    for step in (*GPU_STEPS, JOB_STEP):
+    for step in BATCH_STEPS:
         if step.sql:
             assert set(step.inputs) <= _sources(step.sql), step.output
 
 
 def test_every_sql_file_is_run_or_labelled_as_an_oracle() -> None:
     run = {a.sql_file for a in ANALYSES if a.kind == "summary"}
-    run |= {s.sql for s in (*GPU_STEPS, JOB_STEP) if s.sql}
+    run |= {s.sql for s in BATCH_STEPS if s.sql}
     run |= {"staging/allocations", "staging/resolve_unknown_gpus", "reports/waste_by"}
     run |= set(POLICY_SQL)  # gpuwaste policy replay
     run |= set(PLAN_SQL)  # gpuwaste analyze: the jobs to recompute and their batches

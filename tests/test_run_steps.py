@@ -35,15 +35,13 @@ def test_a_pure_step_runs_beside_the_next_steps_and_reaches_the_sql_that_reads_i
         assert started.wait(10), "the next step did not start while the pure step ran"
         return frames["base"].with_columns(doubled=pl.col("x") * 2)
 
-    def marker(
-        frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
-    ) -> pl.DataFrame:
+    def marker(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
         threads["next"] = threading.current_thread().name
         started.set()
         return pl.DataFrame({"y": [1]})
 
     steps = (
-        Step("base", (), fn=lambda f, c, t: pl.DataFrame({"x": [1, 2, 3]})),
+        Step("base", (), fn=lambda f, t: pl.DataFrame({"x": [1, 2, 3]})),
         Step("doubled", ("base",), pure=numbers),
         Step("marker", (), fn=marker),
         Step("total", ("doubled", "marker"), sql="__test__"),
@@ -72,7 +70,7 @@ def test_two_pure_steps_run_at_once_and_one_reads_another() -> None:
         return step
 
     steps = (
-        Step("base", (), fn=lambda f, c, t: pl.DataFrame({"x": [1, 2, 3]})),
+        Step("base", (), fn=lambda f, t: pl.DataFrame({"x": [1, 2, 3]})),
         Step("left", ("base",), pure=meeting("left")),
         Step("right", ("base",), pure=meeting("right")),
         Step("doubled", ("left",), pure=lambda f, t: f["left"].select(doubled=pl.col("left") * 2)),
@@ -88,7 +86,7 @@ def _broken(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
     raise ValueError("no such column: mem")
 
 
-BASE = Step("base", (), fn=lambda f, c, t: pl.DataFrame({"x": [1]}))
+BASE = Step("base", (), fn=lambda f, t: pl.DataFrame({"x": [1]}))
 
 
 def test_a_failing_pure_step_fails_the_pass_and_leaves_nothing_on_the_connection() -> None:
@@ -107,6 +105,20 @@ def test_a_pure_step_read_by_none_still_reports_its_failure() -> None:
     steps = (BASE, Step("unread", ("base",), pure=_broken))
     with duckdb.connect() as con, Relations(con) as rel, pytest.raises(ValueError, match="mem"):
         _run(rel, steps, (), [])
+
+
+def test_frames_reach_the_connection_only_when_sql_runs() -> None:
+    """A pass of polars steps (a host range's) registers nothing on DuckDB; a query sees every
+    frame, and the `with` block's end takes them off again."""
+    doubled = Step("doubled", ("base",), fn=lambda f, t: f["base"].select(doubled=pl.col("x") * 2))
+    with duckdb.connect() as con:
+        with Relations(con) as rel:
+            out = _run(rel, (BASE, doubled), ("doubled",), [])
+            assert out["doubled"]["doubled"].to_list() == [2]
+            assert not _names(con) & {"base", "doubled"}
+            assert rel.query("select sum(doubled)::int as n from doubled")["n"].to_list() == [2]
+            assert "doubled" in _names(con)
+        assert not _names(con) & {"base", "doubled"}
 
 
 @pytest.fixture(autouse=True)

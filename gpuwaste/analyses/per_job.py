@@ -1,8 +1,9 @@
 """The per-job pass: for a batch of jobs, one window scan of their samples, then every per-job
 result table (job_gpu_usage, idle_slots, stable_phases, job_util_hist, job_usage).
 
-The pass is a list of `Step`s (`GPU_STEPS` per host range, then `JOB_STEP`), each naming the
-relations it reads and the one it writes. The SQL files read those relations by name, so each
+The pass is a list of `Step`s (`BATCH_STEPS`: `BATCH_DEVICES` once per batch, `GPU_STEPS` per
+host range, then `BATCH_HOSTS` and `JOB_STEP` once per batch), each naming the relations it
+reads and the one it writes. The SQL files read those relations by name, so each
 output is put on the DuckDB connection under its name inside `Relations`, a context manager that
 takes every name off again when the pass ends, on an error too; an output is released as soon as
 the last step that reads it has run. A pure step (polars or numpy over frames, no connection)
@@ -77,7 +78,8 @@ def _conform(df: pl.DataFrame, name: str) -> pl.DataFrame:
     return conform(df, t, stored=True)
 
 
-# The parts each host range adds up to, besides the result tables, and their schemas when empty.
+# The parts each host range adds up to, besides the result tables, and their schemas when empty
+# (the GPUs' statistics and phase counts need none: without them the GPUs' rows are empty).
 PART_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "batch_fluctuation": {
         "job_id": pl.String(),
@@ -86,38 +88,48 @@ PART_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "fluctuating": pl.Boolean(),
     },
     "batch_checkpoint": {"job_id": pl.String(), "checkpointing_gpus": pl.Int64()},
-    "batch_host_usage": {
-        "job_id": pl.String(),
-        "host": pl.String(),
-        "cpu_mean": pl.Float64(),
-        "cpu_max": pl.Float64(),
-        "mem_mean": pl.Float64(),
-        "mem_max": pl.Float64(),
-    },
 }
 
 
 class Relations:
     """Frames and temp tables put on a DuckDB connection by name for one pass; every name is
-    taken off when the `with` block ends, whether it ends normally or by an error."""
+    taken off when the `with` block ends, whether it ends normally or by an error. A frame
+    reaches the connection only when SQL runs (`query`, `table`, `expose`): registering one costs
+    1-2 ms, and most steps of a host range are polars and numpy, which read the frames as they
+    are."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
         self.con = con
         self.frames: dict[str, pl.DataFrame] = {}
         self._tables: list[str] = []
+        self._exposed: set[str] = set()
 
     def frame(self, name: str, df: pl.DataFrame) -> pl.DataFrame:
-        self.con.register(name, df)
         self.frames[name] = df
+        self._exposed.discard(name)  # (again) before the next SQL
         return df
 
+    def expose(self) -> None:
+        """Every frame on the connection under its name (for SQL run on `con` directly)."""
+        for name, df in self.frames.items():
+            if name not in self._exposed:
+                self.con.register(name, df)
+                self._exposed.add(name)
+
+    def query(self, sql: str) -> pl.DataFrame:
+        """The rows of `sql` over the connection and the frames."""
+        self.expose()
+        return self.con.sql(sql).pl()
+
     def table(self, name: str, sql: str) -> None:
+        self.expose()
         self.con.execute(f"create or replace temp table {name} as {sql}")
         if name not in self._tables:
             self._tables.append(name)
 
     def release(self, name: str) -> None:
-        if self.frames.pop(name, None) is not None:
+        if self.frames.pop(name, None) is not None and name in self._exposed:
+            self._exposed.discard(name)
             self.con.unregister(name)
         if name in self._tables:
             self._tables.remove(name)
@@ -140,10 +152,9 @@ class Relations:
                     raise  # a failure while cleaning up is reported only if nothing else was
 
 
-# A polars step: (the pass's frames so far, the connection, the thresholds) -> its output.
-StepFn = Callable[[Mapping[str, pl.DataFrame], duckdb.DuckDBPyConnection, Thresholds], pl.DataFrame]
-# A pure step: (its inputs, the thresholds) -> its output, without the connection.
-PureFn = Callable[[Mapping[str, pl.DataFrame], Thresholds], pl.DataFrame]
+# A step over frames (polars or numpy, no connection): (the pass's frames, the thresholds) -> its
+# output. As `fn`, it runs on the pass's thread; as `pure`, on a thread beside the next steps.
+FrameFn = Callable[[Mapping[str, pl.DataFrame], Thresholds], pl.DataFrame]
 
 
 @dataclass(frozen=True)
@@ -158,10 +169,10 @@ class Step:
     output: str
     inputs: tuple[str, ...]
     sql: str = ""
-    fn: StepFn | None = None
+    fn: FrameFn | None = None
     result: str = ""
     temp_table: bool = False
-    pure: PureFn | None = None
+    pure: FrameFn | None = None
 
     def compute(
         self, sources: Mapping[str, pl.DataFrame | Future[pl.DataFrame]], thresholds: Thresholds
@@ -179,9 +190,9 @@ class Step:
             rel.table(self.output, load_sql(self.sql))
             return
         if self.sql:
-            df = rel.con.sql(load_sql(self.sql)).pl()
+            df = rel.query(load_sql(self.sql))
         elif self.fn is not None:
-            df = self.fn(rel.frames, rel.con, thresholds)
+            df = self.fn(rel.frames, thresholds)
         elif self.pure is not None:
             df = self.pure(rel.frames, thresholds)
         else:
@@ -247,26 +258,29 @@ def _beside_threads() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(2, thread_name_prefix="gpuwaste-step")
 
 
-def _allocations(
-    frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
-) -> pl.DataFrame:
-    return con.sql(
-        "select alloc_id, job_id, attempt, host, gpu, gpu_instance, mig_profile, gpu_weight, "
-        "start_ts, end_ts from analyze_alloc"
-    ).pl()
+def _allocations(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
+    """The range's allocations (`analyze_alloc`'s rows, already in polars: no query per range)."""
+    return frames["range_alloc"].select(
+        "alloc_id",
+        "job_id",
+        "attempt",
+        "host",
+        "gpu",
+        "gpu_instance",
+        "mig_profile",
+        "gpu_weight",
+        "start_ts",
+        "end_ts",
+    )
 
 
-def _job_samples(
-    frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
-) -> pl.DataFrame:
+def _job_samples(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
     return job_samples.compute_read(
         frames["range_samples"], frames["batch_alloc"], t.idle_mem_floor_mib, t.fluctuation_window_s
     )
 
 
-def _sample_flags(
-    frames: Mapping[str, pl.DataFrame], con: duckdb.DuckDBPyConnection, t: Thresholds
-) -> pl.DataFrame:
+def _sample_flags(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
     return sample_flags.compute(frames["job_samples"], t)
 
 
@@ -316,7 +330,7 @@ def _analysis_step(output: str, name: str) -> Step:
 
 # The per-GPU pass over the allocations in `analyze_alloc` (one host range), in order.
 GPU_STEPS: tuple[Step, ...] = (
-    Step("batch_alloc", ("analyze_alloc",), fn=_allocations),
+    Step("batch_alloc", ("range_alloc",), fn=_allocations),
     Step("job_samples", ("batch_alloc", "range_samples"), fn=_job_samples),
     Step("sample_flags", ("job_samples",), fn=_sample_flags),
     # pure: on two threads beside the SQL steps that follow (run_steps), each after its inputs
@@ -335,23 +349,32 @@ GPU_STEPS: tuple[Step, ...] = (
     Step("batch_fluctuation", ("util_minutes", "batch_alloc"), pure=_fluctuation),
     Step("batch_phases", ("level_runs", "batch_alloc"), pure=_phases, result="stable_phases"),
     Step("batch_phase_counts", ("batch_phases",), pure=_phase_counts),
-    # SQL: first those that need no pure step's output, while the pure steps run
-    Step("device_models", ("gpu_samples",), sql="staging/device_models", temp_table=True),
-    Step("batch_host_usage", ("analyze_alloc", "host_samples"), sql="staging/job_host_usage"),
-    _analysis_step("batch_gpu_usage", "job_gpu_usage"),
 )
 # What each host range hands on to the roll-up of the jobs (parts added up over host ranges).
 GPU_PARTS = (
-    "batch_gpu_usage",
+    "gpu_sample_stats",
+    "batch_phase_counts",
     "batch_idle_slots",
     "batch_phases",
     "batch_util_hist",
     "batch_fluctuation",
     "batch_checkpoint",
-    "batch_host_usage",
 )
-# The roll-up of the jobs, once per batch, over the parts of all host ranges.
+# The SQL steps run once per batch, over all its hosts and days: none reads a range's samples,
+# and a query per host range cost 10-20 ms of DuckDB's binding and planning each time, most of
+# each query's time (bench/RESULTS.md). The models of the batch's devices, before the ranges;
+# after them, the GPUs' rows from the ranges' parts, the hosts' CPU and memory, and the roll-up of
+# the jobs.
+BATCH_DEVICES = Step(
+    "device_models", ("gpu_samples",), sql="staging/device_models", temp_table=True
+)
+GPU_STEP = _analysis_step("batch_gpu_usage", "job_gpu_usage")
+HOST_STEP = Step(
+    "batch_host_usage", ("analyze_alloc", "host_samples"), sql="staging/job_host_usage"
+)
 JOB_STEP = _analysis_step("batch_job_usage", "job_usage")
+# Every step of a batch, in the order they run.
+BATCH_STEPS: tuple[Step, ...] = (BATCH_DEVICES, *GPU_STEPS, GPU_STEP, HOST_STEP, JOB_STEP)
 # Batch relation -> the result table it is a part of.
 RESULT_OF = {
     "batch_gpu_usage": "job_gpu_usage",
@@ -399,7 +422,8 @@ def _resolve_unknown(rel: Relations) -> int:
     unknown = con.execute("select count(*) from analyze_alloc where gpu < 0").fetchall()[0]
     if not unknown or not unknown[0]:
         return 0
-    rel.frame("resolved_gpus", con.sql(load_sql("staging/resolve_unknown_gpus")).pl())
+    rel.frame("resolved_gpus", rel.query(load_sql("staging/resolve_unknown_gpus")))
+    rel.expose()
     missing = con.execute(
         "select count(*) from analyze_alloc u where gpu < 0 and not exists "
         "(select 1 from resolved_gpus r where r.job_id = u.job_id and r.attempt = u.attempt "
@@ -420,7 +444,7 @@ def _host_chunks(con: duckdb.DuckDBPyConnection, batch_hosts: int) -> list[tuple
     by host, so a host range reads only its own row groups)."""
     hosts = [
         r[0]
-        for r in con.execute("select distinct host from analyze_alloc_all order by host").fetchall()
+        for r in con.execute("select distinct host from analyze_alloc order by host").fetchall()
     ]
     return [
         (hosts[i], hosts[min(i + batch_hosts, len(hosts)) - 1])
@@ -431,18 +455,19 @@ def _host_chunks(con: duckdb.DuckDBPyConnection, batch_hosts: int) -> list[tuple
 def _gpu_pass(
     con: duckdb.DuckDBPyConnection,
     samples: pl.DataFrame,
-    span: tuple[date, date] | None,
+    alloc: pl.DataFrame,
     thresholds: Thresholds,
     lap: Callable[[str], None],
     beside: Executor,
 ) -> dict[str, pl.DataFrame]:
-    """The parts (GPU_PARTS) for the allocations in `analyze_alloc` (one host range), which
-    cover the days `span` (`date_span`) and whose samples (`job_samples.read`) are `samples`."""
-    if span is None:
+    """The parts (GPU_PARTS) for the allocations `alloc` (one host range's, rows of
+    `analyze_alloc`), whose samples (`job_samples.read`) are `samples`. No step reads the
+    connection's variables: the range's SQL steps moved to the batch (`BATCH_STEPS`)."""
+    if not alloc.height:
         return {}
-    set_variables(con, {"date_lo": span[0], "date_hi": span[1]})
     with Relations(con) as rel:
         rel.frame("range_samples", samples)
+        rel.frame("range_alloc", alloc)
         return run_steps(rel, GPU_STEPS, GPU_PARTS, thresholds, lap, beside)
 
 
@@ -453,7 +478,7 @@ def _range_samples(
     host_range: tuple[str, str],
 ) -> pl.DataFrame:
     """The samples of the allocations of `alloc_all` on the hosts of `host_range`
-    (`job_samples.read`, over the days `date_span` gives them, as `_gpu_pass` sets them)."""
+    (`job_samples.read`, over the days `date_span` gives them)."""
     alloc = range_allocations(alloc_all, host_range)
     span = date_span(alloc)
     if span is None:
@@ -504,11 +529,12 @@ def _read_ahead(
         reader.close()
 
 
-def _empty(name: str) -> pl.DataFrame:
-    """The rows of part `name` when no host range gave any."""
+def _empty(name: str) -> pl.DataFrame | None:
+    """The rows of part `name` when no host range gave any (None: a part only the GPUs' rows
+    read, which are then empty themselves)."""
     if name in RESULT_OF:
         return _conform(pl.DataFrame(), RESULT_OF[name])
-    return pl.DataFrame(schema=PART_SCHEMAS[name])
+    return pl.DataFrame(schema=PART_SCHEMAS[name]) if name in PART_SCHEMAS else None
 
 
 def _roll_up_parts(
@@ -546,9 +572,8 @@ def _roll_up_parts(
         if ckpt is not None and ckpt.height
         else None
     )
-    host = out["batch_host_usage"]
-    out["batch_host_usage"] = host if host is not None and host.height else None
-    return {name: df if df is not None else _empty(name) for name, df in out.items()}
+    filled = {name: df if df is not None else _empty(name) for name, df in out.items()}
+    return {name: df for name, df in filled.items() if df is not None}
 
 
 def run_batch(
@@ -592,39 +617,48 @@ def run_batch(
         lo, hi = span if span else (as_of.date(), as_of.date())
         set_variables(con, {"date_lo": lo, "date_hi": hi})
         result.unresolved_gpus = _resolve_unknown(rel)
-        rel.table("analyze_alloc_all", "select * from analyze_alloc")
+        ranges = _host_chunks(con, batch_hosts)
+        if ranges:  # over the batch's hosts, first to last, and its days
+            set_variables(con, {"host_lo": ranges[0][0], "host_hi": ranges[-1][1]})
+            BATCH_DEVICES.run(rel, thresholds)
         lap("allocations")
 
         parts: dict[str, list[pl.DataFrame]] = {}
-        alloc_all = con.sql("select * from analyze_alloc_all").pl()
-        ranges = _host_chunks(con, batch_hosts)
+        alloc_all = con.sql("select * from analyze_alloc").pl()
         with (
             closing(_read_ahead(con, cluster, alloc_all, ranges)) as read,
             _beside_threads() as beside,
         ):
-            for (host_lo, host_hi), samples in read:
+            for host_range, samples in read:
                 lap("read (waited for)")
-                set_variables(con, {"host_lo": host_lo, "host_hi": host_hi})
-                rel.table(
-                    "analyze_alloc",
-                    "select * from analyze_alloc_all "
-                    "where host between getvariable('host_lo') and getvariable('host_hi')",
-                )
-                span = date_span(range_allocations(alloc_all, (host_lo, host_hi)))
-                for name, df in _gpu_pass(con, samples, span, thresholds, lap, beside).items():
+                alloc = range_allocations(alloc_all, host_range)
+                for name, df in _gpu_pass(con, samples, alloc, thresholds, lap, beside).items():
                     parts.setdefault(name, []).append(df)
                 del samples
-        rel.table("analyze_alloc", "select * from analyze_alloc_all")
 
         batch = _roll_up_parts(parts, thresholds)
-        for name in JOB_STEP.inputs:
-            if name in batch:
-                rel.frame(name, batch[name])
-        JOB_STEP.run(rel, thresholds)
-        batch[JOB_STEP.output] = rel.frames[JOB_STEP.output]
-        lap("job roll-up")
+        if "gpu_sample_stats" not in batch:  # no allocation in the batch, so no GPU
+            batch[GPU_STEP.output] = _conform(pl.DataFrame(), "job_gpu_usage")
+        for step in (GPU_STEP, HOST_STEP, JOB_STEP):
+            if step.output in batch:
+                continue
+            for name in step.inputs:
+                if name in batch:
+                    rel.frame(name, batch[name])
+            step.run(rel, thresholds)
+            batch[step.output] = rel.frames[step.output]
+            lap(step.output)
     result.frames = {RESULT_OF[name]: batch[name] for name in RESULT_OF}
     return result
 
 
-__all__ = ["GPU_STEPS", "JOB_STEP", "BatchResult", "Relations", "Step", "run_batch", "run_steps"]
+__all__ = [
+    "BATCH_STEPS",
+    "GPU_STEPS",
+    "JOB_STEP",
+    "BatchResult",
+    "Relations",
+    "Step",
+    "run_batch",
+    "run_steps",
+]

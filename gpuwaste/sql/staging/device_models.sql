@@ -1,5 +1,6 @@
--- grain: one row per device (host, gpu, gpu_instance) of this batch's host range whose samples
---        name a GPU model (DCGM `modelName`), with that model.
+-- grain: one row per device (host, gpu, gpu_instance) of this batch's hosts (host_lo to host_hi)
+--        whose samples on the batch's days (date_lo to date_hi) name a GPU model (DCGM
+--        `modelName`), with that model. Run once per batch, before its host ranges.
 -- sources: gpu_samples.
 -- variables: cluster, date_lo, date_hi, host_lo, host_hi.
 -- The model of a device (docs/analyses.md#gpu-models): DCGM `modelName` from here, else the
