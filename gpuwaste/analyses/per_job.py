@@ -2,8 +2,8 @@
 result table (job_gpu_usage, idle_slots, stable_phases, job_util_hist, job_usage).
 
 The pass is a list of `Step`s (`BATCH_STEPS`: `BATCH_DEVICES` once per batch, `GPU_STEPS` per
-host range, then `BATCH_HOSTS` and `JOB_STEP` once per batch), each naming the relations it
-reads and the one it writes. The SQL files read those relations by name, so each
+host range, then `GPU_STEP`, `HOST_STEP` and `JOB_STEP` once per batch), each naming the
+relations it reads and the one it writes. The SQL files read those relations by name, so each
 output is put on the DuckDB connection under its name inside `Relations`, a context manager that
 takes every name off again when the pass ends, on an error too; an output is released as soon as
 the last step that reads it has run. A pure step (polars or numpy over frames, no connection)
@@ -333,7 +333,7 @@ GPU_STEPS: tuple[Step, ...] = (
     Step("batch_alloc", ("range_alloc",), fn=_allocations),
     Step("job_samples", ("batch_alloc", "range_samples"), fn=_job_samples),
     Step("sample_flags", ("job_samples",), fn=_sample_flags),
-    # pure: on two threads beside the SQL steps that follow (run_steps), each after its inputs
+    # pure: on two threads beside the steps that follow (run_steps), each after its inputs
     Step("gpu_sample_stats", ("sample_flags",), pure=_gpu_sample_stats),
     Step("util_minutes", ("sample_flags",), pure=_util_minutes),
     Step("level_runs", ("sample_flags",), pure=_level_runs),
