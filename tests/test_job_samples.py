@@ -370,7 +370,7 @@ def test_generated_cluster_from_the_warehouse(tmp_path: Path) -> None:
         fast = job_samples.compute(con, alloc, t.idle_mem_floor_mib, t.fluctuation_window_s)
         # what the batch's reader thread reads ahead for the range, on a cursor of its own
         with cursor(con) as reader:
-            ahead = per_job._range_samples(reader, "c", allocs, (host_lo, host_hi))
+            _, ahead = per_job._range_samples(reader, "c", allocs, (host_lo, host_hi))
         assert_frame_equal(ahead, job_samples.read(con, alloc), check_exact=True)
         con.execute(
             "create or replace temp table range_alloc as select * from analyze_alloc "
@@ -394,9 +394,9 @@ def test_a_pass_that_stops_early_interrupts_the_read_ahead(
 
     def read(
         con: duckdb.DuckDBPyConnection, cluster: str, alloc: pl.DataFrame, r: tuple[str, str]
-    ) -> pl.DataFrame:
+    ) -> tuple[pl.DataFrame, pl.DataFrame]:
         if r[0] == "a":
-            return pl.DataFrame({"n": [1]})
+            return alloc, pl.DataFrame({"n": [1]})
         started.set()
         try:
             con.sql("select sum(i * i) from range(100_000_000_000) t(i)").fetchall()
@@ -404,7 +404,7 @@ def test_a_pass_that_stops_early_interrupts_the_read_ahead(
         except duckdb.InterruptException:
             outcome.append("interrupted")
             raise
-        return pl.DataFrame()
+        return alloc, pl.DataFrame()
 
     monkeypatch.setattr(per_job, "_range_samples", read)
     with duckdb.connect() as con:

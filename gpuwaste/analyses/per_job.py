@@ -189,12 +189,11 @@ class Step:
         if self.sql and self.temp_table:
             rel.table(self.output, load_sql(self.sql))
             return
+        frame_fn = self.fn or self.pure
         if self.sql:
             df = rel.query(load_sql(self.sql))
-        elif self.fn is not None:
-            df = self.fn(rel.frames, thresholds)
-        elif self.pure is not None:
-            df = self.pure(rel.frames, thresholds)
+        elif frame_fn is not None:
+            df = frame_fn(rel.frames, thresholds)
         else:
             raise ValueError(f"step {self.output} has neither sql nor fn")
         rel.frame(self.output, _conform(df, self.result) if self.result else df)
@@ -423,12 +422,11 @@ def _resolve_unknown(rel: Relations) -> int:
     if not unknown or not unknown[0]:
         return 0
     rel.frame("resolved_gpus", rel.query(load_sql("staging/resolve_unknown_gpus")))
-    rel.expose()
-    missing = con.execute(
-        "select count(*) from analyze_alloc u where gpu < 0 and not exists "
+    missing = rel.query(
+        "select count(*) as n from analyze_alloc u where gpu < 0 and not exists "
         "(select 1 from resolved_gpus r where r.job_id = u.job_id and r.attempt = u.attempt "
         "and r.host = u.host)"
-    ).fetchall()[0]
+    )["n"].item()
     rel.table(
         "analyze_alloc",
         "select row_number() over (order by job_id, attempt, host, gpu, gpu_instance) as alloc_id"
@@ -436,7 +434,7 @@ def _resolve_unknown(rel: Relations) -> int:
         f"union select {_DEVICE_COLUMNS} from resolved_gpus)",
     )
     rel.release("resolved_gpus")
-    return int(missing[0]) if missing else 0
+    return int(missing)
 
 
 def _host_chunks(con: duckdb.DuckDBPyConnection, batch_hosts: int) -> list[tuple[str, str]]:
@@ -476,13 +474,13 @@ def _range_samples(
     cluster: str,
     alloc_all: pl.DataFrame,
     host_range: tuple[str, str],
-) -> pl.DataFrame:
-    """The samples of the allocations of `alloc_all` on the hosts of `host_range`
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The allocations of `alloc_all` on the hosts of `host_range`, and their samples
     (`job_samples.read`, over the days `date_span` gives them)."""
     alloc = range_allocations(alloc_all, host_range)
     span = date_span(alloc)
     if span is None:
-        return pl.DataFrame()  # no allocation: `_gpu_pass` reads nothing either
+        return alloc, pl.DataFrame()  # no allocation: `_gpu_pass` reads nothing either
     set_variables(
         con,
         {
@@ -493,7 +491,7 @@ def _range_samples(
             "date_hi": span[1],
         },
     )
-    return job_samples.read(con, alloc)
+    return alloc, job_samples.read(con, alloc)
 
 
 def _read_ahead(
@@ -501,12 +499,12 @@ def _read_ahead(
     cluster: str,
     alloc_all: pl.DataFrame,
     ranges: list[tuple[str, str]],
-) -> Generator[tuple[tuple[str, str], pl.DataFrame]]:
-    """Each host range of `ranges` with its samples, read one range ahead: while the caller
-    works on a range, a thread reads the next one's samples on a cursor of `con` (DuckDB
-    decoding parquet uses the cores the caller's steps leave idle: they use 1.1-1.8 of 2). 4 %
-    less time at 1x, 9-13 % at 8x, for one range's samples more in memory (0.13-0.17 GiB at the
-    peak; bench/RESULTS.md). Use it closed (`contextlib.closing`): when the caller stops early, the
+) -> Generator[tuple[tuple[str, str], pl.DataFrame, pl.DataFrame]]:
+    """Each host range of `ranges` with its allocations and their samples (`_range_samples`),
+    read one range ahead: while the caller works on a range, a thread reads the next one's
+    samples on a cursor of `con` (DuckDB decoding parquet uses the cores the caller's steps leave
+    idle: they use 1.1-1.8 of 2). 4 % less time at 1x, 9-13 % at 8x, for one range's samples
+    more in memory (0.13-0.17 GiB at the peak; bench/RESULTS.md). Use it closed (`contextlib.closing`): when the caller stops early, the
     read in flight is interrupted and waited for, and the cursor closed."""
     reader = cursor(con)
     try:
@@ -514,12 +512,12 @@ def _read_ahead(
             ahead = [pool.submit(_range_samples, reader, cluster, alloc_all, r) for r in ranges[:1]]
             try:
                 for i, host_range in enumerate(ranges):
-                    samples = ahead.pop().result()
+                    alloc, samples = ahead.pop().result()
                     if i + 1 < len(ranges):
                         ahead.append(
                             pool.submit(_range_samples, reader, cluster, alloc_all, ranges[i + 1])
                         )
-                    yield host_range, samples
+                    yield host_range, alloc, samples
             except GeneratorExit:
                 # the caller stopped early (a step failed): the next range's read is not wanted
                 if ahead and not ahead[0].cancel():
@@ -629,9 +627,8 @@ def run_batch(
             closing(_read_ahead(con, cluster, alloc_all, ranges)) as read,
             _beside_threads() as beside,
         ):
-            for host_range, samples in read:
+            for _, alloc, samples in read:
                 lap("read (waited for)")
-                alloc = range_allocations(alloc_all, host_range)
                 for name, df in _gpu_pass(con, samples, alloc, thresholds, lap, beside).items():
                     parts.setdefault(name, []).append(df)
                 del samples
