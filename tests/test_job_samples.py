@@ -1,9 +1,9 @@
-"""The polars and numpy per-sample pass equals its SQL definition: job_samples.py =
+"""The polars, numpy and compiled per-sample pass equals its SQL definition: job_samples.py =
 staging/job_samples.sql, sample_flags.py = staging/gpu_intervals.sql + sample_flags.sql,
-stable_phases.level_runs_frame = analyses/stable_phases.sql, util_minutes.py =
-staging/util_minutes.sql, gpu_sample_stats.py = staging/gpu_sample_stats.sql, checkpoint.py =
-staging/job_checkpoint.sql, idle_slots.py = analyses/idle_slots.sql, util_hist.py =
-analyses/job_util_hist.sql, fluctuation.py = staging/job_fluctuation.sql, on hypothesis cases
+stable_phases.level_runs_frame = analyses/stable_phases.sql, allocation_sums.py =
+staging/gpu_sample_stats.sql, staging/job_checkpoint.sql, staging/job_fluctuation.sql and
+analyses/job_util_hist.sql (the last two over staging/util_minutes.sql), idle_slots.py =
+analyses/idle_slots.sql, on hypothesis cases
 (irregular and duplicate-free timestamps, samples outside allocations, GPUs shared by two
 allocations, null memory, rows in any order) and on a generated cluster read from a real
 warehouse."""
@@ -23,16 +23,12 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from gpuwaste.analyses import (
-    checkpoint,
-    fluctuation,
-    gpu_sample_stats,
+    allocation_sums,
     idle_slots,
     job_samples,
     per_job,
     sample_flags,
     stable_phases,
-    util_hist,
-    util_minutes,
 )
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
@@ -61,10 +57,9 @@ ALLOC_SCHEMA = {
     "end_ts": pl.Datetime("us", "UTC"),
 }
 KEYS = ["alloc_id", "ts"]
-MINUTE_KEYS = ["alloc_id", "window_no", "minute"]
 SLOT_KEYS = ["job_id", "attempt", "host", "gpu", "gpu_instance", "start_ts"]
-# job_samples, sample_flags, level_runs, util_minutes, gpu_sample_stats, checkpoint_gpus (the
-# SQL's per_gpu), batch_checkpoint, idle_slots, util_hist and fluctuation, by name
+# job_samples, sample_flags, level_runs, gpu_sample_stats, checkpoint_gpus (the SQL's per_gpu),
+# batch_checkpoint, idle_slots, util_hist and fluctuation, by name
 Pass = dict[str, pl.DataFrame]
 
 
@@ -119,7 +114,6 @@ def _sql_pass(samples: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> Pass
         "job_samples": con.sql("select * from job_samples").pl(),
         "sample_flags": flags,
         "level_runs": runs,
-        "util_minutes": con.sql("select * from util_minutes").pl(),
         "gpu_sample_stats": con.sql("select * from gpu_sample_stats").pl(),
         "checkpoint_gpus": con.sql(_ending(ckpt, "select * from per_gpu")).pl(),
         "batch_checkpoint": con.sql(ckpt).pl(),
@@ -139,21 +133,28 @@ def _polars_job_samples(
     return job_samples._compute_keyed(keyed, alloc_keyed, idle_mem_floor_mib, window_s)
 
 
+def _per_allocation(flags: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> Pass:
+    """What allocation_sums.py makes of sample_flags rows, by the SQL's names."""
+    sums = allocation_sums.compute(flags, t)
+    return {
+        "gpu_sample_stats": allocation_sums.gpu_sample_stats(sums),
+        "checkpoint_gpus": allocation_sums.checkpoint_gpus(sums),
+        "batch_checkpoint": allocation_sums.checkpointing(sums, alloc, t),
+        "util_hist": allocation_sums.util_hist(allocation_sums.util_buckets(flags), alloc),
+        "fluctuation": allocation_sums.fluctuation(sums, alloc),
+    }
+
+
 def _polars_pass(samples: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> Pass:
     js = _polars_job_samples(samples, alloc, t.idle_mem_floor_mib, t.fluctuation_window_s)
     flags = sample_flags.compute(js, t)
-    minutes, stats = util_minutes.compute(flags), gpu_sample_stats.compute(flags)
+    sums = _per_allocation(flags, alloc, t)
     return {
         "job_samples": js,
         "sample_flags": flags,
         "level_runs": stable_phases.level_runs_frame(flags, t),
-        "util_minutes": minutes,
-        "gpu_sample_stats": stats,
-        "checkpoint_gpus": checkpoint.per_gpu(js),
-        "batch_checkpoint": checkpoint.compute(js, alloc, t),
-        "idle_slots": idle_slots.compute(flags, stats, alloc, t),
-        "util_hist": util_hist.compute(minutes, alloc),
-        "fluctuation": fluctuation.compute(minutes, alloc, t),
+        **sums,
+        "idle_slots": idle_slots.compute(flags, sums["gpu_sample_stats"], alloc, t),
     }
 
 
@@ -174,25 +175,9 @@ def _assert_same(fast: Pass, sql: Pass, alloc: pl.DataFrame, t: Thresholds) -> N
     # the phase merge needs runs in allocation and time order, as the SQL returns them
     ordered = runs_fast.select("alloc_id", "start_ts")
     assert ordered.equals(ordered.sort("alloc_id", "start_ts"))
-    # minutes: the same groups; sums added in another order may differ in the last bits
-    minutes_fast, minutes_sql = fast["util_minutes"], sql["util_minutes"]
-    assert minutes_fast.schema == minutes_sql.schema
-    assert_frame_equal(
-        minutes_fast.sort(MINUTE_KEYS),
-        minutes_sql.sort(MINUTE_KEYS),
-        check_exact=False,
-        rel_tol=1e-9,
-    )
-    # in any row order, the same minutes
-    shuffled = util_minutes.compute(fast["sample_flags"].sample(fraction=1.0, shuffle=True, seed=1))
-    assert_frame_equal(shuffled.sort(MINUTE_KEYS), minutes_fast.sort(MINUTE_KEYS))
     # per allocation and per job: the same rows, sums to the last bits, in any row order
     flags_shuffled = fast["sample_flags"].sample(fraction=1.0, shuffle=True, seed=2)
-    js_shuffled = fast["job_samples"].sample(fraction=1.0, shuffle=True, seed=3)
-    again = {
-        "gpu_sample_stats": gpu_sample_stats.compute(flags_shuffled),
-        "checkpoint_gpus": checkpoint.per_gpu(js_shuffled),
-    }
+    again = _per_allocation(flags_shuffled, alloc, t)
     for name, key in (("gpu_sample_stats", "alloc_id"), ("checkpoint_gpus", "alloc_id")):
         ours, theirs = fast[name].sort(key), sql[name].sort(key)
         assert ours.schema == theirs.schema, name
@@ -201,32 +186,31 @@ def _assert_same(fast: Pass, sql: Pass, alloc: pl.DataFrame, t: Thresholds) -> N
     jobs_fast, jobs_sql = fast["batch_checkpoint"], sql["batch_checkpoint"]
     assert jobs_fast.schema == jobs_sql.schema
     assert_frame_equal(jobs_fast.sort("job_id"), jobs_sql.sort("job_id"))
-    assert_frame_equal(
-        checkpoint.compute(js_shuffled, alloc, t).sort("job_id"), jobs_fast.sort("job_id")
-    )
-    _assert_same_per_job(fast, sql, alloc, t)
+    assert_frame_equal(again["batch_checkpoint"].sort("job_id"), jobs_fast.sort("job_id"))
+    _assert_same_per_job(fast, sql, alloc, t, again)
 
 
-def _assert_same_per_job(fast: Pass, sql: Pass, alloc: pl.DataFrame, t: Thresholds) -> None:
+def _assert_same_per_job(
+    fast: Pass, sql: Pass, alloc: pl.DataFrame, t: Thresholds, again: Pass
+) -> None:
     """idle_slots, util_hist and fluctuation: the same rows as the SQL, also from their inputs
-    in any row order."""
+    in any row order (`again`: allocation_sums.py's rows from shuffled sample_flags rows)."""
     slots = fast["idle_slots"]
     assert slots.schema == sql["idle_slots"].schema
     assert_frame_equal(slots.sort(SLOT_KEYS), sql["idle_slots"].sort(SLOT_KEYS), check_exact=True)
-    hist_keys, minutes = ["job_id", "bucket"], fast["util_minutes"]
+    hist_keys = ["job_id", "bucket"]
     hist = fast["util_hist"].sort(hist_keys)
     assert hist.schema == sql["util_hist"].schema
     assert_frame_equal(hist, sql["util_hist"].sort(hist_keys), check_exact=False, rel_tol=1e-9)
     fluct = fast["fluctuation"].sort("job_id")
     assert fluct.schema == sql["fluctuation"].schema
     assert_frame_equal(fluct, sql["fluctuation"].sort("job_id"), check_exact=True)
-    minutes_shuffled = minutes.sample(fraction=1.0, shuffle=True, seed=4)
     flags_shuffled = fast["sample_flags"].sample(fraction=1.0, shuffle=True, seed=5)
-    again = idle_slots.compute(flags_shuffled, fast["gpu_sample_stats"], alloc, t)
-    assert_frame_equal(again.sort(SLOT_KEYS), slots.sort(SLOT_KEYS))
-    again = util_hist.compute(minutes_shuffled, alloc).sort(hist_keys)
-    assert_frame_equal(again, hist, check_exact=False, rel_tol=1e-9)
-    assert_frame_equal(fluctuation.compute(minutes_shuffled, alloc, t).sort("job_id"), fluct)
+    slots_again = idle_slots.compute(flags_shuffled, fast["gpu_sample_stats"], alloc, t)
+    assert_frame_equal(slots_again.sort(SLOT_KEYS), slots.sort(SLOT_KEYS))
+    hist_again = again["util_hist"].sort(hist_keys)
+    assert_frame_equal(hist_again, hist, check_exact=False, rel_tol=1e-9)
+    assert_frame_equal(again["fluctuation"].sort("job_id"), fluct)
 
 
 readings = st.lists(
@@ -457,39 +441,71 @@ def test_each_host_is_read_over_the_span_of_its_allocations() -> None:
     ]
 
 
+FLAG_SCHEMA = {
+    "alloc_id": pl.Int64,
+    "ts": pl.Datetime("us", "UTC"),
+    "interval_s": pl.Float64,
+    "util": pl.Float64,
+    "mem_used_mib": pl.Float64,
+    "mem_total_mib": pl.Float64,
+    "idle": pl.Boolean,
+    "covered_s": pl.Float64,
+    "tail_covered_s": pl.Float64,
+    "window_no": pl.Float64,
+    "minute": pl.Float64,
+    "prev_util": pl.Float64,
+}
+
+
+def _flags(frame: pl.DataFrame) -> pl.DataFrame:
+    """sample_flags rows of a hand-computed case, the columns it leaves out neutral: 15 s apart,
+    no memory readings, idle when the utilization is 0, one window and minute, no sample
+    before."""
+    neutral: dict[str, pl.Expr] = {
+        "interval_s": pl.lit(15.0),
+        "mem_used_mib": pl.lit(None),
+        "mem_total_mib": pl.lit(None),
+        "idle": pl.col("util") == 0,
+        "covered_s": pl.lit(15.0),
+        "tail_covered_s": pl.lit(0.0),
+        "window_no": pl.lit(0.0),
+        "minute": pl.lit(0.0),
+        "prev_util": pl.lit(None),
+    }
+    missing = [expr.alias(name) for name, expr in neutral.items() if name not in frame.columns]
+    return frame.with_columns(missing).select(list(FLAG_SCHEMA)).cast(FLAG_SCHEMA)  # type: ignore[arg-type]
+
+
 def test_minutes_hand_computed() -> None:
-    """Hand-computed: a minute that two 45 s windows share is two rows; the tail of the last
-    sample counts; an allocation whose rows are split (not contiguous) is sorted first; no rows,
-    no minutes."""
+    """Hand-computed: a minute falls in the bucket of its time-weighted mean utilization; a minute
+    that two 45 s windows share is two minutes; the tail of the last sample counts; an
+    allocation whose rows are split (not contiguous) is put together first; no rows, no
+    buckets."""
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     rows = [  # alloc_id, seconds since start, window_no, minute, util, covered_s, tail_covered_s
         (1, 15, 0.0, 0.0, 10.0, 15.0, 0.0),
-        (1, 30, 0.0, 0.0, 20.0, 15.0, 0.0),
+        (1, 30, 0.0, 0.0, 20.0, 15.0, 0.0),  # window 0, minute 0: 450 / 30 s = 15
         (2, 10, 0.0, 0.0, 0.0, 10.0, 0.0),
-        (1, 45, 1.0, 0.0, 30.0, 15.0, 0.0),
-        (1, 60, 1.0, 1.0, 40.0, 15.0, 5.0),
+        (1, 45, 1.0, 0.0, 30.0, 15.0, 0.0),  # window 1, minute 0: 30
+        (1, 60, 1.0, 1.0, 40.0, 15.0, 5.0),  # window 1, minute 1: 40 over 20 s
     ]
-    flags = pl.DataFrame(
-        [(a, t0 + timedelta(seconds=s), w, m, u, c, tail) for a, s, w, m, u, c, tail in rows],
-        schema={
-            "alloc_id": pl.Int64,
-            "ts": pl.Datetime("us", "UTC"),
-            "window_no": pl.Float64,
-            "minute": pl.Float64,
-            "util": pl.Float64,
-            "covered_s": pl.Float64,
-            "tail_covered_s": pl.Float64,
-        },
-        orient="row",
+    flags = _flags(
+        pl.DataFrame(
+            [(a, t0 + timedelta(seconds=s), w, m, u, c, tail) for a, s, w, m, u, c, tail in rows],
+            schema=["alloc_id", "ts", "window_no", "minute", "util", "covered_s", "tail_covered_s"],
+            orient="row",
+        )
     )
-    got = util_minutes.compute(flags)
-    assert got.rows() == [  # (alloc_id, ts) order: allocation 2's row came between 1's
-        (1, 0.0, 0.0, 450.0, 30.0, 10.0, 20.0),
-        (1, 1.0, 0.0, 450.0, 15.0, 30.0, 30.0),
-        (1, 1.0, 1.0, 800.0, 20.0, 40.0, 40.0),
-        (2, 0.0, 0.0, 0.0, 10.0, 0.0, 0.0),
+    got = allocation_sums.util_buckets(flags)
+    assert got.sort("alloc_id", "bucket").rows() == [
+        (1, 15, 30.0),
+        (1, 30, 15.0),
+        (1, 40, 20.0),
+        (2, 0, 10.0),
     ]
-    assert util_minutes.compute(flags.clear()).schema == got.schema
+    sums = allocation_sums.compute(flags, Thresholds())
+    assert sums.select("alloc_id", "windows").sort("alloc_id").rows() == [(1, 2), (2, 1)]
+    assert allocation_sums.util_buckets(flags.clear()).schema == got.schema
 
 
 def _sql_over(
@@ -515,31 +531,28 @@ def test_gpu_sample_stats_hand_computed() -> None:
         (1, 30, 30.0, 300.0, 16384.0, False, 15.0, 0.0),
         (3, 500, 50.0, 10.0, 80.0, False, 0.0, 0.0),
     ]
-    flags = pl.DataFrame(
-        [(a, t0 + timedelta(seconds=s), 15.0, *rest) for a, s, *rest in rows],
-        schema={
-            "alloc_id": pl.Int64,
-            "ts": pl.Datetime("us", "UTC"),
-            "interval_s": pl.Float64,
-            "util": pl.Float64,
-            "mem_used_mib": pl.Float64,
-            "mem_total_mib": pl.Float64,
-            "idle": pl.Boolean,
-            "covered_s": pl.Float64,
-            "tail_covered_s": pl.Float64,
-        },
-        orient="row",
+    flags = _flags(
+        pl.DataFrame(
+            [(a, t0 + timedelta(seconds=s), *rest) for a, s, *rest in rows],
+            schema=[
+                *("alloc_id", "ts", "util", "mem_used_mib", "mem_total_mib", "idle"),
+                *("covered_s", "tail_covered_s"),
+            ],
+            orient="row",
+        )
     )
-    got = gpu_sample_stats.compute(flags)
+    t = Thresholds()
+    got = allocation_sums.gpu_sample_stats(allocation_sums.compute(flags, t))
     assert got.sort("alloc_id").rows() == [
         # alloc, interval, samples, observed, util mean, max, mem mean, max, total, never used
         (1, 15.0, 2, 30.0, 20.0, 30.0, 200.0, 300.0, 16384.0, False),
         (2, 15.0, 1, 10.0, 0.0, 0.0, None, None, None, True),
         (3, 15.0, 1, 0.0, None, 50.0, None, 10.0, 80.0, False),
     ]
-    sql = _sql_over("staging/gpu_sample_stats", {"sample_flags": flags}, Thresholds())
+    sql = _sql_over("staging/gpu_sample_stats", {"sample_flags": flags}, t)
     assert_frame_equal(got.sort("alloc_id"), sql.sort("alloc_id"))
-    assert gpu_sample_stats.compute(flags.clear()).schema == got.schema
+    empty = allocation_sums.gpu_sample_stats(allocation_sums.compute(flags.clear(), t))
+    assert empty.schema == got.schema
 
 
 def test_checkpoint_hand_computed() -> None:
@@ -562,16 +575,20 @@ def test_checkpoint_hand_computed() -> None:
         orient="row",
     ).reverse()  # in any order
     alloc = pl.DataFrame({"alloc_id": [7, 8], "job_id": ["j7", "j8"]})
-    assert checkpoint.per_gpu(samples).rows() == [(7, 3, pytest.approx(0.4))]
+    sums = allocation_sums.compute(_flags(samples), Thresholds())
+    assert allocation_sums.checkpoint_gpus(sums).rows() == [(7, 3, pytest.approx(0.4))]
+    assert sums.select("alloc_id", "dips").sort("alloc_id").rows() == [(7, 3), (8, 1)]
     frames = {"job_samples": samples, "analyze_alloc": alloc}
     for tolerance, expected in ((0.5, [("j7", 1)]), (0.4, [])):
         t = Thresholds(checkpoint_min_dips=3, checkpoint_spacing_tolerance=tolerance)
-        assert checkpoint.compute(samples, alloc, t).rows() == expected
+        assert allocation_sums.checkpointing(sums, alloc, t).rows() == expected
         assert _sql_over("staging/job_checkpoint", frames, t).rows() == expected
     per_gpu = _sql_over("staging/job_checkpoint", frames, Thresholds(), "select * from per_gpu")
     assert per_gpu.rows() == [(7, 3, pytest.approx(0.4))]
-    assert checkpoint.per_gpu(samples.clear()).height == 0
-    assert checkpoint.compute(samples.clear(), alloc, Thresholds()).schema == checkpoint.SCHEMA
+    empty = allocation_sums.compute(_flags(samples.clear()), Thresholds())
+    assert allocation_sums.checkpoint_gpus(empty).height == 0
+    checkpointing = allocation_sums.checkpointing(empty, alloc, Thresholds())
+    assert checkpointing.schema == allocation_sums.CHECKPOINT_SCHEMA
 
 
 def test_idle_slots_hand_computed() -> None:
@@ -640,23 +657,30 @@ def test_idle_slots_hand_computed() -> None:
 def test_util_hist_hand_computed() -> None:
     """Hand-computed: a minute falls in the bucket of its mean utilization, rounded down and
     kept within 0..100, and weighs its seconds of data times the device's gpu_weight; minutes
-    without data weigh nothing; an allocation's minutes need not be contiguous; a minute steady
+    without data weigh nothing; an allocation's rows need not be contiguous; a minute steady
     at 30 % whose sub-second weights divide to just under 30 is in bucket 30. The SQL gives
     the same rows."""
     weights = [11.343642, 18.474337, 17.637746, 12.55069]  # seconds of four samples at 30 %
     steady = (sum(30.0 * w for w in weights), sum(weights))
     assert steady[0] / steady[1] < 30.0  # 29.999999999999996
-    rows = [  # alloc_id, util_weighted (util x seconds), weight_s
-        (1, 600.0, 60.0),  # 10.0: bucket 10, 1 GPU-minute
-        (1, 3594.0, 60.0),  # 59.9: bucket 59
-        (3, 1200.0, 60.0),  # j2, 20.0
-        (1, 3030.0, 30.0),  # 101: bucket 100, half a minute
-        (1, 0.0, 0.0),  # no data
-        (2, 600.0, 60.0),  # j1 on a quarter of a GPU: 0.25 GPU-minutes in bucket 10
-        (3, 1200.0, 60.0),  # j2 again, after other rows
-        (4, *steady),  # j3: steady at 30 %
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = [  # alloc_id, seconds since start, minute, util, covered_s
+        (1, 60, 0.0, 10.0, 60.0),  # 10.0: bucket 10, 1 GPU-minute
+        (1, 120, 1.0, 59.9, 60.0),  # bucket 59
+        (3, 60, 0.0, 20.0, 60.0),  # j2, 20.0
+        (1, 150, 2.0, 101.0, 30.0),  # 101: bucket 100, half a minute
+        (1, 240, 3.0, 0.0, 0.0),  # no data
+        (2, 60, 0.0, 10.0, 60.0),  # j1 on a quarter of a GPU: 0.25 GPU-minutes in bucket 10
+        (3, 120, 1.0, 20.0, 60.0),  # j2 again, after other rows
     ]
-    minutes = pl.DataFrame(rows, schema=["alloc_id", "util_weighted", "weight_s"], orient="row")
+    rows += [(4, 10 + 15 * i, 0.0, 30.0, w) for i, w in enumerate(weights)]  # j3: steady at 30 %
+    flags = _flags(
+        pl.DataFrame(
+            [(a, t0 + timedelta(seconds=s), m, u, c) for a, s, m, u, c in rows],
+            schema=["alloc_id", "ts", "minute", "util", "covered_s"],
+            orient="row",
+        )
+    )
     alloc = pl.DataFrame(
         {
             "alloc_id": [1, 2, 3, 4],
@@ -664,7 +688,8 @@ def test_util_hist_hand_computed() -> None:
             "gpu_weight": [1.0, 0.25, 1.0, 1.0],
         }
     )
-    got = util_hist.compute(minutes, alloc).sort("job_id", "bucket")
+    buckets = allocation_sums.util_buckets(flags)
+    got = allocation_sums.util_hist(buckets, alloc).sort("job_id", "bucket")
     assert got.rows() == [
         ("j1", 10, 1.25),
         ("j1", 59, 1.0),
@@ -672,31 +697,46 @@ def test_util_hist_hand_computed() -> None:
         ("j2", 20, 2.0),
         ("j3", 30, pytest.approx(sum(weights) / 60)),
     ]
+    t = Thresholds()
+    minutes = _sql_over("staging/util_minutes", {"sample_flags": flags}, t)
     frames = {"util_minutes": minutes, "analyze_alloc": alloc}
-    sql = _sql_over("analyses/job_util_hist", frames, Thresholds()).sort("job_id", "bucket")
+    sql = _sql_over("analyses/job_util_hist", frames, t).sort("job_id", "bucket")
     assert_frame_equal(got, sql)
-    assert util_hist.compute(minutes.clear(), alloc).schema == got.schema
+    assert allocation_sums.util_hist(buckets.clear(), alloc).schema == got.schema
 
 
 def test_fluctuation_hand_computed() -> None:
-    """Hand-computed: a window's utilization ranges over the minutes in it (95 points across
-    two minutes fluctuates, 90 does not: more than `fluctuation_range_pct`); a job counts the
+    """Hand-computed: a window's utilization ranges over every sample in it, across its minutes
+    (95 points fluctuates, 90 does not: more than `fluctuation_range_pct`); a job counts the
     windows of all its GPUs. The SQL gives the same rows."""
-    rows = [  # alloc_id, window_no, minute, util_min, util_max
-        (1, 0.0, 0.0, 0.0, 50.0),
-        (1, 1.0, 2.0, 5.0, 95.0),  # 90: no
-        (3, 0.0, 0.0, 20.0, 30.0),
-        (1, 0.0, 1.0, 10.0, 95.0),  # window 0 of allocation 1: 0..95, fluctuates
-        (2, 0.0, 0.0, 0.0, 100.0),
-        (1, 1.0, 3.0, 50.0, 60.0),
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = [  # alloc_id, seconds since start, window_no, minute, util
+        (1, 0, 0.0, 0.0, 0.0),
+        (1, 30, 0.0, 0.0, 50.0),
+        (3, 0, 0.0, 0.0, 20.0),  # allocation 3: 20..30, no
+        (1, 60, 0.0, 1.0, 10.0),
+        (1, 90, 0.0, 1.0, 95.0),  # window 0 of allocation 1: 0..95, fluctuates
+        (1, 120, 1.0, 2.0, 5.0),
+        (1, 150, 1.0, 2.0, 95.0),
+        (1, 180, 1.0, 3.0, 50.0),
+        (1, 210, 1.0, 3.0, 60.0),  # window 1: 5..95, 90: no
+        (2, 0, 0.0, 0.0, 0.0),
+        (2, 30, 0.0, 0.0, 100.0),  # 0..100: fluctuates
+        (3, 30, 0.0, 0.0, 30.0),
     ]
-    minutes = pl.DataFrame(
-        rows, schema=["alloc_id", "window_no", "minute", "util_min", "util_max"], orient="row"
+    flags = _flags(
+        pl.DataFrame(
+            [(a, t0 + timedelta(seconds=s), w, m, u) for a, s, w, m, u in rows],
+            schema=["alloc_id", "ts", "window_no", "minute", "util"],
+            orient="row",
+        )
     )
     alloc = pl.DataFrame({"alloc_id": [1, 2, 3], "job_id": ["j1", "j1", "j2"]})
     t = Thresholds(fluctuation_range_pct=90.0)
-    got = fluctuation.compute(minutes, alloc, t).sort("job_id")
+    sums = allocation_sums.compute(flags, t)
+    got = allocation_sums.fluctuation(sums, alloc).sort("job_id")
     assert got.rows() == [("j1", 3, 2), ("j2", 1, 0)]
+    minutes = _sql_over("staging/util_minutes", {"sample_flags": flags}, t)
     frames = {"util_minutes": minutes, "analyze_alloc": alloc}
     assert_frame_equal(got, _sql_over("staging/job_fluctuation", frames, t).sort("job_id"))
-    assert fluctuation.compute(minutes.clear(), alloc, t).schema == got.schema
+    assert allocation_sums.fluctuation(sums.clear(), alloc).schema == got.schema

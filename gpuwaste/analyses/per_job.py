@@ -6,10 +6,10 @@ host range, then `GPU_STEP`, `HOST_STEP` and `JOB_STEP` once per batch), each na
 relations it reads and the one it writes. The SQL files read those relations by name, so each
 output is put on the DuckDB connection under its name inside `Relations`, a context manager that
 takes every name off again when the pass ends, on an error too; an output is released as soon as
-the last step that reads it has run. A pure step (polars or numpy over frames, no connection)
-runs on one of two threads beside the SQL steps after it, and its output is put on the
-connection when a SQL step reads it. Empty frames take their schemas from `PART_SCHEMAS` and the
-result tables.
+the last step that reads it has run. A pure step (polars, numpy or compiled loops over frames,
+no connection) runs on one of two threads beside the steps after it, and its output is put on
+the connection when a SQL step reads it. Empty frames take their schemas from `PART_SCHEMAS` and
+the result tables.
 
 Each per-job result is a pure function of one job's records and samples, so jobs are processed in
 batches (by start day), and inside a batch the per-GPU pass runs over a range of hosts at a time
@@ -33,15 +33,11 @@ import duckdb
 import polars as pl
 
 from gpuwaste.analyses import (
-    checkpoint,
-    fluctuation,
-    gpu_sample_stats,
+    allocation_sums,
     idle_slots,
     job_samples,
     sample_flags,
     stable_phases,
-    util_hist,
-    util_minutes,
 )
 from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
@@ -81,13 +77,8 @@ def _conform(df: pl.DataFrame, name: str) -> pl.DataFrame:
 # The parts each host range adds up to, besides the result tables, and their schemas when empty
 # (the GPUs' statistics and phase counts need none: without them the GPUs' rows are empty).
 PART_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
-    "batch_fluctuation": {
-        "job_id": pl.String(),
-        "windows": pl.Int64(),
-        "fluctuating_windows": pl.Int64(),
-        "fluctuating": pl.Boolean(),
-    },
-    "batch_checkpoint": {"job_id": pl.String(), "checkpointing_gpus": pl.Int64()},
+    "batch_fluctuation": {**allocation_sums.FLUCTUATION_SCHEMA, "fluctuating": pl.Boolean()},
+    "batch_checkpoint": allocation_sums.CHECKPOINT_SCHEMA,
 }
 
 
@@ -283,16 +274,16 @@ def _sample_flags(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataF
     return sample_flags.compute(frames["job_samples"], t)
 
 
-def _util_minutes(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
-    return util_minutes.compute(frames["sample_flags"])
+def _allocation_sums(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
+    return allocation_sums.compute(frames["sample_flags"], t)
 
 
 def _gpu_sample_stats(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
-    return gpu_sample_stats.compute(frames["sample_flags"])
+    return allocation_sums.gpu_sample_stats(frames["allocation_sums"])
 
 
 def _checkpoint(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
-    return checkpoint.compute(frames["job_samples"], frames["batch_alloc"], t)
+    return allocation_sums.checkpointing(frames["allocation_sums"], frames["batch_alloc"], t)
 
 
 def _idle_slots(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
@@ -301,12 +292,16 @@ def _idle_slots(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFra
     )
 
 
+def _util_buckets(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
+    return allocation_sums.util_buckets(frames["sample_flags"])
+
+
 def _util_hist(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
-    return util_hist.compute(frames["util_minutes"], frames["batch_alloc"])
+    return allocation_sums.util_hist(frames["util_buckets"], frames["batch_alloc"])
 
 
 def _fluctuation(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
-    return fluctuation.compute(frames["util_minutes"], frames["batch_alloc"], t)
+    return allocation_sums.fluctuation(frames["allocation_sums"], frames["batch_alloc"])
 
 
 def _level_runs(frames: Mapping[str, pl.DataFrame], t: Thresholds) -> pl.DataFrame:
@@ -333,19 +328,20 @@ GPU_STEPS: tuple[Step, ...] = (
     Step("job_samples", ("batch_alloc", "range_samples"), fn=_job_samples),
     Step("sample_flags", ("job_samples",), fn=_sample_flags),
     # pure: on two threads beside the steps that follow (run_steps), each after its inputs
-    Step("gpu_sample_stats", ("sample_flags",), pure=_gpu_sample_stats),
-    Step("util_minutes", ("sample_flags",), pure=_util_minutes),
+    Step("allocation_sums", ("sample_flags",), pure=_allocation_sums),
+    Step("util_buckets", ("sample_flags",), pure=_util_buckets),
     Step("level_runs", ("sample_flags",), pure=_level_runs),
+    Step("gpu_sample_stats", ("allocation_sums",), pure=_gpu_sample_stats),
     Step(
         "batch_idle_slots",
         ("sample_flags", "gpu_sample_stats", "batch_alloc"),
         pure=_idle_slots,
         result="idle_slots",
     ),
-    Step("batch_checkpoint", ("job_samples", "batch_alloc"), pure=_checkpoint),
+    Step("batch_checkpoint", ("allocation_sums", "batch_alloc"), pure=_checkpoint),
     # per job and bucket of one host range: conformed once the host ranges are summed
-    Step("batch_util_hist", ("util_minutes", "batch_alloc"), pure=_util_hist),
-    Step("batch_fluctuation", ("util_minutes", "batch_alloc"), pure=_fluctuation),
+    Step("batch_util_hist", ("util_buckets", "batch_alloc"), pure=_util_hist),
+    Step("batch_fluctuation", ("allocation_sums", "batch_alloc"), pure=_fluctuation),
     Step("batch_phases", ("level_runs", "batch_alloc"), pure=_phases, result="stable_phases"),
     Step("batch_phase_counts", ("batch_phases",), pure=_phase_counts),
 )

@@ -12,11 +12,10 @@ Two kinds:
 - `summary`: one cluster's figures, computed by its SQL file alone over the per-job tables, with
   the variables `cluster` and the thresholds set.
 
-A `.py` module exists only where there is polars or numpy logic (`stable_phases.py`,
-`job_samples.py`, `sample_flags.py`, `util_minutes.py`, `gpu_sample_stats.py`, `checkpoint.py`,
-`idle_slots.py`, `util_hist.py`, `fluctuation.py`); every other analysis is its SQL file.
-`ORACLES` lists the SQL files that `gpuwaste analyze` does not run: the definitions that
-tests/test_job_samples.py proves equal to the polars or numpy path.
+A `.py` module exists only where there is polars, numpy or compiled logic (`stable_phases.py`,
+`job_samples.py`, `sample_flags.py`, `allocation_sums.py`, `idle_slots.py`); every other
+analysis is its SQL file. `ORACLES` lists the SQL files that `gpuwaste analyze` does not run:
+the definitions that tests/test_job_samples.py proves equal to the fast path.
 """
 
 from __future__ import annotations
@@ -316,18 +315,19 @@ ANALYSES: tuple[Analysis, ...] = (
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}
 
 # SQL files `gpuwaste analyze` does not run: each is the definition an operator reads, and
-# tests/test_job_samples.py proves the polars or numpy code named beside it computes the same rows.
+# tests/test_job_samples.py proves the polars, numpy or compiled code named beside it computes the
+# same rows (util_minutes: the rows of its readers, formed from its minutes inside the loops).
 ORACLES: dict[str, str] = {
     "staging/job_samples": "gpuwaste.analyses.job_samples",
     "staging/gpu_intervals": "gpuwaste.analyses.sample_flags",
     "staging/sample_flags": "gpuwaste.analyses.sample_flags",
     "analyses/stable_phases": "gpuwaste.analyses.stable_phases.level_runs_frame",
-    "staging/util_minutes": "gpuwaste.analyses.util_minutes",
-    "staging/gpu_sample_stats": "gpuwaste.analyses.gpu_sample_stats",
-    "staging/job_checkpoint": "gpuwaste.analyses.checkpoint",
+    "staging/util_minutes": "gpuwaste.analyses.allocation_sums",
+    "staging/gpu_sample_stats": "gpuwaste.analyses.allocation_sums.gpu_sample_stats",
+    "staging/job_checkpoint": "gpuwaste.analyses.allocation_sums.checkpointing",
     "analyses/idle_slots": "gpuwaste.analyses.idle_slots",
-    "analyses/job_util_hist": "gpuwaste.analyses.util_hist",
-    "staging/job_fluctuation": "gpuwaste.analyses.fluctuation",
+    "analyses/job_util_hist": "gpuwaste.analyses.allocation_sums.util_hist",
+    "staging/job_fluctuation": "gpuwaste.analyses.allocation_sums.fluctuation",
 }
 
 

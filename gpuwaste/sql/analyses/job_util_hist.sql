@@ -5,8 +5,8 @@
 -- times the device's gpu_weight (a MIG instance's slice of its GPU, 1 for a whole GPU).
 -- The bucket is the mean rounded down after adding 1e-9: a minute steady at 30 % whose sums of
 -- sub-second weights divide to 29.999999999999996 is in bucket 30, not 29.
--- Definition only, not run by `gpuwaste analyze`: util_hist.py computes the same rows with
--- numpy, and tests/test_job_samples.py proves both equal.
+-- Definition only, not run by `gpuwaste analyze`: allocation_sums.py computes the same rows in
+-- one compiled pass over the samples, and tests/test_job_samples.py proves both equal.
 with
 
 minutes as (

@@ -2,8 +2,8 @@
 -- sources: sample_flags (staging).
 -- U_i [ICSE24 §3.2] = sum_j u_ij (t_j - t_(j-1)) / observed seconds (missing data excluded).
 -- never_used [CloudBrain §IV-C]: every sample idle (utilization 0 and memory at or under floor).
--- Definition only, not run by `gpuwaste analyze`: gpu_sample_stats.py computes the same rows in
--- one linear pass over the samples (in allocation and time order there), and
+-- Definition only, not run by `gpuwaste analyze`: allocation_sums.py computes the same rows in
+-- one compiled pass over the samples (in allocation and time order there), and
 -- tests/test_job_samples.py proves both equal.
 with
 

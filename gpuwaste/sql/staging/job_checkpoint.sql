@@ -7,8 +7,8 @@
 -- one either); memory may be held. A GPU checkpoints when it has at least checkpoint_min_dips
 -- dips and the spacing between consecutive dip starts varies by under
 -- checkpoint_spacing_tolerance: (max - min) / mean < tolerance.
--- Definition only, not run by `gpuwaste analyze`: checkpoint.py computes the same rows in one
--- linear pass over the samples (in allocation and time order there), and
+-- Definition only, not run by `gpuwaste analyze`: allocation_sums.py computes the same rows in
+-- one compiled pass over the samples (in allocation and time order there), and
 -- tests/test_job_samples.py proves both equal.
 with
 

@@ -7,8 +7,8 @@
 -- than fluctuation_job_share of its GPU windows do.
 -- Counted per GPU before the join to the jobs: the join then meets one row per GPU, not one per
 -- minute.
--- Definition only, not run by `gpuwaste analyze`: fluctuation.py computes the same rows with
--- numpy, and tests/test_job_samples.py proves both equal.
+-- Definition only, not run by `gpuwaste analyze`: allocation_sums.py computes the same rows in
+-- one compiled pass over the samples, and tests/test_job_samples.py proves both equal.
 with
 
 windows as (

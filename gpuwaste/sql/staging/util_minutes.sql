@@ -2,9 +2,9 @@
 --        the fluctuation window holding that minute): sums for per-minute utilization and
 --        min/max for fluctuation.
 -- sources: sample_flags (staging).
--- Definition only, not run by `gpuwaste analyze`: util_minutes.py computes the same rows in one
--- linear pass over the samples (in allocation and time order there), and
--- tests/test_job_samples.py proves both equal.
+-- Definition only, not run by `gpuwaste analyze`: its minutes are formed inside the compiled
+-- loops of allocation_sums.py (in allocation and time order there), never as a frame, and
+-- tests/test_job_samples.py proves that their readers' rows equal.
 with
 
 samples as (

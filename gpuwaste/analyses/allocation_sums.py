@@ -1,0 +1,373 @@
+"""Per allocation, in compiled passes over the sample_flags frame: the time-weighted statistics
+(`sql/staging/gpu_sample_stats.sql`), the fluctuating windows (`sql/staging/job_fluctuation.sql`),
+the checkpointing dips (`sql/staging/job_checkpoint.sql`) and the minutes by utilization bucket
+(`sql/analyses/job_util_hist.sql`, both of these over `sql/staging/util_minutes.sql`).
+
+The SQL files are the definitions an operator reads [ICSE24 §3.2 and Table 1, CloudBrain §IV-B
+and §IV-C, Philly §3]. Each allocation's rows come contiguous and in time order from the
+per-sample pass (job_samples.py; rows in any other order are sorted first,
+`alloc_rows.by_allocation`), so every figure here is a running sum, count, lowest or highest
+over one allocation's rows, or over one window or minute of them, and numba computes them all
+in two loops over the rows (`_allocation_loop`, `_minute_loop`) on one core without the GIL,
+beside the other steps. Five steps of numpy and polars did this before, each converting,
+checking and reducing the frame again (bench/RESULTS.md). Sums run in row order, as the SQL's
+sums over ordered rows would. tests/test_job_samples.py checks that both give the same rows.
+
+The loops compile on their first call and are cached beside this module (`cache=True`), so
+later processes only load them.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import polars as pl
+
+from gpuwaste.analyses.alloc_rows import WEIGHT_S, nulls_where
+from gpuwaste.config import Thresholds
+
+BUCKETS = 101  # 0..100: one per utilization point
+STEADY = 1e-9  # added before rounding down: a steady 30 % may divide to 29.999999999999996
+
+STATS_SCHEMA: dict[str, pl.DataType] = {
+    "alloc_id": pl.Int64(),
+    "interval_s": pl.Float64(),
+    "samples": pl.Int64(),
+    "observed_s": pl.Float64(),
+    "util_mean": pl.Float64(),
+    "util_max": pl.Float64(),
+    "mem_used_mean_mib": pl.Float64(),
+    "mem_used_max_mib": pl.Float64(),
+    "mem_total_mib": pl.Float64(),
+    "never_used": pl.Boolean(),
+}
+# Per allocation: the statistics, its fluctuation windows and its checkpointing dips (the SQL's
+# per_gpu: spacing_spread is null with fewer than two dips or dips at one instant).
+SUMS_SCHEMA: dict[str, pl.DataType] = {
+    **STATS_SCHEMA,
+    "windows": pl.Int64(),
+    "fluctuating_windows": pl.Int64(),
+    "dips": pl.Int64(),
+    "spacing_spread": pl.Float64(),
+}
+BUCKETS_SCHEMA: dict[str, pl.DataType] = {
+    "alloc_id": pl.Int64(),
+    "bucket": pl.Int16(),
+    "weight_s": pl.Float64(),
+}
+HIST_SCHEMA: dict[str, pl.DataType] = {
+    "job_id": pl.String(),
+    "bucket": pl.Int16(),
+    "gpu_minutes": pl.Float64(),
+}
+FLUCTUATION_SCHEMA: dict[str, pl.DataType] = {
+    "job_id": pl.String(),
+    "windows": pl.Int64(),
+    "fluctuating_windows": pl.Int64(),
+}
+CHECKPOINT_SCHEMA: dict[str, pl.DataType] = {
+    "job_id": pl.String(),
+    "checkpointing_gpus": pl.Int64(),
+}
+_NEVER = -(2**63)  # the lowest int64 microsecond: before every sample
+
+
+# The rows of `_allocation_loop`'s results: floats (seconds observed, sums of utilization and
+# memory times seconds, highest readings (-inf: none), the sum, lowest and highest spacing of the
+# dips), counts and flags.
+OBSERVED, UTIL_S, UTIL_MAX, MEM_S, MEM_MAX, TOTAL_MAX, GAP_SUM, GAP_MIN, GAP_MAX = range(9)
+WINDOWS, FLUCTUATING, DIPS = range(3)
+ANY_MEM, ANY_TOTAL, NEVER_USED = range(3)
+
+
+@numba.njit(cache=True, nogil=True)
+def _allocation_loop(
+    starts: np.ndarray,
+    ts: np.ndarray,
+    util: np.ndarray,
+    mem: np.ndarray,
+    has_mem: np.ndarray,
+    total: np.ndarray,
+    has_total: np.ndarray,
+    idle: np.ndarray,
+    weight: np.ndarray,
+    window_no: np.ndarray,
+    prev_util: np.ndarray,
+    has_prev_util: np.ndarray,
+    range_pct: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per allocation (its rows from starts[a] to starts[a + 1]): its floats, counts (windows,
+    fluctuating windows, dips) and flags (any memory reading, any capacity, never used), each
+    a row of one array, column a."""
+    m = len(starts) - 1
+    f = np.zeros((9, m))
+    for row in (UTIL_MAX, MEM_MAX, TOTAL_MAX, GAP_MAX):
+        f[row] = -np.inf
+    f[GAP_MIN] = np.inf
+    n = np.zeros((3, m), np.int64)
+    flag = np.zeros((3, m), np.bool_)
+    flag[NEVER_USED] = True
+    for a in range(m):
+        lo, hi = starts[a], starts[a + 1]
+        last_busy = _NEVER  # a dip comes before the last busy sample
+        for i in range(lo, hi):
+            if util[i] > 0:
+                last_busy = ts[i]
+        window_lo, window_hi = np.inf, -np.inf
+        last_dip = 0
+        for i in range(lo, hi):
+            u, w = util[i], weight[i]
+            f[OBSERVED, a] += w
+            f[UTIL_S, a] += u * w
+            f[UTIL_MAX, a] = max(f[UTIL_MAX, a], u)
+            if has_mem[i]:
+                flag[ANY_MEM, a] = True
+                f[MEM_S, a] += mem[i] * w
+                f[MEM_MAX, a] = max(f[MEM_MAX, a], mem[i])
+            if has_total[i]:
+                flag[ANY_TOTAL, a] = True
+                f[TOTAL_MAX, a] = max(f[TOTAL_MAX, a], total[i])
+            if not idle[i]:
+                flag[NEVER_USED, a] = False
+            if i > lo and window_no[i] != window_no[i - 1]:  # a window ends
+                n[WINDOWS, a] += 1
+                if window_hi - window_lo > range_pct:
+                    n[FLUCTUATING, a] += 1
+                window_lo, window_hi = np.inf, -np.inf
+            window_lo, window_hi = min(window_lo, u), max(window_hi, u)
+            if u == 0 and has_prev_util[i] and prev_util[i] > 0 and ts[i] < last_busy:
+                if n[DIPS, a] > 0:
+                    gap = (ts[i] - last_dip) / 1e6
+                    f[GAP_SUM, a] += gap
+                    f[GAP_MIN, a] = min(f[GAP_MIN, a], gap)
+                    f[GAP_MAX, a] = max(f[GAP_MAX, a], gap)
+                n[DIPS, a] += 1
+                last_dip = ts[i]
+        n[WINDOWS, a] += 1  # the last window
+        if window_hi - window_lo > range_pct:
+            n[FLUCTUATING, a] += 1
+    return f, n, flag
+
+
+@numba.njit(cache=True, nogil=True)
+def _minute_loop(
+    starts: np.ndarray,
+    util: np.ndarray,
+    weight: np.ndarray,
+    window_no: np.ndarray,
+    minute: np.ndarray,
+) -> np.ndarray:
+    """Per allocation x utilization bucket, the seconds of its minutes with data (a minute of
+    one window: util_minutes.sql's group) whose time-weighted mean falls in that bucket."""
+    m = len(starts) - 1
+    seconds = np.zeros((m, BUCKETS))
+    for a in range(m):
+        lo, hi = starts[a], starts[a + 1]
+        util_s, weight_s = 0.0, 0.0
+        for i in range(lo, hi + 1):
+            ends = i == hi or (
+                i > lo and (window_no[i] != window_no[i - 1] or minute[i] != minute[i - 1])
+            )
+            if ends:
+                if weight_s > 0:
+                    bucket = min(max(np.floor(util_s / weight_s + STEADY), 0.0), BUCKETS - 1.0)
+                    seconds[a, int(bucket)] += weight_s
+                util_s, weight_s = 0.0, 0.0
+            if i < hi:
+                util_s += util[i] * weight[i]
+                weight_s += weight[i]
+    return seconds
+
+
+@numba.njit(cache=True, nogil=True)
+def _runs(alloc_id: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Where each run of equal `alloc_id` starts (and, last, the end of the rows), and whether
+    every run is in time order."""
+    n = len(alloc_id)
+    count = 1
+    for i in range(1, n):
+        if alloc_id[i] != alloc_id[i - 1]:
+            count += 1
+    starts = np.empty(count + 1, np.int64)
+    starts[0], starts[count] = 0, n
+    k, in_order = 1, True
+    for i in range(1, n):
+        if alloc_id[i] != alloc_id[i - 1]:
+            starts[k] = i
+            k += 1
+        elif ts[i] < ts[i - 1]:
+            in_order = False
+    return starts, in_order
+
+
+def _ordered(flags: pl.DataFrame, columns: list[pl.Expr | str]) -> tuple[pl.DataFrame, np.ndarray]:
+    """`columns` of `flags` (at least one row) with each allocation's rows contiguous and in
+    time order (sorted when they are not), and where each allocation's rows start (and, last,
+    the end of the rows)."""
+    cols = flags.select(pl.col("alloc_id").cast(pl.Int64), "ts", *columns)
+    alloc = cols["alloc_id"].to_numpy()
+    starts, in_order = _runs(alloc, cols["ts"].dt.epoch("us").to_numpy())
+    if not in_order or len(np.unique(alloc[starts[:-1]])) != len(starts) - 1:
+        cols = cols.sort("alloc_id", "ts", maintain_order=True)
+        starts, _ = _runs(cols["alloc_id"].to_numpy(), cols["ts"].dt.epoch("us").to_numpy())
+    return cols, starts
+
+
+def _floats(cols: pl.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Column `name` as floats (0 where null) and where it is not null."""
+    col = cols[name].cast(pl.Float64)
+    return col.fill_null(0.0).to_numpy(), col.is_not_null().to_numpy()
+
+
+def compute(flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
+    """Pure: sample_flags rows (alloc_id, ts, interval_s, util, mem_used_mib, mem_total_mib,
+    idle, covered_s, tail_covered_s, window_no, prev_util; util and idle never null) -> per
+    allocation, the rows of gpu_sample_stats.sql (null as in SQL: a mean over no seconds, a
+    highest of no readings), its windows and fluctuating windows (job_fluctuation.sql per GPU)
+    and its dips and their spacing's spread (job_checkpoint.sql's per_gpu)."""
+    if not flags.height:
+        return pl.DataFrame(schema=SUMS_SCHEMA)
+    cols, starts = _ordered(
+        flags,
+        [
+            pl.col("interval_s").cast(pl.Float64),
+            "util",
+            "mem_used_mib",
+            "mem_total_mib",
+            "idle",
+            WEIGHT_S,
+            pl.col("window_no").cast(pl.Float64),
+            "prev_util",
+        ],
+    )
+    mem, has_mem = _floats(cols, "mem_used_mib")
+    total, has_total = _floats(cols, "mem_total_mib")
+    prev_util, has_prev_util = _floats(cols, "prev_util")
+    f, n, flag = _allocation_loop(
+        starts,
+        cols["ts"].dt.epoch("us").to_numpy(),
+        cols["util"].cast(pl.Float64).to_numpy(),
+        mem,
+        has_mem,
+        total,
+        has_total,
+        cols["idle"].to_numpy(),
+        cols["weight_s"].to_numpy(),
+        cols["window_no"].to_numpy(),
+        prev_util,
+        has_prev_util,
+        float(t.fluctuation_range_pct),
+    )
+    at = starts[:-1]
+    observed, no_mem, dips = f[OBSERVED], ~flag[ANY_MEM], n[DIPS]
+    no_time = observed == 0
+    per_second = np.where(no_time, 1.0, observed)
+    mean_gap = f[GAP_SUM] / np.maximum(dips - 1, 1)
+    zero = mean_gap == 0
+    return pl.DataFrame(
+        {
+            "alloc_id": cols["alloc_id"].to_numpy()[at],
+            "interval_s": cols["interval_s"].to_numpy()[at],
+            "samples": np.diff(starts),
+            "observed_s": observed,
+            "util_mean": nulls_where(f[UTIL_S] / per_second, no_time),
+            "util_max": f[UTIL_MAX],
+            "mem_used_mean_mib": nulls_where(f[MEM_S] / per_second, no_time | no_mem),
+            "mem_used_max_mib": nulls_where(f[MEM_MAX], no_mem),
+            "mem_total_mib": nulls_where(f[TOTAL_MAX], ~flag[ANY_TOTAL]),
+            "never_used": flag[NEVER_USED],
+            "windows": n[WINDOWS],
+            "fluctuating_windows": n[FLUCTUATING],
+            "dips": dips,
+            "spacing_spread": nulls_where(
+                (f[GAP_MAX] - f[GAP_MIN]) / np.where(zero, 1.0, mean_gap), zero | (dips < 2)
+            ),
+        },
+        schema=SUMS_SCHEMA,
+    )
+
+
+def gpu_sample_stats(sums: pl.DataFrame) -> pl.DataFrame:
+    """The rows of gpu_sample_stats.sql from `compute`'s."""
+    return sums.select(list(STATS_SCHEMA))
+
+
+def checkpoint_gpus(sums: pl.DataFrame) -> pl.DataFrame:
+    """The rows of job_checkpoint.sql's per_gpu (allocations with at least two dips)."""
+    return sums.filter(pl.col("dips") >= 2).select("alloc_id", "dips", "spacing_spread")
+
+
+def checkpointing(sums: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
+    """Pure: `compute`'s rows and the allocations (alloc_id, job_id) -> the rows of
+    job_checkpoint.sql: per job, its GPUs that checkpoint."""
+    gpus = checkpoint_gpus(sums).filter(
+        (pl.col("dips") >= t.checkpoint_min_dips)
+        & (pl.col("spacing_spread") < t.checkpoint_spacing_tolerance)
+    )
+    return (
+        gpus.join(alloc.select(pl.col("alloc_id").cast(pl.Int64), "job_id"), on="alloc_id")
+        .group_by("job_id")
+        .agg(pl.len().cast(pl.Int64).alias("checkpointing_gpus"))
+        .select(pl.col("job_id").cast(pl.String), "checkpointing_gpus")
+    )
+
+
+def fluctuation(sums: pl.DataFrame, alloc: pl.DataFrame) -> pl.DataFrame:
+    """Pure: `compute`'s rows and the allocations (alloc_id, job_id) -> the rows of
+    job_fluctuation.sql: per job, its GPU windows and those that fluctuate."""
+    return (
+        sums.select("alloc_id", "windows", "fluctuating_windows")
+        .join(alloc.select(pl.col("alloc_id").cast(pl.Int64), "job_id"), on="alloc_id")
+        .group_by("job_id")
+        .agg(pl.col("windows").sum(), pl.col("fluctuating_windows").sum())
+        .select(list(FLUCTUATION_SCHEMA))
+        .cast(FLUCTUATION_SCHEMA)  # type: ignore[arg-type]
+    )
+
+
+def util_buckets(flags: pl.DataFrame) -> pl.DataFrame:
+    """Pure: sample_flags rows (alloc_id, ts, window_no, minute, util, covered_s,
+    tail_covered_s) -> per allocation and utilization bucket, the seconds of its minutes with
+    data whose mean falls there (util_minutes.sql's minutes, bucketed as job_util_hist.sql)."""
+    if not flags.height:
+        return pl.DataFrame(schema=BUCKETS_SCHEMA)
+    cols, starts = _ordered(
+        flags,
+        [
+            pl.col("util").cast(pl.Float64),
+            WEIGHT_S,
+            pl.col("window_no").cast(pl.Float64),
+            pl.col("minute").cast(pl.Float64),
+        ],
+    )
+    seconds = _minute_loop(
+        starts,
+        cols["util"].to_numpy(),
+        cols["weight_s"].to_numpy(),
+        cols["window_no"].to_numpy(),
+        cols["minute"].to_numpy(),
+    )
+    alloc, bucket = np.nonzero(seconds)
+    return pl.DataFrame(
+        {
+            "alloc_id": cols["alloc_id"].to_numpy()[starts[:-1]][alloc],
+            "bucket": bucket,
+            "weight_s": seconds[alloc, bucket],
+        },
+        schema=BUCKETS_SCHEMA,
+    )
+
+
+def util_hist(buckets: pl.DataFrame, alloc: pl.DataFrame) -> pl.DataFrame:
+    """Pure: `util_buckets`' rows and the allocations (alloc_id, job_id, gpu_weight) -> the rows
+    of job_util_hist.sql: per job and bucket, GPU-minutes weighted by the device's weight."""
+    return (
+        buckets.join(
+            alloc.select(pl.col("alloc_id").cast(pl.Int64), "job_id", "gpu_weight"), on="alloc_id"
+        )
+        .group_by("job_id", "bucket")
+        .agg((pl.col("weight_s") * pl.col("gpu_weight")).sum() / 60.0)
+        .rename({"weight_s": "gpu_minutes"})
+        .select(list(HIST_SCHEMA))
+        .cast(HIST_SCHEMA)  # type: ignore[arg-type]
+    )
