@@ -740,3 +740,41 @@ def test_fluctuation_hand_computed() -> None:
     frames = {"util_minutes": minutes, "analyze_alloc": alloc}
     assert_frame_equal(got, _sql_over("staging/job_fluctuation", frames, t).sort("job_id"))
     assert allocation_sums.fluctuation(sums.clear(), alloc).schema == got.schema
+
+
+def test_the_interval_is_duckdbs_median_spacing() -> None:
+    """Hand-computed: without a configured interval, an allocation's interval is the median of
+    its spacings as DuckDB's median() gives it, the mean of the two middle ones: (a + b) / 2 =
+    44.857685499999995 for 8.564917 and 81.150454 s, where a + (b - a) / 2 (polars' median) is
+    44.8576855; an odd count takes the middle one; the first sample and repeated timestamps are
+    left out; an allocation whose rows are split is put together first; one without spacings
+    takes the fallback. The SQL gives the same intervals, to the bit."""
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = [  # alloc_id, microseconds since t0, dt_s, is_first
+        (1, 5_000_000, 5.0, True),
+        (1, 13_564_917, 8.564917, False),
+        (3, 1_000_000, 1.0, True),
+        (1, 94_715_371, 81.150454, False),
+        (3, 16_000_000, 15.0, False),
+        (3, 16_000_000, 0.0, False),  # a repeated timestamp
+        (3, 36_000_000, 20.0, False),
+        (3, 51_000_000, 15.0, False),
+        (2, 7_000_000, 7.0, True),
+    ]
+    frame = pl.DataFrame(
+        [(a, t0 + timedelta(microseconds=us), dt, first) for a, us, dt, first in rows],
+        schema={
+            "alloc_id": pl.Int64,
+            "ts": pl.Datetime("us", "UTC"),
+            "dt_s": pl.Float64,
+            "is_first": pl.Boolean,
+        },
+        orient="row",
+    )
+    t = Thresholds(fallback_interval_s=30.0)
+    got = frame.with_columns(sample_flags._interval(frame, t).alias("interval_s"))
+    per_alloc = dict(got.select("alloc_id", "interval_s").unique().iter_rows())
+    assert per_alloc == {1: (8.564917 + 81.150454) / 2, 2: 30.0, 3: 15.0}
+    assert per_alloc[1] != 8.564917 + (81.150454 - 8.564917) / 2
+    sql = _sql_over("staging/gpu_intervals", {"job_samples": frame}, t)
+    assert dict(sql.iter_rows()) == per_alloc

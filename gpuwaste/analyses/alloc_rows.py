@@ -1,9 +1,13 @@
-"""What a sample stands for, as polars expressions over the sample_flags frame (its seconds, and
-the edges of its time), for `idle_slots.py` and `stable_phases.py`; and nulls in numpy results.
+"""The rows of each allocation in the per-sample frames (job_samples, sample_flags): where each
+allocation's rows start, for the compiled loops over them (`sample_flags.py`,
+`allocation_sums.py`); what a sample stands for, as polars expressions over sample_flags (its
+seconds, and the edges of its time), for `idle_slots.py` and `stable_phases.py`; and nulls in
+numpy results.
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import polars as pl
 
@@ -28,3 +32,35 @@ def nulls_where(values: np.ndarray, missing: np.ndarray) -> pl.Series:
     """`values` as a Float64 series with null where `missing`."""
     series = pl.Series(values, dtype=pl.Float64)
     return series.set(pl.Series(missing), None) if missing.any() else series
+
+
+@numba.njit(cache=True, nogil=True)
+def _runs(alloc_id: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Where each run of equal `alloc_id` starts (and, last, the end of the rows), and whether
+    every run is in time order."""
+    n = len(alloc_id)
+    count = 1
+    for i in range(1, n):
+        if alloc_id[i] != alloc_id[i - 1]:
+            count += 1
+    starts = np.empty(count + 1, np.int64)
+    starts[0], starts[count] = 0, n
+    k, in_order = 1, True
+    for i in range(1, n):
+        if alloc_id[i] != alloc_id[i - 1]:
+            starts[k] = i
+            k += 1
+        elif ts[i] < ts[i - 1]:
+            in_order = False
+    return starts, in_order
+
+
+def allocation_starts(rows: pl.DataFrame) -> np.ndarray | None:
+    """Where each allocation's rows of `rows` (alloc_id, ts) start (and, last, the end of the
+    rows), when each allocation's rows are contiguous and in time order, as the per-sample pass
+    leaves them; None when they are not."""
+    alloc = rows["alloc_id"].cast(pl.Int64).to_numpy()
+    starts, in_order = _runs(alloc, rows["ts"].dt.epoch("us").to_numpy())
+    if in_order and len(np.unique(alloc[starts[:-1]])) == len(starts) - 1:
+        return np.asarray(starts)
+    return None

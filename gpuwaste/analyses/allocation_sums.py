@@ -23,7 +23,7 @@ import numba
 import numpy as np
 import polars as pl
 
-from gpuwaste.analyses.alloc_rows import WEIGHT_S, nulls_where
+from gpuwaste.analyses.alloc_rows import WEIGHT_S, allocation_starts, nulls_where
 from gpuwaste.config import Thresholds
 
 BUCKETS = 101  # 0..100: one per utilization point
@@ -179,37 +179,16 @@ def _minute_loop(
     return seconds
 
 
-@numba.njit(cache=True, nogil=True)
-def _runs(alloc_id: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, bool]:
-    """Where each run of equal `alloc_id` starts (and, last, the end of the rows), and whether
-    every run is in time order."""
-    n = len(alloc_id)
-    count = 1
-    for i in range(1, n):
-        if alloc_id[i] != alloc_id[i - 1]:
-            count += 1
-    starts = np.empty(count + 1, np.int64)
-    starts[0], starts[count] = 0, n
-    k, in_order = 1, True
-    for i in range(1, n):
-        if alloc_id[i] != alloc_id[i - 1]:
-            starts[k] = i
-            k += 1
-        elif ts[i] < ts[i - 1]:
-            in_order = False
-    return starts, in_order
-
-
 def _ordered(flags: pl.DataFrame, columns: list[pl.Expr | str]) -> tuple[pl.DataFrame, np.ndarray]:
     """`columns` of `flags` (at least one row) with each allocation's rows contiguous and in
     time order (sorted when they are not), and where each allocation's rows start (and, last,
     the end of the rows)."""
     cols = flags.select(pl.col("alloc_id").cast(pl.Int64), "ts", *columns)
-    alloc = cols["alloc_id"].to_numpy()
-    starts, in_order = _runs(alloc, cols["ts"].dt.epoch("us").to_numpy())
-    if not in_order or len(np.unique(alloc[starts[:-1]])) != len(starts) - 1:
+    starts = allocation_starts(cols)
+    if starts is None:
         cols = cols.sort("alloc_id", "ts", maintain_order=True)
-        starts, _ = _runs(cols["alloc_id"].to_numpy(), cols["ts"].dt.epoch("us").to_numpy())
+        starts = allocation_starts(cols)
+        assert starts is not None
     return cols, starts
 
 

@@ -1,34 +1,84 @@
 """Each allocated sample classified (`sql/staging/gpu_intervals.sql` + `sample_flags.sql`), in
-polars, over the job_samples frame.
+polars and one compiled loop, over the job_samples frame.
 
 The SQL files are the definitions an operator reads: the sampling interval a GPU's gaps are
 judged by [ICSE24 §3.2: the configured one, else the median spacing of its own samples], the
 seconds each sample stands for (time weighting: sample j stands for (t_(j-1), t_j], a stretch
 longer than `missing_gap_intervals` intervals is missing data), and where runs of idle samples or
-of equal memory readings open and close. This module computes the same rows once per batch
+of equal memory readings open and close. This module computes the same rows once per host range
 (the SQL view was evaluated again by each of its four readers); tests/test_job_samples.py
-checks that both agree.
+checks that both agree. The median spacing is a compiled loop (numba) over each allocation's
+rows, a selection where polars grouped and sorted them (22 -> 14 ms for 2.5 M samples), and
+it is DuckDB's median, the mean of the two middle spacings, where polars' differed in the last
+bit for about one pair in eleven.
 """
 
 from __future__ import annotations
 
+import numba
+import numpy as np
 import polars as pl
 
+from gpuwaste.analyses.alloc_rows import allocation_starts
 from gpuwaste.config import Thresholds
 
 
-def _interval(t: Thresholds) -> pl.Expr:
-    """Per row, its allocation's interval: configured, else the median spacing of its samples
-    (first sample and repeated timestamps left out), else the fallback."""
+@numba.njit(cache=True, nogil=True)
+def _median_spacing(starts: np.ndarray, dt_s: np.ndarray, spaced: np.ndarray) -> np.ndarray:
+    """Per row, the median of `dt_s` over its allocation's rows (from starts[a] to
+    starts[a + 1]) where `spaced` (NaN: none), as DuckDB's median: the middle value, or the mean
+    of the two middle ones, (lower + upper) / 2. One selection per allocation (linear), none when
+    every spacing is the same."""
+    out = np.empty(len(dt_s))
+    values = np.empty(len(dt_s))
+    for a in range(len(starts) - 1):
+        lo, hi = starts[a], starts[a + 1]
+        k = 0
+        least, most = np.inf, -np.inf
+        for i in range(lo, hi):
+            if spaced[i]:
+                values[k] = dt_s[i]
+                least, most = min(least, dt_s[i]), max(most, dt_s[i])
+                k += 1
+        if k == 0:
+            median = np.nan
+        elif least == most:
+            median = least
+        else:
+            part = np.partition(values[:k], k // 2)
+            upper = part[k // 2]
+            median = upper if k % 2 else (part[: k // 2].max() + upper) / 2
+        out[lo:hi] = median
+    return out
+
+
+def _interval(samples: pl.DataFrame, t: Thresholds) -> pl.Expr | pl.Series:
+    """Per row of `samples`, its allocation's interval: configured, else the median spacing of
+    its samples (first sample and repeated timestamps left out), else the fallback."""
     if t.sampling_interval_s is not None:
         return pl.lit(float(t.sampling_interval_s), pl.Float64)
-    spacing = pl.col("dt_s").filter(~pl.col("is_first") & (pl.col("dt_s") > 0))
-    return spacing.median().over("alloc_id").fill_null(float(t.fallback_interval_s))
+    if not samples.height:
+        return pl.lit(None, pl.Float64)
+    rows = samples.select("alloc_id", "ts", "dt_s", "is_first")
+    starts = allocation_starts(rows)
+    back = None
+    if starts is None:  # not as the per-sample pass leaves them: in that order, then back
+        rows = rows.with_row_index("_row").sort("alloc_id", "ts", maintain_order=True)
+        starts, back = allocation_starts(rows), rows["_row"].to_numpy()
+        assert starts is not None
+    median = _median_spacing(
+        starts,
+        rows["dt_s"].cast(pl.Float64).to_numpy(),
+        (~rows["is_first"] & (rows["dt_s"] > 0)).to_numpy(),
+    )
+    if back is not None:
+        median[back] = median.copy()
+    return pl.Series("interval_s", median, nan_to_null=True).fill_null(float(t.fallback_interval_s))
 
 
 def compute(samples: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
     """Pure: job_samples rows -> sample_flags rows (same order as `samples`)."""
-    limits = samples.with_columns(_interval(t).alias("interval_s")).with_columns(
+    limits = samples.with_columns(_interval(samples, t).alias("interval_s")).with_columns(
         (pl.col("interval_s") * float(t.missing_gap_intervals)).alias("gap_limit_s")
     )
     limit = pl.col("gap_limit_s")
