@@ -1,8 +1,8 @@
 """The rows of each allocation in the per-sample frames (job_samples, sample_flags): where each
 allocation's rows start, for the compiled loops over them (`sample_flags.py`,
-`allocation_sums.py`); what a sample stands for, as polars expressions over sample_flags (its
-seconds, and the edges of its time), for `idle_slots.py` and `stable_phases.py`; and nulls in
-numpy results.
+`allocation_sums.py`, `stable_phases.py`) and their columns without copies (`nullable`); the
+edges of the time a sample stands for, as polars expressions over sample_flags, for
+`idle_slots.py`; and nulls in numpy results.
 """
 
 from __future__ import annotations
@@ -10,10 +10,6 @@ from __future__ import annotations
 import numba
 import numpy as np
 import polars as pl
-
-# The seconds a sample stands for (time weighting, sample_flags.sql): since the previous sample,
-# and for the last one also its tail to the allocation's end.
-WEIGHT_S = (pl.col("covered_s") + pl.col("tail_covered_s")).cast(pl.Float64).alias("weight_s")
 
 
 def _duration(seconds: str) -> pl.Expr:
@@ -64,3 +60,18 @@ def allocation_starts(rows: pl.DataFrame) -> np.ndarray | None:
     if in_order and len(np.unique(alloc[starts[:-1]])) == len(starts) - 1:
         return np.asarray(starts)
     return None
+
+
+def nullable(series: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """A numeric column as float64 values and where they are not null, for a compiled loop: the
+    values are Arrow's buffer, not copied (a null's slot holds any value), and the validity is
+    unpacked from its bitmap (2 ms for 2.5 M rows, where fill_null and is_not_null took 6)."""
+    arr = series.cast(pl.Float64).rechunk().to_arrow()
+    validity, data = arr.buffers()[:2]
+    n, offset = len(arr), arr.offset
+    values = np.frombuffer(data, dtype=np.float64, count=n + offset)[offset:]
+    if validity is None:
+        return values, np.ones(n, np.bool_)
+    bits = np.frombuffer(validity, np.uint8)
+    valid = np.unpackbits(bits, count=n + offset, bitorder="little")[offset:]
+    return values, valid.view(np.bool_)

@@ -23,7 +23,7 @@ import numba
 import numpy as np
 import polars as pl
 
-from gpuwaste.analyses.alloc_rows import WEIGHT_S, allocation_starts, nulls_where
+from gpuwaste.analyses.alloc_rows import allocation_starts, nullable, nulls_where
 from gpuwaste.config import Thresholds
 
 BUCKETS = 101  # 0..100: one per utilization point
@@ -90,7 +90,8 @@ def _allocation_loop(
     total: np.ndarray,
     has_total: np.ndarray,
     idle: np.ndarray,
-    weight: np.ndarray,
+    covered: np.ndarray,
+    tail_covered: np.ndarray,
     window_no: np.ndarray,
     prev_util: np.ndarray,
     has_prev_util: np.ndarray,
@@ -116,7 +117,7 @@ def _allocation_loop(
         window_lo, window_hi = np.inf, -np.inf
         last_dip = 0
         for i in range(lo, hi):
-            u, w = util[i], weight[i]
+            u, w = util[i], covered[i] + tail_covered[i]
             f[OBSERVED, a] += w
             f[UTIL_S, a] += u * w
             f[UTIL_MAX, a] = max(f[UTIL_MAX, a], u)
@@ -153,7 +154,8 @@ def _allocation_loop(
 def _minute_loop(
     starts: np.ndarray,
     util: np.ndarray,
-    weight: np.ndarray,
+    covered: np.ndarray,
+    tail_covered: np.ndarray,
     window_no: np.ndarray,
     minute: np.ndarray,
 ) -> np.ndarray:
@@ -174,8 +176,9 @@ def _minute_loop(
                     seconds[a, int(bucket)] += weight_s
                 util_s, weight_s = 0.0, 0.0
             if i < hi:
-                util_s += util[i] * weight[i]
-                weight_s += weight[i]
+                w = covered[i] + tail_covered[i]
+                util_s += util[i] * w
+                weight_s += w
     return seconds
 
 
@@ -190,12 +193,6 @@ def _ordered(flags: pl.DataFrame, columns: list[pl.Expr | str]) -> tuple[pl.Data
         starts = allocation_starts(cols)
         assert starts is not None
     return cols, starts
-
-
-def _floats(cols: pl.DataFrame, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """Column `name` as floats (0 where null) and where it is not null."""
-    col = cols[name].cast(pl.Float64)
-    return col.fill_null(0.0).to_numpy(), col.is_not_null().to_numpy()
 
 
 def compute(flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
@@ -214,14 +211,15 @@ def compute(flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
             "mem_used_mib",
             "mem_total_mib",
             "idle",
-            WEIGHT_S,
+            pl.col("covered_s").cast(pl.Float64),
+            pl.col("tail_covered_s").cast(pl.Float64),
             pl.col("window_no").cast(pl.Float64),
             "prev_util",
         ],
     )
-    mem, has_mem = _floats(cols, "mem_used_mib")
-    total, has_total = _floats(cols, "mem_total_mib")
-    prev_util, has_prev_util = _floats(cols, "prev_util")
+    mem, has_mem = nullable(cols["mem_used_mib"])
+    total, has_total = nullable(cols["mem_total_mib"])
+    prev_util, has_prev_util = nullable(cols["prev_util"])
     f, n, flag = _allocation_loop(
         starts,
         cols["ts"].dt.epoch("us").to_numpy(),
@@ -231,7 +229,8 @@ def compute(flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
         total,
         has_total,
         cols["idle"].to_numpy(),
-        cols["weight_s"].to_numpy(),
+        cols["covered_s"].to_numpy(),
+        cols["tail_covered_s"].to_numpy(),
         cols["window_no"].to_numpy(),
         prev_util,
         has_prev_util,
@@ -314,7 +313,8 @@ def util_buckets(flags: pl.DataFrame) -> pl.DataFrame:
         flags,
         [
             pl.col("util").cast(pl.Float64),
-            WEIGHT_S,
+            pl.col("covered_s").cast(pl.Float64),
+            pl.col("tail_covered_s").cast(pl.Float64),
             pl.col("window_no").cast(pl.Float64),
             pl.col("minute").cast(pl.Float64),
         ],
@@ -322,7 +322,8 @@ def util_buckets(flags: pl.DataFrame) -> pl.DataFrame:
     seconds = _minute_loop(
         starts,
         cols["util"].to_numpy(),
-        cols["weight_s"].to_numpy(),
+        cols["covered_s"].to_numpy(),
+        cols["tail_covered_s"].to_numpy(),
         cols["window_no"].to_numpy(),
         cols["minute"].to_numpy(),
     )
