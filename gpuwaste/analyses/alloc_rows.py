@@ -1,5 +1,6 @@
 """The rows of each allocation in the per-sample frames (job_samples, sample_flags): where each
-allocation's rows start, for the compiled loops over them (`sample_flags.py`,
+allocation's rows start, sorting them first when they are not grouped as the per-sample pass
+leaves them (`by_allocation`), for the compiled loops over them (`sample_flags.py`,
 `allocation_sums.py`, `stable_phases.py`) and their columns without copies (`nullable`); the
 edges of the time a sample stands for, as polars expressions over sample_flags, for
 `idle_slots.py`; and nulls in numpy results.
@@ -51,15 +52,29 @@ def _runs(alloc_id: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, bool]:
     return starts, in_order
 
 
-def allocation_starts(rows: pl.DataFrame) -> np.ndarray | None:
+def _starts(rows: pl.DataFrame) -> np.ndarray | None:
     """Where each allocation's rows of `rows` (alloc_id, ts) start (and, last, the end of the
-    rows), when each allocation's rows are contiguous and in time order, as the per-sample pass
-    leaves them; None when they are not."""
+    rows), when each allocation's rows are contiguous and in time order; None when they are
+    not."""
     alloc = rows["alloc_id"].cast(pl.Int64).to_numpy()
     starts, in_order = _runs(alloc, rows["ts"].dt.epoch("us").to_numpy())
     if in_order and len(np.unique(alloc[starts[:-1]])) == len(starts) - 1:
         return np.asarray(starts)
     return None
+
+
+def by_allocation(rows: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray, np.ndarray | None]:
+    """`rows` (alloc_id, ts, ...; at least one row) with each allocation's rows contiguous and
+    in time order: themselves when they are, as the per-sample pass leaves them, else sorted by
+    alloc_id and ts; where each allocation's rows start (and, last, the end of the rows); and,
+    when they were sorted, the row of `rows` each one came from (None: not sorted)."""
+    starts = _starts(rows)
+    if starts is not None:
+        return rows, starts, None
+    ordered = rows.with_row_index("_row").sort("alloc_id", "ts", maintain_order=True)
+    starts = _starts(ordered)
+    assert starts is not None
+    return ordered.drop("_row"), starts, ordered["_row"].to_numpy()
 
 
 def nullable(series: pl.Series) -> tuple[np.ndarray, np.ndarray]:

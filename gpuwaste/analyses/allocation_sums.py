@@ -23,7 +23,7 @@ import numba
 import numpy as np
 import polars as pl
 
-from gpuwaste.analyses.alloc_rows import allocation_starts, nullable, nulls_where
+from gpuwaste.analyses.alloc_rows import by_allocation, nullable, nulls_where
 from gpuwaste.config import Thresholds
 
 BUCKETS = 101  # 0..100: one per utilization point
@@ -186,12 +186,7 @@ def _ordered(flags: pl.DataFrame, columns: list[pl.Expr | str]) -> tuple[pl.Data
     """`columns` of `flags` (at least one row) with each allocation's rows contiguous and in
     time order (sorted when they are not), and where each allocation's rows start (and, last,
     the end of the rows)."""
-    cols = flags.select(pl.col("alloc_id").cast(pl.Int64), "ts", *columns)
-    starts = allocation_starts(cols)
-    if starts is None:
-        cols = cols.sort("alloc_id", "ts", maintain_order=True)
-        starts = allocation_starts(cols)
-        assert starts is not None
+    cols, starts, _ = by_allocation(flags.select(pl.col("alloc_id").cast(pl.Int64), "ts", *columns))
     return cols, starts
 
 

@@ -19,7 +19,7 @@ import numba
 import numpy as np
 import polars as pl
 
-from gpuwaste.analyses.alloc_rows import allocation_starts
+from gpuwaste.analyses.alloc_rows import by_allocation
 from gpuwaste.config import Thresholds
 
 
@@ -59,19 +59,13 @@ def _interval(samples: pl.DataFrame, t: Thresholds) -> pl.Expr | pl.Series:
         return pl.lit(float(t.sampling_interval_s), pl.Float64)
     if not samples.height:
         return pl.lit(None, pl.Float64)
-    rows = samples.select("alloc_id", "ts", "dt_s", "is_first")
-    starts = allocation_starts(rows)
-    back = None
-    if starts is None:  # not as the per-sample pass leaves them: in that order, then back
-        rows = rows.with_row_index("_row").sort("alloc_id", "ts", maintain_order=True)
-        starts, back = allocation_starts(rows), rows["_row"].to_numpy()
-        assert starts is not None
+    rows, starts, back = by_allocation(samples.select("alloc_id", "ts", "dt_s", "is_first"))
     median = _median_spacing(
         starts,
         rows["dt_s"].cast(pl.Float64).to_numpy(),
         (~rows["is_first"] & (rows["dt_s"] > 0)).to_numpy(),
     )
-    if back is not None:
+    if back is not None:  # sorted: back to the rows' order
         median[back] = median.copy()
     return pl.Series("interval_s", median, nan_to_null=True).fill_null(float(t.fallback_interval_s))
 

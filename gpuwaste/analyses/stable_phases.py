@@ -32,7 +32,7 @@ import numba
 import numpy as np
 import polars as pl
 
-from gpuwaste.analyses.alloc_rows import allocation_starts, nullable
+from gpuwaste.analyses.alloc_rows import by_allocation, nullable
 from gpuwaste.config import Thresholds
 from gpuwaste.warehouse.results import STABLE_PHASES
 
@@ -106,8 +106,8 @@ def level_runs_frame(flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
     and time order as job_samples.py makes them; sorted first when they are not). A run's
     readings are contiguous there, so one compiled loop finds where runs open and sums each: no
     join, no sort, no copy of the readings."""
-    if flags.height and allocation_starts(flags) is None:
-        flags = flags.sort("alloc_id", "ts", maintain_order=True)
+    if flags.height:
+        flags, _, _ = by_allocation(flags)
     mem, has_mem = nullable(flags["mem_used_mib"])
     prev_mem, has_prev = nullable(flags["prev_mem"])
     total, has_total = nullable(flags["mem_total_mib"])
