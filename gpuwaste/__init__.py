@@ -1,6 +1,8 @@
 """gpuwaste: where do a shared GPU cluster's GPU hours go?"""
 
+import ctypes
 import os
+import sys
 
 __version__ = "0.1.0"
 
@@ -14,3 +16,30 @@ __version__ = "0.1.0"
 # setting wins; this runs before any module of the package imports polars.
 ALLOCATOR_CONF = "background_thread:true,dirty_decay_ms:5000,muzzy_decay_ms:5000"
 os.environ.setdefault("_RJEM_MALLOC_CONF", ALLOCATOR_CONF)
+
+# numpy's arrays, numba's and DuckDB's other allocations go through glibc's malloc, which by
+# default raises its mmap threshold to the largest block freed so far (up to 32 MiB). Arrays of
+# a host range (2.5 M rows: 2.5-20 MB each) then came from the heaps, whose freed holes stayed
+# resident and grew with every host range a run visits: at 8x the heaps held 0.2-0.5 GiB free,
+# and the peak rose batch after batch. A fixed threshold of 1 MiB maps each larger block on its
+# own and gives it back when freed: the 4x and 8x peaks fell 0.1-0.15 GiB for 1-4 % more time;
+# 64 KiB took 10 % more (bench/RESULTS.md, "The run's own steps capped"). An operator's own
+# MALLOC_MMAP_THRESHOLD_ (read by glibc at start) wins.
+MMAP_THRESHOLD = 1 << 20
+
+
+def _fix_mmap_threshold() -> None:
+    """glibc's M_MMAP_THRESHOLD set to MMAP_THRESHOLD (which also turns off its dynamic
+    raising), unless the environment sets one; nothing where the C library is not glibc."""
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ or sys.platform != "linux":
+        return
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
+        return
+    m_mmap_threshold = -3  # <malloc.h>
+    mallopt(ctypes.c_int(m_mmap_threshold), ctypes.c_int(MMAP_THRESHOLD))
+
+
+_fix_mmap_threshold()

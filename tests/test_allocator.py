@@ -1,6 +1,7 @@
-"""The allocator setting `gpuwaste/__init__.py` gives polars' jemalloc (bench/RESULTS.md, "The
-allocator"): in effect in polars when it is imported after gpuwaste, and never in place of an
-operator's own `_RJEM_MALLOC_CONF`."""
+"""The allocator settings of `gpuwaste/__init__.py`: polars' jemalloc keeps freed pages 5 s
+(bench/RESULTS.md, "The allocator"), in effect in polars when it is imported after gpuwaste; glibc
+maps blocks of 1 MiB and more on their own (bench/RESULTS.md, "The run's own steps capped");
+neither in place of an operator's own `_RJEM_MALLOC_CONF` or `MALLOC_MMAP_THRESHOLD_`."""
 
 from __future__ import annotations
 
@@ -50,3 +51,43 @@ def test_an_operators_own_setting_wins() -> None:
     stderr = _run(_PRINT_OPTIONS, "dirty_decay_ms:100").stderr
     assert _option(stderr, "opt.dirty_decay_ms") == "100"
     assert _option(stderr, "opt.muzzy_decay_ms") != "5000"
+
+
+# How many blocks glibc maps on their own for one 2 MiB malloc, after a 16 MiB block was freed
+# (which, with glibc's dynamic threshold, raises the threshold to 16 MiB: the 2 MiB block would
+# then come from the heap). `{imports}` is filled in per test.
+_MAPPED_2MIB = """
+import ctypes
+{imports}
+libc = ctypes.CDLL(None)
+class MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                                              "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc.mallinfo2.restype = MallInfo2
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+libc.free(libc.malloc(16 << 20))
+before = libc.mallinfo2().hblks
+block = libc.malloc(2 << 20)
+print(libc.mallinfo2().hblks - before)
+libc.free(block)
+"""
+
+
+def _mapped_2mib(imports: str, threshold: str | None) -> int:
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+    if threshold is not None:
+        env["MALLOC_MMAP_THRESHOLD_"] = threshold
+    return int(run_fresh(_MAPPED_2MIB.format(imports=imports), env).stdout)
+
+
+def test_glibc_maps_blocks_over_the_threshold_on_their_own_after_importing_gpuwaste() -> None:
+    assert gpuwaste.MMAP_THRESHOLD == 1 << 20
+    assert _mapped_2mib("import gpuwaste", None) == 1
+    # without gpuwaste, glibc's dynamic threshold puts the same block on the heap
+    assert _mapped_2mib("", None) == 0
+
+
+def test_an_operators_own_mmap_threshold_wins() -> None:
+    assert _mapped_2mib("import gpuwaste", str(32 << 20)) == 0

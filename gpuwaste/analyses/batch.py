@@ -43,6 +43,14 @@ DECIMALS = 6
 MAX_FAILED_JOBS = 20
 # The plan of a run in its staging folder: one row (batch, job_id) per job to recompute.
 PLAN_FILE = "plan.parquet"
+# DuckDB's memory limit on every connection of `analyze` (the plan, each batch, the commit, the
+# summaries); past it DuckDB spills to the connection's temporary folder. The batches use little
+# of it (0.03-0.12 GiB: their samples are reduced in polars and numpy); the per-run steps grow
+# with the warehouse up to it: with 1500MB the commit and the summaries reached 1.28 GiB of
+# DuckDB's memory at 16x (660 M samples) and set the run's peak, 1.67 GiB, above every batch's.
+# With 512MB they stay under the batches' peak at every size measured (16x: 0.93 and 0.89 GiB),
+# spilling for about 3 % more time there (bench/RESULTS.md, "The run's own steps capped").
+MEMORY_LIMIT = "512MB"
 
 
 @dataclass(frozen=True)
@@ -55,7 +63,7 @@ class BatchSpec:
     thresholds: str  # Thresholds as JSON
     as_of: str  # ISO timestamp: how far the cluster's data reaches
     batch_hosts: int = 8
-    memory_limit: str = "1500MB"
+    memory_limit: str = MEMORY_LIMIT
     variables: str = "{}"  # the cluster's device variables as JSON (sqlfiles.device_variables)
     shared_spans: str = ""  # the plan's shared device spans (a parquet file); "": made per batch
 
@@ -216,6 +224,7 @@ def spec_fields(spec: BatchSpec) -> dict[str, Any]:
 
 __all__ = [
     "MAX_FAILED_JOBS",
+    "MEMORY_LIMIT",
     "PLAN_FILE",
     "BatchOutcome",
     "BatchPlan",

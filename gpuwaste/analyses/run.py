@@ -26,6 +26,7 @@ import polars as pl
 from gpuwaste.analyses import state
 from gpuwaste.analyses.batch import (
     MAX_FAILED_JOBS,
+    MEMORY_LIMIT,
     PLAN_FILE,
     BatchOutcome,
     BatchPlan,
@@ -210,7 +211,7 @@ def analyze_cluster(
     since: date | None = None,
     batch_days: int = 7,
     batch_hosts: int = 8,
-    memory_limit: str = "1500MB",
+    memory_limit: str = MEMORY_LIMIT,
     engine: Engine | None = None,
 ) -> ClusterRun:
     wh = Warehouse(settings.data_dir)
