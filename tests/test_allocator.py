@@ -1,7 +1,8 @@
 """The allocator settings of `gpuwaste/__init__.py`: polars' jemalloc keeps freed pages 5 s, then
-gives them back (bench/RESULTS.md, "The allocator"), in effect in polars when it is imported after gpuwaste; glibc
-maps blocks of 1 MiB and more on their own (bench/RESULTS.md, "The run's own steps capped");
-neither in place of an operator's own `_RJEM_MALLOC_CONF` or `MALLOC_MMAP_THRESHOLD_`."""
+gives them back (bench/RESULTS.md, "The allocator"), in effect in polars when it is imported
+after gpuwaste; glibc maps blocks of 1 MiB and more on their own (bench/RESULTS.md, "The run's
+own steps capped"); neither in place of an operator's own `_RJEM_MALLOC_CONF` or
+`MALLOC_MMAP_THRESHOLD_`."""
 
 from __future__ import annotations
 
@@ -21,10 +22,14 @@ polars.DataFrame({"a": range(1000)}).sum()
 """
 
 
-def _run(code: str, conf: str | None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
+def _run(
+    code: str, conf: str | None, variable: str = "_RJEM_MALLOC_CONF"
+) -> subprocess.CompletedProcess[str]:
+    """`code` in a fresh interpreter whose environment sets the allocator `variable` to `conf`
+    (None: leaves it unset, whatever this process has)."""
+    env = {k: v for k, v in os.environ.items() if k != variable}
     if conf is not None:
-        env["_RJEM_MALLOC_CONF"] = conf
+        env[variable] = conf
     return run_fresh(code, env)
 
 
@@ -76,10 +81,8 @@ libc.free(block)
 
 
 def _mapped_2mib(imports: str, threshold: str | None) -> int:
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
-    if threshold is not None:
-        env["MALLOC_MMAP_THRESHOLD_"] = threshold
-    return int(run_fresh(_MAPPED_2MIB.format(imports=imports), env).stdout)
+    code = _MAPPED_2MIB.format(imports=imports)
+    return int(_run(code, threshold, "MALLOC_MMAP_THRESHOLD_").stdout)
 
 
 def test_glibc_maps_blocks_over_the_threshold_on_their_own_after_importing_gpuwaste() -> None:
