@@ -30,10 +30,11 @@ from gpuwaste.analyses import (
     sample_flags,
     stable_phases,
 )
+from gpuwaste.analyses.host_ranges import HostRanges
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
 from gpuwaste.warehouse.catalog import connect, cursor
-from gpuwaste.warehouse.store import Warehouse
+from tests.support.generated_warehouse import write_generated
 
 T0 = datetime(2026, 11, 1, 23, 50, tzinfo=UTC)  # crosses midnight
 HOSTS = ["h1", "h2", "h3"]
@@ -322,13 +323,7 @@ def test_generated_cluster_from_the_warehouse(tmp_path: Path) -> None:
     """The I/O path (samples read from parquet in stored order, keyed in SQL) on a generated
     cluster equals the SQL, host range by host range."""
     spec = generate.GeneratorSpec(seed=5, gpus=24, days=1.0, interval_s=15, cluster="c")
-    generate.write_samples_parquet(spec, tmp_path / "samples")
-    cluster = generate.simulate(spec)
-    wh = Warehouse(tmp_path / "wh")
-    samples = pl.read_parquet(tmp_path / "samples" / "*" / "*.parquet")
-    wh.replace_window("gpu_samples", "c", spec.start, spec.start + timedelta(days=1), samples)
-    wh.upsert("jobs", "c", "gen", generate.jobs_frame(cluster))
-    wh.upsert("job_gpus", "c", "gen", generate.job_gpus_frame(cluster))
+    write_generated(spec, tmp_path)
     t = Thresholds()
     con = connect(tmp_path / "wh")
     ids = pl.DataFrame({"job_id": [r[0] for r in con.sql("select job_id from jobs").fetchall()]})
@@ -392,7 +387,8 @@ def test_a_pass_that_stops_early_interrupts_the_read_ahead(
 
     monkeypatch.setattr(per_job, "_range_samples", read)
     with duckdb.connect() as con:
-        ahead = per_job._read_ahead(con, "c", pl.DataFrame(), [("a", "a"), ("b", "b")])
+        ranges = HostRanges(["a", "b"], [1.0, 1.0], max_hosts=1)
+        ahead = per_job._read_ahead(con, "c", pl.DataFrame(), ranges)
         assert next(ahead)[0] == ("a", "a")
         assert started.wait(30)
         time.sleep(0.3)  # the query is under way

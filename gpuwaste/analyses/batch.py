@@ -28,6 +28,7 @@ import duckdb
 import polars as pl
 import pyarrow as pa
 
+from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES
 from gpuwaste.analyses.per_job import BatchResult, run_batch
 from gpuwaste.analyses.registry import PER_JOB_TABLES
 from gpuwaste.analyses.sqlfiles import set_variables
@@ -66,6 +67,7 @@ class BatchSpec:
     memory_limit: str = MEMORY_LIMIT
     variables: str = "{}"  # the cluster's device variables as JSON (sqlfiles.device_variables)
     shared_spans: str = ""  # the plan's shared device spans (a parquet file); "": made per batch
+    range_samples: int = RANGE_MAX_SAMPLES  # a host range's samples, at most (foreseen)
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,7 @@ def compute_batch(spec: BatchSpec, data_dir: Path) -> tuple[dict[str, pa.Table],
                 as_of,
                 spec.batch_hosts,
                 Path(spec.shared_spans) if spec.shared_spans else None,
+                spec.range_samples,
             )
 
         result = BatchResult()

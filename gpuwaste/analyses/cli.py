@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES
 from gpuwaste.analyses.registry import PER_JOB_TABLES, SUMMARY_TABLES
 from gpuwaste.cli_common import ClusterOpt, ConfigOpt, DataDirOpt, FormatOpt, QuietOpt, settings
 from gpuwaste.errors import GpuwasteError
@@ -98,6 +99,16 @@ def register(app: typer.Typer) -> None:
         batch_hosts: Annotated[
             int, typer.Option("--batch-hosts", min=1, help="Hosts per pass inside a batch.")
         ] = 8,
+        range_samples: Annotated[
+            int,
+            typer.Option(
+                "--range-samples",
+                min=1,
+                help="Samples per pass inside a batch, at most (foreseen from the passes before "
+                "it; a host whose samples alone pass it is a pass of its own). A pass's memory "
+                "follows it.",
+            ),
+        ] = RANGE_MAX_SAMPLES,
         quiet: QuietOpt = False,
         engine: Annotated[
             Engine,
@@ -136,6 +147,7 @@ def register(app: typer.Typer) -> None:
             since=since_date(since),
             batch_days=batch_days,
             batch_hosts=batch_hosts,
+            range_samples=range_samples,
             quiet=quiet,
             engine=chosen_engine(engine, spark_master, spark_remote),
         )

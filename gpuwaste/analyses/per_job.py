@@ -39,6 +39,7 @@ from gpuwaste.analyses import (
     sample_flags,
     stable_phases,
 )
+from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES, HostRanges
 from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
@@ -433,19 +434,6 @@ def _resolve_unknown(rel: Relations) -> int:
     return int(missing)
 
 
-def _host_chunks(con: duckdb.DuckDBPyConnection, batch_hosts: int) -> list[tuple[str, str]]:
-    """Contiguous ranges of the batch's hosts, `batch_hosts` hosts each (sample files are sorted
-    by host, so a host range reads only its own row groups)."""
-    hosts = [
-        r[0]
-        for r in con.execute("select distinct host from analyze_alloc order by host").fetchall()
-    ]
-    return [
-        (hosts[i], hosts[min(i + batch_hosts, len(hosts)) - 1])
-        for i in range(0, len(hosts), batch_hosts)
-    ]
-
-
 def _gpu_pass(
     con: duckdb.DuckDBPyConnection,
     samples: pl.DataFrame,
@@ -494,26 +482,36 @@ def _read_ahead(
     con: duckdb.DuckDBPyConnection,
     cluster: str,
     alloc_all: pl.DataFrame,
-    ranges: list[tuple[str, str]],
+    ranges: HostRanges,
 ) -> Generator[tuple[tuple[str, str], pl.DataFrame, pl.DataFrame]]:
     """Each host range of `ranges` with its allocations and their samples (`_range_samples`),
-    read one range ahead: while the caller works on a range, a thread reads the next one's
+    read one range ahead (a range is cut when the one before it has been read, from the samples
+    read so far: `HostRanges`): while the caller works on a range, a thread reads the next one's
     samples on a cursor of `con` (DuckDB decoding parquet uses the cores the caller's steps leave
     idle: they use 1.1-1.8 of 2). 4 % less time at 1x, 9-13 % at 8x, for one range's samples
-    more in memory (0.13-0.17 GiB at the peak; bench/RESULTS.md). Use it closed (`contextlib.closing`): when the caller stops early, the
-    read in flight is interrupted and waited for, and the cursor closed."""
+    more in memory (0.13-0.17 GiB at the peak; bench/RESULTS.md). Use it closed
+    (`contextlib.closing`): when the caller stops early, the read in flight is interrupted and
+    waited for, and the cursor closed."""
     reader = cursor(con)
     try:
         with ThreadPoolExecutor(1, thread_name_prefix="gpuwaste-read") as pool:
-            ahead = [pool.submit(_range_samples, reader, cluster, alloc_all, r) for r in ranges[:1]]
+            host_range = ranges.next()
+            ahead = (
+                [pool.submit(_range_samples, reader, cluster, alloc_all, host_range)]
+                if host_range is not None
+                else []
+            )
             try:
-                for i, host_range in enumerate(ranges):
+                while host_range is not None:
                     alloc, samples = ahead.pop().result()
-                    if i + 1 < len(ranges):
+                    ranges.read(host_range, samples.height)
+                    following = ranges.next()
+                    if following is not None:
                         ahead.append(
-                            pool.submit(_range_samples, reader, cluster, alloc_all, ranges[i + 1])
+                            pool.submit(_range_samples, reader, cluster, alloc_all, following)
                         )
                     yield host_range, alloc, samples
+                    host_range = following
             except GeneratorExit:
                 # the caller stopped early (a step failed): the next range's read is not wanted
                 if ahead and not ahead[0].cancel():
@@ -578,6 +576,7 @@ def run_batch(
     as_of: datetime,
     batch_hosts: int = 8,
     shared_spans: Path | None = None,
+    range_samples: int = RANGE_MAX_SAMPLES,
 ) -> BatchResult:
     """Every per-job table for `job_ids` of `cluster` (con: a warehouse connection).
 
@@ -585,9 +584,10 @@ def run_batch(
     `plan/shared_spans.sql` file); without it the batch makes the list itself, from the whole
     cluster's allocations.
 
-    The per-GPU pass runs over `batch_hosts` hosts at a time (each reads only its hosts' row
-    groups), then the jobs are rolled up once from the per-GPU rows of all hosts. Every name the
-    batch puts on `con` is taken off again when it returns or raises.
+    The per-GPU pass runs over ranges of at most `batch_hosts` hosts and about `range_samples`
+    samples (`HostRanges`; each reads only its hosts' row groups), then the jobs are rolled up
+    once from the per-GPU rows of all hosts. Every name the batch puts on `con` is taken off
+    again when it returns or raises.
     """
     result = BatchResult()
     clock = [time.perf_counter()]
@@ -611,14 +611,14 @@ def run_batch(
         lo, hi = span if span else (as_of.date(), as_of.date())
         set_variables(con, {"date_lo": lo, "date_hi": hi})
         result.unresolved_gpus = _resolve_unknown(rel)
-        ranges = _host_chunks(con, batch_hosts)
-        if ranges:  # over the batch's hosts, first to last, and its days
-            set_variables(con, {"host_lo": ranges[0][0], "host_hi": ranges[-1][1]})
+        alloc_all = con.sql("select * from analyze_alloc").pl()
+        ranges = HostRanges.of(alloc_all, batch_hosts, range_samples)
+        if ranges.hosts:  # over the batch's hosts, first to last, and its days
+            set_variables(con, {"host_lo": ranges.hosts[0], "host_hi": ranges.hosts[-1]})
             BATCH_DEVICES.run(rel, thresholds)
         lap("allocations")
 
         parts: dict[str, list[pl.DataFrame]] = {}
-        alloc_all = con.sql("select * from analyze_alloc").pl()
         with (
             closing(_read_ahead(con, cluster, alloc_all, ranges)) as read,
             _beside_threads() as beside,

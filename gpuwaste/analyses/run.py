@@ -37,6 +37,7 @@ from gpuwaste.analyses.batch import (
 )
 from gpuwaste.analyses.engines import Engine, LocalEngine
 from gpuwaste.analyses.freshness import newest_sample_ts
+from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES
 from gpuwaste.analyses.plan import (
     FINGERPRINTS_FILE,
     SHARED_SPANS_FILE,
@@ -211,6 +212,7 @@ def analyze_cluster(
     since: date | None = None,
     batch_days: int = 7,
     batch_hosts: int = 8,
+    range_samples: int = RANGE_MAX_SAMPLES,
     memory_limit: str = MEMORY_LIMIT,
     engine: Engine | None = None,
 ) -> ClusterRun:
@@ -261,6 +263,7 @@ def analyze_cluster(
                 memory_limit,
                 variables_json,
                 str(staging / SHARED_SPANS_FILE),
+                range_samples,
             )
             _write_per_job_tables(
                 settings.data_dir,
@@ -305,6 +308,7 @@ def analyze(
     since: date | None = None,
     batch_days: int = 7,
     batch_hosts: int = 8,
+    range_samples: int = RANGE_MAX_SAMPLES,
     quiet: bool = False,
     engine: Engine | None = None,
 ) -> list[ClusterRun]:
@@ -335,6 +339,7 @@ def analyze(
                 since=since,
                 batch_days=batch_days,
                 batch_hosts=batch_hosts,
+                range_samples=range_samples,
                 engine=engine,
             )
             runs.append(run)

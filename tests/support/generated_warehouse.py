@@ -1,0 +1,26 @@
+"""A generated cluster written straight into a warehouse (samples, jobs, allocations), without
+the ingest: for tests of the analyses' reading path."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import polars as pl
+
+from gpuwaste import generate
+from gpuwaste.warehouse.store import Warehouse
+
+
+def write_generated(spec: generate.GeneratorSpec, root: Path) -> Path:
+    """The cluster of `spec` in a warehouse at `root`/wh (its sample files first written to
+    `root`/samples); returns the warehouse's folder."""
+    generate.write_samples_parquet(spec, root / "samples")
+    cluster = generate.simulate(spec)
+    wh = Warehouse(root / "wh")
+    samples = pl.read_parquet(root / "samples" / "*" / "*.parquet")
+    end = spec.start + timedelta(days=spec.days)
+    wh.replace_window("gpu_samples", spec.cluster, spec.start, end, samples)
+    wh.upsert("jobs", spec.cluster, "gen", generate.jobs_frame(cluster))
+    wh.upsert("job_gpus", spec.cluster, "gen", generate.job_gpus_frame(cluster))
+    return root / "wh"
