@@ -15,9 +15,15 @@ __version__ = "0.1.0"
 # the next allocation, cut that in half (bench/RESULTS.md, "The allocator"). After those 5 s a
 # page is given back at once (muzzy_decay_ms 0): with 5 s more as a "muzzy" page (MADV_FREE,
 # still counted in the process's RSS until the kernel needs it) the peak was 0.03-0.08 GiB higher
-# at 1x, 8x and 16x for no time gained (bench/RESULTS.md, "The run's own steps capped"). An
-# operator's own setting wins; this runs before any module of the package imports polars.
-ALLOCATOR_CONF = "background_thread:true,dirty_decay_ms:5000,muzzy_decay_ms:0"
+# at 1x, 8x and 16x for no time gained (bench/RESULTS.md, "The run's own steps capped").
+# Requests of 64 KiB and more (a column of a host range's frames is 0.1-20 MB) come from
+# jemalloc's one dedicated "oversize" arena rather than from the 8 arenas polars' threads share
+# (jemalloc's threshold is 8 MiB): the peak was 0.06-0.08 GiB lower at 1x, 8x and 16x for no
+# time lost (bench/RESULTS.md, "One arena for large blocks"). An operator's own setting wins;
+# this runs before any module of the package imports polars.
+ALLOCATOR_CONF = (
+    "background_thread:true,dirty_decay_ms:5000,muzzy_decay_ms:0,oversize_threshold:65536"
+)
 os.environ.setdefault("_RJEM_MALLOC_CONF", ALLOCATOR_CONF)
 
 # numpy's arrays, numba's and DuckDB's other allocations go through glibc's malloc, which by

@@ -1,7 +1,8 @@
 """The allocator settings of `gpuwaste/__init__.py`: polars' jemalloc keeps freed pages 5 s, then
-gives them back (bench/RESULTS.md, "The allocator"), in effect in polars when it is imported
-after gpuwaste; glibc maps blocks of 1 MiB and more on their own (bench/RESULTS.md, "The run's
-own steps capped"); neither in place of an operator's own `_RJEM_MALLOC_CONF` or
+gives them back (bench/RESULTS.md, "The allocator"), and serves requests of 64 KiB and more from
+one arena ("One arena for large blocks"), in effect in polars when it is imported after
+gpuwaste; glibc maps blocks of 1 MiB and more on their own (bench/RESULTS.md, "The run's own
+steps capped"); neither in place of an operator's own `_RJEM_MALLOC_CONF` or
 `MALLOC_MMAP_THRESHOLD_`."""
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ def test_polars_allocator_keeps_freed_pages_five_seconds() -> None:
     assert _option(stderr, "opt.muzzy_decay_ms") == "0"  # then gives them back at once
     assert _option(stderr, "opt.background_thread") == "true"
     assert gpuwaste.ALLOCATOR_CONF.startswith("background_thread:true")
+
+
+def test_polars_allocator_serves_large_blocks_from_one_arena() -> None:
+    stderr = _run(_PRINT_OPTIONS, None).stderr
+    assert _option(stderr, "opt.oversize_threshold") == "65536"  # jemalloc's own: 8388608
 
 
 def test_an_operators_own_setting_wins() -> None:
