@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import subprocess
 
+import pytest
+
 import gpuwaste
 from tests.support.interpreter import run_fresh
 
@@ -45,17 +47,21 @@ def test_importing_gpuwaste_does_not_import_polars_first() -> None:
     assert done.stdout.strip() == "False"
 
 
-def test_polars_allocator_keeps_freed_pages_five_seconds() -> None:
-    stderr = _run(_PRINT_OPTIONS, None).stderr
-    assert _option(stderr, "opt.dirty_decay_ms") == "5000"
-    assert _option(stderr, "opt.muzzy_decay_ms") == "0"  # then gives them back at once
-    assert _option(stderr, "opt.background_thread") == "true"
+@pytest.fixture(scope="module")
+def default_options() -> str:
+    """What jemalloc prints of its options when the environment sets none (gpuwaste's)."""
+    return _run(_PRINT_OPTIONS, None).stderr
+
+
+def test_polars_allocator_keeps_freed_pages_five_seconds(default_options: str) -> None:
+    assert _option(default_options, "opt.dirty_decay_ms") == "5000"
+    assert _option(default_options, "opt.muzzy_decay_ms") == "0"  # then gives them back at once
+    assert _option(default_options, "opt.background_thread") == "true"
     assert gpuwaste.ALLOCATOR_CONF.startswith("background_thread:true")
 
 
-def test_polars_allocator_serves_large_blocks_from_one_arena() -> None:
-    stderr = _run(_PRINT_OPTIONS, None).stderr
-    assert _option(stderr, "opt.oversize_threshold") == "65536"  # jemalloc's own: 8388608
+def test_polars_allocator_serves_large_blocks_from_one_arena(default_options: str) -> None:
+    assert _option(default_options, "opt.oversize_threshold") == "65536"  # jemalloc's: 8388608
 
 
 def test_an_operators_own_setting_wins() -> None:

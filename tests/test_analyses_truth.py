@@ -11,11 +11,10 @@ from typing import Any
 import polars as pl
 import pytest
 
+from gpuwaste import generate
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import Settings
 from gpuwaste.warehouse.store import Warehouse
-
-generate = pytest.importorskip("gpuwaste.generate")
 
 INTERVAL = 15
 

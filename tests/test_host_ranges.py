@@ -10,6 +10,7 @@ import duckdb
 import polars as pl
 import pytest
 
+from gpuwaste import generate
 from gpuwaste.analyses import per_job
 from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES, HostRanges, host_costs
 from gpuwaste.analyses.registry import PER_JOB_TABLES
@@ -90,9 +91,6 @@ def test_hosts_per_range_stay_bounded_and_a_host_past_the_bound_is_alone() -> No
 
 def test_no_hosts_no_range() -> None:
     assert HostRanges.of(_alloc([]), max_hosts=8).next() is None
-
-
-generate = pytest.importorskip("gpuwaste.generate")
 
 
 @pytest.fixture(scope="module")

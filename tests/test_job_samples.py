@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
+from gpuwaste import generate
 from gpuwaste.analyses import (
     allocation_sums,
     idle_slots,
@@ -314,9 +315,6 @@ def test_shared_gpu_rows_come_once_per_allocation() -> None:
     assert counts == {1: 5, 2: 6}  # 15..75 s and 45..120 s
     t = Thresholds()
     _assert_same(_polars_pass(samples, alloc, t), _sql_pass(samples, alloc, t), alloc, t)
-
-
-generate = pytest.importorskip("gpuwaste.generate")
 
 
 def test_generated_cluster_from_the_warehouse(tmp_path: Path) -> None:
