@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 # at 1x, 8x and 16x for no time gained (bench/RESULTS.md, "The run's own steps capped").
 # Requests of 64 KiB and more (a column of a host range's frames is 0.1-20 MB) come from
 # jemalloc's one dedicated "oversize" arena rather than from the 8 arenas polars' threads share
-# (jemalloc's threshold is 8 MiB): the peak was 0.06-0.08 GiB lower at 1x, 8x and 16x for no
+# (jemalloc's threshold is 8 MiB): the peak was 0.05-0.10 GiB lower at 1x, 8x and 16x for no
 # time lost (bench/RESULTS.md, "One arena for large blocks"). An operator's own setting wins;
 # this runs before any module of the package imports polars.
 ALLOCATOR_CONF = (
