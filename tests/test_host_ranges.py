@@ -10,13 +10,11 @@ import duckdb
 import polars as pl
 import pytest
 
-from gpuwaste import generate
 from gpuwaste.analyses import per_job
 from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES, HostRanges, host_costs
-from gpuwaste.analyses.registry import PER_JOB_TABLES
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import Settings
-from tests.support.generated_warehouse import write_generated
+from tests.support.generated_warehouse import per_job_tables, six_hosts, write_generated
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -95,16 +93,7 @@ def test_no_hosts_no_range() -> None:
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A generated cluster of 6 hosts (48 GPUs) over two days, in a warehouse."""
-    spec = generate.GeneratorSpec(seed=11, gpus=48, days=2.0, interval_s=15, cluster="c")
-    return write_generated(spec, tmp_path_factory.mktemp("ranges"))
-
-
-def _per_job(data_dir: Path) -> dict[str, pl.DataFrame]:
-    return {
-        name: pl.read_parquet(data_dir / "parquet" / name / "cluster=c" / "analyze.parquet")
-        for name in PER_JOB_TABLES
-    }
+    return write_generated(six_hosts(11), tmp_path_factory.mktemp("ranges"))
 
 
 def test_the_bound_holds_and_the_tables_do_not_depend_on_the_cut(
@@ -124,7 +113,7 @@ def test_the_bound_holds_and_the_tables_do_not_depend_on_the_cut(
 
     monkeypatch.setattr(per_job, "_range_samples", spy)
     analyze(Settings(data_dir=generated), rebuild=True, quiet=True)
-    default = _per_job(generated)
+    default = per_job_tables(generated)
     assert max(n for _, n in read) <= RANGE_MAX_SAMPLES
     assert any(lo != hi for (lo, hi), _ in read)  # default ranges hold several hosts
     read.clear()
@@ -132,5 +121,5 @@ def test_the_bound_holds_and_the_tables_do_not_depend_on_the_cut(
     assert read and all(lo == hi for (lo, hi), _ in read)
     assert len({r for r, _ in read}) >= 6
     assert default["job_usage"].height > 50
-    for name, frame in _per_job(generated).items():
+    for name, frame in per_job_tables(generated).items():
         assert frame.equals(default[name]), name

@@ -40,6 +40,7 @@ from gpuwaste.analyses import (
     stable_phases,
 )
 from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES, HostRanges
+from gpuwaste.analyses.range_parts import RangeParts
 from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
@@ -586,7 +587,8 @@ def run_batch(
 
     The per-GPU pass runs over ranges of at most `batch_hosts` hosts and about `range_samples`
     samples (`HostRanges`; each reads only its hosts' row groups), then the jobs are rolled up
-    once from the per-GPU rows of all hosts. Every name the batch puts on `con` is taken off
+    once from the per-GPU rows of all hosts (held until then in `RangeParts`, on disk past a
+    bound). Every name the batch puts on `con` is taken off
     again when it returns or raises.
     """
     result = BatchResult()
@@ -618,18 +620,18 @@ def run_batch(
             BATCH_DEVICES.run(rel, thresholds)
         lap("allocations")
 
-        parts: dict[str, list[pl.DataFrame]] = {}
-        with (
-            closing(_read_ahead(con, cluster, alloc_all, ranges)) as read,
-            _beside_threads() as beside,
-        ):
-            for _, alloc, samples in read:
-                lap("read (waited for)")
-                for name, df in _gpu_pass(con, samples, alloc, thresholds, lap, beside).items():
-                    parts.setdefault(name, []).append(df)
-                del samples
-
-        batch = _roll_up_parts(parts, thresholds)
+        with closing(
+            RangeParts()
+        ) as parts:  # on disk past 16 MiB: they grow with the ranges a batch reads
+            with (
+                closing(_read_ahead(con, cluster, alloc_all, ranges)) as read,
+                _beside_threads() as beside,
+            ):
+                for _, alloc, samples in read:
+                    lap("read (waited for)")
+                    parts.add(_gpu_pass(con, samples, alloc, thresholds, lap, beside))
+                    del samples
+            batch = _roll_up_parts(parts.read(), thresholds)
         if "gpu_sample_stats" not in batch:  # no allocation in the batch, so no GPU
             batch[GPU_STEP.output] = _conform(pl.DataFrame(), "job_gpu_usage")
         for step in (GPU_STEP, HOST_STEP, JOB_STEP):

@@ -1,0 +1,80 @@
+"""What a batch's host ranges hand on to the roll-up of its jobs, kept on disk past a bound.
+
+Each host range adds its parts (the GPUs' rows and the per-job counts: `per_job.GPU_PARTS`), and
+the batch rolls them up once its last range is done. A batch's ranges grow with the cluster, not
+only with the batch: its jobs are those whose first host is among its 128, but its multi-host
+jobs reach hosts anywhere, and the batch reads those too (128 hosts at 2x, 245 on average at 8x,
+up to 689 at 16x; docs/scale.md). Held in memory, the parts grew with them (up to 31 MiB a batch
+at 1x, 86 MiB at 8x), and every range after them ran around them: the run's peak was 1.26-1.34
+GiB at 8x and 1.38 at 16x; with the parts on disk past 16 MiB, 1.20-1.24 and 1.26, for the same
+time (bench/RESULTS.md, "A batch's parts on disk past 16 MiB").
+
+`RangeParts` holds at most `limit` bytes of parts; past it, it writes what it holds into one
+Arrow IPC file per part, in a folder of the system's temporary directory (`TMPDIR`) that `close`
+removes (use it in `contextlib.closing`: on an error too). `read` gives every part's frames in
+the order they were added.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import polars as pl
+
+# Bytes of parts held in memory (polars' estimate) before they are written to disk; a batch of
+# the benchmark at 1x (64 hosts) adds up to 31 MiB, so it writes once or not at all.
+PARTS_IN_MEMORY = 16 << 20
+
+
+class RangeParts:
+    """A batch's parts, host range by host range (`add`), all of them at the end (`read`); use
+    it in `contextlib.closing`. `limit`: bytes held in memory at most (None: PARTS_IN_MEMORY)."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = PARTS_IN_MEMORY if limit is None else limit
+        self._held: dict[str, list[pl.DataFrame]] = {}
+        self._bytes = 0
+        self._files: dict[str, list[Path]] = {}
+        self._folder: Path | None = None
+
+    def add(self, parts: Mapping[str, pl.DataFrame]) -> None:
+        """One host range's parts (part name -> frame)."""
+        for name, df in parts.items():
+            self._held.setdefault(name, []).append(df)
+            self._bytes += int(df.estimated_size())
+        if self._bytes > self.limit:
+            self._write()
+
+    def _write(self) -> None:
+        if self._folder is None:
+            self._folder = Path(tempfile.mkdtemp(prefix="gpuwaste-parts-"))
+        for name, frames in self._held.items():
+            files = self._files.setdefault(name, [])
+            path = self._folder / f"{name}-{len(files):05d}.arrow"
+            pl.concat(frames, how="vertical_relaxed").write_ipc(path)
+            files.append(path)
+        self._held, self._bytes = {}, 0
+
+    def read(self) -> dict[str, list[pl.DataFrame]]:
+        """Every part's frames, in the order they were added."""
+        names = [*self._files, *(n for n in self._held if n not in self._files)]
+        return {
+            name: [
+                *(pl.read_ipc(path) for path in self._files.get(name, [])),
+                *self._held.get(name, []),
+            ]
+            for name in names
+        }
+
+    def close(self) -> None:
+        """Forget every part and remove the folder (use the parts in `contextlib.closing`)."""
+        self._held, self._files = {}, {}
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
+
+
+__all__ = ["PARTS_IN_MEMORY", "RangeParts"]

@@ -1,0 +1,111 @@
+"""A batch's host-range parts kept on disk past a bound (`gpuwaste/analyses/range_parts.py`):
+what is written and when, the frames read back in order with their types, the folder removed on
+an error too, and the same per-job tables whether the parts stay in memory or all go to disk."""
+
+from __future__ import annotations
+
+import tempfile
+from contextlib import closing
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from gpuwaste.analyses import range_parts
+from gpuwaste.analyses.range_parts import RangeParts
+from gpuwaste.analyses.run import analyze
+from gpuwaste.config import Settings
+from tests.support.generated_warehouse import per_job_tables, six_hosts, write_generated
+
+
+@pytest.fixture
+def tmpdir_(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The system's temporary directory, for these tests: a folder of their own."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path
+
+
+def _range(i: int) -> dict[str, pl.DataFrame]:
+    """One host range's parts: 1,000 GPU rows (8 bytes a value: 16,000 bytes) and one count,
+    whose column is all nulls in the first range."""
+    return {
+        "gpus": pl.DataFrame({"gpu": range(i * 1000, i * 1000 + 1000), "busy_s": [1.5] * 1000}),
+        "counts": pl.DataFrame(
+            {"job_id": [f"j{i}"], "n": [None if i == 0 else i]},
+            schema={"job_id": pl.String, "n": pl.Int64},
+        ),
+    }
+
+
+def test_under_the_bound_nothing_is_written(tmpdir_: Path) -> None:
+    with closing(RangeParts(limit=1 << 20)) as parts:
+        for i in range(3):
+            parts.add(_range(i))
+        read = parts.read()
+        assert list(tmpdir_.iterdir()) == []
+    assert [df["gpu"][0] for df in read["gpus"]] == [0, 1000, 2000]
+
+
+def test_past_the_bound_parts_go_to_disk_and_come_back_in_order(tmpdir_: Path) -> None:
+    """A bound of 40,000 bytes: the first two ranges (2 x 16,000 and the counts) stay in memory,
+    the third passes the bound, so all three are written to one file per part; the fourth stays
+    in memory. Read back: 4,000 GPU rows in the order added, the counts with their types."""
+    with closing(RangeParts(limit=40_000)) as parts:
+        for i in range(2):
+            parts.add(_range(i))
+        assert list(tmpdir_.iterdir()) == []
+        parts.add(_range(2))
+        (folder,) = tmpdir_.iterdir()
+        assert folder.name.startswith("gpuwaste-parts-")
+        assert sorted(p.name for p in folder.iterdir()) == [
+            "counts-00000.arrow",
+            "gpus-00000.arrow",
+        ]
+        parts.add(_range(3))
+        read = parts.read()
+    assert list(tmpdir_.iterdir()) == []  # removed at the end
+    gpus = pl.concat(read["gpus"])
+    assert gpus["gpu"].to_list() == list(range(4000))
+    counts = pl.concat(read["counts"])
+    assert counts.schema == pl.Schema({"job_id": pl.String, "n": pl.Int64})
+    assert counts.rows() == [("j0", None), ("j1", 1), ("j2", 2), ("j3", 3)]
+
+
+def test_the_folder_is_removed_on_an_error(tmpdir_: Path) -> None:
+    with pytest.raises(RuntimeError), closing(RangeParts(limit=0)) as parts:
+        parts.add(_range(0))
+        assert len(list(tmpdir_.iterdir())) == 1
+        raise RuntimeError("a step failed")
+    assert list(tmpdir_.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_generated(six_hosts(5), tmp_path_factory.mktemp("parts"))
+
+
+def test_the_tables_are_the_same_with_every_part_on_disk(
+    generated: Path, tmpdir_: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ranges of one host each (at most 20,000 samples: test_host_ranges.py), their parts held
+    in memory (the bound far above them) or written after every range (a bound of 0 bytes): the
+    same per-job tables, row for row; no folder is left."""
+    writes: list[int] = []
+    write = RangeParts._write
+
+    def counted(self: RangeParts) -> None:
+        writes.append(1)
+        write(self)
+
+    monkeypatch.setattr(RangeParts, "_write", counted)
+    monkeypatch.setattr(range_parts, "PARTS_IN_MEMORY", 1 << 40)
+    analyze(Settings(data_dir=generated), rebuild=True, quiet=True, range_samples=20_000)
+    held = per_job_tables(generated)
+    assert writes == []
+    monkeypatch.setattr(range_parts, "PARTS_IN_MEMORY", 0)
+    analyze(Settings(data_dir=generated), rebuild=True, quiet=True, range_samples=20_000)
+    assert len(writes) >= 6  # every range written
+    assert list(tmpdir_.glob("gpuwaste-parts-*")) == []
+    assert held["job_usage"].height > 50
+    for name, frame in per_job_tables(generated).items():
+        assert frame.equals(held[name]), name
