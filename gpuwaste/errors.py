@@ -3,3 +3,8 @@
 
 class GpuwasteError(Exception):
     """An error whose message is a complete sentence naming what and where; no traceback."""
+
+
+class MachineError(GpuwasteError):
+    """The machine, not the data, stops a batch (a temporary folder that cannot be written): the
+    batch fails as a whole, instead of its jobs being tried apart."""

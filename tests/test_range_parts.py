@@ -15,6 +15,7 @@ from gpuwaste.analyses import range_parts
 from gpuwaste.analyses.range_parts import RangeParts
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import Settings
+from gpuwaste.errors import GpuwasteError
 from tests.support.generated_warehouse import per_job_tables, six_hosts, write_generated
 
 
@@ -109,3 +110,26 @@ def test_the_tables_are_the_same_with_every_part_on_disk(
     assert held["job_usage"].height > 50
     for name, frame in per_job_tables(generated).items():
         assert frame.equals(held[name]), name
+
+
+def test_a_temporary_folder_that_cannot_be_written_fails_the_run_in_one_sentence(
+    generated: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """TMPDIR names a file: the batch fails as a whole (its jobs are not tried apart), the
+    cluster's analysis fails with a sentence naming the folder, and the tables stay as they were."""
+    analyze(Settings(data_dir=generated), rebuild=True, quiet=True)
+    before = per_job_tables(generated)
+    not_a_folder = tmp_path / "not-a-folder"
+    not_a_folder.write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", str(not_a_folder))
+    monkeypatch.setattr(range_parts, "PARTS_IN_MEMORY", 0)
+    with pytest.raises(GpuwasteError, match="analysis of cluster"):
+        analyze(Settings(data_dir=generated), rebuild=True, quiet=True)
+    said = capsys.readouterr().err
+    assert f"cannot write a batch's intermediate results in {not_a_folder} (the temporary" in said
+    assert "TMPDIR" in said and "jobs left out" not in said
+    for name, frame in per_job_tables(generated).items():
+        assert frame.equals(before[name]), name

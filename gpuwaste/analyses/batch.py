@@ -33,7 +33,7 @@ from gpuwaste.analyses.per_job import BatchResult, run_batch
 from gpuwaste.analyses.registry import PER_JOB_TABLES
 from gpuwaste.analyses.sqlfiles import set_variables
 from gpuwaste.config import Thresholds
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import GpuwasteError, MachineError
 from gpuwaste.warehouse.catalog import connect
 from gpuwaste.warehouse.store import atomic_write_parquet
 
@@ -132,9 +132,12 @@ def run_isolating(
 ) -> list[BatchResult]:
     """`run(ids)`; if it raises, the halves are run apart until the jobs that fail alone are
     found: they are left out (in `failed`, tracebacks in `errors`) and every other job is
-    analyzed. More than MAX_FAILED_JOBS failures: the last one is raised."""
+    analyzed. More than MAX_FAILED_JOBS failures: the last one is raised. A `MachineError` is
+    raised at once: the batch fails as a whole."""
     try:
         return [run(ids)]
+    except MachineError:
+        raise  # not the jobs: trying them apart would fail the same way
     except Exception as exc:
         if len(ids) == 1:
             failed[ids[0]] = one_line(exc)

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import polars as pl
 
+from gpuwaste.errors import MachineError
+
 # Bytes of parts held in memory (polars' estimate) before they are written to disk; a batch of
 # the benchmark at 1x (64 hosts) adds up to 31 MiB, so it writes once or not at all.
 PARTS_IN_MEMORY = 16 << 20
@@ -49,13 +51,21 @@ class RangeParts:
             self._write()
 
     def _write(self) -> None:
-        if self._folder is None:
-            self._folder = Path(tempfile.mkdtemp(prefix="gpuwaste-parts-"))
-        for name, frames in self._held.items():
-            files = self._files.setdefault(name, [])
-            path = self._folder / f"{name}-{len(files):05d}.arrow"
-            pl.concat(frames, how="vertical_relaxed").write_ipc(path)
-            files.append(path)
+        try:
+            if self._folder is None:
+                self._folder = Path(tempfile.mkdtemp(prefix="gpuwaste-parts-"))
+            for name, frames in self._held.items():
+                files = self._files.setdefault(name, [])
+                path = self._folder / f"{name}-{len(files):05d}.arrow"
+                pl.concat(frames, how="vertical_relaxed").write_ipc(path)
+                files.append(path)
+        except OSError as exc:
+            where = self._folder or Path(tempfile.gettempdir())
+            raise MachineError(
+                f"cannot write a batch's intermediate results in {where} (the temporary folder, "
+                f"TMPDIR): {exc.strerror or exc}; point TMPDIR at a writable folder with room "
+                "for about 100 MiB per batch running."
+            ) from exc
         self._held, self._bytes = {}, 0
 
     def read(self) -> dict[str, list[pl.DataFrame]]:
