@@ -588,8 +588,7 @@ def run_batch(
     The per-GPU pass runs over ranges of at most `batch_hosts` hosts and about `range_samples`
     samples (`HostRanges`; each reads only its hosts' row groups), then the jobs are rolled up
     once from the per-GPU rows of all hosts (held until then in `RangeParts`, on disk past a
-    bound). Every name the batch puts on `con` is taken off
-    again when it returns or raises.
+    bound). Every name the batch puts on `con` is taken off again when it returns or raises.
     """
     result = BatchResult()
     clock = [time.perf_counter()]
@@ -620,9 +619,8 @@ def run_batch(
             BATCH_DEVICES.run(rel, thresholds)
         lap("allocations")
 
-        with closing(
-            RangeParts()
-        ) as parts:  # on disk past 16 MiB: they grow with the ranges a batch reads
+        # the ranges' parts, on disk past 16 MiB: they grow with the hosts a batch reaches
+        with closing(RangeParts()) as parts:
             with (
                 closing(_read_ahead(con, cluster, alloc_all, ranges)) as read,
                 _beside_threads() as beside,

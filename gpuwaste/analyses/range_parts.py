@@ -5,9 +5,9 @@ the batch rolls them up once its last range is done. A batch's ranges grow with 
 only with the batch: its jobs are those whose first host is among its 128, but its multi-host
 jobs reach hosts anywhere, and the batch reads those too (128 hosts at 2x, 245 on average at 8x,
 up to 689 at 16x; docs/scale.md). Held in memory, the parts grew with them (up to 31 MiB a batch
-at 1x, 86 MiB at 8x), and every range after them ran around them: the run's peak was 1.26-1.34
-GiB at 8x and 1.38 at 16x; with the parts on disk past 16 MiB, 1.20-1.24 and 1.26, for the same
-time (bench/RESULTS.md, "A batch's parts on disk past 16 MiB").
+at 1x, 86 MiB at 8x), and the ranges after them were allocated around them: the run's peak was
+1.26-1.34 GiB at 8x and 1.38 at 16x; with the parts on disk past 16 MiB, 1.20-1.24 and 1.26, in
+the same time (bench/RESULTS.md, "A batch's parts on disk past 16 MiB").
 
 `RangeParts` holds at most `limit` bytes of parts; past it, it writes what it holds into one
 Arrow IPC file per part, in a folder of the system's temporary directory (`TMPDIR`) that `close`
