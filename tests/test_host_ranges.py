@@ -36,8 +36,9 @@ def _alloc(rows: list[tuple[str, int, int | None, int, int]]) -> pl.DataFrame:
 
 def test_a_host_costs_its_devices_times_the_span_of_its_allocations() -> None:
     """Host b: two GPUs from hour 0 to hour 2 (the same GPU twice counts once); host a: two MIG
-    instances of GPU 0 and the whole GPU 1 over one hour; host c: only an unknown GPU (-1),
-    which reads nothing."""
+    instances of GPU 0 and the whole GPU 1 over one hour, and an unknown GPU (-1) over five,
+    which reads nothing, so it neither counts as a device nor widens the span; host c: only an
+    unknown GPU."""
     alloc = _alloc(
         [
             ("b", 0, None, 0, 1),
@@ -46,6 +47,7 @@ def test_a_host_costs_its_devices_times_the_span_of_its_allocations() -> None:
             ("a", 0, 1, 3, 4),
             ("a", 0, 2, 3, 4),
             ("a", 1, None, 3, 4),
+            ("a", -1, None, 0, 5),
             ("c", -1, None, 0, 5),
         ]
     )

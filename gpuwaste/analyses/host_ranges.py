@@ -28,18 +28,18 @@ RANGE_MAX_SAMPLES = 3_000_000
 
 def host_costs(alloc: pl.DataFrame) -> pl.DataFrame:
     """Per host of `alloc` (allocations: host, gpu, gpu_instance, start_ts, end_ts), in name
-    order: its allocated devices of known GPU (a GPU index of -1 reads nothing) times the seconds
-    its allocations span."""
+    order: its allocated devices of known GPU times the seconds their allocations span, the span
+    `job_samples.read` reads (a GPU index of -1 reads nothing: a host of only those costs 0)."""
     known = pl.col("gpu") >= 0
     return (
         alloc.group_by("host")
         .agg(
             pl.struct("gpu", "gpu_instance").filter(known).n_unique().alias("devices"),
-            (pl.col("end_ts").max() - pl.col("start_ts").min())
+            (pl.col("end_ts").filter(known).max() - pl.col("start_ts").filter(known).min())
             .dt.total_seconds(fractional=True)
             .alias("span_s"),
         )
-        .select("host", (pl.col("devices") * pl.col("span_s")).alias("cost"))
+        .select("host", (pl.col("devices") * pl.col("span_s")).fill_null(0.0).alias("cost"))
         .sort("host")
     )
 
