@@ -4,6 +4,11 @@ an error too, and the same per-job tables whether the parts stay in memory or al
 
 from __future__ import annotations
 
+import errno
+import os
+import socket
+import subprocess
+import sys
 import tempfile
 from contextlib import closing
 from pathlib import Path
@@ -12,10 +17,12 @@ import polars as pl
 import pytest
 
 from gpuwaste.analyses import range_parts
+from gpuwaste.analyses.batch import run_isolating
+from gpuwaste.analyses.per_job import BatchResult
 from gpuwaste.analyses.range_parts import RangeParts
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import Settings
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import GpuwasteError, MachineError
 from tests.support.generated_warehouse import per_job_tables, six_hosts, write_generated
 
 
@@ -28,13 +35,11 @@ def tmpdir_(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _range(i: int) -> dict[str, pl.DataFrame]:
     """One host range's parts: 1,000 GPU rows (8 bytes a value: 16,000 bytes) and one count,
-    whose column is all nulls in the first range."""
+    whose column is of type Null (all nulls, no type given) in the first range."""
+    counts = {"job_id": [f"j{i}"], "n": [None if i == 0 else i]}
     return {
         "gpus": pl.DataFrame({"gpu": range(i * 1000, i * 1000 + 1000), "busy_s": [1.5] * 1000}),
-        "counts": pl.DataFrame(
-            {"job_id": [f"j{i}"], "n": [None if i == 0 else i]},
-            schema={"job_id": pl.String, "n": pl.Int64},
-        ),
+        "counts": pl.DataFrame(counts),
     }
 
 
@@ -67,7 +72,8 @@ def test_past_the_bound_parts_go_to_disk_and_come_back_in_order(tmpdir_: Path) -
     assert list(tmpdir_.iterdir()) == []  # removed at the end
     gpus = pl.concat(read["gpus"])
     assert gpus["gpu"].to_list() == list(range(4000))
-    counts = pl.concat(read["counts"])
+    assert _range(0)["counts"].schema["n"] == pl.Null
+    counts = pl.concat(read["counts"], how="vertical_relaxed")
     assert counts.schema == pl.Schema({"job_id": pl.String, "n": pl.Int64})
     assert counts.rows() == [("j0", None), ("j1", 1), ("j2", 2), ("j3", 3)]
 
@@ -112,24 +118,81 @@ def test_the_tables_are_the_same_with_every_part_on_disk(
         assert frame.equals(held[name]), name
 
 
-def test_a_temporary_folder_that_cannot_be_written_fails_the_run_in_one_sentence(
+def test_a_full_disk_fails_the_batch_at_once_in_one_sentence(
     generated: Path,
-    tmp_path: Path,
+    tmpdir_: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """TMPDIR names a file: the batch fails as a whole (its jobs are not tried apart), the
-    cluster's analysis fails with a sentence naming the folder, and the tables stay as they were."""
+    """The disk is full when the batch writes its parts (the bound set to 0): the batch fails
+    as a whole at its first write (its jobs are not tried apart, which would write again), the
+    cluster's analysis fails with a sentence naming the folder, no folder is left, and the tables
+    stay as they were."""
     analyze(Settings(data_dir=generated), rebuild=True, quiet=True)
     before = per_job_tables(generated)
-    not_a_folder = tmp_path / "not-a-folder"
-    not_a_folder.write_text("")
-    monkeypatch.setattr(tempfile, "tempdir", str(not_a_folder))
+    writes: list[int] = []
+
+    def full(self: pl.DataFrame, file: object, **kwargs: object) -> None:
+        writes.append(1)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(file))
+
+    monkeypatch.setattr(pl.DataFrame, "write_ipc", full)
     monkeypatch.setattr(range_parts, "PARTS_IN_MEMORY", 0)
     with pytest.raises(GpuwasteError, match="analysis of cluster"):
         analyze(Settings(data_dir=generated), rebuild=True, quiet=True)
     said = capsys.readouterr().err
-    assert f"cannot write a batch's intermediate results in {not_a_folder} (the temporary" in said
-    assert "TMPDIR" in said and "jobs left out" not in said
+    assert f"cannot write a batch's intermediate results in {tmpdir_}" in said
+    assert "(the temporary folder, TMPDIR): No space left on device; point TMPDIR at" in said
+    assert writes == [1]  # one batch here, one write
+    assert list(tmpdir_.iterdir()) == []
     for name, frame in per_job_tables(generated).items():
         assert frame.equals(before[name]), name
+
+
+def test_no_usable_temporary_folder_is_said_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The temporary folder Python settled on is no folder (it checks one only once per process):
+    the sentence names it."""
+    not_a_folder = tmp_path / "not-a-folder"
+    not_a_folder.write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", str(not_a_folder))
+    with pytest.raises(MachineError, match=f"in {not_a_folder} .*: Not a directory"):
+        RangeParts(limit=0).add(_range(0))
+
+
+def test_a_machine_error_is_not_tried_job_by_job() -> None:
+    """run_isolating runs the batch once and raises; no job is counted as failed."""
+    calls: list[list[str]] = []
+
+    def run(ids: list[str]) -> BatchResult:
+        calls.append(ids)
+        raise MachineError("the disk is full.")
+
+    failed: dict[str, str] = {}
+    with pytest.raises(MachineError):
+        run_isolating(run, ["a", "b", "c", "d"], failed, [])
+    assert calls == [["a", "b", "c", "d"]] and failed == {}
+
+
+def test_folders_of_killed_processes_are_removed_by_the_next_batch(tmpdir_: Path) -> None:
+    """A folder left by a process of this host that is gone goes when a batch makes its own;
+    those of live processes, of other hosts and of other programs stay."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    host = socket.gethostname()
+    left = tmpdir_ / f"{range_parts.PREFIX}{host}-{gone.pid}-x1"
+    live = tmpdir_ / f"{range_parts.PREFIX}{host}-{os.getppid()}-x2"
+    other_host = tmpdir_ / f"{range_parts.PREFIX}elsewhere-{gone.pid}-x3"
+    other = tmpdir_ / "not-ours"
+    for folder in (left, live, other_host, other):
+        folder.mkdir()
+        (folder / "gpus-00000.arrow").write_bytes(b"")
+    with closing(RangeParts(limit=0)) as parts:
+        parts.add(_range(0))
+        kept = sorted(p.name for p in tmpdir_.iterdir())
+    mine = f"{range_parts.PREFIX}{host}-{os.getpid()}-"
+    assert [k for k in kept if not k.startswith(mine)] == sorted(
+        [live.name, other_host.name, other.name]
+    )
+    assert sum(k.startswith(mine) for k in kept) == 1

@@ -628,8 +628,10 @@ def run_batch(
                 for _, alloc, samples in read:
                     lap("read (waited for)")
                     parts.add(_gpu_pass(con, samples, alloc, thresholds, lap, beside))
+                    lap("range parts (held, or written past 16 MiB)")
                     del samples
             batch = _roll_up_parts(parts.read(), thresholds)
+            lap("range parts (held, or written past 16 MiB)")
         if "gpu_sample_stats" not in batch:  # no allocation in the batch, so no GPU
             batch[GPU_STEP.output] = _conform(pl.DataFrame(), "job_gpu_usage")
         for step in (GPU_STEP, HOST_STEP, JOB_STEP):

@@ -10,14 +10,17 @@ at 1x, 86 MiB at 8x), and the ranges after them were allocated around them: the 
 the same time (bench/RESULTS.md, "A batch's parts on disk past 16 MiB").
 
 `RangeParts` holds at most `limit` bytes of parts; past it, it writes what it holds into one
-Arrow IPC file per part, in a folder of the system's temporary directory (`TMPDIR`) that `close`
-removes (use it in `contextlib.closing`: on an error too). `read` gives every part's frames in
-the order they were added.
+Arrow IPC file per part, in a folder of the system's temporary directory (`TMPDIR`, else `/tmp`,
+as Python's `tempfile` finds it) that `close` removes (use it in `contextlib.closing`: on an
+error too); a folder a killed process left behind is removed by the next batch on the same host.
+`read` gives every part's frames in the order they were added.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,6 +32,8 @@ from gpuwaste.errors import MachineError
 # Bytes of parts held in memory (polars' estimate) before they are written to disk; a batch of
 # the benchmark at 1x (64 hosts) adds up to 31 MiB, so it writes once or not at all.
 PARTS_IN_MEMORY = 16 << 20
+# A batch's folder: <TMPDIR>/gpuwaste-parts-<host>-<pid>-<random>.
+PREFIX = "gpuwaste-parts-"
 
 
 class RangeParts:
@@ -53,14 +58,14 @@ class RangeParts:
     def _write(self) -> None:
         try:
             if self._folder is None:
-                self._folder = Path(tempfile.mkdtemp(prefix="gpuwaste-parts-"))
+                self._folder = _new_folder()
             for name, frames in self._held.items():
                 files = self._files.setdefault(name, [])
                 path = self._folder / f"{name}-{len(files):05d}.arrow"
                 pl.concat(frames, how="vertical_relaxed").write_ipc(path)
                 files.append(path)
-        except OSError as exc:
-            where = self._folder or Path(tempfile.gettempdir())
+        except OSError as exc:  # a full disk, a quota, no writable temporary folder at all
+            where = self._folder or tempfile.tempdir or os.environ.get("TMPDIR") or "/tmp"
             raise MachineError(
                 f"cannot write a batch's intermediate results in {where} (the temporary folder, "
                 f"TMPDIR): {exc.strerror or exc}; point TMPDIR at a writable folder with room "
@@ -81,10 +86,32 @@ class RangeParts:
 
     def close(self) -> None:
         """Forget every part and remove the folder (use the parts in `contextlib.closing`)."""
-        self._held, self._files = {}, {}
+        self._held, self._files, self._bytes = {}, {}, 0
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
             self._folder = None
 
 
-__all__ = ["PARTS_IN_MEMORY", "RangeParts"]
+def _new_folder() -> Path:
+    """A new folder for one batch's parts in the temporary directory, named by this host and
+    process; first the folders of this host's processes that are gone are removed (a process
+    killed by SIGKILL, by the OOM killer or by Spark cancelling a task, cannot remove its own)."""
+    host = socket.gethostname()
+    for folder in Path(tempfile.gettempdir()).glob(f"{PREFIX}{host}-*-*"):
+        pid = folder.name.removeprefix(f"{PREFIX}{host}-").split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{host}-{os.getpid()}-"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+__all__ = ["PARTS_IN_MEMORY", "PREFIX", "RangeParts"]
