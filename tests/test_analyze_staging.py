@@ -14,14 +14,8 @@ from gpuwaste.analyses.plan import write_batches
 from gpuwaste.analyses.registry import PER_JOB_TABLES
 from gpuwaste.analyses.run import BATCH_MAX_HOSTS, analyze
 from gpuwaste.config import Settings, Thresholds
+from tests.support.per_job_tables import per_job_tables
 from tests.support.two_jobs import T0, write_two_jobs
-
-
-def per_job(data_dir: Path) -> dict[str, pl.DataFrame]:
-    return {
-        name: pl.read_parquet(data_dir / "parquet" / name / "cluster=c" / "analyze.parquet")
-        for name in PER_JOB_TABLES
-    }
 
 
 def test_a_data_dir_with_a_quote_gives_the_same_files(tmp_path: Path) -> None:
@@ -32,7 +26,7 @@ def test_a_data_dir_with_a_quote_gives_the_same_files(tmp_path: Path) -> None:
     write_two_jobs(two)
     analyze(Settings(data_dir=one), quiet=True)
     analyze(Settings(data_dir=two), quiet=True, batch_days=1, batch_hosts=1)
-    a, b = per_job(one), per_job(two)
+    a, b = per_job_tables(one), per_job_tables(two)
     assert a["job_usage"]["job_id"].to_list() == ["a", "b"]
     for name in PER_JOB_TABLES:
         assert a[name].equals(b[name]), name

@@ -14,7 +14,8 @@ from gpuwaste.analyses import per_job
 from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES, HostRanges, host_costs
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import Settings
-from tests.support.generated_warehouse import per_job_tables, six_hosts, write_generated
+from tests.support.generated_warehouse import six_hosts, write_generated
+from tests.support.per_job_tables import per_job_tables
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 

@@ -23,7 +23,8 @@ from gpuwaste.analyses.range_parts import RangeParts
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import Settings
 from gpuwaste.errors import GpuwasteError, MachineError
-from tests.support.generated_warehouse import per_job_tables, six_hosts, write_generated
+from tests.support.generated_warehouse import six_hosts, write_generated
+from tests.support.per_job_tables import per_job_tables
 
 
 @pytest.fixture

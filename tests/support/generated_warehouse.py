@@ -9,7 +9,6 @@ from pathlib import Path
 import polars as pl
 
 from gpuwaste import generate
-from gpuwaste.analyses.registry import PER_JOB_TABLES
 from gpuwaste.warehouse.store import Warehouse
 
 
@@ -30,13 +29,3 @@ def write_generated(spec: generate.GeneratorSpec, root: Path) -> Path:
 def six_hosts(seed: int) -> generate.GeneratorSpec:
     """A cluster "c" of 6 hosts (48 GPUs) over two days, a sample every 15 s."""
     return generate.GeneratorSpec(seed=seed, gpus=48, days=2.0, interval_s=15, cluster="c")
-
-
-def per_job_tables(data_dir: Path, cluster: str = "c") -> dict[str, pl.DataFrame]:
-    """Every per-job result table of `cluster` as the last analyze wrote it."""
-    return {
-        name: pl.read_parquet(
-            data_dir / "parquet" / name / f"cluster={cluster}" / "analyze.parquet"
-        )
-        for name in PER_JOB_TABLES
-    }
