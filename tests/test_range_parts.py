@@ -178,15 +178,19 @@ def test_a_machine_error_is_not_tried_job_by_job() -> None:
 
 def test_folders_of_killed_processes_are_removed_by_the_next_batch(tmpdir_: Path) -> None:
     """A folder left by a process of this host that is gone goes when a batch makes its own;
-    those of live processes, of other hosts and of other programs stay."""
+    those of live processes, of other hosts (one whose name starts with this host's) and of
+    other programs stay."""
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     host = socket.gethostname()
     left = tmpdir_ / f"{range_parts.PREFIX}{host}-{gone.pid}-x1"
     live = tmpdir_ / f"{range_parts.PREFIX}{host}-{os.getppid()}-x2"
     other_host = tmpdir_ / f"{range_parts.PREFIX}elsewhere-{gone.pid}-x3"
+    longer_name = (
+        tmpdir_ / f"{range_parts.PREFIX}{host}-{gone.pid}-{gone.pid}-x4"
+    )  # host "<host>-<pid>"
     other = tmpdir_ / "not-ours"
-    for folder in (left, live, other_host, other):
+    for folder in (left, live, other_host, longer_name, other):
         folder.mkdir()
         (folder / "gpus-00000.arrow").write_bytes(b"")
     with closing(RangeParts(limit=0)) as parts:
@@ -194,6 +198,6 @@ def test_folders_of_killed_processes_are_removed_by_the_next_batch(tmpdir_: Path
         kept = sorted(p.name for p in tmpdir_.iterdir())
     mine = f"{range_parts.PREFIX}{host}-{os.getpid()}-"
     assert [k for k in kept if not k.startswith(mine)] == sorted(
-        [live.name, other_host.name, other.name]
+        [live.name, other_host.name, longer_name.name, other.name]
     )
     assert sum(k.startswith(mine) for k in kept) == 1

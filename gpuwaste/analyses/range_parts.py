@@ -98,8 +98,10 @@ def _new_folder() -> Path:
     killed by SIGKILL, by the OOM killer or by Spark cancelling a task, cannot remove its own)."""
     host = socket.gethostname()
     for folder in Path(tempfile.gettempdir()).glob(f"{PREFIX}{host}-*-*"):
-        pid = folder.name.removeprefix(f"{PREFIX}{host}-").split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        # <host>-<pid>-<mkdtemp's suffix, no '-'>: split from the right, as a host name may
+        # hold '-' (host "a" must not take host "a-5"'s folders for its own pid 5's)
+        named, pid, _ = folder.name.removeprefix(PREFIX).rsplit("-", 2)
+        if named == host and pid.isdigit() and not _alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{host}-{os.getpid()}-"))
 
