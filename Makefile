@@ -50,8 +50,11 @@ test: venv system-deps lint typecheck pytest
 fuzz: venv
 	GPUWASTE_FUZZ_EXAMPLES=200000 $(BIN)/pytest -q tests/reliability -k fuzz
 
-bench: venv system-deps
-	$(BIN)/python bench/run_all.py
+# The headline benchmark: `gpuwaste analyze` of 41 M generated samples against one bare DuckDB
+# pass (generated once into /tmp/gpuwaste-bench). Every script of bench/ also runs alone
+# (`.venv/bin/python bench/NAME.py --help`); figures and machines: bench/RESULTS.md.
+bench: venv
+	$(BIN)/python bench/analyze.py --skip-pandas --repeat 3
 
 # Regenerate the bundled sample (deterministic: the same files byte for byte).
 sample: venv
