@@ -1,0 +1,137 @@
+"""The peak RSS of every batch of `gpuwaste analyze --rebuild` (the local engine), to tell what a
+batch holds from how many batches a run has: a run's peak is the largest of its batches' (or of
+the driver's plan and commit), so a warehouse of more batches draws more often from the same
+spread. Each run is a fresh process; RSS is sampled from /proc every 10 ms.
+
+    python bench/batch_peaks.py                                  # 512 GPUs x 14 days (41 M)
+    python bench/batch_peaks.py --days 112 --work /tmp/bench-112d --runs 2   # 8x the history
+
+The warehouse is bench/analyze.py's (`prepare`: generated once into WORK/warehouse). The ratio
+printed is the run's peak against the median batch's peak in the same process. Figures go to
+stdout as a markdown table (copy into bench/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "bench")]
+
+# gpuwaste first: it sets polars' allocator options, which polars reads when it is first
+# imported (bench/analyze.py imports polars)
+from gpuwaste.analyses.batch import BatchOutcome, BatchPlan, stage_batch  # noqa: E402, I001
+
+from analyze import cluster_arguments, prepare  # noqa: E402  (bench/analyze.py)
+
+GIB = 1024**3
+PAGE = 4096
+
+
+def rss() -> int:
+    """This process's resident set, in bytes."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * PAGE
+
+
+@contextmanager
+def sampled_peak() -> Iterator[list[int]]:
+    """The largest RSS of this process while the block runs (sampled every 10 ms), in the one
+    item of the list it yields, final when the block ends."""
+    peak = [rss()]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.01):
+            peak[0] = max(peak[0], rss())
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield peak
+    finally:
+        done.set()
+        thread.join()
+        peak[0] = max(peak[0], rss())
+
+
+class PeakEngine:
+    """The local engine (every batch in this process, one after the other), with each batch's
+    peak RSS and number of jobs."""
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[float, int]] = []
+
+    def run(self, plan: BatchPlan, data_dir: Path, staging: Path) -> list[BatchOutcome]:
+        outcomes = []
+        for i in range(plan.count):
+            spec = plan.spec(i)
+            with sampled_peak() as peak:
+                outcomes.append(stage_batch(spec, data_dir, staging))
+            self.batches.append((peak[0] / GIB, len(spec.job_ids)))
+        return outcomes
+
+
+def child(data: Path) -> None:
+    """One analyze in this process; prints its batches' peaks and its own as JSON."""
+    from gpuwaste.analyses.run import analyze
+    from gpuwaste.config import Settings
+
+    engine = PeakEngine()
+    t = time.perf_counter()
+    analyze(Settings(data_dir=data), rebuild=True, quiet=True, engine=engine)
+    wall = time.perf_counter() - t
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GIB
+    print(json.dumps({"wall": wall, "peak": peak, "batches": engine.batches}))
+
+
+def main() -> None:
+    ap = cluster_arguments(__doc__)
+    ap.add_argument("--runs", type=int, default=1, help="runs, each a fresh process")
+    ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child)
+        return
+    samples = prepare(args.work, args.gpus, args.days, args.seed)
+    data = args.work / "warehouse"
+    print(f"{samples:,} GPU samples ({args.gpus} GPUs x {args.days} days at 15 s)\n")
+    print(
+        "| run | wall s | batches | full batches after the first: median, sd, largest GiB "
+        "| run's peak GiB | run / median | each batch: peak GiB (thousand jobs) |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for n in range(1, args.runs + 1):
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", str(data)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        r = json.loads(out.strip().splitlines()[-1])
+        batches = [(float(p), int(j)) for p, j in r["batches"]]
+        # a full batch holds at least half the jobs of the largest (not a week cut short by the
+        # end of the data, nor the jobs that never started); the first runs in a fresh process
+        largest = max(j for _, j in batches)
+        full = [p for p, j in batches[1:] if 2 * j >= largest] or [batches[0][0]]
+        median = statistics.median(full)
+        each = " ".join(f"{p:.2f} ({j / 1000:.0f})" for p, j in batches)
+        print(
+            f"| {n} | {r['wall']:.1f} | {len(batches)} | {median:.3f}, "
+            f"{statistics.pstdev(full):.3f}, {max(full):.3f} | {r['peak']:.3f} "
+            f"| {r['peak'] / median:.3f} | {each} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
