@@ -1,6 +1,7 @@
 """A batch's DuckDB connection keeps parquet footers in memory (`configure_batch_connection`), and
 a partition replaced while the connection is open is still read as it is now, never through the
-footer of the file it replaced."""
+footer of the file it replaced. Its views of the samples are narrowed to the cluster's days the
+batch reads (`narrow_dated_views`), with the same tables."""
 
 from __future__ import annotations
 
@@ -10,10 +11,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
+import pytest
 
-from gpuwaste.analyses.batch import configure_batch_connection
+from gpuwaste.analyses.batch import configure_batch_connection, stable
+from gpuwaste.analyses.per_job import run_batch
+from gpuwaste.config import Thresholds
+from gpuwaste.errors import GpuwasteError
+from gpuwaste.generate import GeneratorSpec
 from gpuwaste.warehouse import Warehouse, connect
-from gpuwaste.warehouse.catalog import cursor
+from gpuwaste.warehouse.catalog import cursor, narrow_dated_views
+from tests.support.generated_warehouse import write_generated
 from tests.support.sample_rows import samples
 
 DAY = datetime(2026, 11, 2, tzinfo=UTC)
@@ -96,3 +103,68 @@ def test_a_partition_replaced_during_a_batch_is_read_anew(data_dir: Path) -> Non
         _write(wh, 90.0, 3000, age_s=60)
         assert _read(con) == (3000, 90.0)
         assert _read(con) == (3000, 90.0)
+
+
+def _day_files(wh: Warehouse, cluster: str, utils: list[float]) -> None:
+    """Samples of `cluster` on consecutive days from DAY, one day per util."""
+    for i, util in enumerate(utils):
+        start = DAY + timedelta(days=i)
+        wh.replace_window(
+            "gpu_samples",
+            cluster,
+            start,
+            start + timedelta(days=1),
+            samples(start, 10, gpus=1, util=util),
+            source="test",
+        )
+
+
+def test_narrowed_views_read_only_the_batch_days_of_its_cluster(data_dir: Path) -> None:
+    wh = Warehouse(data_dir)
+    _day_files(wh, "c1", [10.0, 20.0, 30.0])
+    _day_files(wh, "c2", [40.0, 50.0])
+    first, last = DAY.date() + timedelta(days=1), DAY.date() + timedelta(days=2)
+    assert wh.day_files("gpu_samples", "c1", first, last) == [
+        wh.cluster_dir("gpu_samples", "c1") / f"date={d}" / "data.parquet" for d in (first, last)
+    ]
+    with connect(data_dir) as con:
+        configure_batch_connection(con, "500MB")
+        narrow_dated_views(con, data_dir, "c1", first, last)
+        rows = con.sql(
+            "select cluster, date, count(*), max(util) from gpu_samples group by all order by all"
+        ).fetchall()
+        assert rows == [("c1", first, 10, 20.0), ("c1", last, 10, 30.0)]
+        assert con.sql("select count(*) from host_samples").fetchall() == [(0,)]  # no files
+        # The first day's file is damaged now: a view over the whole warehouse can no longer
+        # be made, the narrowed one never opens it.
+        (day0, *_) = wh.files("gpu_samples")
+        day0.write_bytes(b"not parquet")
+        assert con.sql("select count(*) from gpu_samples").fetchall() == [(20,)]
+    with pytest.raises(GpuwasteError, match="date=2026-11-02"):
+        connect(data_dir)
+
+
+def test_a_batch_with_narrowed_views_gives_the_same_tables(tmp_path: Path) -> None:
+    spec = GeneratorSpec(seed=3, gpus=16, days=3.0, interval_s=60, cluster="c")
+    data = write_generated(spec, tmp_path)
+    with connect(data) as con:
+        jobs = con.sql(
+            "select job_id from jobs where start_ts >= $1 order by job_id",
+            params=[spec.start + timedelta(days=2)],
+        ).fetchall()
+    ids = [j for (j,) in jobs]
+    assert ids
+    as_of = spec.start + timedelta(days=spec.days)
+    tables, days = [], []
+    for narrow in (None, data):
+        with connect(data) as con:
+            configure_batch_connection(con, "500MB")
+            result = run_batch(con, "c", ids, Thresholds(), as_of, data_dir=narrow)
+            days.append(con.sql("select count(distinct date) from gpu_samples").fetchall()[0][0])
+        tables.append({name: stable(frame) for name, frame in result.frames.items()})
+    assert days[1] < days[0]  # the narrowed views left out the days before the batch's jobs
+    full, narrowed = tables
+    assert full.keys() == narrowed.keys()
+    for name, frame in full.items():
+        assert frame.height, name
+        assert frame.sort(frame.columns).equals(narrowed[name].sort(frame.columns)), name

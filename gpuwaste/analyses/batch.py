@@ -184,6 +184,7 @@ def compute_batch(spec: BatchSpec, data_dir: Path) -> tuple[dict[str, pa.Table],
                 spec.batch_hosts,
                 Path(spec.shared_spans) if spec.shared_spans else None,
                 spec.range_samples,
+                data_dir,
             )
 
         result = BatchResult()

@@ -44,7 +44,7 @@ from gpuwaste.analyses.range_parts import RangeParts
 from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
-from gpuwaste.warehouse.catalog import cursor
+from gpuwaste.warehouse.catalog import cursor, narrow_dated_views
 from gpuwaste.warehouse.schema import conform, table
 from gpuwaste.warehouse.store import sql_string
 
@@ -578,12 +578,17 @@ def run_batch(
     batch_hosts: int = 8,
     shared_spans: Path | None = None,
     range_samples: int = RANGE_MAX_SAMPLES,
+    data_dir: Path | None = None,
 ) -> BatchResult:
     """Every per-job table for `job_ids` of `cluster` (con: a warehouse connection).
 
     `shared_spans` is the run's list of allocations that may share a device (the plan's
     `plan/shared_spans.sql` file); without it the batch makes the list itself, from the whole
     cluster's allocations.
+
+    With `data_dir` (the warehouse of `con`, a connection of the batch's own), the views of the
+    samples on `con` are narrowed to the cluster's days the batch reads (`narrow_dated_views`),
+    so that the footers DuckDB reads and keeps do not grow with the warehouse's history.
 
     The per-GPU pass runs over ranges of at most `batch_hosts` hosts and about `range_samples`
     samples (`HostRanges`; each reads only its hosts' row groups), then the jobs are rolled up
@@ -611,6 +616,8 @@ def run_batch(
         span = _alloc_span(con)
         lo, hi = span if span else (as_of.date(), as_of.date())
         set_variables(con, {"date_lo": lo, "date_hi": hi})
+        if data_dir is not None:
+            narrow_dated_views(con, data_dir, cluster, lo, hi)
         result.unresolved_gpus = _resolve_unknown(rel)
         alloc_all = con.sql("select * from analyze_alloc").pl()
         ranges = HostRanges.of(alloc_all, batch_hosts, range_samples)

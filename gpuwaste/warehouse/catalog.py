@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from datetime import date
 from pathlib import Path
 
 import duckdb
@@ -99,12 +100,14 @@ def stored_columns(t: Table, files: list[Path]) -> frozenset[str]:
     return frozenset(found)
 
 
-def view_sql(wh: Warehouse, t: Table, folder: str | None = None) -> str:
+def view_sql(
+    wh: Warehouse, t: Table, folder: str | None = None, only: list[Path] | None = None
+) -> str:
     """`SELECT` that a view of table `t` is defined as (typed and empty when it has no files).
 
     `folder` is SQL for the data directory with a trailing slash (default: its absolute path);
-    the view reads the files under it."""
-    files = wh.files(t.name)
+    the view reads the files under it, or only the files `only` (absolute paths) when given."""
+    files = wh.files(t.name) if only is None else only
     present = stored_columns(t, files)
     cols = [
         f'CAST("{c}" AS {_duck_type(d)}) AS "{c}"'
@@ -122,6 +125,8 @@ def view_sql(wh: Warehouse, t: Table, folder: str | None = None) -> str:
     glob = wh.table_dir(t.name) / ("*/*/*.parquet" if t.layout == "dated" else "*/*.parquet")
     files_sql = (
         f"{folder or absolute_folder(wh.data_dir)} || {sql_string(glob.relative_to(wh.data_dir))}"
+        if only is None
+        else f"[{', '.join(sql_string(f.resolve()) for f in only)}]"
     )
     hive = (
         "{'cluster': 'VARCHAR', 'date': 'DATE'}"
@@ -145,6 +150,22 @@ def create_views(con: duckdb.DuckDBPyConnection, wh: Warehouse, folder: str | No
             if damaged is None:
                 raise
             raise damaged from None
+
+
+def narrow_dated_views(
+    con: duckdb.DuckDBPyConnection, data_dir: Path, cluster: str, first: date, last: date
+) -> None:
+    """Redefine the views of the dated tables (the samples) on `con` over the files of
+    `cluster` from day `first` to day `last` only, for a connection that reads no other days
+    (an analyze batch's). A query binding a view reads the footer of every file it names
+    (`union_by_name`), and a batch's connection keeps the footers it read
+    (`parquet_metadata_cache`): over the whole warehouse, that grew with its history and its
+    clusters (docs/scale.md)."""
+    wh = Warehouse(data_dir)
+    for t in all_tables().values():
+        if t.layout == "dated":
+            only = wh.day_files(t.name, cluster, first, last)
+            con.execute(f'CREATE OR REPLACE VIEW "{t.name}" AS {view_sql(wh, t, only=only)}')
 
 
 def connect(data_dir: Path) -> duckdb.DuckDBPyConnection:

@@ -147,6 +147,18 @@ class Warehouse:
         pattern = "*/*/*.parquet" if t.layout == "dated" else "*/*.parquet"
         return sorted(p for p in base.glob(pattern) if TMP_MARK not in p.name)
 
+    def day_files(self, name: str, cluster: str, first: date, last: date) -> list[Path]:
+        """The stored files of the dated table `name` for `cluster`, from day `first` to day
+        `last` (both included), in day order."""
+        if table(name).layout != "dated":
+            raise ValueError(f"{name} is not a dated table")
+        days = sorted(self.cluster_dir(name, cluster).glob(f"date=*/{DATA_FILE}"))
+        return [
+            p
+            for p in days
+            if first.isoformat() <= p.parent.name.removeprefix("date=") <= last.isoformat()
+        ]
+
     def has_files(self, name: str) -> bool:
         return bool(self.files(name))
 
