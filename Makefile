@@ -52,7 +52,8 @@ fuzz: venv
 
 # The headline benchmark: `gpuwaste analyze` of 41 M generated samples against one bare DuckDB
 # pass (generated once into /tmp/gpuwaste-bench). Every script of bench/ also runs alone
-# (`.venv/bin/python bench/NAME.py --help`); figures and machines: bench/RESULTS.md.
+# (`.venv/bin/python bench/NAME.py --help`); figures and machines: bench/RESULTS.md. Each run's
+# own peak needs GNU time (Debian's `time`); without it a peak is the largest of the runs so far.
 bench: venv
 	$(BIN)/python bench/analyze.py --skip-pandas --repeat 3
 

@@ -1,20 +1,23 @@
-"""The peak RSS of every batch of `gpuwaste analyze --rebuild` (the local engine), to tell what a
-batch holds from how many batches a run has: a run's peak is the largest of its batches' (or of
-the driver's plan and commit), so a warehouse of more batches draws more often from the same
-spread. Each run is a fresh process; RSS is sampled from /proc every 10 ms.
+"""The peak RSS of every batch of `gpuwaste analyze --rebuild` (the local engine), to tell what
+one batch holds from what a run of many batches reaches: a run's peak is the largest of its
+batches' (or of the driver's plan, commit and summaries). Each run is a fresh process; RSS is
+sampled from /proc every 10 ms.
 
     python bench/batch_peaks.py                                  # 512 GPUs x 14 days (41 M)
     python bench/batch_peaks.py --days 112 --work /tmp/bench-112d --runs 2   # 8x the history
 
-The warehouse is bench/analyze.py's (`prepare`: generated once into WORK/warehouse). The ratio
-printed is the run's peak against the median batch's peak in the same process. Figures go to
-stdout as a markdown table (copy into bench/RESULTS.md).
+The warehouse is bench/analyze.py's (`prepare`: generated once into WORK/warehouse, one
+cluster). A full batch holds at least half the jobs of the largest (not the small batch of jobs
+that never started); the first batch runs in a fresh process and is left out of the median,
+and the ratio printed is the run's peak against that median. Figures go to stdout as a markdown
+table (copy into bench/RESULTS.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -35,7 +38,7 @@ from gpuwaste.analyses.batch import BatchOutcome, BatchPlan, stage_batch  # noqa
 from analyze import cluster_arguments, prepare  # noqa: E402  (bench/analyze.py)
 
 GIB = 1024**3
-PAGE = 4096
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def rss() -> int:
@@ -112,25 +115,29 @@ def main() -> None:
     )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for n in range(1, args.runs + 1):
-        out = subprocess.run(
-            [sys.executable, __file__, "--child", str(data)],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        r = json.loads(out.strip().splitlines()[-1])
+        proc = subprocess.run(
+            [sys.executable, __file__, "--child", str(data)], capture_output=True, text=True
+        )
+        if proc.returncode != 0:
+            raise SystemExit(f"run {n} failed:\n{proc.stderr[-3000:]}")
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
         batches = [(float(p), int(j)) for p, j in r["batches"]]
-        # a full batch holds at least half the jobs of the largest (not a week cut short by the
-        # end of the data, nor the jobs that never started); the first runs in a fresh process
+        if not batches:
+            print(f"| {n} | {r['wall']:.1f} | 0 | - | {r['peak']:.3f} | - | - |")
+            continue
         largest = max(j for _, j in batches)
-        full = [p for p, j in batches[1:] if 2 * j >= largest] or [batches[0][0]]
-        median = statistics.median(full)
+        full = [p for p, j in batches[1:] if 2 * j >= largest]
+        stats, ratio = "-", "-"
+        if full:
+            median = statistics.median(full)
+            stats = f"{median:.3f}, {statistics.pstdev(full):.3f}, {max(full):.3f}"
+            ratio = f"{r['peak'] / median:.3f}"
         each = " ".join(f"{p:.2f} ({j / 1000:.0f})" for p, j in batches)
         print(
-            f"| {n} | {r['wall']:.1f} | {len(batches)} | {median:.3f}, "
-            f"{statistics.pstdev(full):.3f}, {max(full):.3f} | {r['peak']:.3f} "
-            f"| {r['peak'] / median:.3f} | {each} |"
+            f"| {n} | {r['wall']:.1f} | {len(batches)} | {stats} | {r['peak']:.3f} | {ratio} "
+            f"| {each} |"
         )
+    print()
 
 
 if __name__ == "__main__":
