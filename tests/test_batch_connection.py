@@ -142,6 +142,14 @@ def test_narrowed_views_read_only_the_batch_days_of_its_cluster(data_dir: Path) 
         assert con.sql("select count(*) from gpu_samples").fetchall() == [(20,)]
     with pytest.raises(GpuwasteError, match="date=2026-11-02"):
         connect(data_dir)
+    # A batch's connection names no day file until it knows its days; a damaged file among
+    # them is said in one sentence.
+    with connect(data_dir, dated=False) as con:
+        assert con.sql("select count(*) from gpu_samples").fetchall() == [(0,)]
+        narrow_dated_views(con, data_dir, "c2", first, last)
+        assert con.sql("select count(*), max(util) from gpu_samples").fetchall() == [(10, 50.0)]
+        with pytest.raises(GpuwasteError, match="date=2026-11-02"):
+            narrow_dated_views(con, data_dir, "c1", DAY.date(), last)
 
 
 def test_a_batch_with_narrowed_views_gives_the_same_tables(tmp_path: Path) -> None:
@@ -157,7 +165,7 @@ def test_a_batch_with_narrowed_views_gives_the_same_tables(tmp_path: Path) -> No
     as_of = spec.start + timedelta(days=spec.days)
     tables, days = [], []
     for narrow in (None, data):
-        with connect(data) as con:
+        with connect(data, dated=narrow is None) as con:  # narrowed: as compute_batch makes it
             configure_batch_connection(con, "500MB")
             result = run_batch(con, "c", ids, Thresholds(), as_of, data_dir=narrow)
             days.append(con.sql("select count(distinct date) from gpu_samples").fetchall()[0][0])

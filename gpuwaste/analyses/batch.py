@@ -170,7 +170,7 @@ def compute_batch(spec: BatchSpec, data_dir: Path) -> tuple[dict[str, pa.Table],
     thresholds = Thresholds.model_validate_json(spec.thresholds)
     as_of = datetime.fromisoformat(spec.as_of)
     outcome = BatchOutcome(index=spec.index)
-    with connect(data_dir) as con:
+    with connect(data_dir, dated=False) as con:  # run_batch names the days it reads
         configure_batch_connection(con, spec.memory_limit)
         set_variables(con, json.loads(spec.variables))
 

@@ -586,9 +586,10 @@ def run_batch(
     `plan/shared_spans.sql` file); without it the batch makes the list itself, from the whole
     cluster's allocations.
 
-    With `data_dir` (the warehouse of `con`, a connection of the batch's own), the views of the
-    samples on `con` are narrowed to the cluster's days the batch reads (`narrow_dated_views`),
-    so that the footers DuckDB reads and keeps do not grow with the warehouse's history.
+    With `data_dir` (the warehouse of `con`, a connection of the batch's own, made with
+    `connect(data_dir, dated=False)`), the views of the samples on `con` are defined over the
+    cluster's days the batch reads (`narrow_dated_views`), so that what DuckDB binds and keeps
+    of their files does not grow with the warehouse's history.
 
     The per-GPU pass runs over ranges of at most `batch_hosts` hosts and about `range_samples`
     samples (`HostRanges`; each reads only its hosts' row groups), then the jobs are rolled up

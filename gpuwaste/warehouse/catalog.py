@@ -139,41 +139,50 @@ def view_sql(
     )
 
 
-def create_views(con: duckdb.DuckDBPyConnection, wh: Warehouse, folder: str | None = None) -> None:
+def create_views(
+    con: duckdb.DuckDBPyConnection, wh: Warehouse, folder: str | None = None, dated: bool = True
+) -> None:
     """A view per table (DuckDB reads each table's files' schemas here: a damaged file is named
-    in one sentence)."""
+    in one sentence); with `dated` False, the dated tables' views name no file yet."""
     for t in all_tables().values():
-        try:
-            con.execute(f'CREATE OR REPLACE VIEW "{t.name}" AS {view_sql(wh, t, folder)}')
-        except duckdb.Error as exc:
-            damaged = damaged_file_error(exc)
-            if damaged is None:
-                raise
-            raise damaged from None
+        only: list[Path] | None = None if dated or t.layout != "dated" else []
+        _create_view(con, t, view_sql(wh, t, folder, only))
+
+
+def _create_view(con: duckdb.DuckDBPyConnection, t: Table, sql: str) -> None:
+    """The view of table `t` as `sql`; a damaged file it names is said in one sentence."""
+    try:
+        con.execute(f'CREATE OR REPLACE VIEW "{t.name}" AS {sql}')
+    except duckdb.Error as exc:
+        damaged = damaged_file_error(exc)
+        if damaged is None:
+            raise
+        raise damaged from None
 
 
 def narrow_dated_views(
     con: duckdb.DuckDBPyConnection, data_dir: Path, cluster: str, first: date, last: date
 ) -> None:
-    """Redefine the views of the dated tables (the samples) on `con` over the files of
+    """(Re)define the views of the dated tables (the samples) on `con` over the files of
     `cluster` from day `first` to day `last` only, for a connection that reads no other days
-    (an analyze batch's). A query binding a view reads the footer of every file it names
-    (`union_by_name`), and a batch's connection keeps the footers it read
+    (an analyze batch's, made with `connect(data_dir, dated=False)`). Binding a view reads the
+    footer of every file it names (`union_by_name`), the connection keeps what it bound while it
+    is open (0.3 MiB a day file of 512 GPUs), and a batch's connection keeps the footers it read
     (`parquet_metadata_cache`): over the whole warehouse, that grew with its history and its
     clusters (docs/scale.md)."""
     wh = Warehouse(data_dir)
     for t in all_tables().values():
         if t.layout == "dated":
-            only = wh.day_files(t.name, cluster, first, last)
-            con.execute(f'CREATE OR REPLACE VIEW "{t.name}" AS {view_sql(wh, t, only=only)}')
+            _create_view(con, t, view_sql(wh, t, only=wh.day_files(t.name, cluster, first, last)))
 
 
-def connect(data_dir: Path) -> duckdb.DuckDBPyConnection:
-    """An in-memory connection with a view per warehouse table (UTC session)."""
+def connect(data_dir: Path, dated: bool = True) -> duckdb.DuckDBPyConnection:
+    """An in-memory connection with a view per warehouse table (UTC session); with `dated`
+    False, the dated tables' views are empty until `narrow_dated_views` names their files."""
     wh = Warehouse(data_dir)
     con = duckdb.connect(":memory:")
     con.execute("SET TimeZone = 'UTC'")
-    create_views(con, wh)
+    create_views(con, wh, dated=dated)
     return con
 
 
