@@ -8,3 +8,8 @@ class GpuwasteError(Exception):
 class MachineError(GpuwasteError):
     """The machine, not the data, stops a batch (a temporary folder that cannot be written): the
     batch fails as a whole, instead of its jobs being tried apart."""
+
+
+class DamagedFileError(GpuwasteError):
+    """A warehouse file that cannot be read (`warehouse.damaged`): a batch that meets one fails
+    as a whole, instead of its jobs being tried apart (every job of those days would fail)."""

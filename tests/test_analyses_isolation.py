@@ -150,11 +150,11 @@ def test_a_job_whose_analysis_raises_is_left_out_alone(
     real = batch_module.run_batch
 
     def failing(
-        con: duckdb.DuckDBPyConnection, cluster: str, ids: list[str], *args: Any
+        con: duckdb.DuckDBPyConnection, cluster: str, ids: list[str], *args: Any, **kwargs: Any
     ) -> BatchResult:
         if bad in ids:
             raise ValueError(f"cannot analyze {bad}\nsecond line")
-        return real(con, cluster, ids, *args)
+        return real(con, cluster, ids, *args, **kwargs)
 
     write_two_jobs(data_dir, "c")
     write_two_jobs(data_dir, "d")

@@ -16,7 +16,7 @@ import pytest
 from gpuwaste.analyses.batch import configure_batch_connection, stable
 from gpuwaste.analyses.per_job import run_batch
 from gpuwaste.config import Thresholds
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import DamagedFileError, GpuwasteError
 from gpuwaste.generate import GeneratorSpec
 from gpuwaste.warehouse import Warehouse, connect
 from gpuwaste.warehouse.catalog import cursor, narrow_dated_views
@@ -89,11 +89,14 @@ def test_a_cursor_keeps_the_session_settings_a_cursor_of_duckdb_would_not(data_d
             assert copied.sql("select count(*) from gpu_samples").fetchall()[0][0] >= 0  # views
 
 
-def test_a_partition_replaced_during_a_batch_is_read_anew(data_dir: Path) -> None:
+@pytest.mark.parametrize("narrowed", [False, True], ids=["whole warehouse", "narrowed"])
+def test_a_partition_replaced_during_a_batch_is_read_anew(data_dir: Path, narrowed: bool) -> None:
     wh = Warehouse(data_dir)
     _write(wh, 50.0, 4000, age_s=120)
-    with connect(data_dir) as con:
+    with connect(data_dir, dated=not narrowed) as con:
         configure_batch_connection(con, "500MB")
+        if narrowed:  # as a batch's connection is: the day's file named as it is now
+            narrow_dated_views(con, data_dir, "c1", DAY.date(), DAY.date())
         assert _read(con) == (4000, 50.0)
         assert _read(con) == (4000, 50.0)  # served with the cached footer
         # Replaced just now (an ingest during the run): a new modification time.
@@ -148,8 +151,14 @@ def test_narrowed_views_read_only_the_batch_days_of_its_cluster(data_dir: Path) 
         assert con.sql("select count(*) from gpu_samples").fetchall() == [(0,)]
         narrow_dated_views(con, data_dir, "c2", first, last)
         assert con.sql("select count(*), max(util) from gpu_samples").fetchall() == [(10, 50.0)]
-        with pytest.raises(GpuwasteError, match="date=2026-11-02"):
+        with pytest.raises(DamagedFileError, match="date=2026-11-02"):
             narrow_dated_views(con, data_dir, "c1", DAY.date(), last)
+        # the views name no file until narrowed: run_batch without the warehouse's folder says so
+        with (
+            connect(data_dir, dated=False) as unbound,
+            pytest.raises(GpuwasteError, match="no file"),
+        ):
+            run_batch(unbound, "c1", ["j1"], Thresholds(), DAY + timedelta(days=3))
 
 
 def test_a_batch_with_narrowed_views_gives_the_same_tables(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from gpuwaste.analyses.per_job import BatchResult
 from gpuwaste.analyses.range_parts import RangeParts
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import Settings
-from gpuwaste.errors import GpuwasteError, MachineError
+from gpuwaste.errors import DamagedFileError, GpuwasteError, MachineError
 from tests.support.generated_warehouse import six_hosts, write_generated
 from tests.support.per_job_tables import per_job_tables
 
@@ -162,16 +162,22 @@ def test_no_usable_temporary_folder_is_said_too(
         RangeParts(limit=0).add(_range(0))
 
 
-def test_a_machine_error_is_not_tried_job_by_job() -> None:
-    """run_isolating runs the batch once and raises; no job is counted as failed."""
+@pytest.mark.parametrize(
+    "error",
+    [MachineError("the disk is full."), DamagedFileError("a day file is damaged.")],
+    ids=["machine", "damaged file"],
+)
+def test_a_machine_error_is_not_tried_job_by_job(error: GpuwasteError) -> None:
+    """run_isolating runs the batch once and raises; no job is counted as failed (a damaged
+    day file would fail every job of its days just the same)."""
     calls: list[list[str]] = []
 
     def run(ids: list[str]) -> BatchResult:
         calls.append(ids)
-        raise MachineError("the disk is full.")
+        raise error
 
     failed: dict[str, str] = {}
-    with pytest.raises(MachineError):
+    with pytest.raises(type(error)):
         run_isolating(run, ["a", "b", "c", "d"], failed, [])
     assert calls == [["a", "b", "c", "d"]] and failed == {}
 

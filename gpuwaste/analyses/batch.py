@@ -33,7 +33,7 @@ from gpuwaste.analyses.per_job import BatchResult, run_batch
 from gpuwaste.analyses.registry import PER_JOB_TABLES
 from gpuwaste.analyses.sqlfiles import set_variables
 from gpuwaste.config import Thresholds
-from gpuwaste.errors import GpuwasteError, MachineError
+from gpuwaste.errors import DamagedFileError, GpuwasteError, MachineError
 from gpuwaste.warehouse.catalog import connect
 from gpuwaste.warehouse.store import atomic_write_parquet
 
@@ -132,11 +132,11 @@ def run_isolating(
 ) -> list[BatchResult]:
     """`run(ids)`; if it raises, the halves are run apart until the jobs that fail alone are
     found: they are left out (in `failed`, tracebacks in `errors`) and every other job is
-    analyzed. More than MAX_FAILED_JOBS failures: the last one is raised. A `MachineError` is
-    raised at once: the batch fails as a whole."""
+    analyzed. More than MAX_FAILED_JOBS failures: the last one is raised. A `MachineError` or a
+    `DamagedFileError` is raised at once: the batch fails as a whole."""
     try:
         return [run(ids)]
-    except MachineError:
+    except (MachineError, DamagedFileError):
         raise  # not the jobs: trying them apart would fail the same way
     except Exception as exc:
         if len(ids) == 1:
@@ -184,7 +184,7 @@ def compute_batch(spec: BatchSpec, data_dir: Path) -> tuple[dict[str, pa.Table],
                 spec.batch_hosts,
                 Path(spec.shared_spans) if spec.shared_spans else None,
                 spec.range_samples,
-                data_dir,
+                data_dir=data_dir,
             )
 
         result = BatchResult()

@@ -44,7 +44,8 @@ from gpuwaste.analyses.range_parts import RangeParts
 from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
-from gpuwaste.warehouse.catalog import cursor, narrow_dated_views
+from gpuwaste.errors import GpuwasteError
+from gpuwaste.warehouse.catalog import cursor, days_unbound, narrow_dated_views
 from gpuwaste.warehouse.schema import conform, table
 from gpuwaste.warehouse.store import sql_string
 
@@ -619,6 +620,11 @@ def run_batch(
         set_variables(con, {"date_lo": lo, "date_hi": hi})
         if data_dir is not None:
             narrow_dated_views(con, data_dir, cluster, lo, hi)
+        elif days_unbound(con):
+            raise GpuwasteError(
+                "run_batch was given a connection whose samples' views name no file "
+                "(connect(dated=False)) and no data_dir to name them from"
+            )
         result.unresolved_gpus = _resolve_unknown(rel)
         alloc_all = con.sql("select * from analyze_alloc").pl()
         ranges = HostRanges.of(alloc_all, batch_hosts, range_samples)

@@ -7,7 +7,7 @@ tables with data changes, and written with storage compatibility v1.5.0 so that 
 
 Readers inside gpuwaste never hold the catalog file open: `connect()` builds the same views in an
 in-memory connection (over absolute paths), so ingest and analyze can run while the dashboard
-reads.
+reads; an analyze batch's connection names only the day files it reads (`narrow_dated_views`).
 
 The catalog file's views find the parquet next to the file, wherever it was opened from and
 wherever the folder was moved: DuckDB resolves a relative path against the process's working
@@ -29,7 +29,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from gpuwaste.warehouse.damaged import damaged_file_error
+from gpuwaste.warehouse.damaged import read_retrying
 from gpuwaste.warehouse.schema import UTC_TS, Table, all_tables
 from gpuwaste.warehouse.store import Warehouse, sql_string
 
@@ -106,7 +106,8 @@ def view_sql(
     """`SELECT` that a view of table `t` is defined as (typed and empty when it has no files).
 
     `folder` is SQL for the data directory with a trailing slash (default: its absolute path);
-    the view reads the files under it, or only the files `only` (absolute paths) when given."""
+    the view reads the files under it, or, when `only` is given, those files only (named by
+    their absolute paths; `folder` is then not used)."""
     files = wh.files(t.name) if only is None else only
     present = stored_columns(t, files)
     cols = [
@@ -150,14 +151,9 @@ def create_views(
 
 
 def _create_view(con: duckdb.DuckDBPyConnection, t: Table, sql: str) -> None:
-    """The view of table `t` as `sql`; a damaged file it names is said in one sentence."""
-    try:
-        con.execute(f'CREATE OR REPLACE VIEW "{t.name}" AS {sql}')
-    except duckdb.Error as exc:
-        damaged = damaged_file_error(exc)
-        if damaged is None:
-            raise
-        raise damaged from None
+    """The view of table `t` as `sql` (tried again when a file was replaced under it); a damaged
+    file it names is said in one sentence (`DamagedFileError`)."""
+    read_retrying(lambda: con.execute(f'CREATE OR REPLACE VIEW "{t.name}" AS {sql}'))
 
 
 def narrow_dated_views(
@@ -165,7 +161,8 @@ def narrow_dated_views(
 ) -> None:
     """(Re)define the views of the dated tables (the samples) on `con` over the files of
     `cluster` from day `first` to day `last` only, for a connection that reads no other days
-    (an analyze batch's, made with `connect(data_dir, dated=False)`). Binding a view reads the
+    (an analyze batch's, made with `connect(data_dir, dated=False)`). The views name those files
+    as they are now: a file replaced later is read anew, one added or moved aside is not seen. Binding a view reads the
     footer of every file it names (`union_by_name`), the connection keeps what it bound while it
     is open (0.3 MiB a day file of 512 GPUs), and a batch's connection keeps the footers it read
     (`parquet_metadata_cache`): over the whole warehouse, that grew with its history and its
@@ -174,6 +171,7 @@ def narrow_dated_views(
     for t in all_tables().values():
         if t.layout == "dated":
             _create_view(con, t, view_sql(wh, t, only=wh.day_files(t.name, cluster, first, last)))
+    con.execute(f"SET VARIABLE {UNBOUND_DAYS} = false")
 
 
 def connect(data_dir: Path, dated: bool = True) -> duckdb.DuckDBPyConnection:
@@ -183,8 +181,17 @@ def connect(data_dir: Path, dated: bool = True) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
     con.execute("SET TimeZone = 'UTC'")
     create_views(con, wh, dated=dated)
+    con.execute(f"SET VARIABLE {UNBOUND_DAYS} = {str(not dated).lower()}")
     return con
 
+
+def days_unbound(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether `con` was made with `dated=False` and its samples' views name no file yet."""
+    return bool(con.execute(f"select getvariable('{UNBOUND_DAYS}')").fetchall()[0][0])
+
+
+# The connection variable that says its dated views name no file yet (`connect(dated=False)`).
+UNBOUND_DAYS = "gpuwaste_days_unbound"
 
 # Settings DuckDB keeps per connection (a cursor starts from their defaults), which the
 # warehouse's connections set: the UTC session of `connect`, and a batch's read settings.

@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import re
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import duckdb
 import polars as pl
 
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect
-from gpuwaste.warehouse.damaged import DAMAGED_MARKS, damaged_file_error
+from gpuwaste.warehouse.damaged import read_retrying
 
 
 class QueryRefused(GpuwasteError):
@@ -85,31 +84,6 @@ def read_only_connection(data_dir: Path) -> duckdb.DuckDBPyConnection:
     con.execute("SET autoload_known_extensions = false")
     con.execute("SET lock_configuration = true")
     return con
-
-
-T = TypeVar("T")
-_REPLACED_UNDERNEATH = ("Prefetch registered for bytes outside file", *DAMAGED_MARKS)
-
-
-def read_retrying(read: Callable[[], T], attempts: int = 5) -> T:
-    """Run `read` (bind and fetch a query) again when a parquet file was replaced under it.
-
-    DuckDB opens a parquet file more than once in one query (the footer when binding, the row
-    groups when scanning); a writer's atomic rename in between makes the file read as corrupt
-    (tests/reliability/test_concurrency.py). The next attempt reads the new file whole.
-    """
-    for attempt in range(attempts):
-        try:
-            return read()
-        except duckdb.Error as exc:
-            text = str(exc)
-            if attempt == attempts - 1 or not any(m in text for m in _REPLACED_UNDERNEATH):
-                damaged = damaged_file_error(exc)  # still unreadable: the file itself is damaged
-                if damaged is not None:
-                    raise damaged from None
-                raise
-            time.sleep(0.02 * (attempt + 1))
-    raise AssertionError("unreachable")
 
 
 # DuckDB column types a frame can be built from Python rows with, and the polars dtype Arrow
