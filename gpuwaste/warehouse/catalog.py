@@ -140,6 +140,10 @@ def view_sql(
     )
 
 
+# The connection variable that says its dated views name no file yet (`connect(dated=False)`).
+UNBOUND_DAYS = "gpuwaste_days_unbound"
+
+
 def create_views(
     con: duckdb.DuckDBPyConnection, wh: Warehouse, folder: str | None = None, dated: bool = True
 ) -> None:
@@ -161,12 +165,13 @@ def narrow_dated_views(
 ) -> None:
     """(Re)define the views of the dated tables (the samples) on `con` over the files of
     `cluster` from day `first` to day `last` only, for a connection that reads no other days
-    (an analyze batch's, made with `connect(data_dir, dated=False)`). The views name those files
-    as they are now: a file replaced later is read anew, one added or moved aside is not seen. Binding a view reads the
-    footer of every file it names (`union_by_name`), the connection keeps what it bound while it
-    is open (0.3 MiB a day file of 512 GPUs), and a batch's connection keeps the footers it read
-    (`parquet_metadata_cache`): over the whole warehouse, that grew with its history and its
-    clusters (docs/scale.md)."""
+    (an analyze batch's, made with `connect(data_dir, dated=False)`).
+
+    The views name those files as they are now: a file replaced later is read anew, one added
+    or moved aside is not seen. Binding a view reads the footer of every file it names
+    (`union_by_name`), the connection keeps what it bound while it is open (0.3 MiB a day file of
+    512 GPUs), and a batch's connection keeps the footers it read (`parquet_metadata_cache`):
+    over the whole warehouse, that grew with its history and its clusters (docs/scale.md)."""
     wh = Warehouse(data_dir)
     for t in all_tables().values():
         if t.layout == "dated":
@@ -189,9 +194,6 @@ def days_unbound(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether `con` was made with `dated=False` and its samples' views name no file yet."""
     return bool(con.execute(f"select getvariable('{UNBOUND_DAYS}')").fetchall()[0][0])
 
-
-# The connection variable that says its dated views name no file yet (`connect(dated=False)`).
-UNBOUND_DAYS = "gpuwaste_days_unbound"
 
 # Settings DuckDB keeps per connection (a cursor starts from their defaults), which the
 # warehouse's connections set: the UTC session of `connect`, and a batch's read settings.
