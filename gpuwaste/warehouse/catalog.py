@@ -186,12 +186,14 @@ def connect(data_dir: Path, dated: bool = True) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
     con.execute("SET TimeZone = 'UTC'")
     create_views(con, wh, dated=dated)
-    con.execute(f"SET VARIABLE {UNBOUND_DAYS} = {str(not dated).lower()}")
+    if not dated:
+        con.execute(f"SET VARIABLE {UNBOUND_DAYS} = true")
     return con
 
 
 def days_unbound(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether `con` was made with `dated=False` and its samples' views name no file yet."""
+    """Whether `con` was made with `dated=False` and its samples' views name no file yet (the
+    variable is unset, NULL, on every other connection)."""
     return bool(con.execute(f"select getvariable('{UNBOUND_DAYS}')").fetchall()[0][0])
 
 

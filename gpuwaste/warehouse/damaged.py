@@ -49,9 +49,6 @@ def damaged_file_error(exc: BaseException) -> DamagedFileError | None:
     )
 
 
-__all__ = ["DAMAGED_MARKS", "damaged_file_error"]
-
-
 T = TypeVar("T")
 _REPLACED_UNDERNEATH = ("Prefetch registered for bytes outside file", *DAMAGED_MARKS)
 
@@ -75,3 +72,6 @@ def read_retrying(read: Callable[[], T], attempts: int = 5) -> T:
                 raise
             time.sleep(0.02 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+__all__ = ["DAMAGED_MARKS", "damaged_file_error", "read_retrying"]

@@ -147,15 +147,18 @@ class Warehouse:
         pattern = "*/*/*.parquet" if t.layout == "dated" else "*/*.parquet"
         return sorted(p for p in base.glob(pattern) if TMP_MARK not in p.name)
 
+    def _stored_days(self, name: str, cluster: str) -> list[Path]:
+        """The day files of the dated table `name` for `cluster`, in day order."""
+        return sorted(self.cluster_dir(name, cluster).glob(f"date=*/{DATA_FILE}"))
+
     def day_files(self, name: str, cluster: str, first: date, last: date) -> list[Path]:
         """The stored files of the dated table `name` for `cluster`, from day `first` to day
         `last` (both included), in day order."""
         if table(name).layout != "dated":
             raise ValueError(f"{name} is not a dated table")
-        days = sorted(self.cluster_dir(name, cluster).glob(f"date=*/{DATA_FILE}"))
         return [
             p
-            for p in days
+            for p in self._stored_days(name, cluster)
             if first.isoformat() <= p.parent.name.removeprefix("date=") <= last.isoformat()
         ]
 
@@ -209,9 +212,7 @@ class Warehouse:
         written = 0
         # Only days with new rows or a stored file can change: a window of decades (one sample
         # from a wrong clock) must not read 20,000 absent files.
-        stored = {
-            p.parent.name for p in self.cluster_dir(name, cluster).glob(f"date=*/{DATA_FILE}")
-        }
+        stored = {p.parent.name for p in self._stored_days(name, cluster)}
         with_rows = set(rows["ts"].dt.date().unique().to_list())
         for day in _days(start, end):
             if day not in with_rows and f"date={day.isoformat()}" not in stored:
@@ -284,7 +285,7 @@ class Warehouse:
         for c in clusters:
             base = self.cluster_dir(name, c)
             if t.layout == "dated":
-                paths: Iterable[Path] = sorted(base.glob(f"date=*/{DATA_FILE}"))
+                paths: Iterable[Path] = self._stored_days(name, c)
             elif key is not None:
                 paths = [base / f"{key}.parquet"]
             else:
