@@ -33,7 +33,7 @@ sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 # gpuwaste first: it sets polars' allocator options, which polars reads when it is first
 # imported (bench/analyze.py imports polars)
-from gpuwaste.analyses.batch import BatchOutcome, BatchPlan, stage_batch  # noqa: E402, I001
+from gpuwaste.analyses.batch import BatchOutcome, BatchPlan, BatchSpec, stage_batch  # noqa: E402, I001
 
 from analyze import cluster_arguments, prepare  # noqa: E402  (bench/analyze.py)
 
@@ -68,6 +68,13 @@ def sampled_peak() -> Iterator[list[int]]:
         peak[0] = max(peak[0], rss())
 
 
+def measured_batch(spec: BatchSpec, data_dir: Path, staging: Path) -> tuple[BatchOutcome, float]:
+    """`stage_batch(spec, ...)` in this process, and the largest RSS while it ran, in GiB."""
+    with sampled_peak() as peak:
+        outcome = stage_batch(spec, data_dir, staging)
+    return outcome, peak[0] / GIB
+
+
 class PeakEngine:
     """The local engine (every batch in this process, one after the other), with each batch's
     peak RSS and number of jobs."""
@@ -79,9 +86,9 @@ class PeakEngine:
         outcomes = []
         for i in range(plan.count):
             spec = plan.spec(i)
-            with sampled_peak() as peak:
-                outcomes.append(stage_batch(spec, data_dir, staging))
-            self.batches.append((peak[0] / GIB, len(spec.job_ids)))
+            outcome, peak = measured_batch(spec, data_dir, staging)
+            outcomes.append(outcome)
+            self.batches.append((peak, len(spec.job_ids)))
         return outcomes
 
 

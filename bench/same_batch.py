@@ -6,15 +6,18 @@ batch's peak RSS depend on anything but its own jobs and samples?
 
 The large warehouse is bench/analyze.py's (`prepare`: generated once into WORK/warehouse, one
 cluster). The small one (WORK/same_batch/warehouse, made anew each time) holds the jobs and
-allocations of the chosen batches only, and of the samples only the days and hosts those jobs
-reach (each day file filtered and written as the warehouse writes it).
+allocations of the chosen batches only, of the samples only the days and hosts those jobs reach
+(each day file filtered and written as the warehouse writes it), and the large one's watermark,
+so that a running job ends at the same time in both.
 
 Each run is a fresh process that plans `gpuwaste analyze --rebuild` and runs the chosen batches
 one after the other, the first of them as the process's first batch (as in `gpuwaste analyze`),
-and stops before anything is committed; the two warehouses alternate, run by run. The script
-checks that each batch holds the same jobs and computes the same rows in both (a digest of every
-per-job result table), and prints each batch's peak RSS (sampled every 10 ms, as
-bench/batch_peaks.py) in both, their medians and the ratio large / small.
+and stops before anything is committed; the two warehouses alternate, each first every other
+round. Each batch must hold the same jobs in both and compute the same rows (a digest of every
+per-job result table, over every run): an allocation that shares its GPU with a job left out of
+the small warehouse would not, and the script then fails. It prints each batch's peak RSS
+(sampled every 10 ms, as bench/batch_peaks.py) in both, their medians, the ratio large / small,
+and the RSS when the batch started.
 """
 
 from __future__ import annotations
@@ -27,57 +30,76 @@ import shutil
 import statistics
 import subprocess
 import sys
-from datetime import date
+from datetime import datetime
 from pathlib import Path
+from typing import Any, NoReturn, TypedDict
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 # gpuwaste first: it sets polars' allocator options, which polars reads when it is first
 # imported (bench/analyze.py imports polars)
-from gpuwaste.analyses.batch import BatchOutcome, BatchPlan, stage_batch, staged_file  # noqa: E402, I001
+from gpuwaste.analyses.batch import BatchPlan, staged_file  # noqa: E402, I001
+from gpuwaste.analyses.registry import PER_JOB_TABLES  # noqa: E402
 
 import polars as pl  # noqa: E402
 from analyze import cluster_arguments, prepare  # noqa: E402  (bench/analyze.py)
-from batch_peaks import GIB, sampled_peak  # noqa: E402  (bench/batch_peaks.py)
+from batch_peaks import GIB, measured_batch, rss  # noqa: E402  (bench/batch_peaks.py)
 
 CLUSTER = "bench"
 
 
 class Stop(Exception):
-    """Raised by the engine once its batches are run: the analyze stops before its commit."""
+    """Raised by an engine once it is done: the analyze stops before its commit."""
+
+
+class BatchRun(TypedDict):
+    """One batch run in a fresh process: its index, the RSS when it started and its peak (GiB),
+    the watermark it analyzed up to, and the digest of its rows."""
+
+    batch: int
+    start: float
+    peak: float
+    as_of: str
+    digest: str
+
+
+class PlanExport:
+    """An engine that runs no batch: it copies the plan's (batch, job_id) rows to `dest`, and
+    keeps the run's watermark in `as_of`."""
+
+    def __init__(self, dest: Path) -> None:
+        self.dest = dest
+        self.as_of = ""
+
+    def run(self, plan: BatchPlan, data_dir: Path, staging: Path) -> NoReturn:
+        pl.read_parquet(plan.file).write_parquet(self.dest)
+        self.as_of = plan.template.as_of
+        raise Stop
 
 
 class ChosenBatches:
-    """An engine that runs only the batches `indices` (each batch's peak RSS, jobs and the digest
-    of its rows in `runs`), or with `export` writes the plan's (batch, job_id) rows there and runs
-    none; either way it then stops the analyze."""
+    """An engine that runs only the batches `indices`, one after the other, into `runs`."""
 
-    def __init__(self, indices: list[int], export: Path | None = None) -> None:
+    def __init__(self, indices: list[int]) -> None:
         self.indices = indices
-        self.export = export
-        self.runs: list[dict[str, object]] = []
+        self.runs: list[BatchRun] = []
 
-    def run(self, plan: BatchPlan, data_dir: Path, staging: Path) -> list[BatchOutcome]:
-        if self.export is not None:
-            pl.read_parquet(plan.file).write_parquet(self.export)
-            raise Stop
+    def run(self, plan: BatchPlan, data_dir: Path, staging: Path) -> NoReturn:
         for i in self.indices:
             spec = plan.spec(i)
-            with sampled_peak() as peak:
-                outcome = stage_batch(spec, data_dir, staging)
-            if outcome.error:
-                raise SystemExit(f"batch {i} failed: {outcome.error}")
-            self.runs.append({"batch": i, "jobs": len(spec.job_ids), "peak": peak[0] / GIB})
+            start = rss() / GIB
+            outcome, peak = measured_batch(spec, data_dir, staging)
+            if outcome.error or outcome.failed_jobs:
+                raise SystemExit(f"batch {i} failed: {outcome.error or outcome.failed_jobs}")
+            self.runs.append(BatchRun(batch=i, start=start, peak=peak, as_of=spec.as_of, digest=""))
         for run in self.runs:  # after every batch, so that no digest weighs on a batch's peak
-            run["digest"] = digest(staging, int(str(run["batch"])))
+            run["digest"] = digest(staging, run["batch"])
         raise Stop
 
 
 def digest(staging: Path, index: int) -> str:
     """A digest of every per-job result table the batch `index` staged, whatever its row order."""
-    from gpuwaste.analyses.registry import PER_JOB_TABLES
-
     h = hashlib.sha256()
     for name in PER_JOB_TABLES:
         path = staged_file(staging, name, index)
@@ -89,48 +111,47 @@ def digest(staging: Path, index: int) -> str:
 
 
 def child(data: Path, indices: list[int], export: Path | None) -> None:
-    """Plan an analyze of `data` in this process and run `ChosenBatches` in it; prints their
-    figures as JSON."""
+    """Plan an analyze of `data` in this process and run one of the engines above in it; prints
+    what it learned as JSON."""
     from gpuwaste.analyses.run import analyze_cluster
     from gpuwaste.config import Settings
+    from gpuwaste.warehouse.lock import writer_lock
 
-    engine = ChosenBatches(indices, export)
-    with contextlib.suppress(Stop):  # the engine stops the analyze before its commit
+    engine = PlanExport(export) if export is not None else ChosenBatches(indices)
+    with writer_lock(data, "analyze"), contextlib.suppress(Stop):  # stopped before the commit
         analyze_cluster(Settings(data_dir=data), CLUSTER, rebuild=True, engine=engine)
-    print(json.dumps(engine.runs))
+    out = {"as_of": engine.as_of} if isinstance(engine, PlanExport) else engine.runs
+    print(json.dumps(out))
 
 
-def run_child(data: Path, indices: list[int], export: Path | None = None) -> list[dict]:
-    args = [
-        sys.executable,
-        __file__,
-        "--child",
-        str(data),
-        "--batches",
-        ",".join(map(str, indices)),
-    ]
+def run_child(data: Path, indices: list[int], export: Path | None = None) -> Any:
+    args = [sys.executable, __file__, "--child", str(data)]
+    args += ["--batches", ",".join(map(str, indices))]
     if export is not None:
         args += ["--export", str(export)]
     proc = subprocess.run(args, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"a run over {data} failed:\n{proc.stderr[-3000:]}")
-    runs: list[dict] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return runs
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def batch_jobs(data: Path, export: Path) -> dict[int, frozenset[str]]:
-    """The job ids of every batch of a rebuild of `data`, by batch."""
-    run_child(data, [], export)
+def batch_jobs(data: Path, export: Path) -> tuple[dict[int, frozenset[str]], str]:
+    """The job ids of every batch of a rebuild of `data`, by batch, and its watermark."""
+    as_of = str(run_child(data, [], export)["as_of"])
     plan = pl.read_parquet(export)
-    return {
+    jobs = {
         int(b): frozenset(g["job_id"].to_list())
         for (b,), g in plan.group_by("batch", maintain_order=True)
     }
+    return jobs, as_of
 
 
-def make_small(large: Path, small: Path, jobs: frozenset[str]) -> tuple[int, int]:
+def make_small(large: Path, small: Path, jobs: frozenset[str], as_of: str) -> tuple[int, int]:
     """A warehouse at `small` with only `jobs` of the warehouse `large`, and of its samples only
-    the days and hosts their allocations reach; returns (days, hosts)."""
+    the days and hosts their allocations reach (as `sql/staging/allocations.sql` spans them),
+    analyzed up to the same watermark `as_of`; returns (days, hosts)."""
+    from gpuwaste.analyses.state import SAMPLE_TABLES
+    from gpuwaste.warehouse.bookkeeping import set_watermark
     from gpuwaste.warehouse.store import DATA_FILE, Warehouse, atomic_write_parquet
 
     shutil.rmtree(small, ignore_errors=True)
@@ -139,19 +160,31 @@ def make_small(large: Path, small: Path, jobs: frozenset[str]) -> tuple[int, int
     rows = {name: big.read(name, CLUSTER).filter(keep) for name in ("jobs", "job_gpus")}
     for name, frame in rows.items():
         wh.upsert(name, CLUSTER, "gen", frame.drop("cluster"))
-    allocs, records = rows["job_gpus"], rows["jobs"]
-    hosts = allocs["host"].unique()
-    starts = pl.concat([allocs["start_ts"], records["start_ts"]]).drop_nulls()
-    ends = pl.concat([allocs["end_ts"], records["end_ts"]])
-    first: date = starts.min().date()  # type: ignore[union-attr]
-    last = date.max if ends.null_count() else ends.max().date()  # type: ignore[union-attr]
-    files = big.day_files("gpu_samples", CLUSTER, first, last)
-    for day in files:
-        samples = pl.read_parquet(day).filter(pl.col("host").is_in(hosts.implode()))
-        dest = wh.cluster_dir("gpu_samples", CLUSTER) / day.parent.name / DATA_FILE
-        atomic_write_parquet(samples, dest)
-    days = len(files)
-    return days, hosts.len()
+    until = datetime.fromisoformat(as_of)
+    set_watermark(wh, CLUSTER, "same_batch", until)  # the large warehouse's, not its own
+    records = rows["jobs"].select("job_id", job_start="start_ts", job_end="end_ts")
+    spans = (
+        rows["job_gpus"]
+        .join(records, on="job_id", how="left")
+        .select(
+            "host",
+            start=pl.coalesce("start_ts", "job_start"),
+            end=pl.coalesce("end_ts", "job_end", pl.lit(until)),
+        )
+    )
+    spans = spans.drop_nulls("start")
+    if spans.height == 0:
+        return 0, 0
+    hosts = spans["host"].unique().implode()
+    first, last = spans["start"].min().date(), spans["end"].max().date()  # type: ignore[union-attr]
+    days = set()
+    for name in SAMPLE_TABLES:
+        for day in big.day_files(name, CLUSTER, first, last):
+            samples = pl.scan_parquet(day).filter(pl.col("host").is_in(hosts)).collect()
+            dest = wh.cluster_dir(name, CLUSTER) / day.parent.name / DATA_FILE
+            atomic_write_parquet(samples, dest)
+            days.add(day.parent.name)
+    return len(days), spans["host"].n_unique()
 
 
 def main() -> None:
@@ -165,15 +198,21 @@ def main() -> None:
     if args.child:
         child(args.child, indices, args.export)
         return
+    if not indices or len(set(indices)) < len(indices) or args.runs < 1:
+        ap.error("--batches takes distinct batch numbers (e.g. 0,1), --runs at least 1")
     samples = prepare(args.work, args.gpus, args.days, args.seed)
     large = args.work / "warehouse"
     folder = args.work / "same_batch"
-    folder.mkdir(parents=True, exist_ok=True)
-    in_large = batch_jobs(large, folder / "plan-large.parquet")
-    chosen = frozenset().union(*(in_large[i] for i in indices))
-    days, hosts = make_small(large, folder / "warehouse", chosen)
     small = folder / "warehouse"
-    in_small = batch_jobs(small, folder / "plan-small.parquet")
+    folder.mkdir(parents=True, exist_ok=True)
+    in_large, as_of = batch_jobs(large, folder / "plan-large.parquet")
+    if not set(indices) <= set(in_large):
+        ap.error(f"the large warehouse has batches 0 to {len(in_large) - 1}")
+    chosen = frozenset().union(*(in_large[i] for i in indices))
+    days, hosts = make_small(large, small, chosen, as_of)
+    in_small, small_as_of = batch_jobs(small, folder / "plan-small.parquet")
+    if small_as_of != as_of:
+        raise SystemExit(f"the small warehouse is analyzed up to {small_as_of}, not {as_of}")
     pairs = {}  # large's batch -> small's batch with the same jobs
     for i in indices:
         same = [j for j, ids in in_small.items() if ids == in_large[i]]
@@ -186,32 +225,34 @@ def main() -> None:
         f"{len(chosen):,} jobs in {len(in_small)} batches, samples of {days} days x {hosts} "
         "hosts\n"
     )
-    peaks: dict[tuple[str, int], list[float]] = {}
-    digests: dict[tuple[str, int], set[str]] = {}
-    for _ in range(args.runs):
-        for side, data, batches in (
-            ("large", large, indices),
-            ("small", small, [pairs[i] for i in indices]),
-        ):
+    runs: dict[tuple[str, int], list[BatchRun]] = {}
+    sides = [("large", large, indices), ("small", small, [pairs[i] for i in indices])]
+    for n in range(args.runs):
+        for side, data, batches in sides if n % 2 == 0 else sides[::-1]:
             for r in run_child(data, batches):
-                peaks.setdefault((side, r["batch"]), []).append(r["peak"])
-                digests.setdefault((side, r["batch"]), set()).add(r["digest"])
+                runs.setdefault((side, r["batch"]), []).append(r)
     print(
         "| batch (large; small) | jobs | same rows | large: median peak GiB (each run) "
-        "| small: median peak GiB (each run) | large / small |"
+        "| small: median peak GiB (each run) | large / small | RSS at its start GiB, median "
+        "(large; small) |"
     )
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    differ = []
     for i in indices:
-        a, b = peaks[("large", i)], peaks[("small", pairs[i])]
-        same_rows = len(digests[("large", i)] | digests[("small", pairs[i])]) == 1
-        each_a = " ".join(f"{p:.2f}" for p in a)
-        each_b = " ".join(f"{p:.2f}" for p in b)
-        ma, mb = statistics.median(a), statistics.median(b)
+        a, b = runs[("large", i)], runs[("small", pairs[i])]
+        if len({r["digest"] for r in a + b}) != 1:
+            differ.append(i)
+        ma, mb = (statistics.median(r["peak"] for r in x) for x in (a, b))
+        sa, sb = (statistics.median(r["start"] for r in x) for x in (a, b))
+        each_a = " ".join(f"{r['peak']:.2f}" for r in a)
+        each_b = " ".join(f"{r['peak']:.2f}" for r in b)
         print(
-            f"| {i}; {pairs[i]} | {len(in_large[i]):,} | {'yes' if same_rows else 'NO'} "
-            f"| {ma:.3f} ({each_a}) | {mb:.3f} ({each_b}) | {ma / mb:.3f} |"
+            f"| {i}; {pairs[i]} | {len(in_large[i]):,} | {'NO' if i in differ else 'yes'} "
+            f"| {ma:.3f} ({each_a}) | {mb:.3f} ({each_b}) | {ma / mb:.3f} | {sa:.2f}; {sb:.2f} |"
         )
     print()
+    if differ:
+        raise SystemExit(f"batches {differ} did not compute the same rows in both warehouses")
 
 
 if __name__ == "__main__":
