@@ -58,7 +58,7 @@ class BatchRun(TypedDict):
     the watermark it analyzed up to, and the digest of its rows."""
 
     batch: int
-    start: float
+    start_rss: float
     peak: float
     as_of: str
     digest: str
@@ -73,7 +73,7 @@ class PlanExport:
         self.as_of = ""
 
     def run(self, plan: BatchPlan, data_dir: Path, staging: Path) -> NoReturn:
-        pl.read_parquet(plan.file).write_parquet(self.dest)
+        pl.read_parquet(plan.file).select("batch", "job_id").write_parquet(self.dest)
         self.as_of = plan.template.as_of
         raise Stop
 
@@ -88,11 +88,13 @@ class ChosenBatches:
     def run(self, plan: BatchPlan, data_dir: Path, staging: Path) -> NoReturn:
         for i in self.indices:
             spec = plan.spec(i)
-            start = rss() / GIB
+            start_rss = rss() / GIB
             outcome, peak = measured_batch(spec, data_dir, staging)
             if outcome.error or outcome.failed_jobs:
                 raise SystemExit(f"batch {i} failed: {outcome.error or outcome.failed_jobs}")
-            self.runs.append(BatchRun(batch=i, start=start, peak=peak, as_of=spec.as_of, digest=""))
+            self.runs.append(
+                BatchRun(batch=i, start_rss=start_rss, peak=peak, as_of=spec.as_of, digest="")
+            )
         for run in self.runs:  # after every batch, so that no digest weighs on a batch's peak
             run["digest"] = digest(staging, run["batch"])
         raise Stop
@@ -150,6 +152,7 @@ def make_small(large: Path, small: Path, jobs: frozenset[str], as_of: str) -> tu
     """A warehouse at `small` with only `jobs` of the warehouse `large`, and of its samples only
     the days and hosts their allocations reach (as `sql/staging/allocations.sql` spans them),
     analyzed up to the same watermark `as_of`; returns (days, hosts)."""
+    from gpuwaste.analyses.per_job import date_span
     from gpuwaste.analyses.state import SAMPLE_TABLES
     from gpuwaste.warehouse.bookkeeping import set_watermark
     from gpuwaste.warehouse.store import DATA_FILE, Warehouse, atomic_write_parquet
@@ -168,18 +171,18 @@ def make_small(large: Path, small: Path, jobs: frozenset[str], as_of: str) -> tu
         .join(records, on="job_id", how="left")
         .select(
             "host",
-            start=pl.coalesce("start_ts", "job_start"),
-            end=pl.coalesce("end_ts", "job_end", pl.lit(until)),
+            start_ts=pl.coalesce("start_ts", "job_start"),
+            end_ts=pl.coalesce("end_ts", "job_end", pl.lit(until)),
         )
+        .filter(pl.col("end_ts") > pl.col("start_ts"))  # held, as allocations.sql keeps them
     )
-    spans = spans.drop_nulls("start")
-    if spans.height == 0:
+    span = date_span(spans)
+    if span is None:
         return 0, 0
     hosts = spans["host"].unique().implode()
-    first, last = spans["start"].min().date(), spans["end"].max().date()  # type: ignore[union-attr]
-    days = set()
+    days: set[str] = set()
     for name in SAMPLE_TABLES:
-        for day in big.day_files(name, CLUSTER, first, last):
+        for day in big.day_files(name, CLUSTER, *span):
             samples = pl.scan_parquet(day).filter(pl.col("host").is_in(hosts)).collect()
             dest = wh.cluster_dir(name, CLUSTER) / day.parent.name / DATA_FILE
             atomic_write_parquet(samples, dest)
@@ -194,7 +197,10 @@ def main() -> None:
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--export", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    indices = [int(b) for b in args.batches.split(",") if b]
+    try:
+        indices = [int(b) for b in args.batches.split(",") if b]
+    except ValueError:
+        ap.error(f"--batches takes batch numbers separated by commas, not {args.batches!r}")
     if args.child:
         child(args.child, indices, args.export)
         return
@@ -213,7 +219,7 @@ def main() -> None:
     in_small, small_as_of = batch_jobs(small, folder / "plan-small.parquet")
     if small_as_of != as_of:
         raise SystemExit(f"the small warehouse is analyzed up to {small_as_of}, not {as_of}")
-    pairs = {}  # large's batch -> small's batch with the same jobs
+    pairs: dict[int, int] = {}  # large's batch -> small's batch with the same jobs
     for i in indices:
         same = [j for j, ids in in_small.items() if ids == in_large[i]]
         if not same:
@@ -230,6 +236,8 @@ def main() -> None:
     for n in range(args.runs):
         for side, data, batches in sides if n % 2 == 0 else sides[::-1]:
             for r in run_child(data, batches):
+                if r["as_of"] != as_of:
+                    raise SystemExit(f"a {side} run analyzed up to {r['as_of']}, not {as_of}")
                 runs.setdefault((side, r["batch"]), []).append(r)
     print(
         "| batch (large; small) | jobs | same rows | large: median peak GiB (each run) "
@@ -237,13 +245,13 @@ def main() -> None:
         "(large; small) |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- |")
-    differ = []
+    differ: list[int] = []
     for i in indices:
         a, b = runs[("large", i)], runs[("small", pairs[i])]
         if len({r["digest"] for r in a + b}) != 1:
             differ.append(i)
         ma, mb = (statistics.median(r["peak"] for r in x) for x in (a, b))
-        sa, sb = (statistics.median(r["start"] for r in x) for x in (a, b))
+        sa, sb = (statistics.median(r["start_rss"] for r in x) for x in (a, b))
         each_a = " ".join(f"{r['peak']:.2f}" for r in a)
         each_b = " ".join(f"{r['peak']:.2f}" for r in b)
         print(
