@@ -75,7 +75,8 @@ def sql(
     import duckdb
     import polars as pl
 
-    from gpuwaste.warehouse.readonly import read_retrying, run_query
+    from gpuwaste.warehouse.damaged import read_retrying
+    from gpuwaste.warehouse.readonly import run_query
 
     s = settings(config, data_dir)
     if not s.data_dir.is_dir():

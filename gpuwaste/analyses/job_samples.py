@@ -25,7 +25,7 @@ from datetime import datetime
 import duckdb
 import polars as pl
 
-from gpuwaste.warehouse.readonly import read_retrying
+from gpuwaste.warehouse.damaged import read_retrying
 from gpuwaste.warehouse.store import sorted_by
 
 GPU_KEY_SPAN = 1 << 16  # gpu key = (position of the host in the batch's host list) * span + gpu

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import duckdb
 import polars as pl
 
-from gpuwaste.warehouse.readonly import QueryRefused, check_read_only, read_retrying
+from gpuwaste.warehouse.damaged import read_retrying
+from gpuwaste.warehouse.readonly import QueryRefused, check_read_only
 from gpuwaste.warehouse.schema import Table, all_tables
 
 MAX_ROWS = 10_000

@@ -23,7 +23,8 @@ from gpuwaste.config import ClusterConfig, PrometheusSource, Settings
 from gpuwaste.dashboard import queries
 from gpuwaste.ingest.prometheus.source import ingest_prometheus, window_length
 from gpuwaste.warehouse.catalog import refresh_catalog
-from gpuwaste.warehouse.readonly import read_only_connection, read_retrying, run_query
+from gpuwaste.warehouse.damaged import read_retrying
+from gpuwaste.warehouse.readonly import read_only_connection, run_query
 from gpuwaste.warehouse.store import Warehouse
 from tests.reliability.fault_proxy import FaultProxy, fault_proxy
 from tests.reliability.faults import MAX_POINTS, bounds, ingest_args, write_config

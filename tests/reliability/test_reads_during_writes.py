@@ -4,7 +4,7 @@ partition.
 Found here: DuckDB opens a parquet file more than once in a query (footer at bind, row groups at
 scan), so an atomic rename between the two made `gpuwaste sql` and the dashboard fail with
 "TProtocolException: Invalid data" or "Prefetch registered for bytes outside file" (about 1 in
-150 queries under a writer that never stops). Fixed by `readonly.read_retrying` in the read
+150 queries under a writer that never stops). Fixed by `damaged.read_retrying` in the read
 paths (`gpuwaste sql`, dashboard queries and SQL page).
 """
 
@@ -20,7 +20,8 @@ import polars as pl
 
 from gpuwaste.dashboard import queries, sqlbox
 from gpuwaste.warehouse import Warehouse, refresh_catalog
-from gpuwaste.warehouse.readonly import read_only_connection, read_retrying, run_query
+from gpuwaste.warehouse.damaged import read_retrying
+from gpuwaste.warehouse.readonly import read_only_connection, run_query
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 SIZES = (500, 4000, 1500, 9000)
