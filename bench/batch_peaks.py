@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
@@ -92,6 +93,15 @@ class PeakEngine:
         return outcomes
 
 
+def child_json(args: list[str]) -> Any:
+    """Run `python ARGS` (a fresh process) and return the JSON its last line of output holds; a
+    failed run stops the benchmark with the end of its stderr."""
+    proc = subprocess.run([sys.executable, *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def child(data: Path) -> None:
     """One analyze in this process; prints its batches' peaks and its own as JSON."""
     from gpuwaste.analyses.run import analyze
@@ -122,12 +132,7 @@ def main() -> None:
     )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for n in range(1, args.runs + 1):
-        proc = subprocess.run(
-            [sys.executable, __file__, "--child", str(data)], capture_output=True, text=True
-        )
-        if proc.returncode != 0:
-            raise SystemExit(f"run {n} failed:\n{proc.stderr[-3000:]}")
-        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        r = child_json([__file__, "--child", str(data)])
         batches = [(float(p), int(j)) for p, j in r["batches"]]
         if not batches:
             print(f"| {n} | {r['wall']:.1f} | 0 | - | {r['peak']:.3f} | - | - |")

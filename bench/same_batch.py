@@ -28,7 +28,6 @@ import hashlib
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -44,7 +43,7 @@ from gpuwaste.analyses.registry import PER_JOB_TABLES  # noqa: E402
 
 import polars as pl  # noqa: E402
 from analyze import cluster_arguments, prepare  # noqa: E402  (bench/analyze.py)
-from batch_peaks import GIB, measured_batch, rss  # noqa: E402  (bench/batch_peaks.py)
+from batch_peaks import GIB, child_json, measured_batch, rss  # noqa: E402  (bench/batch_peaks.py)
 
 CLUSTER = "bench"
 
@@ -127,14 +126,9 @@ def child(data: Path, indices: list[int], export: Path | None) -> None:
 
 
 def run_child(data: Path, indices: list[int], export: Path | None = None) -> Any:
-    args = [sys.executable, __file__, "--child", str(data)]
-    args += ["--batches", ",".join(map(str, indices))]
-    if export is not None:
-        args += ["--export", str(export)]
-    proc = subprocess.run(args, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"a run over {data} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    """`child` in a fresh process: what it printed."""
+    args = [__file__, "--child", str(data), "--batches", ",".join(map(str, indices))]
+    return child_json(args + (["--export", str(export)] if export is not None else []))
 
 
 def batch_jobs(data: Path, export: Path) -> tuple[dict[int, frozenset[str]], str]:
