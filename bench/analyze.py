@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -113,8 +114,7 @@ def prepare(work: Path, gpus: int, days: float, seed: int) -> int:
         simulate,
         write_samples_parquet,
     )
-    from gpuwaste.warehouse.schema import GPU_SAMPLES, conform
-    from gpuwaste.warehouse.store import DATA_FILE, Warehouse, atomic_write_parquet
+    from gpuwaste.warehouse.store import Warehouse
 
     spec = GeneratorSpec(seed=seed, gpus=gpus, days=days, cluster="bench")
     data = work / "warehouse"
@@ -122,12 +122,13 @@ def prepare(work: Path, gpus: int, days: float, seed: int) -> int:
     if not samples_dir.exists():
         raw = work / "raw"
         write_samples_parquet(spec, raw)
+        wh = Warehouse(data)
         for day in sorted(raw.glob("date=*")):  # into the warehouse contract, a day at a time
-            df = conform(pl.read_parquet(day / "part-0.parquet"), GPU_SAMPLES, stored=True)
-            atomic_write_parquet(df, samples_dir / day.name / DATA_FILE)
+            df = pl.read_parquet(day / "part-0.parquet")
+            first = datetime.fromisoformat(day.name.removeprefix("date=")).replace(tzinfo=UTC)
+            wh.replace_window("gpu_samples", "bench", first, first + timedelta(days=1), df)
             (day / "part-0.parquet").unlink()
         cluster = simulate(spec)
-        wh = Warehouse(data)
         wh.upsert("jobs", "bench", "gen", jobs_frame(cluster))
         wh.upsert("job_gpus", "bench", "gen", job_gpus_frame(cluster))
     import duckdb

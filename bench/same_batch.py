@@ -29,7 +29,7 @@ import json
 import shutil
 import statistics
 import sys
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NoReturn, TypedDict
 
@@ -149,7 +149,7 @@ def make_small(large: Path, small: Path, jobs: frozenset[str], as_of: str) -> tu
     from gpuwaste.analyses.per_job import date_span
     from gpuwaste.analyses.state import SAMPLE_TABLES
     from gpuwaste.warehouse.bookkeeping import set_watermark
-    from gpuwaste.warehouse.store import DATA_FILE, Warehouse, atomic_write_parquet
+    from gpuwaste.warehouse.store import Warehouse, atomic_write_parquet
 
     shutil.rmtree(small, ignore_errors=True)
     big, wh = Warehouse(large), Warehouse(small)
@@ -176,18 +176,57 @@ def make_small(large: Path, small: Path, jobs: frozenset[str], as_of: str) -> tu
     hosts = spans["host"].unique().implode()
     days: set[str] = set()
     for name in SAMPLE_TABLES:
-        for day in big.day_files(name, CLUSTER, *span):
+        for day in big.day_files(name, CLUSTER, *span):  # each block of hosts of each day
             samples = pl.scan_parquet(day).filter(pl.col("host").is_in(hosts)).collect()
-            dest = wh.cluster_dir(name, CLUSTER) / day.parent.name / DATA_FILE
-            atomic_write_parquet(samples, dest)
-            days.add(day.parent.name)
+            if samples.height:
+                atomic_write_parquet(
+                    samples, wh.cluster_dir(name, CLUSTER) / day.parent.name / day.name
+                )
+                days.add(day.parent.name)
     return len(days), spans["host"].n_unique()
+
+
+def make_one_file(large: Path, dest: Path) -> tuple[int, int]:
+    """A warehouse at `dest` (made once) with the jobs, allocations and samples of `large`, each
+    day of samples in one file, as before days were cut by hosts (`warehouse.host_blocks`);
+    returns (days, hosts)."""
+    from gpuwaste.analyses.state import SAMPLE_TABLES
+    from gpuwaste.warehouse.store import Warehouse
+
+    big, wh = Warehouse(large), Warehouse(dest, block_hosts=sys.maxsize)
+    if not dest.exists():
+        building = dest.with_name(dest.name + ".building")
+        shutil.rmtree(building, ignore_errors=True)
+        wh = Warehouse(building, block_hosts=sys.maxsize)
+        for name in ("jobs", "job_gpus"):
+            wh.upsert(name, CLUSTER, "gen", big.read(name, CLUSTER).drop("cluster"))
+        for name in SAMPLE_TABLES:
+            by_day: dict[str, list[Path]] = {}
+            for path in big.files(name):
+                by_day.setdefault(path.parent.name, []).append(path)
+            for day, files in sorted(by_day.items()):
+                first = datetime.fromisoformat(day.removeprefix("date=")).replace(tzinfo=UTC)
+                rows = pl.read_parquet(files)
+                wh.replace_window(name, CLUSTER, first, first + timedelta(days=1), rows)
+        building.rename(dest)
+        wh = Warehouse(dest, block_hosts=sys.maxsize)
+    days = {p.parent.name for p in wh.files("gpu_samples")}
+    hosts = wh.read("job_gpus", CLUSTER)["host"].n_unique()
+    return len(days), hosts
 
 
 def main() -> None:
     ap = cluster_arguments(__doc__)
     ap.add_argument("--batches", default="0,1", help="the large warehouse's batches to compare")
     ap.add_argument("--runs", type=int, default=5, help="runs in each warehouse, alternated")
+    ap.add_argument(
+        "--against",
+        choices=("small", "one-file"),
+        default="small",
+        help="small: a warehouse of the batches' jobs alone; one-file: the same warehouse with\n"
+        "each day of samples in one file instead of blocks of hosts (made once, in\n"
+        "WORK/same_batch/one-file)",
+    )
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--export", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -203,45 +242,52 @@ def main() -> None:
     samples = prepare(args.work, args.gpus, args.days, args.seed)
     large = args.work / "warehouse"
     folder = args.work / "same_batch"
-    small = folder / "warehouse"
     folder.mkdir(parents=True, exist_ok=True)
     in_large, as_of = batch_jobs(large, folder / "plan-large.parquet")
     if not set(indices) <= set(in_large):
         ap.error(f"the large warehouse has batches 0 to {len(in_large) - 1}")
     chosen = frozenset().union(*(in_large[i] for i in indices))
-    days, hosts = make_small(large, small, chosen, as_of)
+    if args.against == "small":
+        names = ("large", "small")
+        small = folder / "warehouse"
+        days, hosts = make_small(large, small, chosen, as_of)
+    else:
+        names = ("blocks", "one file")
+        small = folder / "one-file" / "warehouse"
+        days, hosts = make_one_file(large, small)
     in_small, small_as_of = batch_jobs(small, folder / "plan-small.parquet")
     if small_as_of != as_of:
-        raise SystemExit(f"the small warehouse is analyzed up to {small_as_of}, not {as_of}")
+        raise SystemExit(f"the {names[1]} warehouse is analyzed up to {small_as_of}, not {as_of}")
     pairs: dict[int, int] = {}  # large's batch -> small's batch with the same jobs
     for i in indices:
         same = [j for j, ids in in_small.items() if ids == in_large[i]]
         if not same:
-            raise SystemExit(f"batch {i}'s jobs are not one batch of the small warehouse")
+            raise SystemExit(f"batch {i}'s jobs are not one batch of the {names[1]} warehouse")
         pairs[i] = same[0]
     print(
-        f"large: {samples:,} GPU samples ({args.gpus} GPUs x {args.days} days at 15 s), "
-        f"{sum(map(len, in_large.values())):,} jobs in {len(in_large)} batches; small: "
-        f"{len(chosen):,} jobs in {len(in_small)} batches, samples of {days} days x {hosts} "
-        "hosts\n"
+        f"{names[0]}: {samples:,} GPU samples ({args.gpus} GPUs x {args.days} days at 15 s), "
+        f"{sum(map(len, in_large.values())):,} jobs in {len(in_large)} batches; {names[1]}: "
+        f"{sum(map(len, in_small.values())):,} jobs in {len(in_small)} batches, samples of "
+        f"{days} days x {hosts} hosts\n"
     )
     runs: dict[tuple[str, int], list[BatchRun]] = {}
-    sides = [("large", large, indices), ("small", small, [pairs[i] for i in indices])]
+    sides = [(names[0], large, indices), (names[1], small, [pairs[i] for i in indices])]
     for n in range(args.runs):
         for side, data, batches in sides if n % 2 == 0 else sides[::-1]:
             for r in run_child(data, batches):
                 if r["as_of"] != as_of:
                     raise SystemExit(f"a {side} run analyzed up to {r['as_of']}, not {as_of}")
                 runs.setdefault((side, r["batch"]), []).append(r)
+    a_name, b_name = names
     print(
-        "| batch (large; small) | jobs | same rows | large: median peak GiB (each run) "
-        "| small: median peak GiB (each run) | large / small | RSS at its start GiB, median "
-        "(large; small) |"
+        f"| batch ({a_name}; {b_name}) | jobs | same rows | {a_name}: median peak GiB (each run) "
+        f"| {b_name}: median peak GiB (each run) | {a_name} / {b_name} | RSS at its start GiB, "
+        f"median ({a_name}; {b_name}) |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     differ: list[int] = []
     for i in indices:
-        a, b = runs[("large", i)], runs[("small", pairs[i])]
+        a, b = runs[(a_name, i)], runs[(b_name, pairs[i])]
         if len({r["digest"] for r in a + b}) != 1:
             differ.append(i)
         ma, mb = (statistics.median(r["peak"] for r in x) for x in (a, b))

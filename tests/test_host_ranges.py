@@ -108,9 +108,13 @@ def test_the_bound_holds_and_the_tables_do_not_depend_on_the_cut(
     range_samples = per_job._range_samples
 
     def spy(
-        con: duckdb.DuckDBPyConnection, cluster: str, alloc: pl.DataFrame, r: tuple[str, str]
+        con: duckdb.DuckDBPyConnection,
+        cluster: str,
+        alloc: pl.DataFrame,
+        r: tuple[str, str],
+        data_dir: Path | None = None,
     ) -> tuple[pl.DataFrame, pl.DataFrame]:
-        out = range_samples(con, cluster, alloc, r)
+        out = range_samples(con, cluster, alloc, r, data_dir)
         read.append((r, out[1].height))
         return out
 

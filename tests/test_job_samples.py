@@ -370,7 +370,11 @@ def test_a_pass_that_stops_early_interrupts_the_read_ahead(
     started, outcome = threading.Event(), []
 
     def read(
-        con: duckdb.DuckDBPyConnection, cluster: str, alloc: pl.DataFrame, r: tuple[str, str]
+        con: duckdb.DuckDBPyConnection,
+        cluster: str,
+        alloc: pl.DataFrame,
+        r: tuple[str, str],
+        data_dir: Path | None,
     ) -> tuple[pl.DataFrame, pl.DataFrame]:
         if r[0] == "a":
             return alloc, pl.DataFrame({"n": [1]})

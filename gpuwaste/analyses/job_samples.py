@@ -31,11 +31,12 @@ from gpuwaste.warehouse.store import sorted_by
 GPU_KEY_SPAN = 1 << 16  # gpu key = (position of the host in the batch's host list) * span + gpu
 INSTANCE_SPAN = 64  # device key gk = gpu key * span + (MIG instance + 1, or 0 for a whole GPU)
 
+# `{source}`: the table read, the view `gpu_samples` or a SELECT over some of its files
 _SAMPLES = f"""
 select ((list_position($1::varchar[], host) * {GPU_KEY_SPAN} + gpu) * {INSTANCE_SPAN}
         + coalesce(gpu_instance + 1, 0))::bigint as gk,
        ts, util, mem_used_mib, mem_total_mib
-from gpu_samples
+from {{source}}
 where cluster = getvariable('cluster')
   and date between getvariable('date_lo')::date and getvariable('date_hi')::date
   and host between getvariable('host_lo') and getvariable('host_hi')
@@ -172,15 +173,20 @@ def _read_params(hosts: list[str], alloc_keyed: pl.DataFrame) -> list[list[str] 
     return [hosts, spans["start_ts"].to_list(), spans["end_ts"].to_list()]
 
 
-def read(con: duckdb.DuckDBPyConnection, alloc: pl.DataFrame) -> pl.DataFrame:
+def read(
+    con: duckdb.DuckDBPyConnection, alloc: pl.DataFrame, source: str = "gpu_samples"
+) -> pl.DataFrame:
     """The samples `compute` reads for `alloc` (the allocations of one host range): those of
     the variables' cluster, dates and hosts in stored order, keyed by GPU in SQL (no strings
-    cross into polars), each host's over the span of its allocations."""
+    cross into polars), each host's over the span of its allocations. `source` is what they
+    are read from: the view `gpu_samples`, or a parenthesized SELECT of the same columns over
+    the files that hold these hosts' days (`catalog.view_sql`)."""
     hosts, alloc_keyed = _keyed_allocations(alloc)
     params = _read_params(hosts, alloc_keyed)
+    sql = _SAMPLES.format(source=source if source == "gpu_samples" else f"{source} as gpu_samples")
     con.execute("set session preserve_insertion_order = true")
     try:
-        return read_retrying(lambda: con.sql(_SAMPLES, params=params).pl())
+        return read_retrying(lambda: con.sql(sql, params=params).pl())
     finally:
         con.execute("reset session preserve_insertion_order")
 

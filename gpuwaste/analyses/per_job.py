@@ -45,9 +45,9 @@ from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
 from gpuwaste.errors import GpuwasteError
-from gpuwaste.warehouse.catalog import cursor, days_unbound, narrow_dated_views
-from gpuwaste.warehouse.schema import conform, table
-from gpuwaste.warehouse.store import sql_string
+from gpuwaste.warehouse.catalog import cursor, days_unbound, narrow_dated_views, view_sql
+from gpuwaste.warehouse.schema import GPU_SAMPLES, conform, table
+from gpuwaste.warehouse.store import Warehouse, sql_string
 
 
 @dataclass
@@ -398,11 +398,6 @@ def _utc(ts: datetime) -> datetime:
     return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
 
 
-def _alloc_span(con: duckdb.DuckDBPyConnection) -> tuple[date, date] | None:
-    """`date_span` of the allocations in the connection's `analyze_alloc`."""
-    return date_span(con.sql("select start_ts, end_ts from analyze_alloc").pl())
-
-
 def range_allocations(alloc_all: pl.DataFrame, host_range: tuple[str, str]) -> pl.DataFrame:
     """The allocations of `alloc_all` on the hosts of `host_range` (inclusive, by name)."""
     lo, hi = host_range
@@ -460,13 +455,22 @@ def _range_samples(
     cluster: str,
     alloc_all: pl.DataFrame,
     host_range: tuple[str, str],
+    data_dir: Path | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The allocations of `alloc_all` on the hosts of `host_range`, and their samples
-    (`job_samples.read`, over the days `date_span` gives them)."""
+    (`job_samples.read`, over the days `date_span` gives them). With `data_dir` (the warehouse
+    of `con`), they are read from the files of those days that hold the range's hosts only
+    (`Warehouse.day_files`), not through the batch's views, which name the files of every host
+    the batch reaches: a range binds the footers of its own blocks."""
     alloc = range_allocations(alloc_all, host_range)
     span = date_span(alloc)
     if span is None:
         return alloc, pl.DataFrame()  # no allocation: `_gpu_pass` reads nothing either
+    source = "gpu_samples"
+    if data_dir is not None:
+        wh = Warehouse(data_dir)
+        files = wh.day_files(GPU_SAMPLES.name, cluster, *span, alloc["host"].unique().to_list())
+        source = f"({view_sql(wh, GPU_SAMPLES, only=files)})"
     set_variables(
         con,
         {
@@ -477,7 +481,7 @@ def _range_samples(
             "date_hi": span[1],
         },
     )
-    return alloc, job_samples.read(con, alloc)
+    return alloc, job_samples.read(con, alloc, source)
 
 
 def _read_ahead(
@@ -485,13 +489,15 @@ def _read_ahead(
     cluster: str,
     alloc_all: pl.DataFrame,
     ranges: HostRanges,
+    data_dir: Path | None = None,
 ) -> Generator[tuple[tuple[str, str], pl.DataFrame, pl.DataFrame]]:
     """Each host range of `ranges` with its allocations and their samples (`_range_samples`),
     read one range ahead (a range is cut when the one before it has been read, from the samples
     read so far: `HostRanges`): while the caller works on a range, a thread reads the next one's
     samples on a cursor of `con` (DuckDB decoding parquet uses the cores the caller's steps leave
     idle: they use 1.1-1.8 of 2). 4 % less time at 1x, 9-13 % at 8x, for one range's samples
-    more in memory (0.13-0.17 GiB at the peak; bench/RESULTS.md). Use it closed
+    more in memory (0.13-0.17 GiB at the peak; bench/RESULTS.md). `data_dir`: as
+    `_range_samples` takes it. Use it closed
     (`contextlib.closing`): when the caller stops early, the read in flight is interrupted and
     waited for, and the cursor closed."""
     reader = cursor(con)
@@ -499,7 +505,7 @@ def _read_ahead(
         with ThreadPoolExecutor(1, thread_name_prefix="gpuwaste-read") as pool:
             host_range = ranges.next()
             ahead = (
-                [pool.submit(_range_samples, reader, cluster, alloc_all, host_range)]
+                [pool.submit(_range_samples, reader, cluster, alloc_all, host_range, data_dir)]
                 if host_range is not None
                 else []
             )
@@ -510,7 +516,9 @@ def _read_ahead(
                     following = ranges.next()
                     if following is not None:
                         ahead.append(
-                            pool.submit(_range_samples, reader, cluster, alloc_all, following)
+                            pool.submit(
+                                _range_samples, reader, cluster, alloc_all, following, data_dir
+                            )
                         )
                     yield host_range, alloc, samples
                     host_range = following
@@ -615,11 +623,13 @@ def run_batch(
             else load_sql("plan/shared_spans"),
         )
         rel.table("analyze_alloc", load_sql("staging/allocations"))
-        span = _alloc_span(con)
+        held = con.sql("select host, start_ts, end_ts from analyze_alloc").pl()
+        span = date_span(held)
         lo, hi = span if span else (as_of.date(), as_of.date())
         set_variables(con, {"date_lo": lo, "date_hi": hi})
         if data_dir is not None:
-            narrow_dated_views(con, data_dir, cluster, lo, hi)
+            hosts = held["host"].drop_nulls().unique().to_list()
+            narrow_dated_views(con, data_dir, cluster, lo, hi, hosts)
         elif days_unbound(con):
             raise GpuwasteError(
                 "run_batch was given a connection whose samples' views name no file "
@@ -636,7 +646,7 @@ def run_batch(
         # the ranges' parts, on disk past 16 MiB: they grow with the hosts a batch reaches
         with closing(RangeParts()) as parts:
             with (
-                closing(_read_ahead(con, cluster, alloc_all, ranges)) as read,
+                closing(_read_ahead(con, cluster, alloc_all, ranges, data_dir)) as read,
                 _beside_threads() as beside,
             ):
                 for _, alloc, samples in read:

@@ -51,6 +51,7 @@ from gpuwaste.analyses.staging import FILE_KEY, commit, remove_staging, staging_
 from gpuwaste.config import Settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect, refresh_catalog
+from gpuwaste.warehouse.host_blocks import BLOCK_HOSTS
 from gpuwaste.warehouse.lock import writer_lock
 from gpuwaste.warehouse.results import RESULT_TABLES
 from gpuwaste.warehouse.store import Warehouse
@@ -128,8 +129,9 @@ def _as_of(con: duckdb.DuckDBPyConnection, cluster: str) -> datetime:
 # batch's rows are held until it is staged, so a batch must not grow with the cluster. At 4,096
 # GPUs (512 hosts) a 7-day batch without this bound peaked at 2.0 GiB, with it at 1.1 GiB; 64
 # hosts cost 1.6x the time there, 128 hosts 1.2x (docs/scale.md). A cluster of up to 128 hosts
-# is one batch a week.
-BATCH_MAX_HOSTS = 128
+# is one batch a week. As many as a day's block of hosts in the sample files
+# (`warehouse.host_blocks`), so that a batch of neighbouring hosts names 1-2 blocks a day.
+BATCH_MAX_HOSTS = BLOCK_HOSTS
 
 
 def _merge_outcomes(run: ClusterRun, outcomes: list[BatchOutcome]) -> list[str]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Collection
 from datetime import date
 from pathlib import Path
 
@@ -161,21 +162,29 @@ def _create_view(con: duckdb.DuckDBPyConnection, t: Table, sql: str) -> None:
 
 
 def narrow_dated_views(
-    con: duckdb.DuckDBPyConnection, data_dir: Path, cluster: str, first: date, last: date
+    con: duckdb.DuckDBPyConnection,
+    data_dir: Path,
+    cluster: str,
+    first: date,
+    last: date,
+    hosts: Collection[str] | None = None,
 ) -> None:
     """(Re)define the views of the dated tables (the samples) on `con` over the files of
-    `cluster` from day `first` to day `last` only, for a connection that reads no other days
+    `cluster` from day `first` to day `last` only, and with `hosts`, of each day only the blocks
+    that hold one of them (`host_blocks`), for a connection that reads no other days and hosts
     (an analyze batch's, made with `connect(data_dir, dated=False)`).
 
     The views name those files as they are now: a file replaced later is read anew, one added
     or moved aside is not seen. Binding a view reads the footer of every file it names
     (`union_by_name`), the connection keeps what it bound while it is open (0.3 MiB a day file of
     512 GPUs), and a batch's connection keeps the footers it read (`parquet_metadata_cache`):
-    over the whole warehouse, that grew with its history and its clusters (docs/scale.md)."""
+    over the whole warehouse, that grew with its history, its clusters and, within a day file,
+    with the cluster's hosts (docs/scale.md)."""
     wh = Warehouse(data_dir)
     for t in all_tables().values():
         if t.layout == "dated":
-            _create_view(con, t, view_sql(wh, t, only=wh.day_files(t.name, cluster, first, last)))
+            only = wh.day_files(t.name, cluster, first, last, hosts)
+            _create_view(con, t, view_sql(wh, t, only=only))
     con.execute(f"SET VARIABLE {UNBOUND_DAYS} = false")
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import duckdb
 
-from gpuwaste.warehouse.store import DATA_FILE, Warehouse
+from gpuwaste.warehouse.store import Warehouse
 
 # jobs.source -> where its allocations come from, and how to give them
 _ALLOCATION_HINTS = {
@@ -53,7 +53,7 @@ def why_no_gpu_time(wh: Warehouse, cluster: str) -> str | None:
             return None
         if not unknown:
             return _no_allocations(cluster, n_jobs, started, with_gpus, sources)
-        samples = _glob(wh, "gpu_samples", cluster, f"date=*/{DATA_FILE}")
+        samples = _glob(wh, "gpu_samples", cluster, "date=*/*.parquet")
         labelled = samples is not None and bool(
             con.execute(
                 f"select count(*) from (select 1 from read_parquet('{samples}', "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -18,9 +18,18 @@ import duckdb
 import polars as pl
 
 from gpuwaste.errors import GpuwasteError
+from gpuwaste.warehouse.host_blocks import (
+    BLOCK_HOSTS,
+    FIRST_BLOCK_FILE,
+    block_index,
+    blocks_holding,
+    boundary_of,
+    file_name,
+    new_boundaries,
+)
 from gpuwaste.warehouse.schema import Table, conform, table
 
-DATA_FILE = "data.parquet"
+DATA_FILE = FIRST_BLOCK_FILE  # a day's only file, or its first block of hosts
 TMP_MARK = ".tmp-"
 
 
@@ -127,12 +136,20 @@ def _days(start: datetime, end: datetime) -> list[date]:
     return out
 
 
+def _day_blocks(day_dir: Path) -> list[tuple[str, Path]]:
+    """The block files of one day's folder with the first host of each (`host_blocks`), in
+    host order."""
+    found = ((boundary_of(p.name), p) for p in day_dir.glob("*.parquet"))
+    return sorted((b, p) for b, p in found if b is not None)
+
+
 class Warehouse:
     """The parquet side of a data directory: `<data_dir>/parquet/<table>/cluster=<c>/...`."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, block_hosts: int = BLOCK_HOSTS) -> None:
         self.data_dir = Path(data_dir)
         self.root = self.data_dir / "parquet"
+        self.block_hosts = block_hosts  # hosts per block of a day first written (host_blocks)
 
     # ----------------------------------------------------------------- paths
     def table_dir(self, name: str) -> Path:
@@ -147,20 +164,39 @@ class Warehouse:
         pattern = "*/*/*.parquet" if t.layout == "dated" else "*/*.parquet"
         return sorted(p for p in base.glob(pattern) if TMP_MARK not in p.name)
 
-    def _stored_days(self, name: str, cluster: str) -> list[Path]:
-        """The day files of the dated table `name` for `cluster`, in day order."""
-        return sorted(self.cluster_dir(name, cluster).glob(f"date=*/{DATA_FILE}"))
+    def _stored_files(self, name: str, cluster: str) -> list[Path]:
+        """The files of the dated table `name` for `cluster`: each day's blocks of hosts
+        (`host_blocks`), in day order and, within a day, in host order."""
+        days = sorted(self.cluster_dir(name, cluster).glob("date=*"))
+        return [path for day in days for _, path in _day_blocks(day)]
 
-    def day_files(self, name: str, cluster: str, first: date, last: date) -> list[Path]:
+    def day_files(
+        self,
+        name: str,
+        cluster: str,
+        first: date,
+        last: date,
+        hosts: Collection[str] | None = None,
+    ) -> list[Path]:
         """The stored files of the dated table `name` for `cluster`, from day `first` to day
-        `last` (both included), in day order."""
+        `last` (both included), in day and host order; with `hosts`, only the blocks of each day
+        that hold one of them (`host_blocks`)."""
         if table(name).layout != "dated":
             raise ValueError(f"{name} is not a dated table")
-        return [
-            p
-            for p in self._stored_days(name, cluster)
-            if first.isoformat() <= p.parent.name.removeprefix("date=") <= last.isoformat()
-        ]
+        lo, hi = f"date={first.isoformat()}", f"date={last.isoformat()}"
+        out: list[Path] = []
+        for day in sorted(self.cluster_dir(name, cluster).glob("date=*")):
+            if not lo <= day.name <= hi:
+                continue
+            blocks = _day_blocks(day)
+            if hosts is not None:
+                # '' first even when the first block's file is missing (moved aside): its hosts
+                # are then in no file, not in the next block's
+                bounds = sorted({"", *(b for b, _ in blocks)})
+                wanted = {bounds[i] for i in blocks_holding(bounds, hosts)}
+                blocks = [(b, p) for b, p in blocks if b in wanted]
+            out.extend(p for _, p in blocks)
+        return out
 
     def has_files(self, name: str) -> bool:
         return bool(self.files(name))
@@ -198,7 +234,8 @@ class Warehouse:
         """Replace the rows of a dated table in [start, end) for one cluster (and source).
 
         Rows already stored in the window (of the same `source`, when given) are dropped and
-        `rows` put in their place, one UTC day file at a time. Returns rows written.
+        `rows` put in their place, one UTC day at a time, each of its blocks of hosts
+        (`host_blocks`) replaced whole through a rename. Returns rows written.
         """
         t = table(name)
         if t.layout != "dated":
@@ -212,7 +249,7 @@ class Warehouse:
         written = 0
         # Only days with new rows or a stored file can change: a window of decades (one sample
         # from a wrong clock) must not read 20,000 absent files.
-        stored = {p.parent.name for p in self._stored_days(name, cluster)}
+        stored = {p.parent.name for p in self._stored_files(name, cluster)}
         with_rows = set(rows["ts"].dt.date().unique().to_list())
         for day in _days(start, end):
             if day not in with_rows and f"date={day.isoformat()}" not in stored:
@@ -220,18 +257,43 @@ class Warehouse:
             day_start = datetime(day.year, day.month, day.day, tzinfo=UTC)
             lo, hi = max(start, day_start), min(end, day_start + timedelta(days=1))
             new = rows.filter((pl.col("ts") >= lo) & (pl.col("ts") < hi))
-            path = self.cluster_dir(name, cluster) / f"date={day.isoformat()}" / DATA_FILE
-            old = _read_file(path, t)
             drop = (pl.col("ts") >= lo) & (pl.col("ts") < hi)
             if source is not None:
                 drop = drop & (pl.col("source") == source)
-            kept = old.filter(~drop.fill_null(False))
-            merged = pl.concat([kept, new], how="vertical_relaxed")
-            if merged.height == 0 and not path.exists():
-                continue
-            atomic_write_parquet(_sort(merged, t), path)
-            written += new.height
+            day_dir = self.cluster_dir(name, cluster) / f"date={day.isoformat()}"
+            # the last block first and `data.parquet` last: a first write of the day cut short
+            # leaves later blocks, whose names keep the day's cut for the next write
+            for path, block in reversed(self._blocks(day_dir, new)):
+                old = _read_file(path, t)
+                kept = old.filter(~drop.fill_null(False))
+                merged = pl.concat([kept, block], how="vertical_relaxed")
+                if merged.height == 0 and not path.exists():
+                    continue
+                atomic_write_parquet(_sort(merged, t), path)
+                written += block.height
         return written
+
+    def _blocks(self, day_dir: Path, rows: pl.DataFrame) -> list[tuple[Path, pl.DataFrame]]:
+        """Each block file of the day in `day_dir` with the `rows` that belong in it
+        (`host_blocks`): the day's stored blocks, or, for a day not stored yet, blocks of
+        `block_hosts` hosts of `rows`."""
+        stored = [b for b, _ in _day_blocks(day_dir)]
+        bounds = (
+            sorted({"", *stored})
+            if stored
+            else new_boundaries(rows["host"].drop_nulls().unique().to_list(), self.block_hosts)
+        )
+        if len(bounds) == 1:
+            return [(day_dir / FIRST_BLOCK_FILE, rows)]
+        hosts = rows["host"].drop_nulls().unique().to_list()
+        index = pl.col("host").replace_strict(
+            hosts, [block_index(bounds, h) for h in hosts], default=0, return_dtype=pl.Int64
+        )
+        keyed = rows.with_columns(index.alias("_block"))
+        return [
+            (day_dir / file_name(b), keyed.filter(pl.col("_block") == i).drop("_block"))
+            for i, b in enumerate(bounds)
+        ]
 
     def replace_file(self, name: str, cluster: str, key: str, rows: pl.DataFrame) -> int:
         """Replace the whole file `<table>/cluster=<c>/<key>.parquet` with `rows`."""
@@ -285,7 +347,7 @@ class Warehouse:
         for c in clusters:
             base = self.cluster_dir(name, c)
             if t.layout == "dated":
-                paths: Iterable[Path] = self._stored_days(name, c)
+                paths: Iterable[Path] = self._stored_files(name, c)
             elif key is not None:
                 paths = [base / f"{key}.parquet"]
             else:

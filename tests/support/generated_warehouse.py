@@ -9,15 +9,19 @@ from pathlib import Path
 import polars as pl
 
 from gpuwaste import generate
+from gpuwaste.warehouse.host_blocks import BLOCK_HOSTS
 from gpuwaste.warehouse.store import Warehouse
 
 
-def write_generated(spec: generate.GeneratorSpec, root: Path) -> Path:
+def write_generated(
+    spec: generate.GeneratorSpec, root: Path, block_hosts: int = BLOCK_HOSTS
+) -> Path:
     """The cluster of `spec` in a warehouse at `root`/wh (its sample files first written to
-    `root`/samples); returns the warehouse's folder."""
+    `root`/samples, each day cut in blocks of `block_hosts` hosts); returns the warehouse's
+    folder."""
     generate.write_samples_parquet(spec, root / "samples")
     cluster = generate.simulate(spec)
-    wh = Warehouse(root / "wh")
+    wh = Warehouse(root / "wh", block_hosts)
     samples = pl.read_parquet(root / "samples" / "*" / "*.parquet")
     end = spec.start + timedelta(days=spec.days)
     wh.replace_window("gpu_samples", spec.cluster, spec.start, end, samples)
