@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pytest
 
@@ -19,6 +20,7 @@ from gpuwaste.warehouse.host_blocks import (
     block_index,
     blocks_holding,
     boundary_of,
+    cut_of,
     file_name,
     new_boundaries,
 )
@@ -63,8 +65,10 @@ def _blocks(wh: Warehouse, day: str = "2026-11-02") -> dict[str, list[str]]:
 def test_a_block_file_name_gives_back_its_first_host(host: str) -> None:
     _, boundary = new_boundaries(["\x01", host], block_hosts=1)
     name = file_name(boundary)
-    assert "/" not in name and len(name.encode()) <= 255
+    temporary = f"{name}{store.TMP_MARK}{'0' * 32}"  # the name a block is written through
+    assert "/" not in name and len(temporary.encode()) <= 255
     assert boundary_of(name) == boundary
+    assert cut_of(f"{name}.damaged") == boundary
     assert boundary <= host  # a prefix at most: still a lower bound of the block's hosts
 
 
@@ -88,7 +92,13 @@ def test_blocks_by_hand() -> None:
     assert boundary_of("hosts-from-.parquet") is None
     # two long names that share their first 200 characters start one block, not two
     long = ["y" * 250 + "1", "y" * 250 + "2"]
-    assert new_boundaries(["a", *long], block_hosts=1) == ["", "y" * 200]
+    assert new_boundaries(["a", *long], block_hosts=1) == ["", "y" * 120]
+    # a name gpuwaste would not have written is no block (a write would go to another file)
+    assert boundary_of("hosts-from-a%2fb.parquet") is None
+    assert boundary_of("hosts-from-a%2Fb.parquet") == "a/b"
+    assert cut_of("hosts-from-h2.parquet.damaged") == "h2"
+    assert cut_of("data.parquet.damaged") == ""
+    assert cut_of("notes.txt") is None
     with pytest.raises(ValueError):
         new_boundaries(HOSTS, block_hosts=0)
 
@@ -159,6 +169,31 @@ def test_a_first_write_cut_short_keeps_its_cut(
     assert wh.read("gpu_samples", "c").height == 300
 
 
+def test_a_block_moved_aside_and_restored_holds_its_hosts_alone(tmp_path: Path) -> None:
+    """A damaged block moved aside (as the damaged-file message says): its hosts are in no
+    file, a write in the meantime recreates the block, and the backup restored over it leaves
+    no host's rows in two files."""
+    wh = Warehouse(tmp_path, block_hosts=2)
+    hour = T0 + timedelta(hours=1)
+    wh.replace_window("gpu_samples", "c", T0, hour, _rows(HOSTS, T0, 60))
+    folder = wh.cluster_dir("gpu_samples", "c") / "date=2026-11-02"
+    block = folder / "hosts-from-h2.parquet"
+    backup = tmp_path / "backup.parquet"
+    backup.write_bytes(block.read_bytes())
+    block.rename(block.with_name(block.name + ".damaged"))
+    day = T0.date()
+    assert wh.day_files("gpu_samples", "c", day, day, ["h3"]) == []
+    assert sorted(wh.read("gpu_samples", "c")["host"].unique()) == ["h0", "h1", "h4"]
+    wh.replace_window("gpu_samples", "c", hour, hour + timedelta(hours=1), _rows(HOSTS, hour, 5))
+    assert _blocks(wh)["hosts-from-h2.parquet"] == ["h2", "h3"]
+    assert _blocks(wh)["data.parquet"] == ["h0", "h1"]
+    backup.replace(block)  # the operator restores the backup over the recreated block
+    stored = wh.read("gpu_samples", "c")
+    # h0, h1, h4: 65 rows each; h2, h3: the backup's 60 each (the later 5 it replaced)
+    assert stored.height == 3 * 65 + 2 * 60
+    assert stored.unique(["host", "gpu", "ts"]).height == stored.height
+
+
 def test_day_files_of_hosts_are_the_blocks_that_hold_them(tmp_path: Path) -> None:
     wh = Warehouse(tmp_path, block_hosts=2)
     wh.replace_window("gpu_samples", "c", T0, T0 + timedelta(days=2), _rows(HOSTS, T0, 3))
@@ -177,39 +212,45 @@ def test_day_files_of_hosts_are_the_blocks_that_hold_them(tmp_path: Path) -> Non
     assert wh.day_files("gpu_samples", "c", day, day, ["h1", "h2"]) == [second]
 
 
+def _named_files(con: duckdb.DuckDBPyConnection, view: str) -> int:
+    """How many files the view `view` on `con` names."""
+    sql = con.sql("select sql from duckdb_views() where view_name = $1", params=[view])
+    return str(sql.fetchall()[0][0]).count(".parquet'")
+
+
 def test_analyze_over_blocks_gives_the_same_tables_and_a_batch_names_its_blocks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Six hosts, written once as one file a day and once in blocks of two hosts; batches of two
-    hosts' jobs. Every per-job table is the same, row for row; a batch's views name only the
-    blocks of the hosts its allocations reach."""
+    """Six hosts, written once as one file a day and once in blocks of two hosts (GPU samples
+    naming models, and host samples); batches of two hosts' jobs. Every per-job table is the
+    same, row for row; a batch's views name only the blocks of the hosts its allocations
+    reach."""
     spec = GeneratorSpec(seed=5, gpus=48, days=2.0, interval_s=60, cluster="c")
-    plain = write_generated(spec, tmp_path / "plain")
-    blocked = write_generated(spec, tmp_path / "blocked", block_hosts=2)
-    assert len(list((blocked / "parquet" / "gpu_samples").rglob("*.parquet"))) == 3 * len(
-        list((plain / "parquet" / "gpu_samples").rglob("*.parquet"))
-    )
+    plain = write_generated(spec, tmp_path / "plain", labelled=True)
+    blocked = write_generated(spec, tmp_path / "blocked", block_hosts=2, labelled=True)
+    for name in ("gpu_samples", "host_samples"):
+        assert len(Warehouse(blocked).files(name)) == 3 * len(Warehouse(plain).files(name))
     monkeypatch.setattr(run, "BATCH_MAX_HOSTS", 2)
-    named: list[tuple[int, int]] = []
+    named: list[tuple[str, int, int, int]] = []  # data dir, files named, of them, all files
     narrow = per_job.narrow_dated_views
 
     def spy(con, data_dir, cluster, first, last, hosts=None):  # type: ignore[no-untyped-def]
+        narrow(con, data_dir, cluster, first, last, hosts)
         wh = Warehouse(data_dir)
-        named.append(
-            (
-                len(wh.day_files("gpu_samples", cluster, first, last, hosts)),
-                len(wh.day_files("gpu_samples", cluster, first, last)),
-            )
-        )
-        return narrow(con, data_dir, cluster, first, last, hosts)
+        for view in ("gpu_samples", "host_samples"):
+            wanted = len(wh.day_files(view, cluster, first, last, hosts))
+            every = len(wh.day_files(view, cluster, first, last))
+            named.append((str(data_dir), _named_files(con, view), wanted, every))
 
     monkeypatch.setattr(per_job, "narrow_dated_views", spy)
     analyze(Settings(data_dir=plain), quiet=True)
     analyze(Settings(data_dir=blocked), quiet=True)
     a, b = per_job_tables(plain), per_job_tables(blocked)
     assert a["job_usage"].height > 20
+    assert a["job_usage"]["cpu_util_mean"].is_not_null().sum() > 20  # host samples were read
+    assert set(a["job_gpu_usage"]["gpu_model"].drop_nulls()) == {"NVIDIA A100", "NVIDIA H100"}
     for name, frame in a.items():
         assert frame.equals(b[name]), name
-    blocked_batches = named[len(named) // 2 :]
-    assert all(n <= total for n, total in blocked_batches)
-    assert any(n < total for n, total in blocked_batches)  # some batch left blocks out
+    in_blocks = [n for n in named if n[0] == str(blocked)]
+    assert in_blocks and all(files == wanted for _, files, wanted, _ in in_blocks)
+    assert any(files < every for _, files, _, every in in_blocks)  # some batch left blocks out

@@ -362,11 +362,14 @@ def test_generated_cluster_from_the_warehouse(tmp_path: Path) -> None:
     assert compared > 10_000
 
 
+@pytest.mark.parametrize("under_way", [True, False])
 def test_a_pass_that_stops_early_interrupts_the_read_ahead(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, under_way: bool
 ) -> None:
     """When the steps of a range fail, the read of the next range (here a query of minutes) is
-    interrupted, not waited for, and the reader thread ends."""
+    interrupted, not waited for, and the reader thread ends: also when the caller stops before
+    the read's query has started (while it lists its files; DuckDB drops an interrupt sent to a
+    connection with no query)."""
     started, outcome = threading.Event(), []
 
     def read(
@@ -379,6 +382,8 @@ def test_a_pass_that_stops_early_interrupts_the_read_ahead(
         if r[0] == "a":
             return alloc, pl.DataFrame({"n": [1]})
         started.set()
+        if not under_way:
+            time.sleep(0.6)  # the caller stops meanwhile
         try:
             con.sql("select sum(i * i) from range(100_000_000_000) t(i)").fetchall()
             outcome.append("finished")
@@ -393,7 +398,8 @@ def test_a_pass_that_stops_early_interrupts_the_read_ahead(
         ahead = per_job._read_ahead(con, "c", pl.DataFrame(), ranges)
         assert next(ahead)[0] == ("a", "a")
         assert started.wait(30)
-        time.sleep(0.3)  # the query is under way
+        if under_way:
+            time.sleep(0.3)  # the query is under way
         ahead.close()
     assert outcome == ["interrupted"]
     assert not [t for t in threading.enumerate() if t.name.startswith("gpuwaste-read")]

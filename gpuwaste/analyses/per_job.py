@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack, closing
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -523,9 +523,13 @@ def _read_ahead(
                     yield host_range, alloc, samples
                     host_range = following
             except GeneratorExit:
-                # the caller stopped early (a step failed): the next range's read is not wanted
+                # the caller stopped early (a step failed): the next range's read is not wanted.
+                # DuckDB drops an interrupt sent before the query starts (the read lists its
+                # files first), so it is sent again until the read has ended.
                 if ahead and not ahead[0].cancel():
-                    reader.interrupt()
+                    while not ahead[0].done():
+                        reader.interrupt()
+                        wait(ahead, timeout=0.05)
                 raise
     finally:
         reader.close()

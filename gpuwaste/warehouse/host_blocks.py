@@ -12,7 +12,11 @@ reads 50. Cut by hosts, a batch names only its hosts' blocks (docs/scale.md).
 
 The blocks of a day are set when the day is first written, from the hosts it then holds, and
 never move: a host seen later goes to the block whose range holds its name, so each block file
-is replaced alone (atomically, by a rename) and no row is ever in two files.
+is replaced alone (atomically, by a rename) and no row is ever in two files. The day's cut is
+read from its files' names, including files moved aside (`hosts-from-x.parquet.damaged`), so
+that restoring one replaces it as before. A day first written with at most `BLOCK_HOSTS` hosts
+(a first window in which few hosts reported) stays one file whatever it holds later: nothing is
+lost, but its batches read it whole.
 """
 
 from __future__ import annotations
@@ -27,9 +31,11 @@ BLOCK_HOSTS = 128
 FIRST_BLOCK_FILE = "data.parquet"
 _PREFIX = "hosts-from-"
 _SUFFIX = ".parquet"
-# A host name encodes in at most this many characters of a file name (a file name is at most
-# 255 bytes): a longer first host starts its block at a prefix of its name, still a lower bound.
-_MAX_ENCODED = 200
+# A host name encodes in at most this many characters of a file name: a file name is at most
+# 255 bytes, and a block is written through `<name>.tmp-<32 hex digits>` (store.TMP_MARK), so
+# 120 leaves room (and some for file systems that take more). A longer first host starts its
+# block at a prefix of its name, still a lower bound of the block's hosts.
+_MAX_ENCODED = 120
 
 
 def file_name(boundary: str) -> str:
@@ -39,18 +45,28 @@ def file_name(boundary: str) -> str:
 
 def boundary_of(name: str) -> str | None:
     """The first host of the block stored in the file called `name` ('' for the first block),
-    or None when `name` is not a block file's name."""
+    or None when `name` is not the name `file_name` gives a block (a hand-made or differently
+    encoded name is not a block: a write would go to another file)."""
     if name == FIRST_BLOCK_FILE:
         return ""
     if name.startswith(_PREFIX) and name.endswith(_SUFFIX):
         boundary = unquote(name[len(_PREFIX) : -len(_SUFFIX)])
-        return boundary or None
+        return boundary if boundary and file_name(boundary) == name else None
     return None
+
+
+def cut_of(name: str) -> str | None:
+    """The first host of the block that the file called `name` holds or held: a block's file,
+    or one moved aside with a suffix (`hosts-from-x.parquet.damaged`), whose block the day
+    still has (its hosts are in no file until it is restored or written again, never in the
+    block before it). None for any other name."""
+    stem, dot, _ = name.rpartition(_SUFFIX + ".")
+    return boundary_of(stem + _SUFFIX) if dot else boundary_of(name)
 
 
 def _encodable(host: str) -> str:
     """`host`, or its longest prefix that encodes in `_MAX_ENCODED` characters."""
-    end = len(host)
+    end = min(len(host), _MAX_ENCODED)  # a character encodes in 1 to 12 characters
     while len(quote(host[:end], safe="")) > _MAX_ENCODED:
         end -= 1
     return host[:end]

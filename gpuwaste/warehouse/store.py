@@ -1,8 +1,10 @@
-"""Partitioned parquet writes that replace a whole (table, cluster, window) atomically.
+"""Partitioned parquet writes that replace a (table, cluster, window) file by file, atomically.
 
 Every write goes to a temporary file in the destination folder, is flushed to disk, and is then
-renamed over the old file (`os.replace`), so a reader sees the old partition or the new one and
-never half of either. Writing the same window twice leaves one copy: the window's old rows are
+renamed over the old file (`os.replace`), so a reader sees each file old or new and never half
+of it. A window of samples spans day files, and a day of a wide cluster blocks of hosts
+(`host_blocks`): a reader during the write may see some days or hosts new and others old, never
+a row twice or none. Writing the same window twice leaves one copy: the window's old rows are
 dropped before the new ones are added.
 """
 
@@ -24,12 +26,12 @@ from gpuwaste.warehouse.host_blocks import (
     block_index,
     blocks_holding,
     boundary_of,
+    cut_of,
     file_name,
     new_boundaries,
 )
 from gpuwaste.warehouse.schema import Table, conform, table
 
-DATA_FILE = FIRST_BLOCK_FILE  # a day's only file, or its first block of hosts
 TMP_MARK = ".tmp-"
 
 
@@ -143,6 +145,14 @@ def _day_blocks(day_dir: Path) -> list[tuple[str, Path]]:
     return sorted((b, p) for b, p in found if b is not None)
 
 
+def _day_cut(day_dir: Path) -> list[str] | None:
+    """The first hosts of one day's blocks, '' first: of its block files and of those moved
+    aside (`host_blocks.cut_of`); None for a day with neither (not stored yet)."""
+    found = [cut_of(p.name) for p in day_dir.glob("*") if TMP_MARK not in p.name]
+    known = {b for b in found if b is not None}
+    return sorted({"", *known}) if known else None
+
+
 class Warehouse:
     """The parquet side of a data directory: `<data_dir>/parquet/<table>/cluster=<c>/...`."""
 
@@ -190,9 +200,9 @@ class Warehouse:
                 continue
             blocks = _day_blocks(day)
             if hosts is not None:
-                # '' first even when the first block's file is missing (moved aside): its hosts
-                # are then in no file, not in the next block's
-                bounds = sorted({"", *(b for b, _ in blocks)})
+                # the day's whole cut, blocks moved aside included: their hosts are then in no
+                # file, not in the block before
+                bounds = _day_cut(day) or [""]
                 wanted = {bounds[i] for i in blocks_holding(bounds, hosts)}
                 blocks = [(b, p) for b, p in blocks if b in wanted]
             out.extend(p for _, p in blocks)
@@ -262,7 +272,7 @@ class Warehouse:
                 drop = drop & (pl.col("source") == source)
             day_dir = self.cluster_dir(name, cluster) / f"date={day.isoformat()}"
             # the last block first and `data.parquet` last: a first write of the day cut short
-            # leaves later blocks, whose names keep the day's cut for the next write
+            # leaves the later blocks it wrote, whose names keep those blocks for the next write
             for path, block in reversed(self._blocks(day_dir, new)):
                 old = _read_file(path, t)
                 kept = old.filter(~drop.fill_null(False))
@@ -275,13 +285,10 @@ class Warehouse:
 
     def _blocks(self, day_dir: Path, rows: pl.DataFrame) -> list[tuple[Path, pl.DataFrame]]:
         """Each block file of the day in `day_dir` with the `rows` that belong in it
-        (`host_blocks`): the day's stored blocks, or, for a day not stored yet, blocks of
-        `block_hosts` hosts of `rows`."""
-        stored = [b for b, _ in _day_blocks(day_dir)]
-        bounds = (
-            sorted({"", *stored})
-            if stored
-            else new_boundaries(rows["host"].drop_nulls().unique().to_list(), self.block_hosts)
+        (`host_blocks`): the day's blocks (stored or moved aside), or, for a day with no file
+        yet, blocks of `block_hosts` hosts of `rows`."""
+        bounds = _day_cut(day_dir) or new_boundaries(
+            rows["host"].drop_nulls().unique().to_list(), self.block_hosts
         )
         if len(bounds) == 1:
             return [(day_dir / FIRST_BLOCK_FILE, rows)]

@@ -9,9 +9,9 @@ at the scrape interval. For each window, in this order:
    vanished for ten minutes is ten minutes of missing data, not of its last value (which
    `query_range` would repeat for up to 5 minutes of lookback);
 2. parse to rows (pure: `rows`, `kube`, `telemetry_jobs`), refusing bad values;
-3. write `gpu_samples` and `host_samples` with `replace_window` (atomic per day file; the
-   window's earlier rows of this source are replaced, so a re-run never duplicates), the
-   window's quarantine batch, and the jobs / job_gpus derived so far;
+3. write `gpu_samples` and `host_samples` with `replace_window` (atomic per day file and
+   block of hosts; the window's earlier rows of this source are replaced, so a re-run never
+   duplicates), the window's quarantine batch, and the jobs / job_gpus derived so far;
 4. only then advance the watermark to the window's end.
 
 A crash or a lost server at any point leaves every finished window written and the watermark at
