@@ -7,8 +7,13 @@ batch's peak RSS depend on anything but its own jobs and samples?
 The large warehouse is bench/analyze.py's (`prepare`: generated once into WORK/warehouse, one
 cluster). The small one (WORK/same_batch/warehouse, made anew each time) holds the jobs and
 allocations of the chosen batches only, of the samples only the days and hosts those jobs reach
-(each day file filtered and written as the warehouse writes it), and the large one's watermark,
-so that a running job ends at the same time in both.
+(each day's blocks filtered, the empty ones left out, and written as the warehouse writes
+them), and the large one's watermark, so that a running job ends at the same time in both. With
+`--against one-file`, the other warehouse is instead the large one with each day of samples in
+one file rather than in blocks of hosts (WORK/same_batch/one-file, made once), to measure what
+the blocks change:
+
+    python bench/same_batch.py --gpus 8192 --work /tmp/bench-16x --batches 7,15 --against one-file
 
 Each run is a fresh process that plans `gpuwaste analyze --rebuild` and runs the chosen batches
 one after the other, the first of them as the process's first batch (as in `gpuwaste analyze`),
@@ -29,7 +34,7 @@ import json
 import shutil
 import statistics
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn, TypedDict
 
@@ -188,31 +193,35 @@ def make_small(large: Path, small: Path, jobs: frozenset[str], as_of: str) -> tu
 
 def make_one_file(large: Path, dest: Path) -> tuple[int, int]:
     """A warehouse at `dest` (made once) with the jobs, allocations and samples of `large`, each
-    day of samples in one file, as before days were cut by hosts (`warehouse.host_blocks`);
-    returns (days, hosts)."""
+    day of samples in one file, as before days were cut by hosts (`warehouse.host_blocks`): the
+    day's blocks, in host order, written as one file by the warehouse's writer (a whole day in
+    memory at once: 47 M rows at 8,192 GPUs). Returns (days, hosts)."""
     from gpuwaste.analyses.state import SAMPLE_TABLES
-    from gpuwaste.warehouse.store import Warehouse
+    from gpuwaste.warehouse.store import Warehouse, atomic_write_parquet
 
-    big, wh = Warehouse(large), Warehouse(dest, block_hosts=sys.maxsize)
+    big = Warehouse(large)
+    if not any(p.name.startswith("hosts-from-") for p in big.day_files("gpu_samples", CLUSTER)):
+        raise SystemExit(
+            f"the warehouse at {large} has no day cut by hosts (at most 128 hosts, or written "
+            "before days were cut): --against one-file would compare a layout with itself"
+        )
     if not dest.exists():
         building = dest.with_name(dest.name + ".building")
         shutil.rmtree(building, ignore_errors=True)
-        wh = Warehouse(building, block_hosts=sys.maxsize)
+        wh = Warehouse(building)
         for name in ("jobs", "job_gpus"):
             wh.upsert(name, CLUSTER, "gen", big.read(name, CLUSTER).drop("cluster"))
         for name in SAMPLE_TABLES:
             by_day: dict[str, list[Path]] = {}
-            for path in big.files(name):
+            for path in big.day_files(name, CLUSTER):
                 by_day.setdefault(path.parent.name, []).append(path)
-            for day, files in sorted(by_day.items()):
-                first = datetime.fromisoformat(day.removeprefix("date=")).replace(tzinfo=UTC)
-                rows = pl.read_parquet(files)
-                wh.replace_window(name, CLUSTER, first, first + timedelta(days=1), rows)
+            for day, files in by_day.items():
+                one = wh.cluster_dir(name, CLUSTER) / day / "data.parquet"
+                atomic_write_parquet(pl.read_parquet(files), one)
         building.rename(dest)
-        wh = Warehouse(dest, block_hosts=sys.maxsize)
-    days = {p.parent.name for p in wh.files("gpu_samples")}
-    hosts = wh.read("job_gpus", CLUSTER)["host"].n_unique()
-    return len(days), hosts
+    wh = Warehouse(dest)
+    days = {p.parent.name for p in wh.day_files("gpu_samples", CLUSTER)}
+    return len(days), wh.read("job_gpus", CLUSTER)["host"].n_unique()
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -14,7 +15,6 @@ import pytest
 from gpuwaste.analyses import per_job, run
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import Settings
-from gpuwaste.generate import GeneratorSpec
 from gpuwaste.warehouse import store
 from gpuwaste.warehouse.host_blocks import (
     block_index,
@@ -25,7 +25,7 @@ from gpuwaste.warehouse.host_blocks import (
     new_boundaries,
 )
 from gpuwaste.warehouse.store import Warehouse
-from tests.support.generated_warehouse import write_generated
+from tests.support.generated_warehouse import six_hosts, write_generated
 from tests.support.per_job_tables import per_job_tables
 
 T0 = datetime(2026, 11, 2, tzinfo=UTC)
@@ -60,7 +60,16 @@ def _blocks(wh: Warehouse, day: str = "2026-11-02") -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize(
-    "host", ["node-0017", "a/b c", "gpu\u00fc.example.org", "x" * 300, "%2F", "hosts-from-x"]
+    "host",
+    [
+        "node-0017",
+        "a/b c",
+        "gpu\u00fc.example.org",
+        "x" * 300,
+        "%2F",
+        "hosts-from-x",
+        "n.parquet.b",
+    ],
 )
 def test_a_block_file_name_gives_back_its_first_host(host: str) -> None:
     _, boundary = new_boundaries(["\x01", host], block_hosts=1)
@@ -68,6 +77,7 @@ def test_a_block_file_name_gives_back_its_first_host(host: str) -> None:
     temporary = f"{name}{store.TMP_MARK}{'0' * 32}"  # the name a block is written through
     assert "/" not in name and len(temporary.encode()) <= 255
     assert boundary_of(name) == boundary
+    assert cut_of(name) == boundary
     assert cut_of(f"{name}.damaged") == boundary
     assert boundary <= host  # a prefix at most: still a lower bound of the block's hosts
 
@@ -90,7 +100,7 @@ def test_blocks_by_hand() -> None:
     assert boundary_of("data.parquet") == ""
     assert boundary_of("part-0.parquet") is None
     assert boundary_of("hosts-from-.parquet") is None
-    # two long names that share their first 200 characters start one block, not two
+    # two long names that share their first 120 characters start one block, not two
     long = ["y" * 250 + "1", "y" * 250 + "2"]
     assert new_boundaries(["a", *long], block_hosts=1) == ["", "y" * 120]
     # a name gpuwaste would not have written is no block (a write would go to another file)
@@ -222,10 +232,10 @@ def test_analyze_over_blocks_gives_the_same_tables_and_a_batch_names_its_blocks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Six hosts, written once as one file a day and once in blocks of two hosts (GPU samples
-    naming models, and host samples); batches of two hosts' jobs. Every per-job table is the
-    same, row for row; a batch's views name only the blocks of the hosts its allocations
-    reach."""
-    spec = GeneratorSpec(seed=5, gpus=48, days=2.0, interval_s=60, cluster="c")
+    naming models, and host samples); batches of two hosts' jobs, host ranges of one host.
+    Every per-job table is the same, row for row; a batch's views name only the blocks of the
+    hosts its allocations reach, and a host range reads only its host's blocks."""
+    spec = six_hosts(5, interval_s=60)
     plain = write_generated(spec, tmp_path / "plain", labelled=True)
     blocked = write_generated(spec, tmp_path / "blocked", block_hosts=2, labelled=True)
     for name in ("gpu_samples", "host_samples"):
@@ -234,17 +244,32 @@ def test_analyze_over_blocks_gives_the_same_tables_and_a_batch_names_its_blocks(
     named: list[tuple[str, int, int, int]] = []  # data dir, files named, of them, all files
     narrow = per_job.narrow_dated_views
 
-    def spy(con, data_dir, cluster, first, last, hosts=None):  # type: ignore[no-untyped-def]
-        narrow(con, data_dir, cluster, first, last, hosts)
+    def spy(*args: Any) -> None:  # as run_batch calls it: every argument by position
+        narrow(*args)
+        con, data_dir, cluster, first, last, hosts = args
         wh = Warehouse(data_dir)
         for view in ("gpu_samples", "host_samples"):
             wanted = len(wh.day_files(view, cluster, first, last, hosts))
             every = len(wh.day_files(view, cluster, first, last))
             named.append((str(data_dir), _named_files(con, view), wanted, every))
 
+    ranges: list[tuple[int, int]] = []  # a range's files named, the blocks of its hosts
+    read = per_job.job_samples.read
+
+    def range_spy(
+        con: duckdb.DuckDBPyConnection, alloc: pl.DataFrame, source: str = "gpu_samples"
+    ) -> pl.DataFrame:
+        span = per_job.date_span(alloc)
+        if span is not None and str(blocked) in source:
+            hosts = alloc["host"].unique().to_list()
+            blocks = Warehouse(blocked).day_files("gpu_samples", "c", *span, hosts)
+            ranges.append((source.count(".parquet'"), len(blocks)))
+        return read(con, alloc, source)
+
     monkeypatch.setattr(per_job, "narrow_dated_views", spy)
+    monkeypatch.setattr(per_job.job_samples, "read", range_spy)
     analyze(Settings(data_dir=plain), quiet=True)
-    analyze(Settings(data_dir=blocked), quiet=True)
+    analyze(Settings(data_dir=blocked), quiet=True, batch_hosts=1)  # host ranges of one host
     a, b = per_job_tables(plain), per_job_tables(blocked)
     assert a["job_usage"].height > 20
     assert a["job_usage"]["cpu_util_mean"].is_not_null().sum() > 20  # host samples were read
@@ -254,3 +279,6 @@ def test_analyze_over_blocks_gives_the_same_tables_and_a_batch_names_its_blocks(
     in_blocks = [n for n in named if n[0] == str(blocked)]
     assert in_blocks and all(files == wanted for _, files, wanted, _ in in_blocks)
     assert any(files < every for _, files, _, every in in_blocks)  # some batch left blocks out
+    # each host range read the blocks of its own hosts, fewer than its batch's views name
+    assert ranges and all(files == blocks for files, blocks in ranges)
+    assert max(files for files, _ in ranges) < max(wanted for _, _, wanted, _ in in_blocks)

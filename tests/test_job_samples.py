@@ -14,6 +14,7 @@ import threading
 import time
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -368,9 +369,14 @@ def test_a_pass_that_stops_early_interrupts_the_read_ahead(
 ) -> None:
     """When the steps of a range fail, the read of the next range (here a query of minutes) is
     interrupted, not waited for, and the reader thread ends: also when the caller stops before
-    the read's query has started (while it lists its files; DuckDB drops an interrupt sent to a
-    connection with no query)."""
-    started, outcome = threading.Event(), []
+    the read's query has started (while it lists its files), since DuckDB drops an interrupt
+    sent to a connection with no query under way."""
+    started, interrupted_idle, outcome = threading.Event(), threading.Event(), []
+    wait = per_job.wait
+
+    def waits(*args: Any, **kwargs: Any) -> Any:  # the caller waits after each interrupt
+        interrupted_idle.set()
+        return wait(*args, **kwargs)
 
     def read(
         con: duckdb.DuckDBPyConnection,
@@ -382,8 +388,9 @@ def test_a_pass_that_stops_early_interrupts_the_read_ahead(
         if r[0] == "a":
             return alloc, pl.DataFrame({"n": [1]})
         started.set()
-        if not under_way:
-            time.sleep(0.6)  # the caller stops meanwhile
+        if not under_way and not interrupted_idle.wait(10):  # the first interrupt is lost
+            outcome.append("never interrupted")
+            return alloc, pl.DataFrame()
         try:
             con.sql("select sum(i * i) from range(100_000_000_000) t(i)").fetchall()
             outcome.append("finished")
@@ -393,6 +400,7 @@ def test_a_pass_that_stops_early_interrupts_the_read_ahead(
         return alloc, pl.DataFrame()
 
     monkeypatch.setattr(per_job, "_range_samples", read)
+    monkeypatch.setattr(per_job, "wait", waits)
     with duckdb.connect() as con:
         ranges = HostRanges(["a", "b"], [1.0, 1.0], max_hosts=1)
         ahead = per_job._read_ahead(con, "c", pl.DataFrame(), ranges)

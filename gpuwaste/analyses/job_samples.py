@@ -31,12 +31,15 @@ from gpuwaste.warehouse.store import sorted_by
 GPU_KEY_SPAN = 1 << 16  # gpu key = (position of the host in the batch's host list) * span + gpu
 INSTANCE_SPAN = 64  # device key gk = gpu key * span + (MIG instance + 1, or 0 for a whole GPU)
 
-# `{source}`: the table read, the view `gpu_samples` or a SELECT over some of its files
-_SAMPLES = f"""
+
+def _samples_sql(source: str) -> str:
+    """The query of `read` over `source`: the view `gpu_samples`, or a parenthesized SELECT of
+    its columns over some of its files."""
+    return f"""
 select ((list_position($1::varchar[], host) * {GPU_KEY_SPAN} + gpu) * {INSTANCE_SPAN}
         + coalesce(gpu_instance + 1, 0))::bigint as gk,
        ts, util, mem_used_mib, mem_total_mib
-from {{source}}
+from {source} as gpu_samples
 where cluster = getvariable('cluster')
   and date between getvariable('date_lo')::date and getvariable('date_hi')::date
   and host between getvariable('host_lo') and getvariable('host_hi')
@@ -69,7 +72,7 @@ def _sorted_by_gpu(samples: pl.DataFrame) -> pl.DataFrame:
 
 
 def _keyed(frame: pl.DataFrame, hosts: list[str]) -> pl.DataFrame:
-    """`frame` with gk, the same integer key of (host, gpu, gpu_instance) as _SAMPLES computes
+    """`frame` with gk, the same integer key of (host, gpu, gpu_instance) as `_samples_sql` computes
     in SQL (null for a host not in `hosts`), in place of host, gpu and gpu_instance: each MIG
     instance is a device of its own."""
     position = pl.col("host").replace_strict(
@@ -161,7 +164,7 @@ def _compute_keyed(
 
 
 def _read_params(hosts: list[str], alloc_keyed: pl.DataFrame) -> list[list[str] | list[datetime]]:
-    """The parameters of _SAMPLES: `hosts` (as `_keyed_allocations` lists them) and, per host,
+    """The parameters of `_samples_sql`: `hosts` (as `_keyed_allocations` lists them) and, per host,
     the first start and the last end of its allocations. A batch's multi-host jobs hold hosts
     of other batches for a few hours, so only that span of a host's samples is read, not every
     day of the batch (at 8x the per-sample pass took 112 s instead of 145 s; bench/RESULTS.md)."""
@@ -183,7 +186,7 @@ def read(
     the files that hold these hosts' days (`catalog.view_sql`)."""
     hosts, alloc_keyed = _keyed_allocations(alloc)
     params = _read_params(hosts, alloc_keyed)
-    sql = _SAMPLES.format(source=source if source == "gpu_samples" else f"{source} as gpu_samples")
+    sql = _samples_sql(source)
     con.execute("set session preserve_insertion_order = true")
     try:
         return read_retrying(lambda: con.sql(sql, params=params).pl())

@@ -497,9 +497,8 @@ def _read_ahead(
     samples on a cursor of `con` (DuckDB decoding parquet uses the cores the caller's steps leave
     idle: they use 1.1-1.8 of 2). 4 % less time at 1x, 9-13 % at 8x, for one range's samples
     more in memory (0.13-0.17 GiB at the peak; bench/RESULTS.md). `data_dir`: as
-    `_range_samples` takes it. Use it closed
-    (`contextlib.closing`): when the caller stops early, the read in flight is interrupted and
-    waited for, and the cursor closed."""
+    `_range_samples` takes it. Use it closed (`contextlib.closing`): when the caller stops
+    early, the read in flight is interrupted and waited for, and the cursor closed."""
     reader = cursor(con)
     try:
         with ThreadPoolExecutor(1, thread_name_prefix="gpuwaste-read") as pool:

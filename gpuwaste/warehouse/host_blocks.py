@@ -60,8 +60,11 @@ def cut_of(name: str) -> str | None:
     or one moved aside with a suffix (`hosts-from-x.parquet.damaged`), whose block the day
     still has (its hosts are in no file until it is restored or written again, never in the
     block before it). None for any other name."""
+    boundary = boundary_of(name)
+    if boundary is not None:  # a block's own name (a host may be called x.parquet.y)
+        return boundary
     stem, dot, _ = name.rpartition(_SUFFIX + ".")
-    return boundary_of(stem + _SUFFIX) if dot else boundary_of(name)
+    return boundary_of(stem + _SUFFIX) if dot else None
 
 
 def _encodable(host: str) -> str:

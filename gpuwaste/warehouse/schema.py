@@ -6,9 +6,9 @@ files: they come from the hive path `<table>/cluster=<c>/date=<yyyy-mm-dd>/`.
 
 Layouts:
 - `dated`:   `<table>/cluster=<c>/date=<d>/data.parquet`, one file per (cluster, UTC day) and
-             block of hosts (`data.parquet` the first; a day of more than 128 hosts has more,
-             `hosts-from-<host>.parquet`: `host_blocks.py`), replaced for a time window (sample
-             tables).
+             block of hosts (`data.parquet` the first; a day first written with more than
+             `host_blocks.BLOCK_HOSTS` hosts has more, `hosts-from-<host>.parquet`), replaced
+             for a time window (sample tables).
 - `cluster`: `<table>/cluster=<c>/<key>.parquet`, one file per (cluster, key) where key names
              the writer (a source or an analysis), replaced whole or upserted by primary key.
 """

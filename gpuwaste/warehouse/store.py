@@ -11,6 +11,7 @@ dropped before the new ones are added.
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import Collection, Iterable
 from datetime import UTC, date, datetime, timedelta
@@ -22,7 +23,6 @@ import polars as pl
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.host_blocks import (
     BLOCK_HOSTS,
-    FIRST_BLOCK_FILE,
     block_index,
     blocks_holding,
     boundary_of,
@@ -138,19 +138,23 @@ def _days(start: datetime, end: datetime) -> list[date]:
     return out
 
 
-def _day_blocks(day_dir: Path) -> list[tuple[str, Path]]:
-    """The block files of one day's folder with the first host of each (`host_blocks`), in
-    host order."""
-    found = ((boundary_of(p.name), p) for p in day_dir.glob("*.parquet"))
-    return sorted((b, p) for b, p in found if b is not None)
+def _scan_day(day_dir: Path) -> tuple[list[tuple[str, Path]], list[str] | None]:
+    """One day's folder: its block files with the first host of each, in host order, and the
+    day's cut (the first hosts of its blocks, '' first, those moved aside included:
+    `host_blocks.cut_of`), None when it has no block, stored or moved aside (not stored yet)."""
+    blocks: list[tuple[str, Path]] = []
+    cut: set[str] = set()
+    for path in day_dir.glob("*"):
+        if TMP_MARK in path.name:
+            continue
+        if (boundary := boundary_of(path.name)) is not None:
+            blocks.append((boundary, path))
+        if (held := cut_of(path.name)) is not None:
+            cut.add(held)
+    return sorted(blocks), sorted({"", *cut}) if cut else None
 
 
-def _day_cut(day_dir: Path) -> list[str] | None:
-    """The first hosts of one day's blocks, '' first: of its block files and of those moved
-    aside (`host_blocks.cut_of`); None for a day with neither (not stored yet)."""
-    found = [cut_of(p.name) for p in day_dir.glob("*") if TMP_MARK not in p.name]
-    known = {b for b in found if b is not None}
-    return sorted({"", *known}) if known else None
+_DAY_DIR = re.compile(r"date=\d{4}-\d{2}-\d{2}")
 
 
 class Warehouse:
@@ -174,36 +178,36 @@ class Warehouse:
         pattern = "*/*/*.parquet" if t.layout == "dated" else "*/*.parquet"
         return sorted(p for p in base.glob(pattern) if TMP_MARK not in p.name)
 
-    def _stored_files(self, name: str, cluster: str) -> list[Path]:
-        """The files of the dated table `name` for `cluster`: each day's blocks of hosts
-        (`host_blocks`), in day order and, within a day, in host order."""
-        days = sorted(self.cluster_dir(name, cluster).glob("date=*"))
-        return [path for day in days for _, path in _day_blocks(day)]
+    def _day_dirs(
+        self, name: str, cluster: str, first: date | None = None, last: date | None = None
+    ) -> list[Path]:
+        """The day folders of the dated table `name` for `cluster` (from `first` to `last`,
+        both included, when given), in day order; a folder renamed aside (`date=...old`) is
+        none."""
+        lo = f"date={first.isoformat()}" if first else ""
+        hi = f"date={last.isoformat()}" if last else "~"
+        days = self.cluster_dir(name, cluster).glob("date=*")
+        return sorted(d for d in days if _DAY_DIR.fullmatch(d.name) and lo <= d.name <= hi)
 
     def day_files(
         self,
         name: str,
         cluster: str,
-        first: date,
-        last: date,
+        first: date | None = None,
+        last: date | None = None,
         hosts: Collection[str] | None = None,
     ) -> list[Path]:
         """The stored files of the dated table `name` for `cluster`, from day `first` to day
-        `last` (both included), in day and host order; with `hosts`, only the blocks of each day
-        that hold one of them (`host_blocks`)."""
+        `last` (both included; every day when not given), in day and host order; with
+        `hosts`, only the blocks of each day that hold one of them (`host_blocks`: a host of a
+        block moved aside is in no file, not in the block before)."""
         if table(name).layout != "dated":
             raise ValueError(f"{name} is not a dated table")
-        lo, hi = f"date={first.isoformat()}", f"date={last.isoformat()}"
         out: list[Path] = []
-        for day in sorted(self.cluster_dir(name, cluster).glob("date=*")):
-            if not lo <= day.name <= hi:
-                continue
-            blocks = _day_blocks(day)
-            if hosts is not None:
-                # the day's whole cut, blocks moved aside included: their hosts are then in no
-                # file, not in the block before
-                bounds = _day_cut(day) or [""]
-                wanted = {bounds[i] for i in blocks_holding(bounds, hosts)}
+        for day in self._day_dirs(name, cluster, first, last):
+            blocks, cut = _scan_day(day)
+            if hosts is not None and cut is not None:
+                wanted = {cut[i] for i in blocks_holding(cut, hosts)}
                 blocks = [(b, p) for b, p in blocks if b in wanted]
             out.extend(p for _, p in blocks)
         return out
@@ -259,7 +263,7 @@ class Warehouse:
         written = 0
         # Only days with new rows or a stored file can change: a window of decades (one sample
         # from a wrong clock) must not read 20,000 absent files.
-        stored = {p.parent.name for p in self._stored_files(name, cluster)}
+        stored = {d.name for d in self._day_dirs(name, cluster)}
         with_rows = set(rows["ts"].dt.date().unique().to_list())
         for day in _days(start, end):
             if day not in with_rows and f"date={day.isoformat()}" not in stored:
@@ -287,12 +291,10 @@ class Warehouse:
         """Each block file of the day in `day_dir` with the `rows` that belong in it
         (`host_blocks`): the day's blocks (stored or moved aside), or, for a day with no file
         yet, blocks of `block_hosts` hosts of `rows`."""
-        bounds = _day_cut(day_dir) or new_boundaries(
-            rows["host"].drop_nulls().unique().to_list(), self.block_hosts
-        )
-        if len(bounds) == 1:
-            return [(day_dir / FIRST_BLOCK_FILE, rows)]
         hosts = rows["host"].drop_nulls().unique().to_list()
+        bounds = _scan_day(day_dir)[1] or new_boundaries(hosts, self.block_hosts)
+        if len(bounds) == 1:
+            return [(day_dir / file_name(bounds[0]), rows)]
         index = pl.col("host").replace_strict(
             hosts, [block_index(bounds, h) for h in hosts], default=0, return_dtype=pl.Int64
         )
@@ -354,7 +356,7 @@ class Warehouse:
         for c in clusters:
             base = self.cluster_dir(name, c)
             if t.layout == "dated":
-                paths: Iterable[Path] = self._stored_files(name, c)
+                paths: Iterable[Path] = self.day_files(name, c)
             elif key is not None:
                 paths = [base / f"{key}.parquet"]
             else:

@@ -48,6 +48,6 @@ def write_generated(
     return root / "wh"
 
 
-def six_hosts(seed: int) -> generate.GeneratorSpec:
-    """A cluster "c" of 6 hosts (48 GPUs) over two days, a sample every 15 s."""
-    return generate.GeneratorSpec(seed=seed, gpus=48, days=2.0, interval_s=15, cluster="c")
+def six_hosts(seed: int, interval_s: int = 15) -> generate.GeneratorSpec:
+    """A cluster "c" of 6 hosts (48 GPUs) over two days, a sample every `interval_s`."""
+    return generate.GeneratorSpec(seed=seed, gpus=48, days=2.0, interval_s=interval_s, cluster="c")
