@@ -157,9 +157,9 @@ def configure_batch_connection(con: duckdb.DuckDBPyConnection, memory_limit: str
     and again (its batch-wide steps, and each host range the blocks of its hosts: in a cluster
     of up to 128 hosts, the same day files); without the cache DuckDB parses a footer again for
     each read, a cost that grows with the files' row groups and with the number of host ranges
-    (at 8x, 0.1 s of a 0.12 s `device_models` query). DuckDB checks a cached footer against the file's
-    modification time (and trusts no file modified in the last 10 s), so a partition replaced
-    during the run is read anew (tests/test_batch_connection.py)."""
+    (at 8x, 0.1 s of a 0.12 s `device_models` query). DuckDB checks a cached footer against the
+    file's modification time (and trusts no file modified in the last 10 s), so a partition
+    replaced during the run is read anew (tests/test_batch_connection.py)."""
     con.execute(f"set memory_limit = '{memory_limit}'")
     con.execute("set preserve_insertion_order = false")
     con.execute("set parquet_metadata_cache = true")

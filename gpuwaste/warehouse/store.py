@@ -147,9 +147,10 @@ def _scan_day(day_dir: Path) -> tuple[list[tuple[str, Path]], list[str] | None]:
     for path in day_dir.glob("*"):
         if TMP_MARK in path.name:
             continue
-        if (boundary := boundary_of(path.name)) is not None:
+        if (boundary := boundary_of(path.name)) is not None:  # a block's file
             blocks.append((boundary, path))
-        if (held := cut_of(path.name)) is not None:
+            cut.add(boundary)
+        elif (held := cut_of(path.name)) is not None:  # a block's file moved aside
             cut.add(held)
     return sorted(blocks), sorted({"", *cut}) if cut else None
 
