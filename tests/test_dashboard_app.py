@@ -241,10 +241,10 @@ def test_bad_link_values_are_named_on_the_page(app: AppTest) -> None:
                size=">8", state="exploded", threshold="30")  # fmt: skip
     warnings = [str(w.value) for w in at.warning if "link" in str(w.value)]
     assert len(warnings) == 4, warnings
-    assert "cluster=nosuch" in warnings[0] and "showing cluster demo instead" in warnings[0]
-    assert "vc=zzz" in warnings[1] and "showing VC nlp instead" in warnings[1]
-    assert "period=2026\\-13\\-01" in warnings[2] and "whole analyzed window" in warnings[2]
-    assert "state=exploded" in warnings[3] and "all states" in warnings[3]
+    assert "cluster=`nosuch`" in warnings[0] and "showing `cluster demo` instead" in warnings[0]
+    assert "vc=`zzz`" in warnings[1] and "showing `VC nlp` instead" in warnings[1]
+    assert "period=`2026-13-01`" in warnings[2] and "whole analyzed window" in warnings[2]
+    assert "state=`exploded`" in warnings[3] and "all states" in warnings[3]
     assert at.sidebar.multiselect(key="vc").value == ["nlp"]
     # good values: no warning
     at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), None, cluster="demo", vc="nlp",
@@ -255,9 +255,9 @@ def test_bad_link_values_are_named_on_the_page(app: AppTest) -> None:
 def test_bad_link_values_of_the_cdf_page_are_named(app: AppTest) -> None:
     at = _open(app, "cdfs", resource="GPU fun", threshold="500", side="maybe")
     warnings = [str(w.value) for w in at.warning]
-    assert any("resource=GPU fun" in w and "GPU utilization" in w for w in warnings), warnings
-    assert any("threshold=500" in w and "50" in w for w in warnings), warnings
-    assert any("side=maybe" in w for w in warnings), warnings
+    assert any("resource=`GPU fun`" in w and "GPU utilization" in w for w in warnings), warnings
+    assert any("threshold=`500`" in w and "50" in w for w in warnings), warnings
+    assert any("side=`maybe`" in w for w in warnings), warnings
 
 
 def test_overview_warns_when_results_are_older_than_the_data(app: AppTest) -> None:

@@ -160,12 +160,27 @@ def current_filters() -> Filters:
     return Filters.from_state({k: st.session_state.get(k) for k in FILTER_KEYS})
 
 
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+_BACKTICKS = re.compile(r"`+")
 
 
 def plain(value: object) -> str:
-    """Untrusted text for a label that Streamlit renders as Markdown (tabs, expanders)."""
-    return _MARKDOWN.sub(r"\\\1", safe_text(value))
+    """Untrusted text (URL parameters, names from the data, errors quoting either) for any text
+    Streamlit renders as Markdown: st.markdown/warning/info/error/caption, and the labels of
+    widgets, tabs, expanders and metrics. The pages' one escaping helper.
+
+    Control characters become escapes as in the terminal (`safe_text`), then the text is one
+    inline code span. Backslash escapes are not enough: Streamlit's Markdown turns any
+    `http://...` or `www....` of a text into a link after the escapes are read (GFM autolink
+    literals, found in the parsed text), and reads `:emoji:` and `:material/...:` there too;
+    nothing reads inside a code span (CommonMark 6.1). Its fence is one backtick longer than
+    the longest run inside, with a space on each side when the text starts or ends with one
+    (CommonMark takes one off each side, unless the text is only spaces)."""
+    text = safe_text(value)
+    if not text:
+        return ""
+    fence = "`" * (max((len(m) for m in _BACKTICKS.findall(text)), default=0) + 1)
+    pad = " " if text.strip(" ") and (text[0] in "` " or text[-1] in "` ") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def show_view(f: Filters) -> None:

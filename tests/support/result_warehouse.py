@@ -551,8 +551,12 @@ def build_result_warehouse(
     drill_jobs: int = 12,
     sample_interval_s: int = 60,
     models: tuple[str, ...] = MODELS,
+    planted: str | None = None,
 ) -> Built:
-    """Write a plausible result warehouse into `data_dir`; returns what was written."""
+    """Write a plausible result warehouse into `data_dir`; returns what was written.
+
+    `planted`: a text (e.g. hostile markup) that becomes the user, the job name and the host of
+    the first drill-down job (`Built.drill_jobs[0]`), for tests of how pages show names."""
     rng = np.random.default_rng(seed)
     end = start + timedelta(days=days)
     wh = Warehouse(data_dir)
@@ -564,6 +568,13 @@ def build_result_warehouse(
         .head(drill_jobs)["job_id"]
         .to_list()
     )
+    if planted is not None and drill:
+        first = pl.col("job_id") == drill[0]
+        jobs = jobs.with_columns(
+            pl.when(first).then(pl.lit(planted)).otherwise(pl.col(c)).alias(c)
+            for c in ("user", "name")
+        )
+        jgu = jgu.with_columns(host=pl.when(first).then(pl.lit(planted)).otherwise("host"))
     in_drill = pl.col("job_id").is_in(drill)
     samples, slots, phases = _samples(rng, jgu.filter(in_drill), sample_interval_s)
     bulk_slots, bulk_phases = _bulk_intervals(rng, jgu.filter(~in_drill))

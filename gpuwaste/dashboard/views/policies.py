@@ -108,8 +108,8 @@ with c4:
 
 try:
     rule = make_rule([hours_text or ""], float(grace), str(only), float(cap) or None)
-except GpuwasteError as exc:
-    st.warning(str(exc), icon=":material/info:")
+except GpuwasteError as exc:  # it quotes the URL's ?idle_hours=: Markdown made text
+    st.warning(widgets.plain(str(exc)), icon=":material/info:")
     st.stop()
 widgets.warn_link_fallbacks(
     asked,
