@@ -4,11 +4,16 @@
 rule of `report --by`); everything else here is pure: `user_digests` and `vc_digests` turn those
 rows into messages. A job with too little data (`low_data`) is never called wasteful: it is left
 out of every figure and the message says how many were left out and why.
+
+Names from the data (users, VCs, job ids and names, states, the cluster) are untrusted: each goes
+into a message through the context's `quote` (control characters escaped; for a chat webhook,
+also its markup, see `webhook.escape`), while the words and links gpuwaste writes do not.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -125,6 +130,7 @@ class DigestContext:
     window: Window
     min_observed_share: float  # [thresholds]: under it, a job has too little data
     currency: str | None = None  # money is shown in it; None: no [cost] prices, no money
+    quote: Callable[[str], str] = printable  # a name from the data, as the channel shows text
 
 
 def _share(lost: float, total: float) -> float:
@@ -143,8 +149,10 @@ def job_lines(jobs: pl.DataFrame, ctx: DigestContext) -> list[str]:
     for j in jobs.iter_rows(named=True):
         util = "-" if j["util_mean"] is None else f"{j['util_mean']:.1f} %"
         state = "running" if j["running"] else j["state"]
+        job, vc, state = (ctx.quote(str(v)) for v in (j["job_id"], j["vc"], state))
+        name = ctx.quote(j["name"]) if j["name"] else "no name"
         out.append(
-            f"* job {j['job_id']} ({j['name'] or 'no name'}, VC {j['vc']}, {state}, "
+            f"* job {job} ({name}, VC {vc}, {state}, "
             f"{j['gpus']} GPU(s)): {j['lost_gpu_h']:.2f} of {j['gpu_h']:.2f} GPU hours lost "
             f"({100 * _share(j['lost_gpu_h'], j['gpu_h']):.0f} %: "
             f"{j['idle_slot_gpu_h']:.2f} h in idle slots, {j['never_used_gpu_h']:.2f} h on "
@@ -293,11 +301,14 @@ def user_digests(figures: WindowFigures, ctx: DigestContext) -> list[Digest]:
     for t, worst in each_over(figures, figures.groups, "user", over, cfg.max_jobs_listed):
         user = str(t["user"])
         opening = [
-            f"Hello {printable(user)},",
+            f"Hello {ctx.quote(user)},",
             "",
-            f"From {ctx.window.label}, your jobs on cluster {ctx.cluster} " + held_sentence(t, ctx),
+            f"From {ctx.window.label}, your jobs on cluster {ctx.quote(ctx.cluster)} "
+            + held_sentence(t, ctx),
         ]
-        subject = f"gpuwaste: {lost_hours(t, ctx)} lost on {ctx.cluster}, {_dates(ctx.window)}"
+        subject = (
+            f"gpuwaste: {lost_hours(t, ctx)} lost on {ctx.quote(ctx.cluster)}, {_dates(ctx.window)}"
+        )
         out.append(_digest("user", user, subject, opening, t, worst, ctx))
     return out
 
@@ -317,7 +328,7 @@ def user_lines(mine: pl.DataFrame, vc: str, ctx: DigestContext) -> list[str]:
     )
     return [
         printable(
-            f"* {u['user']}: {u['lost_gpu_h']:.2f} of {u['gpu_h']:.2f}"
+            f"* {ctx.quote(str(u['user']))}: {u['lost_gpu_h']:.2f} of {u['gpu_h']:.2f}"
             + _costing(u["lost_cost"] if u["priced_jobs"] else None, ctx.currency)
         )
         for u in users.iter_rows(named=True)
@@ -335,17 +346,17 @@ def vc_digests(figures: WindowFigures, ctx: DigestContext) -> list[Digest]:
     for t, worst in each_over(figures, mine, "vc", over, cfg.max_jobs_listed):
         vc = str(t["vc"])
         opening = [
-            f"Owners of VC {printable(vc)},",
+            f"Owners of VC {ctx.quote(vc)},",
             "",
-            f"From {ctx.window.label}, jobs of VC {printable(vc)} on cluster {ctx.cluster} "
-            + held_sentence(t, ctx),
+            f"From {ctx.window.label}, jobs of VC {ctx.quote(vc)} on cluster "
+            f"{ctx.quote(ctx.cluster)} " + held_sentence(t, ctx),
             "",
             "GPU hours lost per user:",
             *user_lines(mine, vc, ctx),
         ]
         subject = (
-            f"gpuwaste: VC {printable(vc)} lost {lost_hours(t, ctx)} on {ctx.cluster}, "
-            f"{_dates(ctx.window)}"
+            f"gpuwaste: VC {ctx.quote(vc)} lost {lost_hours(t, ctx)} on "
+            f"{ctx.quote(ctx.cluster)}, {_dates(ctx.window)}"
         )
         out.append(_digest("vc", vc, subject, opening, t, worst, ctx))
     return out

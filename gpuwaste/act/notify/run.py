@@ -14,7 +14,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from email.utils import make_msgid
 from typing import IO
@@ -25,6 +25,7 @@ from gpuwaste.act.notify.digest import (
     Digest,
     DigestContext,
     Window,
+    WindowFigures,
     resolve_window,
     user_digests,
     vc_digests,
@@ -38,7 +39,7 @@ from gpuwaste.act.notify.smtp import (
     parse_smtp_url,
     send_email,
 )
-from gpuwaste.act.notify.webhook import apprise_url, fingerprint, post, redacted
+from gpuwaste.act.notify.webhook import apprise_url, escape, fingerprint, post, redacted
 from gpuwaste.config import NotifyConfig, Settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.text import printable
@@ -133,8 +134,15 @@ def _clusters(settings: Settings, cluster: str | None) -> list[str]:
 
 
 def _user_messages(
-    d: Digest, window: Window, cfg: NotifyConfig, book: dict[str, str], hook: str | None
+    d: Digest,
+    chat: Digest | None,
+    window: Window,
+    cfg: NotifyConfig,
+    book: dict[str, str],
+    hook: str | None,
 ) -> tuple[list[Message], list[str]]:
+    """The email (`d`) and the webhook post (`chat`: the same digest, names escaped for chat)
+    of a user's digest, and why a user gets no email."""
     address = rcpt.address_of(d.about, book, cfg.address_template)
     who = printable(d.about)
     if rcpt.opted_out(d.about, address, cfg.opt_out):
@@ -149,9 +157,22 @@ def _user_messages(
         else:
             why = "none in the address file, and the template makes no valid address of the name"
         notes.append(f"user {who} ({d.cluster}): no email address ({why}); no email.")
-    if hook:
-        out.append(Message(d, f"webhook:{fingerprint(hook)}", f"user:{d.about}", window))
+    if hook and chat is not None:
+        out.append(Message(chat, f"webhook:{fingerprint(hook)}", f"user:{d.about}", window))
     return out, notes
+
+
+def _with_chat(
+    make: Callable[[WindowFigures, DigestContext], list[Digest]],
+    figures: WindowFigures,
+    ctx: DigestContext,
+    chat: DigestContext | None,
+) -> list[tuple[Digest, Digest | None]]:
+    """Each digest for mail, with its twin for the webhook when there is one (`chat`: the
+    same digest with the names escaped for chat; mail stays plain text)."""
+    mail = make(figures, ctx)
+    twins: list[Digest | None] = [*make(figures, chat)] if chat else [None] * len(mail)
+    return list(zip(mail, twins, strict=True))
 
 
 def plan(settings: Settings, opts: Options, now: datetime) -> tuple[Plan, NotifyConfig]:
@@ -174,17 +195,18 @@ def plan(settings: Settings, opts: Options, now: datetime) -> tuple[Plan, Notify
     currency = shown_currency(settings.cost)
     for cluster, figures in frames.items():
         ctx = DigestContext(cfg, cluster, window, share, currency)
-        for d in user_digests(figures, ctx):
-            msgs, notes = _user_messages(d, window, cfg, book, hook)
+        chat = replace(ctx, quote=escape) if hook else None
+        for d, c in _with_chat(user_digests, figures, ctx, chat):
+            msgs, notes = _user_messages(d, c, window, cfg, book, hook)
             result.messages += msgs
             result.notes += notes
-        for d in vc_digests(figures, ctx):
+        for d, c in _with_chat(vc_digests, figures, ctx, chat):
             for address in rcpt.vc_owner_addresses(d.about, cfg.vc_owners):
                 if cfg.smtp or not hook:
                     result.messages.append(Message(d, EMAIL, address, window))
-            if hook:
+            if hook and c is not None:
                 result.messages.append(
-                    Message(d, f"webhook:{fingerprint(hook)}", f"vc:{d.about}", window)
+                    Message(c, f"webhook:{fingerprint(hook)}", f"vc:{d.about}", window)
                 )
     return result, cfg
 

@@ -10,6 +10,15 @@ is in its log, which is captured and reduced to "HTTP 500" or "connection error"
 
 A webhook URL usually holds a secret token in its path: it is never written out. The ledger
 and every message name it by `redacted(url)` (scheme and host) and `fingerprint(url)`.
+
+The message's text is markup to both. Slack reads `<!channel>` as an @channel ping and
+`<url|text>` as a link, and asks that `&`, `<` and `>` be sent as `&amp;`, `&lt;` and `&gt;`
+when they are not markup ("Formatting text for app surfaces", Escaping text:
+https://api.slack.com/reference/surfaces/formatting#escaping). Mattermost translates the same
+Slack forms (`<!channel>`, `<url|text>`) and renders the rest as Markdown, where those entities
+show as the characters (https://developers.mattermost.com/integrate/slash-commands/slack/). So
+every name from the data goes into the text through `escape`; gpuwaste's own words and links
+do not.
 """
 
 from __future__ import annotations
@@ -24,6 +33,13 @@ from gpuwaste.errors import GpuwasteError
 from gpuwaste.text import printable
 
 PAYLOAD = ":version=&:title=&:type=&:attachments=&:message=text"
+
+
+def escape(text: str) -> str:
+    """Untrusted text for a Slack or Mattermost message: control characters escaped as in the
+    terminal (`printable`), then `&`, `<`, `>` as the HTML entities both decode for display, so
+    a name cannot ping a channel or make a link."""
+    return printable(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def fingerprint(url: str) -> str:
@@ -75,4 +91,4 @@ def post(url: str, text: str) -> None:
         raise DeliveryError(f"the webhook refused the post ({_cause(captured)})")
 
 
-__all__ = ["apprise_url", "fingerprint", "post", "redacted"]
+__all__ = ["apprise_url", "escape", "fingerprint", "post", "redacted"]
