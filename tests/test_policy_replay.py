@@ -323,5 +323,6 @@ def test_dashboard_page_draws_the_sweep(warehouse: Path, monkeypatch: pytest.Mon
     assert got["gpu_h"] == pytest.approx(y["reclaimed_gpu_h"]) and got["jobs_hit"] == 2
     at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), "policies", idle_hours="-2")
     assert [w.value for w in at.warning] == [
-        "--idle-hours '-2' is not accepted: it must be a number greater than 0."
+        # the error quotes the URL's value: shown as a code span (widgets.plain)
+        "`--idle-hours '-2' is not accepted: it must be a number greater than 0.`"
     ]
