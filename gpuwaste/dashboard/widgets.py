@@ -169,12 +169,12 @@ def plain(value: object) -> str:
     widgets, tabs, expanders and metrics. The pages' one escaping helper.
 
     Control characters become escapes as in the terminal (`safe_text`), then the text is one
-    inline code span. Backslash escapes are not enough: Streamlit's Markdown turns any
-    `http://...` or `www....` of a text into a link after the escapes are read (GFM autolink
-    literals, found in the parsed text), and reads `:emoji:` and `:material/...:` there too;
-    nothing reads inside a code span (CommonMark 6.1). Its fence is one backtick longer than
-    the longest run inside, with a space on each side when the text starts or ends with one
-    (CommonMark takes one off each side, unless the text is only spaces)."""
+    inline code span. Backslash escapes are not enough: Streamlit's Markdown turns a bare
+    `http://...` of a text into a link after the escapes are read (GFM autolink literals are
+    found in the parsed text); nothing is read inside a code span (CommonMark's code spans
+    hold their text as is). Its fence is one backtick longer than the longest run inside, with
+    a space on each side when the text starts or ends with one (CommonMark takes one off each
+    side, unless the text is only spaces)."""
     text = safe_text(value)
     if not text:
         return ""
