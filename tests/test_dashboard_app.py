@@ -264,7 +264,7 @@ def test_overview_warns_when_results_are_older_than_the_data(app: AppTest) -> No
     # the built warehouse was never analyzed: no analyze_state
     at = _open(app)
     warnings = [str(w.value) for w in at.warning]
-    assert any("Results of cluster demo are older than its data" in w
+    assert any("Results of cluster `demo` are older than its data" in w
                and "gpuwaste analyze" in w for w in warnings), warnings  # fmt: skip
     (fresh,) = [d.value for d in at.dataframe if "Last analyze (UTC)" in d.value.columns]
     assert set(fresh["Source"]) == {"prometheus", "slurm"}
