@@ -23,6 +23,7 @@ import pytest
 from gpuwaste.config import ClusterConfig, PrometheusSource, Settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.ingest.prometheus.source import ingest_prometheus, window_length
+from gpuwaste.warehouse import store
 from gpuwaste.warehouse.bookkeeping import get_watermark
 from gpuwaste.warehouse.store import Warehouse
 from tests.reliability.faults import MAX_POINTS, assert_same, bounds, leftover_temp_files, snapshot
@@ -52,13 +53,13 @@ def files_bytes(d: Path) -> dict[str, bytes]:
 
 
 def enospc_mid_write(real: Callable[..., Any]) -> Callable[..., Any]:
-    def write_parquet(self: pl.DataFrame, file: Any, *args: Any, **kwargs: Any) -> Any:
-        real(self, file, *args, **kwargs)
+    def write_parquet_file(df: pl.DataFrame, file: Path, **kwargs: Any) -> None:
+        real(df, file, **kwargs)
         with open(file, "rb+") as fh:  # the disk filled up half-way through the file
             fh.truncate(os.path.getsize(file) // 2)
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(file))
 
-    return write_parquet
+    return write_parquet_file
 
 
 def erofs_on_rename(real: Callable[..., Any]) -> Callable[..., Any]:
@@ -87,14 +88,14 @@ def test_failed_write_keeps_the_previous_partition_and_watermark(
     before, wm_before = files_bytes(d), get_watermark(Warehouse(d), "c1", "prometheus")
     with monkeypatch.context() as m:
         if fault == "disk full":
-            m.setattr(pl.DataFrame, "write_parquet", enospc_mid_write(pl.DataFrame.write_parquet))
+            m.setattr(store, "write_parquet_file", enospc_mid_write(store.write_parquet_file))
         else:
             m.setattr(os, "replace", erofs_on_rename(os.replace))
         with pytest.raises(GpuwasteError) as err:
             run(d, served.url)
     text = str(err.value)
-    assert message in text and "\n" not in text and "could not write" in text, text
-    assert str(d) in text  # names the file
+    assert message in text and "\n" not in text and "the disk holding" in text, text
+    assert str(d) in text and "data.parquet was not written" in text  # names the file
     assert files_bytes(d) == before  # every partition as it was, byte for byte
     assert get_watermark(Warehouse(d), "c1", "prometheus") == wm_before
     assert not leftover_temp_files(d)
