@@ -33,7 +33,8 @@ from gpuwaste.errors import DiskError, GpuwasteError
 from gpuwaste.ingest.prometheus.source import ingest_prometheus, window_length
 from gpuwaste.warehouse import store
 from gpuwaste.warehouse.bookkeeping import get_watermark
-from gpuwaste.warehouse.catalog import CATALOG_FILE
+from gpuwaste.warehouse.catalog import CATALOG_FILE, refresh_catalog
+from gpuwaste.warehouse.disk import disk_errno
 from gpuwaste.warehouse.results import RESULT_TABLES
 from gpuwaste.warehouse.schema import FACT_TABLES
 from gpuwaste.warehouse.store import TMP_MARK, Warehouse
@@ -337,3 +338,68 @@ def test_a_parquet_write_cut_anywhere_by_the_disk_names_it(small_disk: Path) -> 
     else:
         pytest.fail("64 KiB were not enough to write the file")
     assert causes and any("Invalid thrift" in c for c in causes), causes
+
+
+def test_duckdb_writes_on_a_full_disk_name_it(small_disk: Path, generated: Path) -> None:
+    """DuckDB says a full disk only in its message: a COPY to parquet (plan, staging, commit,
+    analyze state) and the catalog file (its WAL at the commit) give the same sentence, and the
+    old file stays."""
+    wh = small_disk / "wh"
+    ok(ingest(wh, "slurm", generated))
+    catalog = (wh / CATALOG_FILE).read_bytes()
+    dest = wh / "t" / "copy.parquet"
+    fills: list[str] = []
+    for leave in (0, 8 << 10, 64 << 10, 512 << 10):
+        fill(small_disk, leave)
+        try:
+            with duckdb.connect() as con:
+                store.atomic_copy_parquet(
+                    con, "select range, range::varchar from range(100000)", dest
+                )
+        except DiskError as exc:
+            fills.append(str(exc))
+            assert not dest.exists()
+            assert str(exc).startswith(f"the disk holding {dest.parent} is full ({ENOSPC}; ")
+        try:
+            refresh_catalog(wh, force=True)
+        except DiskError as exc:
+            fills.append(str(exc))
+            assert (wh / CATALOG_FILE).read_bytes() == catalog
+            assert str(exc) == (
+                f"the disk holding {wh} is full ({ENOSPC}; {small_disk}, tmpfs): {CATALOG_FILE} "
+                "was not written and its views are as they were; free space there and run again."
+            )
+        assert not [p for p in wh.rglob("*") if ".tmp" in p.name]
+    assert len(fills) >= 3, fills  # the copy at least twice, the catalog at least once
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (OSError(errno.EDQUOT, os.strerror(errno.EDQUOT)), errno.EDQUOT),
+        (OSError("No space left on device (os error 28)"), errno.ENOSPC),  # polars' write_ipc
+        (duckdb.IOException('IO Error: Could not write file "/d/a.parquet": Disk quota exceeded'),
+         errno.EDQUOT),
+        (duckdb.IOException('IO Error: Async write failed: {"exception_type":"IO","errno":"30"}'),
+         errno.EROFS),
+        (pl.exceptions.ComputeError("parquet: underlying IO error: Read-only file system (os "
+                                    "error 30)"), errno.EROFS),
+        (duckdb.IOException('IO Error: Could not read file "/d/No space left on device.parquet"'),
+         None),  # the words in a path are not the system's answer
+        (GpuwasteError("a record said: No space left on device"), None),  # not DuckDB's, polars'
+        (duckdb.IOException('IO Error: Could not write file "/d/a.parquet": Permission denied'),
+         None),
+        (OSError(errno.EACCES, os.strerror(errno.EACCES)), None),
+    ],
+)  # fmt: skip
+def test_the_disk_errno_is_found_in_each_library_s_words(error: Exception, code: int) -> None:
+    """Quotas cannot be made on a tmpfs: the forms each library gives them (and ENOSPC, EROFS)
+    are read from the message, and nothing else is taken for a disk's refusal."""
+    assert disk_errno(error) == code
+    try:
+        try:
+            raise error
+        except Exception as inner:
+            raise GpuwasteError("wrapped") from inner
+    except GpuwasteError as outer:
+        assert disk_errno(outer) == code  # found in the chain
