@@ -403,3 +403,24 @@ def test_the_disk_errno_is_found_in_each_library_s_words(error: Exception, code:
             raise GpuwasteError("wrapped") from inner
     except GpuwasteError as outer:
         assert disk_errno(outer) == code  # found in the chain
+
+
+def test_a_configured_ingest_stops_at_the_full_disk(small_disk: Path, generated: Path) -> None:
+    """`gpuwaste ingest` over its configured sources stops at the first that meets the full
+    disk (every source after it would meet it too): one sentence, not one per source."""
+    wh = small_disk / "wh"
+    cfg = small_disk.parent / "gpuwaste.toml"
+    cfg.write_text(
+        f'data_dir = "{wh}"\n\n[[clusters]]\nname = "demo"\n\n'
+        f'[clusters.openmetrics]\nfile = "{generated / "metrics.om"}"\n\n'
+        f'[clusters.slurm]\nfile = "{generated / "sacct.txt"}"\n'
+    )
+    wh.mkdir()
+    fill(small_disk, 8 << 10)
+    res = subprocess.run([str(GPUWASTE), "ingest", "--config", str(cfg), "--quiet"],
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("gpuwaste: ingest stopped at demo/"), lines[0]
+    assert f"is full ({ENOSPC}; {small_disk}, tmpfs): " in lines[0]
