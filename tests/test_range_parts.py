@@ -22,7 +22,8 @@ from gpuwaste.analyses.per_job import BatchResult
 from gpuwaste.analyses.range_parts import RangeParts
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import Settings
-from gpuwaste.errors import DamagedFileError, GpuwasteError, MachineError
+from gpuwaste.errors import DamagedFileError, DiskError, GpuwasteError, MachineError
+from gpuwaste.warehouse.disk import disk_of
 from tests.support.generated_warehouse import six_hosts, write_generated
 from tests.support.per_job_tables import per_job_tables
 
@@ -126,9 +127,9 @@ def test_a_full_disk_fails_the_batch_at_once_in_one_sentence(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The disk is full when the batch writes its parts (the bound set to 0): the batch fails
-    as a whole at its first write (its jobs are not tried apart, which would write again), the
-    cluster's analysis fails with a sentence naming the folder, no folder is left, and the tables
-    stay as they were."""
+    as a whole at its first write (its jobs are not tried apart, which would write again),
+    analyze stops with one sentence naming the folder and its disk (every other cluster would
+    meet the same disk), no folder is left, and the tables stay as they were."""
     analyze(Settings(data_dir=generated), rebuild=True, quiet=True)
     before = per_job_tables(generated)
     writes: list[int] = []
@@ -139,11 +140,15 @@ def test_a_full_disk_fails_the_batch_at_once_in_one_sentence(
 
     monkeypatch.setattr(pl.DataFrame, "write_ipc", full)
     monkeypatch.setattr(range_parts, "PARTS_IN_MEMORY", 0)
-    with pytest.raises(GpuwasteError, match="analysis of cluster"):
+    with pytest.raises(DiskError, match=r"^analyze stopped at cluster c ") as err:
         analyze(Settings(data_dir=generated), rebuild=True, quiet=True)
-    said = capsys.readouterr().err
+    said = str(err.value)
     assert f"cannot write a batch's intermediate results in {tmpdir_}" in said
-    assert "(the temporary folder, TMPDIR): No space left on device; point TMPDIR at" in said
+    assert (
+        f"(the temporary folder, TMPDIR, on {disk_of(tmpdir_)}): No space left on device; "
+        "point TMPDIR at"
+    ) in said
+    assert capsys.readouterr().err == ""
     assert writes == [1]  # one batch here, one write
     assert list(tmpdir_.iterdir()) == []
     for name, frame in per_job_tables(generated).items():

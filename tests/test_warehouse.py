@@ -12,7 +12,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from gpuwaste.warehouse import Warehouse, WarehouseError, connect, refresh_catalog
+from gpuwaste.warehouse import Warehouse, WarehouseError, connect, refresh_catalog, store
 from gpuwaste.warehouse.bookkeeping import (
     Refused,
     get_watermark,
@@ -94,16 +94,17 @@ def test_atomic_replace_failure_leaves_old_file(
     [path] = wh.files("gpu_samples")
     before = path.read_bytes()
 
-    def boom(self: pl.DataFrame, file: object, **kw: object) -> None:
-        Path(str(file)).write_bytes(b"partial")
+    def boom(df: pl.DataFrame, file: Path, **kw: object) -> None:
+        file.write_bytes(b"partial")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(pl.DataFrame, "write_parquet", boom)
+    monkeypatch.setattr(store, "write_parquet_file", boom)
     with pytest.raises(WarehouseError, match="No space left on device") as err:
         wh.replace_window(
             "gpu_samples", "c1", T0, T0 + timedelta(minutes=5), samples(T0, 5), source="test"
         )
-    assert str(path) in str(err.value)
+    assert f"the disk holding {path.parent} is full" in str(err.value)
+    assert f"{path.name} was not written" in str(err.value)
     assert path.read_bytes() == before
     assert sorted(os.listdir(path.parent)) == ["data.parquet"]  # no temporary file left
 

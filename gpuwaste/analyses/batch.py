@@ -33,7 +33,7 @@ from gpuwaste.analyses.per_job import BatchResult, run_batch
 from gpuwaste.analyses.registry import PER_JOB_TABLES
 from gpuwaste.analyses.sqlfiles import set_variables
 from gpuwaste.config import Thresholds
-from gpuwaste.errors import DamagedFileError, GpuwasteError, MachineError
+from gpuwaste.errors import DamagedFileError, DiskError, GpuwasteError, MachineError
 from gpuwaste.warehouse.catalog import connect
 from gpuwaste.warehouse.store import atomic_write_parquet
 
@@ -102,6 +102,7 @@ class BatchOutcome:
     unresolved_gpus: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     error: str = ""  # why the whole batch failed, one sentence ("" if it did not)
+    disk: bool = False  # the error is a disk that refused a write (`DiskError`): the run stops
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -218,7 +219,12 @@ def stage_batch(spec: BatchSpec, data_dir: Path, staging: Path) -> BatchOutcome:
             assert isinstance(frame, pl.DataFrame)
             atomic_write_parquet(frame, staged_file(staging, name, spec.index))
     except Exception as exc:
-        return BatchOutcome(index=spec.index, error=one_line(exc), errors=[traceback.format_exc()])
+        return BatchOutcome(
+            index=spec.index,
+            error=one_line(exc),
+            errors=[traceback.format_exc()],
+            disk=isinstance(exc, DiskError),
+        )
     return outcome
 
 

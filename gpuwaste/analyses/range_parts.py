@@ -27,7 +27,8 @@ from pathlib import Path
 
 import polars as pl
 
-from gpuwaste.errors import MachineError
+from gpuwaste.errors import DiskError, MachineError
+from gpuwaste.warehouse.disk import disk_errno, disk_of
 
 # Bytes of parts held in memory (polars' estimate) before they are written to disk; a batch of
 # the benchmark at 1x (64 hosts) adds up to 31 MiB, so it writes once or not at all.
@@ -66,10 +67,12 @@ class RangeParts:
                 files.append(path)
         except OSError as exc:  # a full disk, a quota, no writable temporary folder at all
             where = self._folder or tempfile.tempdir or os.environ.get("TMPDIR") or "/tmp"
-            raise MachineError(
+            code = disk_errno(exc)  # polars' OSError has its errno only in its text
+            raise (MachineError if code is None else DiskError)(
                 f"cannot write a batch's intermediate results in {where} (the temporary folder, "
-                f"TMPDIR): {exc.strerror or exc}; point TMPDIR at a writable folder with room "
-                "for about 100 MiB per batch running."
+                f"TMPDIR, on {disk_of(Path(where))}): "
+                f"{exc.strerror or (os.strerror(code) if code else exc)}; point TMPDIR at a "
+                "writable folder with room for about 100 MiB per batch running."
             ) from exc
         self._held, self._bytes = {}, 0
 

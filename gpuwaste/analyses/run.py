@@ -49,7 +49,7 @@ from gpuwaste.analyses.registry import summary_order
 from gpuwaste.analyses.sqlfiles import device_variables, set_variables, threshold_variables
 from gpuwaste.analyses.staging import FILE_KEY, commit, remove_staging, staging_dir
 from gpuwaste.config import Settings
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import DiskError, GpuwasteError
 from gpuwaste.warehouse.catalog import connect, refresh_catalog
 from gpuwaste.warehouse.host_blocks import BLOCK_HOSTS
 from gpuwaste.warehouse.lock import writer_lock
@@ -76,9 +76,12 @@ class ClusterRun:
     error: str = ""  # why the whole cluster's analysis failed, one line ("" if it did not)
     log: Path | None = None  # where the tracebacks of failures were written
 
+    def details(self) -> str:
+        return f"details: {self.log}" if self.log else "its error log could not be written"
+
     def summary(self) -> str:
         if self.error:
-            return f"{self.cluster}: analysis failed: {self.error} (details: {self.log})"
+            return f"{self.cluster}: analysis failed: {self.error} ({self.details()})"
         what = "rebuilt" if self.rebuilt else "incremental"
         line = (
             f"{self.cluster}: {self.jobs_recomputed} of {self.jobs_total} jobs recomputed "
@@ -93,20 +96,25 @@ class ClusterRun:
             first, why = next(iter(self.failed_jobs.items()))
             line += (
                 f"; {len(self.failed_jobs)} job(s) left out because their analysis failed "
-                f"(job {first}: {why}; details: {self.log})"
+                f"(job {first}: {why}; {self.details()})"
             )
         return line
 
 
-def _write_log(data_dir: Path, cluster: str, errors: list[str]) -> Path:
+def _write_log(data_dir: Path, cluster: str, errors: list[str]) -> Path | None:
     """Tracebacks of this run's failures in `analyze_state/<cluster>.errors.log` (removed when
-    a run has none)."""
+    a run has none); None when it cannot be written (a full disk must not hide the failure the
+    log was to detail behind its own)."""
     path = data_dir / state.STATE_DIR / f"{cluster}.errors.log"
-    if errors:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join(errors))
-    else:
-        path.unlink(missing_ok=True)
+    try:
+        if errors:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("\n".join(errors))
+        else:
+            path.unlink(missing_ok=True)
+    except OSError:
+        path.unlink(missing_ok=True)  # not half a log
+        return None
     return path
 
 
@@ -151,7 +159,7 @@ def _raise_batch_failure(run: ClusterRun, outcomes: list[BatchOutcome]) -> None:
     cluster (its first batch error, in one sentence)."""
     whole = [o for o in outcomes if o.error]
     if whole:
-        raise GpuwasteError(whole[0].error)
+        raise (DiskError if whole[0].disk else GpuwasteError)(whole[0].error)
     if len(run.failed_jobs) > MAX_FAILED_JOBS:
         job, why = list(run.failed_jobs.items())[-1]
         raise GpuwasteError(
@@ -334,16 +342,22 @@ def analyze(
     with writer_lock(data_dir, "analyze"):
         wh.remove_temp_files(RESULT_TABLES)
         for c in chosen:
-            run = _analyze_isolated(
-                settings,
-                c,
-                rebuild=rebuild,
-                since=since,
-                batch_days=batch_days,
-                batch_hosts=batch_hosts,
-                range_samples=range_samples,
-                engine=engine,
-            )
+            try:
+                run = _analyze_isolated(
+                    settings,
+                    c,
+                    rebuild=rebuild,
+                    since=since,
+                    batch_days=batch_days,
+                    batch_hosts=batch_hosts,
+                    range_samples=range_samples,
+                    engine=engine,
+                )
+            except DiskError as exc:  # every cluster after it would meet the same disk
+                done = ", ".join(r.cluster for r in runs if not r.error) or "none"
+                raise DiskError(
+                    f"analyze stopped at cluster {c} (clusters analyzed before it: {done}): {exc}"
+                ) from exc
             runs.append(run)
             if not quiet or run.error or run.failed_jobs:
                 print(run.summary(), file=sys.stderr if run.error else sys.stdout)
@@ -353,10 +367,12 @@ def analyze(
 
 
 def _analyze_isolated(settings: Settings, cluster: str, **options: Any) -> ClusterRun:
-    """analyze_cluster; whatever it raises is kept in the run (`error`, and its traceback in
-    the cluster's error log) so that the other clusters are still analyzed."""
+    """analyze_cluster; whatever it raises but a `DiskError` is kept in the run (`error`, and
+    its traceback in the cluster's error log) so that the other clusters are still analyzed."""
     try:
         return analyze_cluster(settings, cluster, **options)
+    except DiskError:
+        raise  # the disk, not the cluster: `analyze` stops (its sentence says it all)
     except Exception as exc:
         log = _write_log(settings.data_dir, cluster, [traceback.format_exc()])
         return ClusterRun(cluster=cluster, error=one_line(exc), log=log)

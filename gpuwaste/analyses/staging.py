@@ -20,6 +20,7 @@ import polars as pl
 from gpuwaste.analyses import state
 from gpuwaste.analyses.batch import staged_file
 from gpuwaste.analyses.registry import PER_JOB_TABLES
+from gpuwaste.warehouse.disk import writing
 from gpuwaste.warehouse.schema import table
 from gpuwaste.warehouse.store import Warehouse, atomic_copy_parquet, sql_string
 
@@ -30,7 +31,8 @@ def staging_dir(data_dir: Path, cluster: str) -> Path:
     """The (empty, freshly made) staging folder of `cluster`'s run."""
     path = Path(data_dir).absolute() / state.STATE_DIR / "staging" / cluster
     shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
+    with writing(path, "nothing was written"):
+        path.mkdir(parents=True)
     return path
 
 

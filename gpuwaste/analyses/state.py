@@ -20,6 +20,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from gpuwaste.warehouse.disk import writing
 from gpuwaste.warehouse.schema import table
 from gpuwaste.warehouse.store import Warehouse, atomic_copy_parquet, sql_string
 
@@ -112,5 +113,9 @@ def save(
             [leave_out],
         )
     tmp = meta.with_name(meta.name + ".tmp")
-    tmp.write_text(json.dumps(state.__dict__, indent=1, sort_keys=True))
-    os.replace(tmp, meta)
+    try:
+        with writing(meta, f"{meta.name} was not written: the next run recomputes more"):
+            tmp.write_text(json.dumps(state.__dict__, indent=1, sort_keys=True))
+            os.replace(tmp, meta)
+    finally:
+        tmp.unlink(missing_ok=True)

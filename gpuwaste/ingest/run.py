@@ -10,10 +10,12 @@ configures the source. Each finished source prints one summary line: on stdout, 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
 
 from gpuwaste.config import ClusterConfig, Settings
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import DiskError, GpuwasteError
 from gpuwaste.ingest.base import IngestResult, RunOptions, Source
 from gpuwaste.ingest.progress import source_progress
 from gpuwaste.warehouse.catalog import refresh_catalog
@@ -48,16 +50,27 @@ def _run_source(
     return result
 
 
+@contextmanager
+def catalog_refreshed(data_dir: Path) -> Iterator[None]:
+    """Refresh the catalog of views after the block, after a failure too; a refresh that fails
+    then (the same full disk, most likely) leaves the old catalog and does not hide the block's
+    own error behind its own."""
+    try:
+        yield
+    except BaseException:
+        with suppress(GpuwasteError):
+            refresh_catalog(data_dir)
+        raise
+    refresh_catalog(data_dir)
+
+
 def run_one(
     settings: Settings, cluster: ClusterConfig, source: Source, options: RunOptions
 ) -> IngestResult:
     """One source for one cluster (the one-off form: `gpuwaste ingest SOURCE --flags`)."""
-    with writer_lock(settings.data_dir):
+    with writer_lock(settings.data_dir), catalog_refreshed(settings.data_dir):
         Warehouse(settings.data_dir).remove_temp_files(FACT_TABLES)
-        try:
-            return _run_source(settings, cluster, source, options)
-        finally:
-            refresh_catalog(settings.data_dir)
+        return _run_source(settings, cluster, source, options)
 
 
 def _clusters(
@@ -101,20 +114,19 @@ def run_configured(
     clusters = _clusters(settings, sources, cluster)
     results: list[IngestResult] = []
     failures: list[str] = []
-    with writer_lock(settings.data_dir):
+    with writer_lock(settings.data_dir), catalog_refreshed(settings.data_dir):
         Warehouse(settings.data_dir).remove_temp_files(FACT_TABLES)
-        try:
-            for c in clusters:
-                for source in sources:
-                    if not source.configured(c):
-                        continue
-                    try:
-                        results.append(_run_source(settings, c, source, options))
-                    except GpuwasteError as exc:
-                        failures.append(f"{c.name}/{source.name}: {exc}")
-                        print(f"gpuwaste: {c.name}/{source.name}: {exc}", file=sys.stderr)
-        finally:
-            refresh_catalog(settings.data_dir)
+        for c in clusters:
+            for source in sources:
+                if not source.configured(c):
+                    continue
+                try:
+                    results.append(_run_source(settings, c, source, options))
+                except DiskError as exc:  # every source after it would meet the same disk
+                    raise DiskError(f"ingest stopped at {c.name}/{source.name}: {exc}") from exc
+                except GpuwasteError as exc:
+                    failures.append(f"{c.name}/{source.name}: {exc}")
+                    print(f"gpuwaste: {c.name}/{source.name}: {exc}", file=sys.stderr)
     if failures:
         raise GpuwasteError(f"{len(failures)} source(s) failed; first: {failures[0]}")
     if not results and not options.quiet:

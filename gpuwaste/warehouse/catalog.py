@@ -31,6 +31,7 @@ import duckdb
 import polars as pl
 
 from gpuwaste.warehouse.damaged import read_retrying
+from gpuwaste.warehouse.disk import writing
 from gpuwaste.warehouse.schema import UTC_TS, Table, all_tables
 from gpuwaste.warehouse.store import Warehouse, sql_string
 
@@ -247,18 +248,22 @@ def refresh_catalog(data_dir: Path, *, force: bool = False) -> bool:
         except (OSError, ValueError):
             pass
     tmp = data_dir / f".{CATALOG_FILE}.tmp-{uuid.uuid4().hex}"
+    sig_tmp = sig_path.with_name(sig_path.name + ".tmp")
+    # DuckDB says a full disk (the file, or its WAL at the commit) only in its message
     try:
-        con = duckdb.connect(str(tmp), config={"storage_compatibility_version": STORAGE_COMPAT})
-        try:
-            con.execute("SET TimeZone = 'UTC'")
-            create_views(con, wh, folder_of_catalog_file(data_dir))
-        finally:
-            con.close()
-        os.replace(tmp, dest)
+        with writing(dest, f"{CATALOG_FILE} was not written and its views are as they were"):
+            con = duckdb.connect(str(tmp), config={"storage_compatibility_version": STORAGE_COMPAT})
+            try:
+                con.execute("SET TimeZone = 'UTC'")
+                create_views(con, wh, folder_of_catalog_file(data_dir))
+            finally:
+                con.close()
+            os.replace(tmp, dest)
+        with writing(sig_path):  # written after the views: the next refresh rewrites them
+            sig_tmp.write_text(json.dumps(sig, indent=1, sort_keys=True))
+            os.replace(sig_tmp, sig_path)
     finally:
         tmp.unlink(missing_ok=True)
         Path(str(tmp) + ".wal").unlink(missing_ok=True)
-    sig_tmp = sig_path.with_name(sig_path.name + ".tmp")
-    sig_tmp.write_text(json.dumps(sig, indent=1, sort_keys=True))
-    os.replace(sig_tmp, sig_path)
+        sig_tmp.unlink(missing_ok=True)
     return True

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import DiskError, GpuwasteError
+from gpuwaste.warehouse.disk import write_error, writing
 
 
 class WarehouseLocked(GpuwasteError):
@@ -26,6 +27,9 @@ def writer_lock(data_dir: Path, what: str = "ingest") -> Iterator[None]:
         data_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:  # read-only, full, or not a directory: one sentence, no traceback
+        said = write_error(exc, path, "nothing was written")
+        if isinstance(said, DiskError):
+            raise said from None
         raise GpuwasteError(
             f"cannot write to the data directory {data_dir} ({exc.strerror or exc}); "
             "nothing was written."
@@ -39,8 +43,9 @@ def writer_lock(data_dir: Path, what: str = "ingest") -> Iterator[None]:
                 f"another gpuwaste {what} is already running on {data_dir} (pid {holder}); "
                 "this one exits without writing."
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        with writing(path, "nothing was written"):  # the pid needs a block of the disk
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, str(os.getpid()).encode(), 0)
         yield
     finally:
         os.close(fd)

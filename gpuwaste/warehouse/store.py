@@ -10,17 +10,20 @@ dropped before the new ones are added.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import uuid
 from collections.abc import Collection, Iterable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import IO, Any, BinaryIO, cast
 
 import duckdb
 import polars as pl
 
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import WarehouseError
+from gpuwaste.warehouse.disk import writing
 from gpuwaste.warehouse.host_blocks import (
     BLOCK_HOSTS,
     block_index,
@@ -33,10 +36,6 @@ from gpuwaste.warehouse.host_blocks import (
 from gpuwaste.warehouse.schema import Table, conform, table
 
 TMP_MARK = ".tmp-"
-
-
-class WarehouseError(GpuwasteError):
-    """A warehouse read or write failed; the message names the path and the cause."""
 
 
 def _fsync_dir(path: Path) -> None:
@@ -52,22 +51,56 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_parquet(df: pl.DataFrame, dest: Path) -> None:
-    """Write `df` to `dest` through a temporary file and a rename; on failure `dest` is intact."""
-    tmp = dest.with_name(f"{dest.name}{TMP_MARK}{uuid.uuid4().hex}")
-    try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        df.write_parquet(tmp, compression="zstd", statistics=True)
-        with open(tmp, "rb+") as fh:
+class _KeepsWriteError(io.RawIOBase):
+    """The file `fh` as polars writes to it, keeping the OSError of a write that failed: polars
+    reports a failed write inside a page header or the footer as 'File out of specification:
+    Invalid thrift: transport error', the disk's errno lost (issue #47: a full disk)."""
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self.fh = fh
+        self.failure: OSError | None = None
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        try:
+            return self.fh.write(data)
+        except OSError as exc:
+            self.failure = exc
+            raise
+
+
+def write_parquet_file(df: pl.DataFrame, path: Path, *, fsync: bool = True, **options: Any) -> None:
+    """`df.write_parquet(path, **options)` (the same bytes), a failed write raised as the
+    OSError the system gave (its errno: `disk.write_error` names a full disk); flushed to the
+    disk when `fsync`."""
+    with open(path, "wb") as fh:
+        sink = _KeepsWriteError(fh)
+        try:
+            df.write_parquet(cast(IO[bytes], sink), **options)  # a file object, as polars reads it
+        except pl.exceptions.PolarsError as exc:
+            if sink.failure is not None:
+                raise sink.failure from exc
+            raise
+        fh.flush()
+        if fsync:
             os.fsync(fh.fileno())
-        os.replace(tmp, dest)
-        _fsync_dir(dest.parent)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise WarehouseError(f"could not write {dest}: {exc.strerror or exc}.") from exc
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+
+
+def atomic_write_parquet(df: pl.DataFrame, dest: Path) -> None:
+    """Write `df` to `dest` through a temporary file and a rename; on failure `dest` is intact
+    (a full disk: one sentence naming it, `disk.write_error`)."""
+    tmp = dest.with_name(f"{dest.name}{TMP_MARK}{uuid.uuid4().hex}")
+    with writing(dest):
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            write_parquet_file(df, tmp, compression="zstd", statistics=True)
+            os.replace(tmp, dest)
+            _fsync_dir(dest.parent)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
 
 
 def sql_string(text: str | Path) -> str:
@@ -83,16 +116,15 @@ def atomic_copy_parquet(
     `atomic_write_parquet`; on failure `dest` is intact."""
     tmp = dest.with_name(f"{dest.name}{TMP_MARK}{uuid.uuid4().hex}")
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        con.execute(
-            f"copy ({query}) to {sql_string(tmp)} (format parquet, compression zstd)", params
-        )
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, dest)
-        _fsync_dir(dest.parent)
-    except OSError as exc:
-        raise WarehouseError(f"could not write {dest}: {exc.strerror or exc}.") from exc
+        with writing(dest):  # DuckDB says a full disk only in its message: `writing` reads it
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            con.execute(
+                f"copy ({query}) to {sql_string(tmp)} (format parquet, compression zstd)", params
+            )
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp, dest)
+            _fsync_dir(dest.parent)
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -5,7 +5,7 @@
 The ingest code has no test hook, so this driver adds one from outside: it wraps the three
 things every durable write goes through and counts them, in order, as *events*:
 
-- `write`: `DataFrame.write_parquet` of a temporary file. Killing here writes the file, cuts it
+- `write`: `store.write_parquet_file` of a temporary file. Killing here writes the file, cuts it
   to half its size (a parquet write torn mid-way), then dies;
 - `rename` / `rename-watermark`: `os.replace` of a finished temporary file over the old one
   (`-watermark` when inside `set_watermark`, i.e. during the watermark update). Killing here dies
@@ -48,20 +48,19 @@ def _event(name: str) -> bool:
 
 def install() -> None:
     import gpuwaste.ingest.prometheus.source as ingest
+    import gpuwaste.warehouse.store as store
 
-    real_write = pl.DataFrame.write_parquet
+    real_write = store.write_parquet_file
     real_replace = os.replace
     real_set_watermark = ingest.set_watermark
 
-    def write_parquet(self: pl.DataFrame, file: Any, *args: Any, **kwargs: Any) -> Any:
+    def write_parquet_file(df: pl.DataFrame, path: Path, **kwargs: Any) -> None:
         kill = _event("write")
-        out = real_write(self, file, *args, **kwargs)
+        real_write(df, path, **kwargs)
         if kill:
-            path = Path(file)
             with open(path, "rb+") as fh:
                 fh.truncate(path.stat().st_size // 2)
             _die()
-        return out
 
     def replace(src: Any, dst: Any, **kwargs: Any) -> None:
         kill = _event("rename-watermark" if _in_watermark[0] else "rename")
@@ -80,7 +79,7 @@ def install() -> None:
         finally:
             _in_watermark[0] = False
 
-    pl.DataFrame.write_parquet = write_parquet  # type: ignore[method-assign]
+    store.write_parquet_file = write_parquet_file
     os.replace = replace
     ingest.set_watermark = set_watermark
 

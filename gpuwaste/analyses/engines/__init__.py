@@ -16,7 +16,8 @@ from gpuwaste.analyses.batch import BatchOutcome, BatchPlan, stage_batch
 
 class Engine(Protocol):
     def run(self, plan: BatchPlan, data_dir: Path, staging: Path) -> list[BatchOutcome]:
-        """The outcome of every batch of `plan`, its rows staged under `staging`."""
+        """The outcome of every batch of `plan`, its rows staged under `staging` (an engine
+        may stop after a batch whose disk refused a write: `BatchOutcome.disk`)."""
         ...
 
 
@@ -24,7 +25,12 @@ class LocalEngine:
     """Every batch in this process, one at a time (memory: one batch)."""
 
     def run(self, plan: BatchPlan, data_dir: Path, staging: Path) -> list[BatchOutcome]:
-        return [stage_batch(plan.spec(i), data_dir, staging) for i in range(plan.count)]
+        outcomes: list[BatchOutcome] = []
+        for i in range(plan.count):
+            outcomes.append(stage_batch(plan.spec(i), data_dir, staging))
+            if outcomes[-1].disk:  # the next batches would compute, then meet the same disk
+                break
+        return outcomes
 
 
 __all__ = ["Engine", "LocalEngine"]

@@ -43,8 +43,9 @@ from gpuwaste.ingest.philly.parse import (
     parse_job_log,
 )
 from gpuwaste.warehouse.bookkeeping import Refused, set_watermark, write_quarantine
+from gpuwaste.warehouse.disk import writing
 from gpuwaste.warehouse.schema import UTC_TS
-from gpuwaste.warehouse.store import Warehouse
+from gpuwaste.warehouse.store import Warehouse, write_parquet_file
 
 CHUNK_BYTES = 32 * 1024 * 1024
 
@@ -93,8 +94,9 @@ def _stage(df: pl.DataFrame, folder: Path, part: int) -> None:
         }
     for day, piece in pieces.items():
         dest = folder / f"date={day}" / f"part-{part:06d}.parquet"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        piece.write_parquet(dest, compression="lz4", statistics=False)
+        with writing(dest, "nothing was stored"):
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            write_parquet_file(piece, dest, fsync=False, compression="lz4", statistics=False)
 
 
 def stage_file(
