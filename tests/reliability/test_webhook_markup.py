@@ -22,7 +22,9 @@ from tests.support.http_receiver import http_receiver
 from tests.support.smtp import smtp_server
 from tests.test_notify import CONFIG, json_text, notify
 
-JOB_NAME = "<!channel> urgent <https://evil.example/reset>"
+JOB_NAME = (
+    "<!channel> urgent <https://evil.example/reset> @channel [sign in](https://evil.example/)"
+)
 USER = "<!here> bob\x1b[2J"
 OWNER = "owner@example.org"
 
@@ -55,9 +57,12 @@ def test_webhook_escapes_names_and_mail_keeps_them_as_plain_text(hostile: Path) 
     # user ann, user b, VC vision: three posts; the job's name in ann's and in the VC's
     assert len(texts) == 3, texts
     posted = "\n".join(texts)
-    for raw in ("<!channel>", "<!here>", "<https://evil", "<", ">"):
+    for raw in ("<!channel>", "<!here>", "<https://evil", "<", ">", "@channel", "]("):
         assert raw not in posted, raw
-    shown = "&lt;!channel&gt; urgent &lt;https://evil.example/reset&gt;"
+    shown = (
+        "&lt;!channel&gt; urgent &lt;https://evil.example/reset&gt; @\u2060channel "
+        "[sign in]\u2060(https://evil.example/)"
+    )
     assert sum(shown in t for t in texts) == 2
     assert "Hello &lt;!here&gt; bob\\x1b[2J," in posted and "\x1b" not in posted
     # gpuwaste's own formatting and links are left as they are: the subject in bold, the link

@@ -18,7 +18,9 @@ https://api.slack.com/reference/surfaces/formatting#escaping). Mattermost transl
 Slack forms (`<!channel>`, `<url|text>`) and renders the rest as Markdown, where those entities
 show as the characters (https://developers.mattermost.com/integrate/slash-commands/slack/). So
 every name from the data goes into the text through `escape`; gpuwaste's own words and links
-do not.
+do not. Mattermost also pings a channel for `@channel`, `@all` and `@here` typed as text, and
+makes `[text](url)` a link: `escape` puts a word joiner (U+2060, invisible and not a name
+character) after such an `@` and between `]` and `(`, which neither service then reads as markup.
 """
 
 from __future__ import annotations
@@ -33,13 +35,18 @@ from gpuwaste.errors import GpuwasteError
 from gpuwaste.text import printable
 
 PAYLOAD = ":version=&:title=&:type=&:attachments=&:message=text"
+WORD_JOINER = "\u2060"
+_CHANNEL_MENTION = re.compile(r"@(?=(?:channel|all|here)\b)", re.IGNORECASE)
 
 
 def escape(text: str) -> str:
     """Untrusted text for a Slack or Mattermost message: control characters escaped as in the
     terminal (`printable`), then `&`, `<`, `>` as the HTML entities both decode for display, so
-    a name cannot ping a channel or make a link."""
-    return printable(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    a name cannot ping a channel or make a link; Mattermost's `@channel` and `[text](url)` are
+    broken by a word joiner."""
+    text = printable(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _CHANNEL_MENTION.sub("@" + WORD_JOINER, text)
+    return text.replace("](", "]" + WORD_JOINER + "(")
 
 
 def fingerprint(url: str) -> str:
