@@ -66,16 +66,9 @@ class TimeBounds:
         """The bounds of an ingest run that starts at `now`."""
         tolerance = timedelta(seconds=settings.future_tolerance_s)
         latest = LAST_FILEABLE - timedelta(microseconds=1)
-        if now.astimezone(UTC) + tolerance < latest:
+        if tolerance < latest - now.astimezone(UTC):  # (a sum could pass year 9999)
             latest = now.astimezone(UTC) + tolerance
         return cls(max(settings.earliest_time, FIRST_FILEABLE), latest, now, tolerance)
-
-    def covers(self, first: object, last: object) -> bool:
-        """Whether every time from `first` to `last` is believed (the usual case, checked on a
-        column's min and max before any row-wise work); False when either is not a time."""
-        if not isinstance(first, datetime) or not isinstance(last, datetime):
-            return False
-        return self.earliest <= _utc(first) and _utc(last) <= self.latest
 
     def _future(self) -> str:
         if self.ingested_at is None:
@@ -134,7 +127,8 @@ class TimeBounds:
     ) -> tuple[pl.DataFrame, pl.DataFrame]:
         """(the rows of `df` whose `ts` is believed, the others with a `reason` column, which
         names the row's `host` column when given)."""
-        if df.height == 0 or self.covers(df[ts].min(), df[ts].max()):
+        within = (pl.col(ts) >= self.earliest) & (pl.col(ts) <= self.latest)
+        if df.height == 0 or df.select(within.all()).item():
             return df, df.clear().with_columns(pl.lit(None, dtype=pl.String()).alias(reason))
         named = pl.col(host) if host is not None else None
         marked = df.with_columns(self.problem_expr(pl.col(ts), named).alias(reason))

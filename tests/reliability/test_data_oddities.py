@@ -65,6 +65,23 @@ def test_out_of_order_and_duplicated_samples(tmp_path: Path) -> None:
     assert got["util"].to_list() == [float((t // STEP) % 100) for t in ts]  # values kept by time
 
 
+def test_duplicate_samples_with_other_values_are_quarantined(tmp_path: Path) -> None:
+    # Issue #47: two readings of one GPU at one instant with different values kept the first and
+    # dropped the others without a word. Each dropped reading is now quarantined (the first is
+    # still kept); exact repeats lose nothing and are dropped silently, as before.
+    ts = [T0 + k * STEP for k in range(10)]
+    text = "".join(line("n1", 0, "GPU-a", t, 10) for t in ts)
+    text += "".join(line("n1", 0, "GPU-a", t, 10) for t in ts[:3])  # exact repeats
+    text += line("n1", 0, "GPU-a", ts[5], 99) + line("n1", 0, "GPU-a", ts[6], 98)  # other values
+    gpu = ingest(tmp_path, text)
+    assert gpu.height == 10 and set(gpu["util"]) == {10.0}
+    q = Warehouse(tmp_path / "wh").read("quarantine", "c1").sort("location")
+    assert q["reason"].str.starts_with("conflicting duplicate").to_list() == [True, True]
+    assert q["raw"].to_list() == ["99", "98"]
+    at = [datetime.fromtimestamp(t, UTC).isoformat() for t in ts[5:7]]
+    assert [loc.endswith(f"at {a}") for loc, a in zip(q["location"], at, strict=True)] == [True] * 2
+
+
 def test_samples_from_the_future_and_far_past_are_quarantined_with_their_host(
     tmp_path: Path,
 ) -> None:
