@@ -418,6 +418,9 @@ def _bound_running(rel: Relations, as_of: datetime, thresholds: Thresholds) -> N
     again with the bound when any allocation changes, else left as it is (the usual case: every
     host reports up to the watermark). The samples' views must name the batch's days."""
     con = rel.con
+    running = con.execute("select count(*) from analyze_alloc where end_ts >= $1", [as_of])
+    if not running.fetchall()[0][0]:
+        return  # no running allocation: no samples to read
     newest = rel.query(load_sql("staging/host_newest"))
     if newest.height == 0:
         return

@@ -17,6 +17,10 @@ is refused, with the first of these reasons that applies:
 
 For a saved file, "the ingest" is the run reading it, not the file's date. `TimeBounds()` alone
 is rule 1: what a parser checks when its caller gives no settings.
+
+Two readings of one device at one instant with different values (files concatenated, two
+exporters on a node) cannot both be true: one is kept and each other one is refused
+(`conflicting_duplicates`); an exact repeat loses nothing and is dropped without a record.
 """
 
 from __future__ import annotations
@@ -34,10 +38,6 @@ FIRST_FILEABLE = datetime(1, 1, 2, tzinfo=UTC)  # inclusive
 LAST_FILEABLE = datetime(9999, 12, 30, tzinfo=UTC)  # exclusive: its day needs a next day
 
 UNFILEABLE = "outside the warehouse's days"
-DUPLICATE = (
-    "conflicting duplicate: another reading of the same series at the same time, with another "
-    "value, was read first and kept"
-)
 FUTURE = "from the future"
 PAST = "from the distant past"
 
@@ -45,10 +45,6 @@ PAST = "from the distant past"
 def fmt(ts: datetime) -> str:
     """A time as the reasons write it (UTC, to the second)."""
     return ts.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _fmt_expr(ts: pl.Expr) -> pl.Expr:
-    return ts.dt.convert_time_zone("UTC").dt.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 @dataclass(frozen=True)
@@ -164,6 +160,14 @@ def conflicting_duplicates(
     return kept, others
 
 
+def duplicate_reason(keep: str = "first") -> str:
+    """Why a reading `conflicting_duplicates` left out is refused."""
+    return (
+        "conflicting duplicate: another reading of the same device at the same time, with "
+        f"another value, was kept (the {keep} one read)"
+    )
+
+
 def refuse_duplicates(
     others: pl.DataFrame, key: list[str], values: list[str], source: str, keep: str = "first"
 ) -> list[Refused]:
@@ -172,14 +176,7 @@ def refuse_duplicates(
     for row in others.select(*key, *values).iter_rows(named=True):
         where = ", ".join(f"{k}={_show(row[k])}" for k in key)
         raw = ", ".join(f"{v}={_show(row[v])}" for v in values if row[v] is not None)
-        out.append(
-            Refused(
-                f"{source}: {where}",
-                "conflicting duplicate: another reading of the same device at the same time "
-                f"was kept (the {keep} one read)",
-                raw,
-            )
-        )
+        out.append(Refused(f"{source}: {where}", duplicate_reason(keep), raw))
     return out
 
 

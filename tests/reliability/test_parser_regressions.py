@@ -36,6 +36,18 @@ def test_philly_nan_and_infinite_values_are_refused_not_stored() -> None:
     assert good.height == 0 and refused.height == 1
 
 
+def test_philly_extra_field_na_is_refused_by_both_readers() -> None:
+    # Found by tests/test_ingest_philly.py's hypothesis test while fixing issue #47: a CPU line
+    # with one field too many, `NA`, passed the fast reader as "a trailing comma" (it reads NA
+    # as null, as an empty field) while the line-by-line reader refused it.
+    for data in (b"2017-11-05 01:30:00 PDT,m1,NA,NA\n", b"2017-11-05 01:30:00 PDT,m1,3,NA\n"):
+        good, refused, records = parse_chunk(CPU_UTIL, data, 2, "c")
+        assert good.height == 0 and records == 1
+        assert refused["reason"].to_list() == ["wrong field count: 4"]
+    good, refused, _ = parse_chunk(CPU_UTIL, b"2017-11-05 01:30:00 PDT,m1,3,\r\n", 2, "c")
+    assert good["cpu_util"].to_list() == [3.0] and refused.height == 0
+
+
 def test_prometheus_result_type_that_is_a_list_is_a_response_error() -> None:
     # Found by test_fuzz_prometheus_json: `"resultType": [...]` raised TypeError (unhashable
     # list in a set membership test) instead of the ResponseError every bad answer gets.

@@ -498,6 +498,11 @@ def parse_chunk(
     ends = np.append(newlines, len(data)) if len(newlines) < n_lines else newlines
     before = np.searchsorted(commas, ends[:n_lines])
     nfields = np.diff(before, prepend=0) + 1
+    # whether each line ends with a comma (before a `\r`): its last field is empty, not `NA`,
+    # which the CSV reader also reads as null
+    last = ends[:n_lines] - 1
+    last = last - (raw[np.maximum(last, 0)] == 13)
+    trailing = pl.Series("trailing", (last >= 0) & (raw[np.maximum(last, 0)] == 44))
     width, numeric, counts = _FAST_SHAPES[kind]
     schema = {f"c{i}": pl.Float64() if i in numeric else pl.String() for i in range(width)}
     try:
@@ -529,9 +534,7 @@ def parse_chunk(
     )
     df = df.join(times, on="time", how="left", nulls_equal=True, maintain_order="left")
     # A row of `counts` fields, or one more whose last is empty (the trailing comma).
-    shape = (pl.col("nfields") == counts) | (
-        (pl.col("nfields") == counts + 1) & pl.col(f"c{width - 1}").is_null()
-    )
+    shape = (pl.col("nfields") == counts) | ((pl.col("nfields") == counts + 1) & trailing)
     if kind == GPU_UTIL:  # 18-field rows go line by line
         gcols = [f"g{k}" for k in range(N_GPU_COLS)]
         df = df.rename({f"c{2 + k}": g for k, g in enumerate(gcols)})

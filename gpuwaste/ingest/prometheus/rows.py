@@ -41,9 +41,9 @@ import polars as pl
 from gpuwaste.config import PrometheusLabels
 from gpuwaste.ingest.prometheus.parse import SeriesSet
 from gpuwaste.ingest.times import (
-    DUPLICATE,
     TimeBounds,
     conflicting_duplicates,
+    duplicate_reason,
     refuse_duplicates,
     with_host,
 )
@@ -244,7 +244,9 @@ def _refuse_repeats(
     """A record per reading of a series at a time it already had with another value."""
     return [
         Refused(
-            f"{source}: {describe(metric, labels[sid])} at {ts.isoformat()}", DUPLICATE, _fmt(v)
+            f"{source}: {describe(metric, labels[sid])} at {ts.isoformat()}",
+            duplicate_reason(),
+            _fmt(v),
         )
         for sid, ts, v in others.select("sid", "ts", "value").iter_rows()
     ]
