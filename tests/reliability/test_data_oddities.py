@@ -18,12 +18,13 @@ import polars as pl
 import pytest
 
 from gpuwaste.analyses.run import analyze
-from gpuwaste.config import ClusterConfig, IngestSettings, Settings, SlurmSource
+from gpuwaste.config import ClusterConfig, CsvSource, IngestSettings, Settings, SlurmSource
 from gpuwaste.exporter.figures import read_figures
 from gpuwaste.generate.cli import generate_command
 from gpuwaste.ingest.prometheus.openmetrics_source import ingest_openmetrics
 from gpuwaste.ingest.slurm.parse import SacctOptions, parse_sacct
 from gpuwaste.ingest.slurm.source import ingest_slurm
+from gpuwaste.ingest.tabular.source import ingest_tabular
 from gpuwaste.warehouse.bookkeeping import set_watermark
 from gpuwaste.warehouse.readonly import read_only_connection
 from gpuwaste.warehouse.store import Warehouse
@@ -80,6 +81,32 @@ def test_duplicate_samples_with_other_values_are_quarantined(tmp_path: Path) -> 
     assert q["raw"].to_list() == ["99", "98"]
     at = [datetime.fromtimestamp(t, UTC).isoformat() for t in ts[5:7]]
     assert [loc.endswith(f"at {a}") for loc, a in zip(q["location"], at, strict=True)] == [True] * 2
+
+
+def test_csv_samples_repeated_with_other_values_and_from_the_future(tmp_path: Path) -> None:
+    # The CSV source keeps the last reading of a (host, GPU, job, time) (a later row corrects an
+    # earlier one): the earlier one with another value is quarantined; a node a year ahead is
+    # refused with its host named, by its line.
+    future = (datetime.now(UTC) + timedelta(days=365)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    (tmp_path / "s.csv").write_text(
+        "t,h,g,u\n"
+        "2026-11-01T10:00:00Z,n1,0,10\n"
+        "2026-11-01T10:00:00Z,n1,0,10\n"  # an exact repeat: nothing to say
+        "2026-11-01T10:00:00Z,n1,0,30\n"  # another value: the last is kept
+        f"{future},n2,0,50\n"
+    )
+    (tmp_path / "m.toml").write_text('[samples]\ntime = "t"\nhost = "h"\ngpu = "g"\nutil = "u"\n')
+    src = CsvSource(samples=tmp_path / "s.csv", mapping=tmp_path / "m.toml")
+    result = ingest_tabular(
+        Settings(data_dir=tmp_path / "wh"), ClusterConfig(name="c1", csv=src), "csv"
+    )
+    gpu = Warehouse(tmp_path / "wh").read("gpu_samples", "c1")
+    assert gpu.select("host", "util").rows() == [("n1", 30.0)]
+    assert result.accepted == 2  # of 4 rows: the exact repeat is accepted, stored once
+    reasons = sorted(r.reason for r in result.refused)
+    assert reasons[0].startswith("conflicting duplicate") and "the last one read" in reasons[0]
+    assert reasons[1].startswith("from the future: host n2, later than")
+    assert any(r.location.endswith("s.csv:5") for r in result.refused)
 
 
 def test_samples_from_the_future_and_far_past_are_quarantined_with_their_host(
