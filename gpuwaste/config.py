@@ -15,6 +15,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -265,6 +266,28 @@ class CostSettings(_Strict):
         return v
 
 
+class IngestSettings(_Strict):
+    """`[ingest]`: the times every source believes (docs/ingest-files.md#times-no-source-believes).
+
+    A sample or job time later than the ingest run plus `future_tolerance_s` is a clock that is
+    ahead (one such sample once made every running job of its cluster end in the year 2200), one
+    before `earliest_time` a clock that was reset (a dead RTC battery restarts at 1970 or 2000):
+    both are quarantined, never stored."""
+
+    future_tolerance_s: NonNegFloat = 600.0
+    # Before any telemetry gpuwaste reads (the Philly trace, the oldest, is from 2017), after
+    # the dates a reset clock shows (1970-01-01, 2000-01-01).
+    earliest_time: datetime = datetime(2010, 1, 1, tzinfo=UTC)
+
+    @field_validator("earliest_time")
+    @classmethod
+    def _earliest(cls, v: datetime) -> datetime:
+        v = v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)  # TOML: no zone
+        if v > datetime.now(UTC):
+            raise ValueError("expected a time in the past (every later time would be refused)")
+        return v
+
+
 class Settings(_Strict):
     data_dir: Path = DEFAULT_DATA_DIR
     clusters: list[ClusterConfig] = Field(default_factory=list)
@@ -272,6 +295,7 @@ class Settings(_Strict):
     exporter: ExporterSettings = Field(default_factory=ExporterSettings)
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
     cost: CostSettings = Field(default_factory=CostSettings)
+    ingest: IngestSettings = Field(default_factory=IngestSettings)
     source_path: Path | None = Field(default=None, exclude=True)
 
     def cluster(self, name: str) -> ClusterConfig:

@@ -61,7 +61,8 @@ def test_every_sql_step_declares_what_it_reads() -> None:
 def test_every_sql_file_is_run_or_labelled_as_an_oracle() -> None:
     run = {a.sql_file for a in ANALYSES if a.kind == "summary"}
     run |= {s.sql for s in BATCH_STEPS if s.sql}
-    run |= {"staging/allocations", "staging/resolve_unknown_gpus", "reports/waste_by"}
+    run |= {"staging/allocations", "staging/resolve_unknown_gpus", "staging/host_newest"}
+    run |= {"reports/waste_by"}
     run |= set(POLICY_SQL)  # gpuwaste policy replay
     run |= set(PLAN_SQL)  # gpuwaste analyze: the jobs to recompute and their batches
     run |= {"exporter/window_hours"}  # gpuwaste exporter

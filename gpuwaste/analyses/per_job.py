@@ -409,6 +409,32 @@ _DEVICE_COLUMNS = (
 )
 
 
+HOST_NEWEST = "host_newest"  # the SQL variable staging/allocations.sql bounds running ones by
+
+
+def _bound_running(rel: Relations, as_of: datetime, thresholds: Thresholds) -> None:
+    """End each running allocation at its own host's newest sample + one sampling interval when
+    that is before `as_of` (the rule is staging/allocations.sql's): `analyze_alloc` is made
+    again with the bound when any allocation changes, else left as it is (the usual case: every
+    host reports up to the watermark). The samples' views must name the batch's days."""
+    con = rel.con
+    running = con.execute("select count(*) from analyze_alloc where end_ts >= $1", [as_of])
+    if not running.fetchall()[0][0]:
+        return  # no running allocation: no samples to read
+    newest = rel.query(load_sql("staging/host_newest"))
+    if newest.height == 0:
+        return
+    step = timedelta(seconds=thresholds.sampling_interval_s or thresholds.fallback_interval_s)
+    behind = newest.filter(pl.col("newest_ts") + step < as_of)
+    if behind.height == 0:
+        return
+    con.execute(
+        f"set variable {HOST_NEWEST} = map($1::varchar[], $2::timestamptz[])",
+        [behind["host"].to_list(), behind["newest_ts"].to_list()],
+    )
+    rel.table("analyze_alloc", load_sql("staging/allocations"))
+
+
 def _resolve_unknown(rel: Relations) -> int:
     """Replace allocations with GPU index -1 by the GPUs whose samples carry the job's label."""
     con = rel.con
@@ -616,7 +642,10 @@ def run_batch(
         result.seconds[step] = result.seconds.get(step, 0.0) + now - clock[0]
         clock[0] = now
 
-    set_variables(con, {**threshold_variables(thresholds), "cluster": cluster, "as_of": as_of})
+    set_variables(
+        con,
+        {**threshold_variables(thresholds), "cluster": cluster, "as_of": as_of, HOST_NEWEST: None},
+    )
     with Relations(con) as rel:
         rel.frame("analyze_batch", pl.DataFrame({"job_id": job_ids}, schema={"job_id": pl.String}))
         rel.table(
@@ -638,6 +667,7 @@ def run_batch(
                 "run_batch was given a connection whose samples' views name no file "
                 "(connect(dated=False)) and no data_dir to name them from"
             )
+        _bound_running(rel, as_of, thresholds)
         result.unresolved_gpus = _resolve_unknown(rel)
         alloc_all = con.sql("select * from analyze_alloc").pl()
         ranges = HostRanges.of(alloc_all, batch_hosts, range_samples)

@@ -120,7 +120,11 @@ def _write_log(data_dir: Path, cluster: str, errors: list[str]) -> Path | None:
 
 def _as_of(con: duckdb.DuckDBPyConnection, cluster: str) -> datetime:
     """How far the data of `cluster` reaches: its latest ingest watermark, else its latest
-    sample, else its latest job event."""
+    sample, else its latest job event; never past this moment. Ingest refuses times from the
+    future (`ingest.times`), so only a warehouse written before that rule, or a clock set back
+    since, holds later ones: a running job is then counted up to now, not to a wrong clock's
+    year (and, in a batch, up to its own host's newest sample: staging/host_newest.sql)."""
+    now = datetime.now(UTC)
     for sql in (
         "select max(watermark) from ingest_state where cluster = $1",
         "select max(ts) + interval 1 microsecond from gpu_samples where cluster = $1",
@@ -129,8 +133,8 @@ def _as_of(con: duckdb.DuckDBPyConnection, cluster: str) -> datetime:
         row = con.execute(sql, [cluster]).fetchall()[0]
         if row and row[0] is not None:
             value: datetime = row[0]
-            return value.astimezone(UTC)
-    return datetime.now(UTC)
+            return min(value.astimezone(UTC), now)
+    return now
 
 
 # At most this many hosts' jobs per batch (by each job's first host; sql/plan/batches.sql): a

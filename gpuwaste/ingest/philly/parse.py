@@ -38,6 +38,7 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import polars as pl
 
+from gpuwaste.ingest.times import TimeBounds
 from gpuwaste.warehouse.bookkeeping import Refused
 from gpuwaste.warehouse.schema import JOB_GPUS, JOBS, UTC_TS, conform
 
@@ -115,9 +116,10 @@ def _gpu_index(name: Any) -> int:
 
 
 def _job(
-    obj: Any, tz: ZoneInfo
+    obj: Any, tz: ZoneInfo, times: TimeBounds = TimeBounds()
 ) -> tuple[dict[str, Any], list[tuple[int, str, int, datetime, datetime]], int]:
-    """One job's row, its (attempt, host, gpu, start, end) rows, attempts without an interval."""
+    """One job's row, its (attempt, host, gpu, start, end) rows, attempts without an interval.
+    A time `times` does not believe refuses the job (ValueError with the reason)."""
     if not isinstance(obj, dict):
         raise ValueError("job is not a JSON object")
     job_id = obj.get("jobid")
@@ -169,6 +171,9 @@ def _job(
             continue
         for host, gpu in dict.fromkeys(pairs):
             rows.append((a_idx, host, gpu, start, end))
+    for t in (submit, *starts, *ends):
+        if (why := times.problem(t)) is not None:
+            raise ValueError(why)
     job = {
         "job_id": job_id,
         "user": obj.get("user") if isinstance(obj.get("user"), str) else None,
@@ -187,9 +192,13 @@ def _job(
 
 
 def parse_job_log(
-    text: str, timezone: str = "America/Los_Angeles", location: str = JOB_LOG
+    text: str,
+    timezone: str = "America/Los_Angeles",
+    location: str = JOB_LOG,
+    times: TimeBounds = TimeBounds(),
 ) -> PhillyJobs:
-    """Jobs and job_gpus from the JSON job log; a malformed job is refused, the others kept."""
+    """Jobs and job_gpus from the JSON job log; a malformed job, or one with a time `times`
+    does not believe, is refused, the others kept."""
     try:
         data = json.loads(text)
     except ValueError as exc:
@@ -204,7 +213,7 @@ def parse_job_log(
     seen: set[str] = set()
     for i, obj in enumerate(data):
         try:
-            job, rows, n = _job(obj, tz)
+            job, rows, n = _job(obj, tz, times)
         except (ValueError, TypeError, OverflowError) as exc:
             refused.append(Refused(f"{location}:job {i}", str(exc), json.dumps(obj)[:4096]))
             continue
@@ -489,6 +498,11 @@ def parse_chunk(
     ends = np.append(newlines, len(data)) if len(newlines) < n_lines else newlines
     before = np.searchsorted(commas, ends[:n_lines])
     nfields = np.diff(before, prepend=0) + 1
+    # whether each line ends with a comma (before a `\r`): its last field is empty, not `NA`,
+    # which the CSV reader also reads as null
+    last = ends[:n_lines] - 1
+    last = last - (raw[np.maximum(last, 0)] == 13)
+    trailing = pl.Series("trailing", (last >= 0) & (raw[np.maximum(last, 0)] == 44))
     width, numeric, counts = _FAST_SHAPES[kind]
     schema = {f"c{i}": pl.Float64() if i in numeric else pl.String() for i in range(width)}
     try:
@@ -520,9 +534,7 @@ def parse_chunk(
     )
     df = df.join(times, on="time", how="left", nulls_equal=True, maintain_order="left")
     # A row of `counts` fields, or one more whose last is empty (the trailing comma).
-    shape = (pl.col("nfields") == counts) | (
-        (pl.col("nfields") == counts + 1) & pl.col(f"c{width - 1}").is_null()
-    )
+    shape = (pl.col("nfields") == counts) | ((pl.col("nfields") == counts + 1) & trailing)
     if kind == GPU_UTIL:  # 18-field rows go line by line
         gcols = [f"g{k}" for k in range(N_GPU_COLS)]
         df = df.rename({f"c{2 + k}": g for k, g in enumerate(gcols)})
@@ -579,6 +591,23 @@ def parse_chunk(
     more, refused = slow(picked, location, timezone)
     records = n_lines - (len(odd) - picked.height)
     return pl.concat([good, more.select(good.columns)]), refused, records
+
+
+def refuse_times(
+    rows: pl.DataFrame, times: TimeBounds, location: str
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The rows of `parse_chunk` (host, ts, ..., lineno) at times `times` believes, and the
+    lines of the others refused (location, reason naming the host, raw: host and time; the
+    line's text is not kept past the parse)."""
+    good, bad = times.split(rows, host="host")
+    if bad.height == 0:
+        return good, pl.DataFrame(schema=REFUSED_SCHEMA)
+    refused = bad.unique(subset="lineno", keep="first", maintain_order=True).select(
+        (pl.lit(location + ":") + pl.col("lineno").cast(pl.String)).alias("location"),
+        "reason",
+        pl.concat_str([pl.col("host"), pl.col("ts").cast(pl.String)], separator=",").alias("raw"),
+    )
+    return good, refused
 
 
 def _typed_checks(

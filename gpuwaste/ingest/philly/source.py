@@ -41,7 +41,9 @@ from gpuwaste.ingest.philly.parse import (
     check_header,
     parse_chunk,
     parse_job_log,
+    refuse_times,
 )
+from gpuwaste.ingest.times import TimeBounds
 from gpuwaste.warehouse.bookkeeping import Refused, set_watermark, write_quarantine
 from gpuwaste.warehouse.disk import writing
 from gpuwaste.warehouse.schema import UTC_TS
@@ -100,16 +102,24 @@ def _stage(df: pl.DataFrame, folder: Path, part: int) -> None:
 
 
 def stage_file(
-    path: Path, kind: str, folder: Path, timezone: str, chunk_bytes: int = CHUNK_BYTES
+    path: Path,
+    kind: str,
+    folder: Path,
+    timezone: str,
+    chunk_bytes: int = CHUNK_BYTES,
+    times: TimeBounds = TimeBounds(),
 ) -> tuple[int, pl.DataFrame]:
-    """Parse one utilization file chunk by chunk into staged parquet; (records, refused)."""
+    """Parse one utilization file chunk by chunk into staged parquet; (records, refused). A
+    line at a time `times` does not believe is refused."""
     records = 0
     refused: list[pl.DataFrame] = []
     for part, (first, data) in enumerate(iter_byte_chunks(path, chunk_bytes)):
         good, bad, n = parse_chunk(kind, data, first, str(path), timezone)
+        good, late = refuse_times(good, times, str(path))
         records += n
-        if bad.height:
-            refused.append(bad)
+        for frame in (bad, late):
+            if frame.height:
+                refused.append(frame)
         _stage(good, folder, part)
     if refused:
         return records, pl.concat(refused)
@@ -278,7 +288,7 @@ def write_samples(wh: Warehouse, cluster: str, stage: Path) -> dict[str, int]:
     return written
 
 
-def load_job_log(path: Path, timezone: str) -> PhillyJobs:
+def load_job_log(path: Path, timezone: str, times: TimeBounds = TimeBounds()) -> PhillyJobs:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -286,7 +296,7 @@ def load_job_log(path: Path, timezone: str) -> PhillyJobs:
     except OSError as exc:
         raise IngestError(f"could not read {path}: {exc.strerror or exc}.") from None
     try:
-        return parse_job_log(text, timezone, str(path))
+        return parse_job_log(text, timezone, str(path), times)
     except PhillyFormatError as exc:
         raise IngestError(f"{path} is not the Philly job log: {exc}.") from None
 
@@ -321,7 +331,8 @@ def ingest_philly(
             check_header(kind, first_line(folder / kind))
         except PhillyFormatError as exc:
             raise IngestError(f"{folder / kind}: {exc}.") from None
-    jobs = load_job_log(job_log, cfg.timezone)
+    times = TimeBounds.at(datetime.now(UTC), settings.ingest)
+    jobs = load_job_log(job_log, cfg.timezone, times)
 
     wh = Warehouse(settings.data_dir)
     stage = settings.data_dir / ".staging" / f"philly-{uuid.uuid4().hex}"
@@ -330,7 +341,7 @@ def ingest_philly(
     by_file: dict[str, list[Refused]] = {str(job_log): list(jobs.refused)}
     try:
         for kind in present:
-            n, bad = stage_file(folder / kind, kind, stage / kind, cfg.timezone, chunk_bytes)
+            n, bad = stage_file(folder / kind, kind, stage / kind, cfg.timezone, chunk_bytes, times)
             records += n
             r = _to_refused(bad)
             by_file[str(folder / kind)] = r

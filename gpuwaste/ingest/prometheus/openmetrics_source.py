@@ -36,6 +36,7 @@ from gpuwaste.ingest.prometheus.rows import (
     none_read,
 )
 from gpuwaste.ingest.prometheus.source import scheduler_configured
+from gpuwaste.ingest.times import TimeBounds
 from gpuwaste.warehouse.bookkeeping import set_watermark, write_quarantine
 from gpuwaste.warehouse.store import Warehouse
 
@@ -72,8 +73,9 @@ def ingest_openmetrics(settings: Settings, cluster: ClusterConfig, path: Path) -
     if not set(parsed.series) & {*GPU_METRICS, *HOST_METRICS}:
         raise IngestError(f"{path} holds {none_read(sorted(parsed.series))}; nothing was written.")
     labels = cluster.prometheus.labels if cluster.prometheus else PrometheusLabels()
-    gpu = gpu_rows(parsed.series, labels, source=OPENMETRICS)
-    host = host_rows(parsed.series, labels, source=OPENMETRICS)
+    times = TimeBounds.at(datetime.now(UTC), settings.ingest)  # a file's "now": this run
+    gpu = gpu_rows(parsed.series, labels, source=OPENMETRICS, times=times)
+    host = host_rows(parsed.series, labels, source=OPENMETRICS, times=times)
     result = IngestResult(source=OPENMETRICS, cluster=cluster.name)
     refused = parsed.refused + gpu.refused + host.refused
     wh = Warehouse(settings.data_dir)

@@ -25,7 +25,9 @@ Refused, with a reason, never written: a series without host or GPU index; a MIG
 without its profile, with a profile that is not one, or one that its model does not have
 (`gpuwaste/warehouse/mig.py`), or a profile without an instance id; a value that is not a
 number, NaN, infinite, negative, or above the metric's range (e.g. DCGM's int64 "not supported"
-sentinel 9223372036854775794).
+sentinel 9223372036854775794); samples at a time no source believes (`ingest.times`: from the
+future, from before `[ingest] earliest_time`), one record per series naming its host; a second
+reading of one GPU at one instant with other values (the first is kept).
 """
 
 from __future__ import annotations
@@ -38,6 +40,13 @@ import polars as pl
 
 from gpuwaste.config import PrometheusLabels
 from gpuwaste.ingest.prometheus.parse import SeriesSet
+from gpuwaste.ingest.times import (
+    TimeBounds,
+    conflicting_duplicates,
+    duplicate_reason,
+    refuse_duplicates,
+    with_host,
+)
 from gpuwaste.warehouse.bookkeeping import Refused
 from gpuwaste.warehouse.mig import MAX_INSTANCE_ID, profile_problem
 from gpuwaste.warehouse.schema import GPU_SAMPLES, HOST_SAMPLES, UTC_TS, conform
@@ -197,6 +206,52 @@ def _refuse_samples(
     return out
 
 
+def _believed(
+    samples: pl.DataFrame,
+    times: TimeBounds,
+    metric: str,
+    labels: list[dict[str, str]],
+    cfg: PrometheusLabels,
+    source: str,
+    refused: list[Refused],
+) -> pl.DataFrame:
+    """The samples at times `times` believes; the others refused, one record per series and
+    reason, naming the host (a node whose clock is wrong sends every sample of its series)."""
+    good, bad = times.split(samples)
+    if bad.height == 0:
+        return good
+    per_series = bad.group_by("sid", "reason", maintain_order=True).agg(
+        pl.col("ts").min().alias("first"),
+        pl.col("ts").max().alias("last"),
+        pl.len().alias("n"),
+        pl.col("value").first().alias("value"),
+    )
+    for sid, reason, first, last, n, value in per_series.iter_rows():
+        host = host_of(labels[sid], cfg) or "(no host label)"
+        refused.append(
+            Refused(
+                f"{source}: {describe(metric, labels[sid])}",
+                with_host(reason, host, first, last, n),
+                f"{describe(metric, labels[sid])} {_fmt(value)} {first.timestamp():.3f}",
+            )
+        )
+    return good
+
+
+def _refuse_repeats(
+    others: pl.DataFrame, metric: str, labels: list[dict[str, str]], source: str
+) -> list[Refused]:
+    """A record per reading of a series at a time it already had with another value."""
+    return [
+        Refused(
+            f"{source}: {describe(metric, labels[sid])} at {ts.isoformat()}",
+            duplicate_reason(),
+            _fmt(v),
+        )
+        for sid, ts, v in others.select("sid", "ts", "value").iter_rows()
+    ]
+
+
 def _fmt(value: float | None) -> str:
     """A value as Prometheus writes it (for quarantine when the raw text was not kept)."""
     if value is None:
@@ -244,8 +299,10 @@ def gpu_rows(
     *,
     source: str,
     window: tuple[datetime, datetime] | None = None,
+    times: TimeBounds = TimeBounds(),
 ) -> Rows:
-    """DCGM series by metric name -> `gpu_samples` rows (stored columns + cluster-free)."""
+    """DCGM series by metric name -> `gpu_samples` rows (stored columns + cluster-free); samples
+    at a time `times` does not believe are refused."""
     refused: list[Refused] = []
     keys: dict[tuple[str, int, int | None, str | None, str | None], int] = {}
     details: dict[int, tuple[str | None, str | None]] = {}  # gid -> (mig_profile, gpu_model)
@@ -297,12 +354,15 @@ def gpu_rows(
         samples = samples.with_columns(gid)
         if None in gid_of_sid:
             samples = samples.filter(pl.col("gid").is_not_null())
+        samples = _believed(samples, times, metric, s.labels, cfg, source, refused)
         slack = _RATIO_SLACK if maximum == 1.0 else 0.0
         good, bad = _bad_value_rows(samples, maximum, slack)
         refused.extend(_refuse_samples(bad, metric, s.labels, source))
         valid = [g for g in gid_of_sid if g is not None]
-        if len(set(valid)) < len(valid):  # several series for one (host, gpu, job): dedupe
-            good = good.unique(subset=["gid", "ts"], keep="first", maintain_order=True)
+        # several series for one (host, gpu, job), or a series with a time twice: one each
+        if len(set(valid)) < len(valid) or _unordered(good):
+            good, others = conflicting_duplicates(good, ["gid", "ts"], ["value"])
+            refused.extend(_refuse_repeats(others, metric, s.labels, source))
         value = (pl.col("value") * scale) if scale != 1.0 else pl.col("value")
         if maximum == 1.0:
             value = value.clip(upper_bound=100.0)
@@ -365,11 +425,15 @@ def gpu_rows(
     ).join(key_frame, on="gid", how="left")
     out = out.with_columns(pl.lit(source).alias("source"))
     # One row per (host, gpu, ts, job): a file with repeated samples, or a replaced GPU whose
-    # old and new UUID report at the same instant, must not count twice (tests/reliability).
-    row_key = ["host", "gpu", "gpu_instance", "ts", "job_id"]
-    if out.height and out.select(pl.struct(row_key).is_duplicated().any()).item():
-        out = out.unique(subset=row_key, keep="first", maintain_order=True)
+    # old and new UUID report at the same instant, must not count twice (tests/reliability);
+    # a repeat with other values is refused, so that the choice of the first is said.
+    out, others = conflicting_duplicates(out, _ROW_KEY, _READINGS)
+    refused.extend(refuse_duplicates(others, _ROW_KEY, _READINGS, source))
     return Rows(conform(out, GPU_SAMPLES, stored=True), refused)
+
+
+_ROW_KEY = ["host", "gpu", "gpu_instance", "job_id", "ts"]
+_READINGS = ["util", "mem_used_mib", "mem_total_mib", "sm_active", "tensor_active", "power_w"]
 
 
 _COLS = (
@@ -411,13 +475,22 @@ def _host_series(
     return df.filter(pl.col("hid").is_not_null()) if None in hids else df
 
 
-def _in_series_order(df: pl.DataFrame) -> pl.DataFrame:
-    """Sorted by (sid, ts) without duplicates: a no-op check for Prometheus answers."""
+def _unordered(df: pl.DataFrame) -> bool:
+    """Whether the samples are not in (sid, ts) order without repeats: a vectorised check that
+    Prometheus answers always pass, cheaper than looking for duplicates."""
     step = pl.col("ts").diff()
     unordered = (pl.col("sid").diff() < 0) | ((pl.col("sid").diff() == 0) & (step <= 0))
-    if df.select(unordered.any()).item():
-        return df.unique(subset=["sid", "ts"], keep="first").sort("sid", "ts")
-    return df
+    return bool(df.select(unordered.any()).item())
+
+
+def _in_series_order(
+    df: pl.DataFrame, metric: str, labels: list[dict[str, str]], source: str
+) -> tuple[pl.DataFrame, list[Refused]]:
+    """Sorted by (sid, ts), one sample per time (the first; another value refused)."""
+    if not _unordered(df):
+        return df, []
+    kept, others = conflicting_duplicates(df, ["sid", "ts"], ["value"])
+    return kept.sort("sid", "ts"), _refuse_repeats(others, metric, labels, source)
 
 
 def host_rows(
@@ -426,6 +499,7 @@ def host_rows(
     *,
     source: str,
     window: tuple[datetime, datetime] | None = None,
+    times: TimeBounds = TimeBounds(),
 ) -> Rows:
     """node exporter series -> `host_samples` rows.
 
@@ -433,6 +507,7 @@ def host_rows(
     since the previous scrape of the same host, summed over CPUs; the first scrape of a series
     has no interval and gives no CPU value (give the counters' query one extra interval before
     the window). A counter reset makes that interval null. Memory used is 1 - available / total.
+    Samples at a time `times` does not believe are refused before any of this.
     """
     refused: list[Refused] = []
     frames: list[pl.DataFrame] = []
@@ -440,12 +515,14 @@ def host_rows(
     cpu = sets.get(NODE_CPU)
     if cpu is not None and cpu.samples.height:
         df = _host_series(cpu, NODE_CPU, cfg, source, refused, host_ids)
+        df = _believed(df, times, NODE_CPU, cpu.labels, cfg, source, refused)
         good, bad = _bad_value_rows(df, float("inf"), 0.0)
         refused.extend(_refuse_samples(bad, NODE_CPU, cpu.labels, source))
         idle_of_sid = pl.Series(
             [lb.get("mode", "") in IDLE_MODES for lb in cpu.labels], dtype=pl.Boolean
         )
-        good = _in_series_order(good)
+        good, repeats = _in_series_order(good, NODE_CPU, cpu.labels, source)
+        refused.extend(repeats)
         delta = pl.col("value").diff()
         same = pl.col("sid").diff() == 0
         deltas = good.select(
@@ -480,13 +557,12 @@ def host_rows(
             (NODE_MEM_TOTAL, total, "total"),
         ):
             df = _in_window(_host_series(s_, metric, cfg, source, refused, host_ids), window)
+            df = _believed(df, times, metric, s_.labels, cfg, source, refused)
             good, bad = _bad_value_rows(df, float("inf"), 0.0)
             refused.extend(_refuse_samples(bad, metric, s_.labels, source))
-            parts.append(
-                good.unique(subset=["hid", "ts"], keep="first").select(
-                    "hid", "ts", pl.col("value").alias(col)
-                )
-            )
+            good, others = conflicting_duplicates(good, ["hid", "ts"], ["value"])
+            refused.extend(_refuse_repeats(others, metric, s_.labels, source))
+            parts.append(good.select("hid", "ts", pl.col("value").alias(col)))
         mem = (
             parts[0]
             .join(parts[1], on=["hid", "ts"], how="inner")

@@ -43,6 +43,7 @@ from gpuwaste.ingest.prometheus.rows import (
     host_rows,
     none_read,
 )
+from gpuwaste.ingest.times import TimeBounds
 from gpuwaste.warehouse.bookkeeping import (
     QUARANTINE_KEY,
     Refused,
@@ -190,6 +191,9 @@ def ingest_prometheus(
     inner = matchers(src.label_filter)
     interval = timedelta(seconds=src.scrape_interval_s)
     slack = 3 * interval
+    # The windows end before `now`, so no sample from the future is ever asked for; the floor
+    # (`[ingest] earliest_time`) still applies to a `--since` before it.
+    times = TimeBounds.at(now, settings.ingest)
     written: dict[str, int] = {}
     seen: set[str] = set()  # metrics present in any window
     t0 = time.perf_counter()
@@ -209,8 +213,8 @@ def ingest_prometheus(
                     lead = 2 * interval if metric == NODE_CPU else timedelta(0)
                     sets[metric] = fetcher.raw(metric, ws - lead, we)
             window = (ws, we)
-            gpu = gpu_rows(sets, src.labels, source=SOURCE, window=window)
-            host = host_rows(sets, src.labels, source=SOURCE, window=window)
+            gpu = gpu_rows(sets, src.labels, source=SOURCE, window=window, times=times)
+            host = host_rows(sets, src.labels, source=SOURCE, window=window, times=times)
             kube_sets: dict[str, SeriesSet] = {}
             if kube_on:
                 for metric in kube.KUBE_METRICS:

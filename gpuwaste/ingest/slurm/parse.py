@@ -34,8 +34,15 @@ What real output contains, and what this parser does with it:
   if any); another type (`gres/gpu:a100=4`) gives the job's `gpu_model`. A job with several
   types gets neither. Slurm's indices of MIG devices do not name the parent GPU and instance, so
   a MIG job's devices come from the DCGM job labels of the instances' series.
+- **Encoding**: UTF-8; a byte-order mark before the header is skipped. A line with bytes that
+  are not UTF-8 (a Latin-1 `é` in a job name) is refused alone: the caller decodes with
+  `surrogateescape`, and such a line holds lone surrogates; its raw text keeps the bytes as
+  `\xe9`.
 - **Refused** (to quarantine, with file:line and reason): wrong field count, an unknown state,
-  an unparseable time, end before start, a negative GPU count, a bad host list, no job id.
+  an unparseable time, a time no source believes (`ingest.times`: outside the warehouse's
+  days, from the future, before `[ingest] earliest_time`; not checked for pending jobs, whose
+  Start is a forecast), end before start, a negative GPU count, a bad host list, no job id, bytes
+  that are not UTF-8.
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from gpuwaste.ingest.slurm_notation import (
     expand_hostlist,
     map_state,
 )
+from gpuwaste.ingest.times import TimeBounds
 from gpuwaste.warehouse.bookkeeping import Refused
 from gpuwaste.warehouse.schema import UTC_TS
 
@@ -65,6 +73,7 @@ _JOBID = re.compile(r"^(?P<job>\d+(?:_(?:\d+|\[[^\]]*\]))?(?:\+\d+)?)(?:\.(?P<st
 _DURATION = re.compile(
     r"^(?:(?P<d>\d+)-)?(?P<a>\d+):(?P<b>\d+(?:\.\d+)?)(?::(?P<c>\d+(?:\.\d+)?))?$"
 )
+_UNDECODABLE = re.compile("[\udc80-\udcff]")  # bytes kept by errors="surrogateescape"
 _HEADER_FIELD = re.compile(r"^[A-Za-z][A-Za-z0-9:/_]*$")
 _TRES_GPU = re.compile(r"(?:^|,)gres/gpu(?::(?P<type>[^=,]+))?=(?P<n>-?\d+)")
 _GRES_GPU = re.compile(
@@ -106,6 +115,9 @@ class SacctOptions:
     debug_name_pattern: str = r"^(_?interactive|bash|sh|zsh|jupyter.*|sys/dashboard.*)$"
     delimiter: str | None = None  # None: detect
     columns: tuple[str, ...] | None = None  # for output without a header line
+    times: TimeBounds = field(
+        default_factory=TimeBounds
+    )  # the times believed (the ingest's, `ingest.times`)
 
 
 @dataclass
@@ -381,6 +393,7 @@ def _split_id(job: str) -> tuple[str, str | None] | None:
 def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sacct") -> SacctParse:
     """Parse sacct parsable output; `location` names the input in refused records (file:line)."""
     opts = opts or SacctOptions()
+    text = text.removeprefix("\ufeff")  # a byte-order mark (files saved on Windows)
     tz = ZoneInfo(opts.timezone)
     debug_name = re.compile(opts.debug_name_pattern) if opts.debug_name_pattern else None
     # Lines as the file counts them (`\n`), so that quarantine locations are exact.
@@ -406,6 +419,10 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
     staged: list[tuple[int, str, list[str], str, str | None, str, str]] = []
     for lineno, line in lines:
         where = f"{location}:{lineno}"
+        if _UNDECODABLE.search(line):
+            raw = line.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            refused.append(Refused(where, "not UTF-8 text: a byte of another encoding", raw))
+            continue
         fields = _fields(line, delim)
         if len(fields) == ncol + 1 and fields[-1] == "":
             fields = fields[:-1]  # --parsable trailing delimiter
@@ -454,6 +471,11 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
         except (ValueError, OverflowError, OSError):
             refuse("unparseable time")
             continue
+        if state != PENDING:  # a pending job's Start is when Slurm expects it to start
+            why = next((w for t in (submit, start, end) if (w := opts.times.problem(t))), None)
+            if why is not None:
+                refuse(why)
+                continue
         if submit is not None and step is None:
             latest_submit = submit if latest_submit is None else max(latest_submit, submit)
         if start is not None and end is not None and end < start:

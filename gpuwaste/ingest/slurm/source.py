@@ -56,6 +56,7 @@ from gpuwaste.ingest.slurm.parse import (
     parse_sacct,
 )
 from gpuwaste.ingest.slurm.scontrol_parse import ScontrolFormatError, parse_scontrol
+from gpuwaste.ingest.times import TimeBounds
 from gpuwaste.warehouse.bookkeeping import get_watermark, set_watermark, write_quarantine
 from gpuwaste.warehouse.store import Warehouse
 
@@ -79,8 +80,10 @@ def options_for(cfg: SlurmSource, cluster: ClusterConfig) -> SacctOptions:
     )
 
 
-def read_text(path: Path, what: str) -> str:
-    """A whole input file as text, or IngestError naming it."""
+def read_text(path: Path, what: str, escape_lines: bool = False) -> str:
+    """A whole input file as text, or IngestError naming it. With `escape_lines`, bytes that are
+    not UTF-8 after the first line are kept as lone surrogates (`surrogateescape`), for the
+    parser to refuse their lines alone; in the first line they refuse the file."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -89,7 +92,9 @@ def read_text(path: Path, what: str) -> str:
         raise IngestError(f"could not read {what} file {path}: {exc.strerror or exc}.") from None
     try:
         return data.decode("utf-8")
-    except UnicodeDecodeError:
+    except UnicodeDecodeError as exc:
+        if escape_lines and exc.start > data.find(b"\n") >= 0:
+            return data.decode("utf-8", "surrogateescape")
         raise IngestError(
             f"{path} is not a text file (not UTF-8); expected {what} output."
         ) from None
@@ -112,7 +117,14 @@ def run_sacct(command: list[str], start: datetime, end: datetime, timeout: float
     env = {**os.environ, "TZ": "UTC", "SLURM_TIME_FORMAT": "standard"}
     try:
         proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=timeout, env=env, check=False
+            argv,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            errors="surrogateescape",  # a line that is not UTF-8 is refused alone (parse)
+            timeout=timeout,
+            env=env,
+            check=False,
         )
     except FileNotFoundError:
         raise IngestError(f"the sacct command {command[0]!r} was not found on PATH.") from None
@@ -173,7 +185,10 @@ def ingest_slurm(
         raise IngestError(
             f"cluster '{cluster.name}': the slurm source needs a `file` or a `command`."
         )
-    opts = options_for(cfg, cluster)
+    opts = replace(
+        options_for(cfg, cluster),
+        times=TimeBounds.at(now or datetime.now(UTC), settings.ingest),
+    )
     wh = Warehouse(settings.data_dir)
     scontrol_pairs = pl.DataFrame(schema={**PAIRS_SCHEMA, "job_id_raw": pl.String()})
     refused_sc = []
@@ -187,7 +202,7 @@ def ingest_slurm(
         refused_sc = sc.refused
     window_end: datetime | None = None
     if cfg.file is not None:
-        text = read_text(cfg.file, "sacct")
+        text = read_text(cfg.file, "sacct", escape_lines=True)
         batch = str(cfg.file)
         location = str(cfg.file)
     else:

@@ -9,9 +9,11 @@ written: `time_format = "iso" | "epoch_s" | "epoch_ms"` or a strftime pattern su
 Pure: `load_mapping(text)`, `split_csv` and `map_samples` / `map_jobs` (frame in, rows +
 refused out). The I/O and writes are in `tabular.source`.
 
-Refused (quarantine, file:line for CSV, file:row N for parquet): an unparseable time, a
-utilization outside 0-100 or not a number, a missing host / GPU / job id, a negative GPU count,
-an end before the start, an unknown state, an allocation string that does not parse.
+Refused (quarantine, file:line for CSV, file:row N for parquet): an unparseable time, a time no
+source believes (`ingest.times`: outside the warehouse's days, from the future, before
+`[ingest] earliest_time`; a sample's reason names its host), a utilization outside 0-100 or not
+a number, a missing host / GPU / job id, a negative GPU count, an end before the start, an
+unknown state, an allocation string that does not parse.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from gpuwaste.ingest.slurm_notation import (
     expand_indices,
     map_state,
 )
+from gpuwaste.ingest.times import TimeBounds
 from gpuwaste.warehouse.bookkeeping import Refused
 from gpuwaste.warehouse.schema import UTC_TS
 
@@ -178,9 +181,14 @@ def _refused(df: pl.DataFrame, location: str) -> list[Refused]:
 
 
 def map_samples(
-    df: pl.DataFrame, m: SamplesMapping, location: str, loc: pl.Expr
+    df: pl.DataFrame,
+    m: SamplesMapping,
+    location: str,
+    loc: pl.Expr,
+    times: TimeBounds = TimeBounds(),
 ) -> tuple[pl.DataFrame, list[Refused]]:
-    """Input rows -> gpu_samples rows (host, gpu, ts, util, mem_*, job_id) and refused rows."""
+    """Input rows -> gpu_samples rows (host, gpu, ts, util, mem_*, job_id) and refused rows;
+    a time `times` does not believe is refused."""
     _missing(
         df, [m.time, m.host, m.gpu, m.util, m.mem_used_mib, m.mem_total_mib, m.job_id], "samples"
     )
@@ -199,11 +207,14 @@ def map_samples(
         mem_used.alias("_mu"),
         mem_total.alias("_mt"),
     )
+    when = times.problem_expr(pl.col("_ts"), host=pl.col("_host"))  # a node's clock: name it
     problem = (
         pl.when(pl.col("_ts").is_null())
         .then(pl.lit("unparseable time"))
         .when(pl.col("_host").is_null() | (pl.col("_host") == ""))
         .then(pl.lit("missing host"))
+        .when(when.is_not_null())
+        .then(when)
         .when(
             pl.col("_gpu").is_null()
             | (pl.col("_gpu") < 0)
@@ -267,9 +278,14 @@ def _state(raw: str | None, m: JobsMapping) -> str | None:
 
 
 def map_jobs(
-    df: pl.DataFrame, m: JobsMapping, location: str, loc: pl.Expr
+    df: pl.DataFrame,
+    m: JobsMapping,
+    location: str,
+    loc: pl.Expr,
+    times: TimeBounds = TimeBounds(),
 ) -> tuple[pl.DataFrame, pl.DataFrame, list[Refused]]:
-    """Input rows -> (jobs rows, job_gpus rows, refused)."""
+    """Input rows -> (jobs rows, job_gpus rows, refused); a submit, start or end time `times`
+    does not believe is refused."""
     _missing(
         df,
         [
@@ -332,11 +348,14 @@ def map_jobs(
             allocs.append(None)
             alloc_err.append(f"bad allocation: {exc}")
     out = out.with_columns(pl.Series("_alloc_err", alloc_err, dtype=pl.String))
+    when = pl.coalesce(times.problem_expr(pl.col(c)) for c in ("_submit", "_start", "_end"))
     problem = (
         pl.when(pl.col("_id").is_null() | (pl.col("_id") == ""))
         .then(pl.lit("missing job id"))
         .when(bad_t(m.submit, "_submit") | bad_t(m.start, "_start") | bad_t(m.end, "_end"))
         .then(pl.lit("unparseable time"))
+        .when(when.is_not_null())
+        .then(when)
         .when(pl.col("_end") < pl.col("_start"))
         .then(pl.lit("end before start"))
         .when(pl.col("_gpus") < 0)

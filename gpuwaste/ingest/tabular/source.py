@@ -7,7 +7,7 @@ a few GB belong in a dedicated source (as the Philly one).
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -24,6 +24,7 @@ from gpuwaste.ingest.tabular.parse import (
     map_samples,
     split_csv,
 )
+from gpuwaste.ingest.times import TimeBounds, conflicting_duplicates, refuse_duplicates
 from gpuwaste.warehouse.bookkeeping import Refused, write_quarantine
 from gpuwaste.warehouse.store import Warehouse
 
@@ -71,15 +72,16 @@ def ingest_tabular(settings: Settings, cluster: ClusterConfig, kind: Kind) -> In
     job_gpus: pl.DataFrame | None = None
     refused: dict[str, list[Refused]] = {}
     accepted = 0
+    times = TimeBounds.at(datetime.now(UTC), settings.ingest)
     try:
         if cfg.samples is not None and mapping.samples is not None:
             df, loc, bad = read_table(cfg.samples, kind)
-            samples, r = map_samples(df, mapping.samples, str(cfg.samples), loc)
+            samples, r = map_samples(df, mapping.samples, str(cfg.samples), loc, times)
             refused[str(cfg.samples)] = bad + r
             accepted += samples.height
         if cfg.jobs is not None and mapping.jobs is not None:
             df, loc, bad = read_table(cfg.jobs, kind)
-            jobs, job_gpus, r = map_jobs(df, mapping.jobs, str(cfg.jobs), loc)
+            jobs, job_gpus, r = map_jobs(df, mapping.jobs, str(cfg.jobs), loc, times)
             refused[str(cfg.jobs)] = bad + r
             accepted += df.height - len(r)
     except MappingError as exc:
@@ -87,7 +89,11 @@ def ingest_tabular(settings: Settings, cluster: ClusterConfig, kind: Kind) -> In
     wh = Warehouse(settings.data_dir)
     written: dict[str, int] = {}
     if samples is not None and samples.height:
-        samples = samples.unique(subset=["host", "gpu", "ts", "job_id"], keep="last").with_columns(
+        key, values = ["host", "gpu", "job_id", "ts"], ["util", "mem_used_mib", "mem_total_mib"]
+        samples, others = conflicting_duplicates(samples, key, values, keep="last")
+        refused[str(cfg.samples)] += refuse_duplicates(others, key, values, kind, keep="last")
+        accepted -= others.height
+        samples = samples.with_columns(
             pl.lit(kind).alias("source"), pl.lit(f"{kind}_util").alias("util_source")
         )
         lo, hi = samples["ts"].min(), samples["ts"].max()

@@ -1,9 +1,16 @@
 -- grain: one row per job x attempt x allocated GPU of the jobs being analyzed, with the
---        interval [start_ts, end_ts) it was held (a running job: up to the watermark `as_of`),
---        numbered by alloc_id so that the per-sample pass carries one integer, not five keys.
+--        interval [start_ts, end_ts) it was held (a running job: see below), numbered by
+--        alloc_id so that the per-sample pass carries one integer, not five keys.
 -- sources: job_gpus, jobs (facts); analyze_batch (the job_ids of this run, one column job_id);
 --          shared_spans (plan/shared_spans.sql: the cluster's allocations that may share a device).
--- variables: cluster, as_of.
+-- variables: cluster, as_of; host_newest (a MAP host -> newest sample, staging/host_newest.sql;
+--            NULL: no bound), sampling_interval_s, fallback_interval_s.
+-- choice: a running allocation (no end in job_gpus or jobs) ends at `as_of`, the watermark of
+-- the cluster's data, or earlier at its host's newest sample + one sampling interval
+-- (`sampling_interval_s`, else `fallback_interval_s`) when its host has a sample since the
+-- allocation started: a host's clock bounds its own jobs only, so one host whose clock is
+-- ahead, or data of one host that arrives later, never lengthens another host's jobs. An
+-- allocation whose host sent nothing since it started keeps `as_of` (all of it without data).
 -- A device is a whole GPU (gpu_instance null) or a MIG instance of one; gpu_weight is its
 -- share of one GPU's time: a profile's compute slices / the GPU's (7; 4 for A30's
 -- 1g.6gb, 2g.12gb, 4g.24gb), 1 for a whole GPU (docs/analyses.md#mig-instances).
@@ -49,7 +56,19 @@ intervals as (
                         in ('1g.6gb', '2g.12gb', '4g.24gb') then 4.0 else 7.0 end, 1.0)
             as slice_weight,
         coalesce(g.start_ts, j.start_ts) as start_ts,
-        coalesce(g.end_ts, j.end_ts, getvariable('as_of')::timestamptz) as end_ts
+        coalesce(
+            g.end_ts,
+            j.end_ts,
+            case when getvariable('host_newest')[g.host]::timestamptz >= coalesce(g.start_ts, j.start_ts)
+                then least(
+                    getvariable('as_of')::timestamptz,
+                    getvariable('host_newest')[g.host]::timestamptz + to_microseconds((1e6 * coalesce(
+                        getvariable('sampling_interval_s'), getvariable('fallback_interval_s')
+                    ))::bigint)
+                )
+            end,
+            getvariable('as_of')::timestamptz
+        ) as end_ts
     from cluster_job_gpus as g
     join batch as b on b.job_id = g.job_id
     left join cluster_jobs as j on j.job_id = g.job_id
