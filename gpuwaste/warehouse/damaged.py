@@ -18,16 +18,21 @@ import duckdb
 
 from gpuwaste.errors import DamagedFileError
 
-# What DuckDB says of a parquet file it cannot read (the first line of its message).
+# What DuckDB says of a parquet file it cannot read (the first line of its message, compared
+# in lower case). Pages read at the offsets of another file's footer (a file replaced between
+# DuckDB's two opens of it) fail to decompress or decompress to the wrong size.
 DAMAGED_MARKS = (
-    "No magic bytes found",
-    "too small to be a Parquet file",
-    "TProtocolException",
-    "Corrupt",
-    "Invalid data",
+    "no magic bytes found",
+    "too small to be a parquet file",
+    "tprotocolexception",
+    "corrupt",
+    "invalid data",
     "don't know what type",
+    "decompression failure",
+    "page size mismatch",
 )
-_PARQUET_PATH = re.compile(r"'([^'*?\[\]]+\.parquet)'")
+# DuckDB names the file in single or double quotes, or in parentheses ("Parquet file (...)").
+_PARQUET_PATH = re.compile(r"""['"(]([^'"()*?\[\]]+\.parquet)['")]""")
 
 
 def damaged_file_error(exc: BaseException) -> DamagedFileError | None:
@@ -35,13 +40,14 @@ def damaged_file_error(exc: BaseException) -> DamagedFileError | None:
     error is something else."""
     text = str(exc)
     first = text.strip().splitlines()[0] if text.strip() else ""
-    if not any(mark in first for mark in DAMAGED_MARKS):
+    if not any(mark in first.lower() for mark in DAMAGED_MARKS):
         return None
     found = _PARQUET_PATH.search(first)
     if found is None:
         return None
     path = found.group(1)
-    why = re.sub(r"\s*'[^']*'", "", first.split(": ", 1)[-1]).strip()
+    why = re.sub(r"""\s*(?:'[^']*'|"[^"]*"|\([^)]*\.parquet\))""", "", first.split(": ", 1)[-1])
+    why = why.strip()
     return DamagedFileError(
         f"the warehouse file {path} cannot be read (DuckDB: {why}): it is damaged or was not "
         "written by gpuwaste; restore it from a backup, or move it aside (add .damaged to its "
@@ -50,7 +56,7 @@ def damaged_file_error(exc: BaseException) -> DamagedFileError | None:
 
 
 T = TypeVar("T")
-_REPLACED_UNDERNEATH = ("Prefetch registered for bytes outside file", *DAMAGED_MARKS)
+_REPLACED_UNDERNEATH = ("prefetch registered for bytes outside file", *DAMAGED_MARKS)
 
 
 def read_retrying(read: Callable[[], T], attempts: int = 5) -> T:
@@ -64,7 +70,7 @@ def read_retrying(read: Callable[[], T], attempts: int = 5) -> T:
         try:
             return read()
         except duckdb.Error as exc:
-            text = str(exc)
+            text = str(exc).lower()
             if attempt == attempts - 1 or not any(m in text for m in _REPLACED_UNDERNEATH):
                 damaged = damaged_file_error(exc)  # still unreadable: the file itself is damaged
                 if damaged is not None:
