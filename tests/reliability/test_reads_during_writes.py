@@ -5,7 +5,8 @@ Found here: DuckDB opens a parquet file more than once in a query (footer at bin
 scan), so an atomic rename between the two made `gpuwaste sql` and the dashboard fail with
 "TProtocolException: Invalid data" or "Prefetch registered for bytes outside file" (about 1 in
 150 queries under a writer that never stops). Fixed by `damaged.read_retrying` in the read
-paths (`gpuwaste sql`, dashboard queries and SQL page).
+paths (`gpuwaste sql`, dashboard queries and SQL page); since issue 47 every reader runs its SQL
+through `warehouse/reading.py`, which retries every read (tests/test_read_path.py).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from gpuwaste.config import Settings
 from gpuwaste.dashboard import queries, sqlbox
 from gpuwaste.warehouse import Warehouse, damaged, refresh_catalog
 from gpuwaste.warehouse.catalog import connect
-from gpuwaste.warehouse.damaged import read_retrying
-from gpuwaste.warehouse.readonly import read_only_connection, run_query
+from gpuwaste.warehouse.reading import read_query
+from gpuwaste.warehouse.readonly import check_read_only, read_only_connection
 from tests.support.act_warehouse import two_jobs_warehouse
 from tests.support.two_jobs import T0 as JOBS_T0
 
@@ -71,12 +72,8 @@ def test_reads_never_fail_while_a_partition_is_replaced(data_dir: Path) -> None:
     def sql_cli() -> None:  # as gpuwaste/cli.py `sql`
         while not stop.is_set():
             try:
-
-                def read() -> pl.DataFrame | None:
-                    rel = run_query(data_dir, "select count(*) as n from gpu_samples")
-                    return rel.pl() if rel is not None else None
-
-                df = read_retrying(read)
+                sql = check_read_only("select count(*) as n from gpu_samples")
+                df = read_query(read_only_connection(data_dir), sql)
                 assert df is not None
                 seen.add(int(df["n"][0]))
             except duckdb.Error as exc:
