@@ -115,7 +115,7 @@ def test_reads_never_fail_while_a_partition_is_replaced(data_dir: Path) -> None:
 # and again by the same rows in another byte layout: no error, and every answer the same.
 READS = 240  # at most this many reader calls, in at most
 READ_SECONDS = 6.0
-WRITE_PAUSE = 0.005  # between two files replaced
+WRITE_PAUSE = 0.002  # between two files replaced
 
 
 def _layouts(data_dir: Path) -> list[tuple[Path, bytes, bytes]]:
@@ -161,6 +161,15 @@ def _readers(data_dir: Path) -> dict[str, Callable[[], object]]:
         finally:
             con.close()
 
+    page_con = read_only_connection(data_dir)  # the dashboard's cached connection
+
+    def policies_page() -> object:  # the Policies page: a cursor on it (dashboard/views)
+        cur = page_con.cursor()
+        try:
+            return replay(cur, rule).rows()
+        finally:
+            cur.close()
+
     def notify_digest() -> object:  # `gpuwaste notify`
         con = connect(data_dir)
         try:
@@ -189,6 +198,7 @@ def _readers(data_dir: Path) -> dict[str, Callable[[], object]]:
 
     return {
         "policy replay": policy_replay,
+        "Policies page": policies_page,
         "notify digest": notify_digest,
         "job report": job_report,
         "report": reports,
@@ -241,6 +251,7 @@ def test_report_readers_never_fail_while_results_are_replaced(
                         differ.append(name)
                 except Exception as exc:  # a traceback on a page: what this test is about
                     errors.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+                    print("ERR", name, repr(exc)[:600])
 
     w = threading.Thread(target=writer, daemon=True)
     w.start()
