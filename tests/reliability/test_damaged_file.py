@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -110,3 +111,22 @@ def test_a_damaged_page_is_named_in_one_sentence(damaged_page: Path, command: li
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and str(damaged_page) in lines[0], done.stderr
     assert "cannot be read (DuckDB: Failed to read file: ZSTD Decompression failure)" in lines[0]
+
+
+def test_a_damaged_file_is_given_up_on_at_its_second_failure(
+    damaged_page: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read is tried again while the file it names keeps being replaced
+    (test_reads_during_writes.py), but the same file failing twice unchanged is damaged: one
+    retry, not damaged.MAX_ATTEMPTS."""
+    from gpuwaste.errors import DamagedFileError
+    from gpuwaste.warehouse import damaged
+    from gpuwaste.warehouse.catalog import connect
+    from gpuwaste.warehouse.reading import read_frame
+
+    waits: list[float] = []
+    monkeypatch.setattr(damaged, "time", SimpleNamespace(sleep=waits.append))
+    con = connect(damaged_page.parents[3])
+    with pytest.raises(DamagedFileError, match="ZSTD Decompression failure"):
+        read_frame(con, "select * from job_usage")
+    assert len(waits) == 1

@@ -251,7 +251,6 @@ def test_report_readers_never_fail_while_results_are_replaced(
                         differ.append(name)
                 except Exception as exc:  # a traceback on a page: what this test is about
                     errors.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
-                    print("ERR", name, repr(exc)[:600])
 
     w = threading.Thread(target=writer, daemon=True)
     w.start()
