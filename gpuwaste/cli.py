@@ -73,10 +73,9 @@ def sql(
 ) -> None:
     """Run one read-only SQL query against the warehouse."""
     import duckdb
-    import polars as pl
 
-    from gpuwaste.warehouse.damaged import read_retrying
-    from gpuwaste.warehouse.readonly import run_query
+    from gpuwaste.warehouse.reading import read_query
+    from gpuwaste.warehouse.readonly import check_read_only, read_only_connection
 
     s = settings(config, data_dir)
     if not s.data_dir.is_dir():
@@ -84,12 +83,8 @@ def sql(
             f"no warehouse at {s.data_dir}: run `gpuwaste demo` or `gpuwaste ingest` first."
         )
     try:
-
-        def read() -> pl.DataFrame | None:
-            rel = run_query(s.data_dir, query)
-            return rel.pl() if rel is not None else None
-
-        df = read_retrying(read)  # a file replaced by a concurrent ingest: read again
+        checked = check_read_only(query)  # refused before the warehouse is opened
+        df = read_query(read_only_connection(s.data_dir), checked)
     except duckdb.Error as exc:
         raise GpuwasteError(f"query failed: {str(exc).strip()}") from None
     if df is not None:

@@ -66,9 +66,11 @@ def demo_settings(data_dir: Path, sample: Path) -> Settings:
 def summary_lines(data_dir: Path) -> list[str]:
     """A short, plain-text summary of where the GPU hours went, per cluster."""
     from gpuwaste.warehouse.catalog import connect
+    from gpuwaste.warehouse.reading import read_frame, read_rows
 
     con = connect(data_dir)
-    df = con.sql(
+    df = read_frame(
+        con,
         """
         with jobs as (select cluster, count(*) as jobs from job_usage group by cluster),
         hours as (
@@ -82,8 +84,8 @@ def summary_lines(data_dir: Path) -> list[str]:
             from waste_daily where vc = '(all)' and gpu_model = '(all)' group by cluster
         )
         select * from jobs left join hours using (cluster) order by cluster
-        """
-    ).pl()
+        """,
+    )
     lines = []
 
     def pct(part: float | None, whole: float | None) -> float:
@@ -98,7 +100,7 @@ def summary_lines(data_dir: Path) -> list[str]:
             f"{pct(r['never_used_h'], gpu_h):.0f}% on never-used GPUs, "
             f"{pct(r['debug_h'], gpu_h):.0f}% held by debugging jobs"
         )
-    quarantined = con.sql("select count(*) from quarantine").fetchall()[0][0]
+    quarantined = read_rows(con, "select count(*) from quarantine")[0][0]
     lines.append(f"quarantined input records: {quarantined} (see the `quarantine` table)")
     return lines
 

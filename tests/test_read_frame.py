@@ -1,4 +1,4 @@
-"""warehouse.readonly.read_frame builds a frame either through Arrow or, in a command that has
+"""warehouse.reading.read_frame builds a frame either through Arrow or, in a command that has
 not loaded pyarrow (`gpuwaste job`), from Python rows. Both ways must give the same frame: same
 columns, dtypes (time zones included), values and NULLs, on every table the warehouse has."""
 
@@ -10,12 +10,8 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from gpuwaste.warehouse.catalog import all_tables
-from gpuwaste.warehouse.readonly import (
-    frame_from_arrow,
-    frame_from_rows,
-    read_only_connection,
-    row_schema,
-)
+from gpuwaste.warehouse.reading import frame_from_arrow, frame_from_rows, row_schema
+from gpuwaste.warehouse.readonly import read_only_connection
 from tests.support.interpreter import fresh_python
 from tests.support.result_warehouse import Built, build_result_warehouse
 

@@ -23,6 +23,7 @@ from gpuwaste.analyses import reads
 from gpuwaste.analyses.freshness import freshness
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.render import safe_text
+from gpuwaste.warehouse.reading import read_rows
 from gpuwaste.warehouse.readonly import read_only_connection
 from gpuwaste.warehouse.store import Warehouse
 
@@ -70,12 +71,13 @@ def job_link(dashboard_url: str, cluster: str, job_id: str) -> str:
 # ----------------------------------------------------------------------------- reading
 def closest_ids(con: duckdb.DuckDBPyConnection, job_id: str, cluster: str | None) -> list[str]:
     """Known job ids within 2 edits of `job_id`, or starting with it, nearest first."""
-    rows = con.execute(
+    rows = read_rows(
+        con,
         "select job_id from job_usage where ($2::varchar is null or cluster = $2) "
         "and (levenshtein(job_id, $1) <= 2 or starts_with(job_id, $1)) "
         "group by job_id order by min(levenshtein(job_id, $1)), job_id limit $3",
         [job_id, cluster, MAX_CLOSEST],
-    ).fetchall()
+    )
     return [r[0] for r in rows]
 
 

@@ -14,6 +14,7 @@ import duckdb
 import polars as pl
 
 from gpuwaste.analyses import state
+from gpuwaste.warehouse.reading import read_rows
 from gpuwaste.warehouse.store import Warehouse
 
 UTC_TS = pl.Datetime("us", "UTC")
@@ -39,13 +40,11 @@ def newest_sample_ts(wh: Warehouse, cluster: str) -> datetime | None:
             continue
         con = duckdb.connect(":memory:")
         try:
-            row = con.execute(
-                "select max(ts) from read_parquet($1)", [[str(p) for p in files]]
-            ).fetchone()
+            rows = read_rows(con, "select max(ts) from read_parquet($1)", [[str(p) for p in files]])
         finally:
             con.close()
-        if row and row[0] is not None:
-            value: datetime = row[0]
+        if rows and rows[0][0] is not None:
+            value: datetime = rows[0][0]
             return value.astimezone(UTC)
     return None
 

@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from gpuwaste.warehouse.readonly import read_frame
+from gpuwaste.warehouse.reading import read_frame
 
 TIMELINE_POINTS = 720  # samples per device on the Job page (time-bucketed beyond that)
 DEVICE_KEY = ("host", "gpu", "gpu_instance")  # gpu_instance: NULL for a whole GPU

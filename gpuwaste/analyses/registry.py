@@ -28,6 +28,7 @@ import duckdb
 import polars as pl
 
 from gpuwaste.analyses.sqlfiles import load_sql
+from gpuwaste.warehouse.reading import read_frame
 from gpuwaste.warehouse.results import RESULT_TABLES
 from gpuwaste.warehouse.schema import Table
 
@@ -60,7 +61,7 @@ class Analysis:
     def compute(self, con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         """Its SQL over `con` (a summary: over the result tables of the cluster in the variable
         `cluster`, the thresholds set)."""
-        return con.sql(load_sql(self.sql_file)).pl()
+        return read_frame(con, load_sql(self.sql_file))
 
 
 def _summary(

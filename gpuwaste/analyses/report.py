@@ -25,6 +25,7 @@ from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
 from gpuwaste.config import Settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect, view_sql
+from gpuwaste.warehouse.reading import read_frame, read_rows, run
 from gpuwaste.warehouse.results import ALL_MODELS, ALL_VCS, SUMMARY_GRAIN, UNKNOWN_MODEL
 from gpuwaste.warehouse.schema import table
 from gpuwaste.warehouse.store import Warehouse
@@ -40,15 +41,17 @@ TITLES = {
 def _since_views(con: duckdb.DuckDBPyConnection, wh: Warehouse, since: datetime) -> None:
     """Redefine the per-job views to the jobs that started at or after `since`."""
     jobs_sql = view_sql(wh, table("job_usage"))
-    con.execute(
+    run(
+        con,
         f"create or replace view job_usage as select * from ({jobs_sql}) "
-        f"where start_ts >= '{since.isoformat()}'::timestamptz"
+        f"where start_ts >= '{since.isoformat()}'::timestamptz",
     )
     for name in ("job_gpu_usage", "job_util_hist", "stable_phases", "idle_slots"):
         inner = view_sql(wh, table(name))
-        con.execute(
+        run(
+            con,
             f"create or replace view {name} as select * from ({inner}) as t "
-            "where (t.cluster, t.job_id) in (select cluster, job_id from job_usage)"
+            "where (t.cluster, t.job_id) in (select cluster, job_id from job_usage)",
         )
 
 
@@ -63,7 +66,7 @@ def _known_values(
     refusing the flag for a table without `column`."""
     if column not in table(name).columns:
         raise GpuwasteError(f"{flag} does not apply to {name}: it has no {column} column.")
-    return [r[0] for r in con.execute(sql, params).fetchall()]
+    return [r[0] for r in read_rows(con, sql, params)]
 
 
 def check_vc(con: duckdb.DuckDBPyConnection, name: str, clusters: list[str], vc: str) -> None:
@@ -175,7 +178,7 @@ def report(
                 set_variables(con, {**threshold_variables(settings.thresholds), "cluster": c})
                 df = BY_NAME[name].compute(con).with_columns(pl.lit(c).alias("cluster"))
             else:
-                df = con.sql(f'select * from "{name}" where cluster = $1', params=[c]).pl()
+                df = read_frame(con, f'select * from "{name}" where cluster = $1', [c])
             frames.append(df)
     finally:
         con.close()

@@ -14,6 +14,7 @@ import duckdb
 
 from gpuwaste.config import Settings, Thresholds
 from gpuwaste.warehouse.mig import MODEL_PROFILES, smallest_profile
+from gpuwaste.warehouse.reading import run
 
 Scalar = str | int | float | bool | date | datetime | list[float] | list[str] | None
 
@@ -46,7 +47,7 @@ def set_variables(con: duckdb.DuckDBPyConnection, values: dict[str, Scalar]) -> 
     """`set variable name = value` for each entry (values are typed literals, never spliced text
     from the data: names and values come from the settings)."""
     for name, value in values.items():
-        con.execute(f"set variable {name} = {_literal(value)}")
+        run(con, f"set variable {name} = {_literal(value)}")
 
 
 def threshold_variables(t: Thresholds) -> dict[str, Scalar]:

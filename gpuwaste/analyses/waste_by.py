@@ -17,6 +17,7 @@ from gpuwaste.analyses.sqlfiles import Scalar, load_sql, set_variables
 from gpuwaste.config import Settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect
+from gpuwaste.warehouse.reading import read_frame
 from gpuwaste.warehouse.results import ALL_VCS
 from gpuwaste.warehouse.store import Warehouse
 
@@ -66,7 +67,7 @@ def waste_by(
             "period_end": until,
         }
         set_variables(con, variables)
-        df = con.sql(load_sql("reports/waste_by")).pl()
+        df = read_frame(con, load_sql("reports/waste_by"))
     finally:
         con.close()
     order = ["lost_gpu_h", "cluster", "who"]

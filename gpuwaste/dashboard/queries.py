@@ -15,7 +15,7 @@ import polars as pl
 
 from gpuwaste.analyses.registry import PER_JOB_TABLES, SUMMARY_TABLES
 from gpuwaste.dashboard.filters import Filters
-from gpuwaste.warehouse.readonly import read_frame as _pl
+from gpuwaste.warehouse.reading import read_frame as _pl
 
 CDF_POINTS = 201  # CDF at x = 0, 0.5, ..., 100 %: one curve is 201 points whatever the job count
 

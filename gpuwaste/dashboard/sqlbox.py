@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import duckdb
 import polars as pl
 
-from gpuwaste.warehouse.damaged import read_retrying
+from gpuwaste.warehouse.reading import read_query
 from gpuwaste.warehouse.readonly import QueryRefused, check_read_only
 from gpuwaste.warehouse.schema import Table, all_tables
 
@@ -42,15 +42,7 @@ def run(
     t0 = time.perf_counter()
     timer.start()
     try:
-
-        def read() -> pl.DataFrame | None:
-            rel = con.sql(sql)
-            if rel is None:
-                return None
-            frame = pl.from_arrow(rel.limit(max_rows + 1).to_arrow_table())
-            return frame if isinstance(frame, pl.DataFrame) else frame.to_frame()
-
-        df = read_retrying(read)  # a file replaced by a concurrent ingest: read again
+        df = read_query(con, sql, limit=max_rows + 1)  # retried, as every read
         if df is None:
             return Outcome(frame=pl.DataFrame(), elapsed_s=time.perf_counter() - t0)
     except duckdb.InterruptException:

@@ -18,7 +18,8 @@ import polars as pl
 from gpuwaste.analyses import freshness, reads
 from gpuwaste.analyses.sqlfiles import load_sql
 from gpuwaste.errors import GpuwasteError
-from gpuwaste.warehouse.readonly import read_frame, read_only_connection
+from gpuwaste.warehouse.reading import read_frame
+from gpuwaste.warehouse.readonly import read_only_connection
 from gpuwaste.warehouse.store import Warehouse
 
 OTHER_JOBS = "(other)"  # the job_id of the aggregate of the idle jobs beyond the top N

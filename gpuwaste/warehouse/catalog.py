@@ -30,8 +30,8 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from gpuwaste.warehouse.damaged import read_retrying
 from gpuwaste.warehouse.disk import writing
+from gpuwaste.warehouse.reading import read_rows, run
 from gpuwaste.warehouse.schema import UTC_TS, Table, all_tables
 from gpuwaste.warehouse.store import Warehouse, sql_string
 
@@ -159,7 +159,7 @@ def create_views(
 def _create_view(con: duckdb.DuckDBPyConnection, t: Table, sql: str) -> None:
     """The view of table `t` as `sql` (tried again when a file was replaced under it); a damaged
     file it names is said in one sentence (`DamagedFileError`)."""
-    read_retrying(lambda: con.execute(f'CREATE OR REPLACE VIEW "{t.name}" AS {sql}'))
+    run(con, f'CREATE OR REPLACE VIEW "{t.name}" AS {sql}')
 
 
 def narrow_dated_views(
@@ -186,7 +186,7 @@ def narrow_dated_views(
         if t.layout == "dated":
             only = wh.day_files(t.name, cluster, first, last, hosts)
             _create_view(con, t, view_sql(wh, t, only=only))
-    con.execute(f"SET VARIABLE {UNBOUND_DAYS} = false")
+    run(con, f"SET VARIABLE {UNBOUND_DAYS} = false")
 
 
 def connect(data_dir: Path, dated: bool = True) -> duckdb.DuckDBPyConnection:
@@ -194,17 +194,17 @@ def connect(data_dir: Path, dated: bool = True) -> duckdb.DuckDBPyConnection:
     False, the dated tables' views are empty until `narrow_dated_views` names their files."""
     wh = Warehouse(data_dir)
     con = duckdb.connect(":memory:")
-    con.execute("SET TimeZone = 'UTC'")
+    run(con, "SET TimeZone = 'UTC'")
     create_views(con, wh, dated=dated)
     if not dated:
-        con.execute(f"SET VARIABLE {UNBOUND_DAYS} = true")
+        run(con, f"SET VARIABLE {UNBOUND_DAYS} = true")
     return con
 
 
 def days_unbound(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether `con` was made with `dated=False` and its samples' views name no file yet (the
     variable is unset, NULL, on every other connection)."""
-    return bool(con.execute(f"select getvariable('{UNBOUND_DAYS}')").fetchall()[0][0])
+    return bool(read_rows(con, f"select getvariable('{UNBOUND_DAYS}')")[0][0])
 
 
 # Settings DuckDB keeps per connection (a cursor starts from their defaults), which the
@@ -217,8 +217,8 @@ def cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     memory limit, its own temp tables and variables, and `con`'s SESSION_SETTINGS."""
     cur = con.cursor()
     for name in SESSION_SETTINGS:
-        value = con.execute("select current_setting(?)", [name]).fetchall()[0][0]
-        cur.execute(f"set session {name} = {sql_string(str(value))}")
+        value = read_rows(con, "select current_setting(?)", [name])[0][0]
+        run(cur, f"set session {name} = {sql_string(str(value))}")
     return cur
 
 

@@ -12,17 +12,12 @@ Two locks, each of which alone refuses most abuse:
 from __future__ import annotations
 
 import re
-import sys
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import duckdb
-import polars as pl
 
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect
-from gpuwaste.warehouse.damaged import read_retrying
 
 
 class QueryRefused(GpuwasteError):
@@ -84,66 +79,6 @@ def read_only_connection(data_dir: Path) -> duckdb.DuckDBPyConnection:
     con.execute("SET autoload_known_extensions = false")
     con.execute("SET lock_configuration = true")
     return con
-
-
-# DuckDB column types a frame can be built from Python rows with, and the polars dtype Arrow
-# gives each (the connection's TimeZone is UTC, warehouse.catalog.connect).
-_ROW_DTYPES: dict[str, pl.DataType] = {
-    "BOOLEAN": pl.Boolean(),
-    "TINYINT": pl.Int8(),
-    "SMALLINT": pl.Int16(),
-    "INTEGER": pl.Int32(),
-    "BIGINT": pl.Int64(),
-    "FLOAT": pl.Float32(),
-    "DOUBLE": pl.Float64(),
-    "VARCHAR": pl.String(),
-    "DATE": pl.Date(),
-    "TIMESTAMP": pl.Datetime("us"),
-    "TIMESTAMP WITH TIME ZONE": pl.Datetime("us", "UTC"),
-    "VARCHAR[]": pl.List(pl.String()),
-}
-
-
-def row_schema(rel: duckdb.DuckDBPyRelation) -> list[tuple[str, pl.DataType]] | None:
-    """The frame's schema when every column has a type in _ROW_DTYPES, else None."""
-    dtypes = [_ROW_DTYPES.get(str(t)) for t in rel.types]
-    if any(d is None for d in dtypes) or len(set(rel.columns)) < len(rel.columns):
-        return None
-    return [(c, d) for c, d in zip(rel.columns, dtypes, strict=True) if d is not None]
-
-
-def read_frame(
-    con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None = None
-) -> pl.DataFrame:
-    """Run a query (with `?` parameters) and fetch it as a polars frame, read again when a file
-    was replaced under it (`read_retrying`).
-
-    The frame comes through Arrow once pyarrow is loaded (the dashboard, the exporter, analyze).
-    A short command that has not loaded it (`gpuwaste job`) builds the same frame from Python
-    rows when every column's type allows, which saves pyarrow's import (0.1-0.2 s of a 1 s
-    answer); tests/test_read_frame.py checks that both ways give equal frames.
-    """
-
-    def read() -> pl.DataFrame:
-        rel = con.sql(sql, params=list(params) if params else None)
-        if rel is None:
-            raise ValueError("not a query")
-        schema = None if "pyarrow" in sys.modules else row_schema(rel)
-        return frame_from_arrow(rel) if schema is None else frame_from_rows(rel, schema)
-
-    return read_retrying(read)
-
-
-def frame_from_arrow(rel: duckdb.DuckDBPyRelation) -> pl.DataFrame:
-    df = pl.from_arrow(rel.to_arrow_table())
-    assert isinstance(df, pl.DataFrame)
-    return df
-
-
-def frame_from_rows(
-    rel: duckdb.DuckDBPyRelation, schema: list[tuple[str, pl.DataType]]
-) -> pl.DataFrame:
-    return pl.DataFrame(rel.fetchall(), schema=schema, orient="row")
 
 
 def run_query(data_dir: Path, sql: str) -> duckdb.DuckDBPyRelation | None:

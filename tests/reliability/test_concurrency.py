@@ -1,6 +1,6 @@
 """Ingest and analyze running while readers query; two ingests at once.
 
-Readers are the two read paths of the product: `gpuwaste sql` (run_query) and the dashboard's
+Readers are the two read paths of the product: `gpuwaste sql` (reading.read_query) and the dashboard's
 connection (read_only_connection, the same views the dashboard's pages select from). While a real
 `gpuwaste ingest prometheus` process writes window after window (and `gpuwaste analyze` rewrites
 the result tables), readers query in a loop: no query may fail, and every count of gpu_samples
@@ -16,15 +16,14 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-import polars as pl
 import pytest
 
 from gpuwaste.config import ClusterConfig, PrometheusSource, Settings
 from gpuwaste.dashboard import queries
 from gpuwaste.ingest.prometheus.source import ingest_prometheus, window_length
 from gpuwaste.warehouse.catalog import refresh_catalog
-from gpuwaste.warehouse.damaged import read_retrying
-from gpuwaste.warehouse.readonly import read_only_connection, run_query
+from gpuwaste.warehouse.reading import read_query
+from gpuwaste.warehouse.readonly import check_read_only, read_only_connection
 from gpuwaste.warehouse.store import Warehouse
 from tests.reliability.fault_proxy import FaultProxy, fault_proxy
 from tests.reliability.faults import MAX_POINTS, bounds, ingest_args, write_config
@@ -80,11 +79,8 @@ class Readers:
 
     def _sql(self) -> None:
         def q() -> int:  # what `gpuwaste sql` does (gpuwaste/cli.py)
-            def read() -> pl.DataFrame | None:
-                rel = run_query(self.d, "select count(*) as n from gpu_samples")
-                return rel.pl() if rel is not None else None
-
-            df = read_retrying(read)
+            sql = check_read_only("select count(*) as n from gpu_samples")
+            df = read_query(read_only_connection(self.d), sql)
             assert df is not None
             return int(df["n"][0])
 

@@ -29,6 +29,7 @@ from gpuwaste.analyses.sqlfiles import load_sql, set_variables
 from gpuwaste.config import NotifyConfig
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.text import printable
+from gpuwaste.warehouse.reading import read_frame, run
 
 SQL = "act/digest_jobs"
 
@@ -93,11 +94,11 @@ def window_figures(
     """The jobs of `cluster` with GPU time in the window (`sql/act/digest_jobs.sql`), reduced to
     per-user x VC sums and the worst `n` jobs of each user and of each VC."""
     set_variables(con, {"cluster": cluster, "period_start": window.start, "period_end": window.end})
-    con.execute(f"create or replace temp table digest_jobs as {load_sql(SQL)}")
+    run(con, f"create or replace temp table digest_jobs as {load_sql(SQL)}")
     try:
-        return WindowFigures(con.sql(GROUPS).pl(), con.sql(WORST, params=[n]).pl())
+        return WindowFigures(read_frame(con, GROUPS), read_frame(con, WORST, [n]))
     finally:
-        con.execute("drop table digest_jobs")
+        run(con, "drop table digest_jobs")
 
 
 @dataclass(frozen=True)

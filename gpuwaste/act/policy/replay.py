@@ -14,6 +14,7 @@ from gpuwaste.act.policy.rule import Rule
 from gpuwaste.analyses.sqlfiles import Scalar, load_sql, set_variables
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect
+from gpuwaste.warehouse.reading import read_frame
 from gpuwaste.warehouse.store import Warehouse
 
 NEEDED = ("job_usage", "job_gpu_usage")
@@ -71,9 +72,9 @@ def replay(
     point and why, GPU hours reclaimed, wrongful or not, work lost)."""
     set_variables(con, _variables(rule, cluster, since, until))
     if jobs:
-        df = con.sql(replay_sql(load_sql(JOBS_HIT_SQL))).pl()
+        df = read_frame(con, replay_sql(load_sql(JOBS_HIT_SQL)))
         return df.sort(["cluster", "idle_hours", "cancel_ts", "job_id"])
-    df = con.sql(replay_sql(load_sql(TABLE_SQL))).pl()
+    df = read_frame(con, replay_sql(load_sql(TABLE_SQL)))
     return df.sort(
         ["cluster", "idle_hours", pl.col("vc") == "(all)", "vc"],
         descending=[False, False, True, False],
