@@ -228,6 +228,15 @@ class ExporterSettings(_Strict):
     update_interval_s: PositiveFloat = 300.0
 
 
+class SqlSettings(_Strict):
+    """`[sql]`: the bounds of one read-only query, `gpuwaste sql` and the dashboard's SQL page
+    (docs/reliability.md); each hit is one sentence naming the key."""
+
+    memory_mib: Annotated[int, Field(ge=64)] = 2048  # memory one query may take
+    timeout_s: PositiveFloat = 300.0  # `gpuwaste sql` (--timeout)
+    page_timeout_s: PositiveFloat = 30.0  # the dashboard's SQL page
+
+
 class NotifyConfig(_Strict):
     """`[notify]`: who gets a digest of their wasted GPU time, and how (docs/act.md)."""
 
@@ -270,6 +279,7 @@ class Settings(_Strict):
     clusters: list[ClusterConfig] = Field(default_factory=list)
     thresholds: Thresholds = Field(default_factory=Thresholds)
     exporter: ExporterSettings = Field(default_factory=ExporterSettings)
+    sql: SqlSettings = Field(default_factory=SqlSettings)
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
     cost: CostSettings = Field(default_factory=CostSettings)
     source_path: Path | None = Field(default=None, exclude=True)
