@@ -223,6 +223,8 @@ class ExporterSettings(_Strict):
     port: Annotated[int, Field(ge=1, le=65535)] = 9815
     cache_seconds: NonNegFloat = 60.0  # the figures are computed at most once per this
     top_jobs: Annotated[int, Field(ge=0, le=10_000)] = 50  # idle running jobs with own series
+    # a scraper's request must arrive, and its answer leave, within this; else it is closed
+    idle_timeout_s: PositiveFloat = 10.0
     # How often `gpuwaste ingest` and `gpuwaste analyze` are scheduled: the staleness alerts fire
     # after 3 of these (exported as gpuwaste_update_interval_seconds).
     update_interval_s: PositiveFloat = 300.0
