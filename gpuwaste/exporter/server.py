@@ -7,13 +7,15 @@ a connection that sends nothing, or half a request, held its thread forever (400
 413 threads). Here one event-loop thread reads every request, so an idle connection costs a
 socket, not a thread, and is closed after `idle_timeout_s`; the listen backlog is BACKLOG;
 complete requests are answered by WORKERS threads (a first scrape waits there for the figures,
-never the loop). Every response closes its connection, as wsgiref's HTTP/1.0 server did.
+never the loop), and requests alike that arrive while one is answered share its answer. Every
+response closes its connection, as wsgiref's HTTP/1.0 server did.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 import socket
 import sys
@@ -33,7 +35,17 @@ WORKERS = 4  # threads that build responses; a scrape of cached figures takes mi
 IDLE_TIMEOUT_S = 10.0  # a connection's request must arrive, and its answer leave, within this
 MAX_HEAD_BYTES = 16 * 1024  # request line and headers; a longer head is dropped
 
-_REASONS = {200: "OK", 400: "Bad Request"}
+_REASONS = {400: "Bad Request", 500: "Internal Server Error"}
+# What the app's answer depends on: requests alike in these share one answer (`_answer`).
+_SAME_ANSWER = (
+    "REQUEST_METHOD",
+    "PATH_INFO",
+    "QUERY_STRING",
+    "HTTP_ACCEPT",
+    "HTTP_ACCEPT_ENCODING",
+)
+
+log = logging.getLogger("gpuwaste.exporter")
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -53,6 +65,7 @@ class MetricsServer:
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._failed: BaseException | None = None
+        self._building: dict[tuple[object, ...], asyncio.Future[bytes]] = {}
         self._thread = threading.Thread(
             target=self._run, name="gpuwaste-exporter-http", daemon=True
         )
@@ -86,8 +99,7 @@ class MetricsServer:
             if environ is None:
                 response = plain_response(400, b"# HTTP 400: not an HTTP request\n")
             else:
-                loop = asyncio.get_running_loop()
-                response = await loop.run_in_executor(self._pool, self._respond, environ)
+                response = await self._answer(environ)
             writer.write(response)
             await asyncio.wait_for(writer.drain(), timeout=self.idle_timeout_s)
         except (TimeoutError, ConnectionError):
@@ -97,6 +109,19 @@ class MetricsServer:
             with contextlib.suppress(ConnectionError, TimeoutError):
                 await asyncio.wait_for(writer.wait_closed(), timeout=self.idle_timeout_s)
 
+    async def _answer(self, environ: dict[str, Any]) -> bytes:
+        """The answer to a request, shared with the requests for the same thing that arrive
+        while it is built: 200 scrapers at once cost a few builds, not 200 (each takes a few
+        milliseconds of the GIL), and no answer was started before its request arrived but
+        while an identical one was being answered."""
+        key = tuple(environ.get(k) for k in _SAME_ANSWER)
+        answer = self._building.get(key)
+        if answer is None:
+            answer = asyncio.get_running_loop().run_in_executor(self._pool, self._respond, environ)
+            self._building[key] = answer
+            answer.add_done_callback(lambda _: self._building.pop(key, None))
+        return await asyncio.shield(answer)
+
     def _respond(self, environ: dict[str, Any]) -> bytes:
         """The app's whole answer for one request, as bytes on the wire."""
         started: list[Any] = []
@@ -104,7 +129,13 @@ class MetricsServer:
         def start_response(status: str, headers: list[tuple[str, str]], *_: object) -> None:
             started[:] = [status, headers]
 
-        body = b"".join(self.app(environ, start_response))
+        try:
+            body = b"".join(self.app(environ, start_response))
+        except Exception as exc:  # the collector never raises; an answer all the same
+            log.warning(
+                "answering %s failed: %s: %s", environ["PATH_INFO"], type(exc).__name__, exc
+            )
+            return plain_response(500, b"# HTTP 500: the answer could not be built\n")
         status, headers = started
         return http_response(status, headers, body, head_only=environ["REQUEST_METHOD"] == "HEAD")
 
