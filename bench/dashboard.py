@@ -43,8 +43,9 @@ from tests.support.result_warehouse import build_result_warehouse  # noqa: E402
 APP = REPO / "gpuwaste" / "dashboard" / "app.py"
 
 
-def page_queries(job_id: str) -> dict[str, Callable[[Any, Filters], None]]:
-    """The queries each page runs with the default view (first cluster, all VCs)."""
+def page_queries(job_id: str, data_dir: Path) -> dict[str, Callable[[Any, Filters], None]]:
+    """The queries each page runs with the default view (first cluster, all VCs); the SQL
+    page's runs in a process of its own over `data_dir`."""
 
     def overview(con: Any, f: Filters) -> None:
         q.filter_options(con)
@@ -81,7 +82,7 @@ def page_queries(job_id: str) -> dict[str, Callable[[Any, Filters], None]]:
         from gpuwaste.dashboard import sqlbox
         from gpuwaste.warehouse.schema import all_tables
 
-        sqlbox.run(con, sqlbox.example(all_tables()["job_usage"]))
+        sqlbox.run(data_dir, sqlbox.example(all_tables()["job_usage"]))
 
     return {"overview": overview, "cdfs": cdfs, "waste": waste, "job": job, "sql": sql}
 
@@ -98,7 +99,7 @@ def median_time(fn: Callable[[], None], repeat: int) -> float:
 def bench_queries(data_dir: Path, job_id: str, repeat: int) -> dict[str, float]:
     out = {}
     f = Filters(cluster="demo")
-    for name, fn in page_queries(job_id).items():
+    for name, fn in page_queries(job_id, data_dir).items():
 
         def run(fn: Callable[[Any, Filters], None] = fn) -> None:
             con = read_only_connection(data_dir)  # fresh: nothing cached

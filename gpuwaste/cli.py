@@ -70,23 +70,48 @@ def sql(
     config: ConfigOpt = None,
     data_dir: DataDirOpt = None,
     fmt: FormatOpt = OutputFormat.table,
+    memory_mib: Annotated[
+        int | None,
+        typer.Option(
+            "--memory-mib",
+            min=64,
+            help="Memory the query may take, MiB (default: sql.memory_mib of the config, "
+            "else 2048).",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            min=0.001,
+            help="Seconds the query may run (default: sql.timeout_s of the config, else 300).",
+        ),
+    ] = None,
 ) -> None:
     """Run one read-only SQL query against the warehouse."""
     import duckdb
 
-    from gpuwaste.warehouse.reading import read_query
-    from gpuwaste.warehouse.readonly import check_read_only, read_only_connection
+    from gpuwaste.warehouse.bounded import Bounds, query_frame
 
     s = settings(config, data_dir)
     if not s.data_dir.is_dir():
         raise GpuwasteError(
             f"no warehouse at {s.data_dir}: run `gpuwaste demo` or `gpuwaste ingest` first."
         )
+    bounds = Bounds(
+        memory_mib=s.sql.memory_mib if memory_mib is None else memory_mib,
+        timeout_s=s.sql.timeout_s if timeout is None else timeout,
+        memory_key="--memory-mib (or [sql] memory_mib in gpuwaste.toml)",
+        time_key="--timeout (or [sql] timeout_s in gpuwaste.toml)",
+    )
     try:
-        checked = check_read_only(query)  # refused before the warehouse is opened
-        df = read_query(read_only_connection(s.data_dir), checked)
+        df = query_frame(s.data_dir, query, bounds)
     except duckdb.Error as exc:
         raise GpuwasteError(f"query failed: {str(exc).strip()}") from None
+    except KeyboardInterrupt:
+        # click would print 'Aborted!' and exit 1; the query has stopped (bounded.waited)
+        print("gpuwaste: query interrupted (Ctrl-C).", file=sys.stderr)
+        raise typer.Exit(130) from None
     if df is not None:
         render(df, fmt)
 

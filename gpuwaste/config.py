@@ -224,9 +224,20 @@ class ExporterSettings(_Strict):
     port: Annotated[int, Field(ge=1, le=65535)] = 9815
     cache_seconds: NonNegFloat = 60.0  # the figures are computed at most once per this
     top_jobs: Annotated[int, Field(ge=0, le=10_000)] = 50  # idle running jobs with own series
+    # a scraper's request must arrive, and its answer leave, within this; else it is closed
+    idle_timeout_s: PositiveFloat = 10.0
     # How often `gpuwaste ingest` and `gpuwaste analyze` are scheduled: the staleness alerts fire
     # after 3 of these (exported as gpuwaste_update_interval_seconds).
     update_interval_s: PositiveFloat = 300.0
+
+
+class SqlSettings(_Strict):
+    """`[sql]`: the bounds of one read-only query, `gpuwaste sql` and the dashboard's SQL page
+    (docs/reliability.md); each hit is one sentence naming the key."""
+
+    memory_mib: Annotated[int, Field(ge=64)] = 2048  # memory one query may take
+    timeout_s: PositiveFloat = 300.0  # `gpuwaste sql` (--timeout)
+    page_timeout_s: PositiveFloat = 30.0  # the dashboard's SQL page
 
 
 class NotifyConfig(_Strict):
@@ -293,6 +304,7 @@ class Settings(_Strict):
     clusters: list[ClusterConfig] = Field(default_factory=list)
     thresholds: Thresholds = Field(default_factory=Thresholds)
     exporter: ExporterSettings = Field(default_factory=ExporterSettings)
+    sql: SqlSettings = Field(default_factory=SqlSettings)
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
     cost: CostSettings = Field(default_factory=CostSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)

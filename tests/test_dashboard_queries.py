@@ -224,27 +224,27 @@ def test_freshness_counts_quarantine(con: duckdb.DuckDBPyConnection) -> None:
         "SET enable_external_access = true",
     ],
 )
-def test_sql_box_refuses_anything_but_a_read(con: duckdb.DuckDBPyConnection, sql: str) -> None:
-    out = sqlbox.run(con, sql)
+def test_sql_box_refuses_anything_but_a_read(built: Built, sql: str) -> None:
+    out = sqlbox.run(built.data_dir, sql)
     assert out.frame is None
     assert out.error
     assert not Path("/tmp/gpuwaste-dashboard-test.csv").exists()
 
 
-def test_sql_box_runs_reads_and_shows_duckdbs_error(
-    con: duckdb.DuckDBPyConnection, built: Built
-) -> None:
-    ok = sqlbox.run(con, "SELECT vc, count(*) AS n FROM job_usage GROUP BY vc ORDER BY vc")
+def test_sql_box_runs_reads_and_shows_duckdbs_error(built: Built) -> None:
+    ok = sqlbox.run(
+        built.data_dir, "SELECT vc, count(*) AS n FROM job_usage GROUP BY vc ORDER BY vc"
+    )
     assert ok.error is None and ok.frame is not None
     assert ok.frame["vc"].to_list() == sorted(built.vcs)
-    bad = sqlbox.run(con, "SELECT no_such_column FROM job_usage")
+    bad = sqlbox.run(built.data_dir, "SELECT no_such_column FROM job_usage")
     assert bad.error is not None and "no_such_column" in bad.error
-    capped = sqlbox.run(con, "SELECT * FROM job_usage", max_rows=7)
+    capped = sqlbox.run(built.data_dir, "SELECT * FROM job_usage", max_rows=7)
     assert capped.frame is not None and capped.frame.height == 7 and capped.truncated
     for t in sqlbox.table_list()["table"]:
         from gpuwaste.warehouse.schema import all_tables
 
-        ex = sqlbox.run(con, sqlbox.example(all_tables()[t]))
+        ex = sqlbox.run(built.data_dir, sqlbox.example(all_tables()[t]))
         assert ex.error is None, (t, ex.error)
 
 

@@ -60,6 +60,10 @@ WRITERS: dict[str, str] = {
     "warehouse/catalog.py::stored_columns": "polars reads each footer in one open; a file "
     "replaced or removed under it is skipped, and the views' own read is retried (`reading.run`)",
     "warehouse/readonly.py::read_only_connection": "sets the guard's settings; reads no file",
+    "warehouse/readonly.py::hide_paths": "sets two settings; reads no file",
+    "warehouse/readonly.py::limit_memory": "sets the memory and spill bounds; reads no file",
+    "warehouse/readonly.py::refuse_settings_readers": "asks DuckDB for the query's parse tree "
+    "(json_serialize_sql of a constant); reads no file",
     "warehouse/readonly.py::run_query": "binds an operator's checked query and returns it "
     "unfetched, for the SQL sandbox tests; no module of gpuwaste calls it "
     "(test_run_query_is_for_tests_only)",

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from gpuwaste.cli_common import DataDirOpt
-from gpuwaste.config import DATA_DIR_ENV
+from gpuwaste.config import CONFIG_ENV, DATA_DIR_ENV
 from gpuwaste.errors import GpuwasteError
 
 APP = Path(__file__).resolve().parent / "app.py"
@@ -54,11 +54,16 @@ def _on_signals(handler: Any) -> dict[int, _Handler]:
     return previous
 
 
-def serve(data_dir: Path, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
-    """Run the dashboard over `data_dir` until interrupted (what `gpuwaste demo` calls)."""
+def serve(
+    data_dir: Path, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, config: Path | None = None
+) -> None:
+    """Run the dashboard over `data_dir` until interrupted (what `gpuwaste demo` calls); the
+    pages read `config` (its `[sql]` bounds) when given."""
     if not 0 < port < 65536:
         raise GpuwasteError(f"port {port} is not a TCP port (1-65535).")
     env = {**os.environ, DATA_DIR_ENV: str(Path(data_dir).resolve())}
+    if config is not None:
+        env[CONFIG_ENV] = str(Path(config).resolve())
     print(f"gpuwaste dashboard on http://{host}:{port} over {data_dir} (Ctrl-C to stop)",
           file=sys.stderr)  # fmt: skip
     proc = subprocess.Popen(streamlit_command(host, port), env=env)
@@ -104,4 +109,4 @@ def register(app: typer.Typer) -> None:
         from gpuwaste.config import load_settings
 
         settings = load_settings(config, data_dir)
-        serve(settings.data_dir, host, port)
+        serve(settings.data_dir, host, port, config)

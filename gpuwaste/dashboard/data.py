@@ -21,7 +21,7 @@ import polars as pl
 import streamlit as st
 
 from gpuwaste.analyses import freshness, reads
-from gpuwaste.config import DATA_DIR_ENV, DEFAULT_DATA_DIR, load_settings
+from gpuwaste.config import DATA_DIR_ENV, DEFAULT_DATA_DIR, SqlSettings, load_settings
 from gpuwaste.dashboard import queries
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.readonly import read_only_connection
@@ -45,6 +45,15 @@ def data_dir() -> Path:
         return load_settings().data_dir
     except GpuwasteError:
         return DEFAULT_DATA_DIR
+
+
+def sql_settings() -> SqlSettings:
+    """The SQL page's bounds: `[sql]` of the configuration ($GPUWASTE_CONFIG, set by `gpuwaste
+    dashboard --config`), else the defaults."""
+    try:
+        return load_settings().sql
+    except GpuwasteError:
+        return SqlSettings()
 
 
 def _any_file(base: Path) -> Path | None:

@@ -1,25 +1,31 @@
-"""The SQL page's engine: one read-only query, bounded in rows and time. Pure of Streamlit.
+"""The SQL page's engine: one read-only query, bounded in rows, memory and time. Pure of
+Streamlit.
 
 Two locks stand before a query runs (gpuwaste.warehouse.readonly): `check_read_only` refuses
 anything but one SELECT, and the connection cannot reach files outside the warehouse, install or
-load extensions, or attach databases. A timer interrupts a query that runs too long.
+load extensions, or attach databases. The query runs in a process of its own
+(gpuwaste.warehouse.bounded.run_in_child, about 1 s to start) under `[sql] memory_mib`, killed
+after `[sql] page_timeout_s`: the dashboard, shared by every session, never holds more than the
+rows shown.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 import polars as pl
 
-from gpuwaste.warehouse.reading import read_query
-from gpuwaste.warehouse.readonly import QueryRefused, check_read_only
+from gpuwaste.config import SqlSettings
+from gpuwaste.warehouse.bounded import BoundExceeded, Bounds, run_in_child
+from gpuwaste.warehouse.readonly import QueryRefused
 from gpuwaste.warehouse.schema import Table, all_tables
 
 MAX_ROWS = 10_000
-TIMEOUT_S = 30.0
+TIMEOUT_S = SqlSettings().page_timeout_s
+MEMORY_MIB = SqlSettings().memory_mib
 
 
 @dataclass(frozen=True)
@@ -31,27 +37,27 @@ class Outcome:
 
 
 def run(
-    con: duckdb.DuckDBPyConnection, sql: str, max_rows: int = MAX_ROWS, timeout_s: float = TIMEOUT_S
+    data_dir: Path,
+    sql: str,
+    max_rows: int = MAX_ROWS,
+    timeout_s: float = TIMEOUT_S,
+    memory_mib: int = MEMORY_MIB,
 ) -> Outcome:
-    """Check and run `sql` on `con` (a read-only connection); never raises for a bad query."""
+    """Check and run `sql` over the warehouse at `data_dir`, read-only and bounded; never raises
+    for a bad query."""
+    bounds = Bounds(memory_mib, timeout_s, time_key="[sql] page_timeout_s in gpuwaste.toml")
+    t0 = time.perf_counter()
     try:
-        check_read_only(sql)
+        df = run_in_child(data_dir, sql, bounds, max_rows)
     except QueryRefused as exc:
         return Outcome(error=f"Refused: {exc}")
-    timer = threading.Timer(timeout_s, con.interrupt)
-    t0 = time.perf_counter()
-    timer.start()
-    try:
-        df = read_query(con, sql, limit=max_rows + 1)  # retried, as every read
-        if df is None:
-            return Outcome(frame=pl.DataFrame(), elapsed_s=time.perf_counter() - t0)
-    except duckdb.InterruptException:
-        return Outcome(error=f"The query ran longer than {timeout_s:g} s and was stopped.")
+    except BoundExceeded as exc:
+        text = str(exc)
+        return Outcome(error=text[0].upper() + text[1:])
     except duckdb.Error as exc:
         return Outcome(error=str(exc).strip())
-    finally:
-        timer.cancel()
-    assert isinstance(df, pl.DataFrame)
+    if df is None:
+        return Outcome(frame=pl.DataFrame(), elapsed_s=time.perf_counter() - t0)
     truncated = df.height > max_rows
     return Outcome(frame=df.head(max_rows), truncated=truncated, elapsed_s=time.perf_counter() - t0)
 

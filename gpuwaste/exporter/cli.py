@@ -73,4 +73,4 @@ def register(app: typer.Typer) -> None:
             currency=s.cost.currency,
         )
         serve_forever(collector, conf.host if host is None else host,
-                      conf.port if port is None else port)  # fmt: skip
+                      conf.port if port is None else port, conf.idle_timeout_s)  # fmt: skip

@@ -31,15 +31,16 @@ from gpuwaste.analyses.report import report
 from gpuwaste.config import Settings
 from gpuwaste.dashboard import queries, sqlbox
 from gpuwaste.warehouse import Warehouse, damaged, refresh_catalog
+from gpuwaste.warehouse.bounded import Bounds, query_frame
 from gpuwaste.warehouse.catalog import connect
-from gpuwaste.warehouse.reading import read_query
-from gpuwaste.warehouse.readonly import check_read_only, read_only_connection
+from gpuwaste.warehouse.readonly import read_only_connection
 from tests.support.act_warehouse import two_jobs_warehouse
 from tests.support.two_jobs import T0 as JOBS_T0
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 SIZES = (500, 4000, 1500, 9000)
 SECONDS = 4.0
+BOUNDS = Bounds(memory_mib=2048, timeout_s=None)
 
 
 def rows(n: int) -> pl.DataFrame:
@@ -72,20 +73,21 @@ def test_reads_never_fail_while_a_partition_is_replaced(data_dir: Path) -> None:
     def sql_cli() -> None:  # as gpuwaste/cli.py `sql`
         while not stop.is_set():
             try:
-                sql = check_read_only("select count(*) as n from gpu_samples")
-                df = read_query(read_only_connection(data_dir), sql)
+                df = query_frame(data_dir, "select count(*) as n from gpu_samples", BOUNDS)
                 assert df is not None
                 seen.add(int(df["n"][0]))
             except duckdb.Error as exc:
                 errors.append(f"sql: {exc}")
 
-    def dashboard() -> None:  # a cursor on the cached connection, as dashboard/data.py
+    def dashboard() -> (
+        None
+    ):  # a cursor on the cached connection, as dashboard/data.py; its SQL page
         con = read_only_connection(data_dir)
         while not stop.is_set():
             cur = con.cursor()
             try:
                 seen.add(queries.table_counts(cur, ("gpu_samples",))["gpu_samples"])
-                out = sqlbox.run(cur, "select count(*) as n, sum(util) from gpu_samples")
+                out = sqlbox.run(data_dir, "select count(*) as n, sum(util) from gpu_samples")
                 if out.error:
                     errors.append(f"sql page: {out.error}")
                 elif out.frame is not None:

@@ -13,13 +13,15 @@ from gpuwaste.warehouse.schema import all_tables
 
 DEFAULT = sqlbox.example(all_tables()["job_usage"])
 OUTCOME = "_sql_outcome"  # (query text, sqlbox.Outcome) of the last press of Run
+BOUNDS = data.sql_settings()
 
 st.title("SQL")
 st.caption(
     "One read-only query (SELECT, WITH, DESCRIBE, SUMMARIZE...) over the warehouse views, over "
     "every cluster (the sidebar's filters do not apply: write `WHERE cluster = '...'`). "
     "Writes, COPY, ATTACH, INSTALL, LOAD and files outside the warehouse are refused. "
-    f"At most {sqlbox.MAX_ROWS:,} rows, {sqlbox.TIMEOUT_S:g} s. Nothing runs until you press Run."
+    f"At most {sqlbox.MAX_ROWS:,} rows, {BOUNDS.memory_mib:,} MiB of memory and "
+    f"{BOUNDS.page_timeout_s:g} s. Nothing runs until you press Run."
 )
 
 
@@ -39,11 +41,9 @@ with left:
         st.session_state["sql"] = DEFAULT
     query = st.text_area("Query", key="sql", bind="query-params", height=200)
     if st.button("Run", type="primary", key="run"):
-        cur = data.connection()
-        try:
-            st.session_state[OUTCOME] = (query or "", sqlbox.run(cur, query or ""))
-        finally:
-            cur.close()
+        outcome = sqlbox.run(data.data_dir(), query or "", timeout_s=BOUNDS.page_timeout_s,
+                             memory_mib=BOUNDS.memory_mib)  # fmt: skip
+        st.session_state[OUTCOME] = (query or "", outcome)
 
 last: tuple[str, sqlbox.Outcome] | None = st.session_state.get(OUTCOME)
 if last is None:
