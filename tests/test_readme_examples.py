@@ -110,6 +110,18 @@ def test_sql_examples(site: Path) -> None:
     assert sorted(vcs) == ["(all)", "nlp", "rl", "speech", "vision"], outputs[0]
 
 
+def test_one_cluster_one_name() -> None:
+    """The README's ingest example files every source of its cluster under one name: under two,
+    one holds GPU time without users or VCs, the other jobs without GPU time."""
+    blocks = re.findall(r"^```[a-z]*\n(.*?)^```", README, re.S | re.M)
+    ingests = [
+        line for b in blocks for line in b.splitlines() if line.startswith("gpuwaste ingest ")
+    ]
+    names = {m for line in ingests for m in re.findall(r"--cluster (\S+)", line)}
+    assert len(ingests) >= 2, ingests
+    assert len(names) == 1, names
+
+
 def test_job_report(site: Path) -> None:
     command, shown = prompted(fenced_block("$ gpuwaste job ", ACT))
     done = shell(command, site)
