@@ -5,15 +5,24 @@ BIN    := $(VENV)/bin
 PORT   ?= 8501
 SUDO   := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 
-.PHONY: demo test lint typecheck pytest system-deps venv fuzz bench sample clean
+.PHONY: demo test lint typecheck pytest system-deps venv venv-run fuzz bench sample clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# The package alone, for `make demo` (what an operator installs); the dev extra (pytest, mypy,
+# playwright, pyspark, ...: about 1.9 GB) only for the checks. The dev install holds the runtime
+# one, so it stamps both.
+$(VENV)/.installed-run: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $@
+	touch $@ $(VENV)/.installed-run
+
+venv-run: $(VENV)/.installed-run
 
 venv: $(VENV)/.installed
 
@@ -32,7 +41,7 @@ system-deps:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$(echo $$missing | tr ' ' '\n' | sort -u); \
 	fi
 
-demo: venv
+demo: venv-run
 	PORT=$(PORT) $(BIN)/gpuwaste demo --port $(PORT)
 
 lint: venv
@@ -58,7 +67,7 @@ bench: venv
 	$(BIN)/python bench/analyze.py --skip-pandas --repeat 3
 
 # Regenerate the bundled sample (deterministic: the same files byte for byte).
-sample: venv
+sample: venv-run
 	rm -rf sample_data/demo
 	$(BIN)/gpuwaste generate --out sample_data/demo --seed 7 --gpus 32 --days 1 --gzip
 

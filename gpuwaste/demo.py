@@ -116,7 +116,9 @@ def run_demo(data_dir: Path, *, serve: bool, port: int, host: str) -> pl.DataFra
     analyze(settings)
     for line in summary_lines(data_dir):
         print("  " + line)
-    print(f'ad hoc SQL: gpuwaste sql --data-dir {data_dir} "select * from waste_by_vc"')
+    # The roll-up rows only: the summaries are split by GPU model, so `select *` repeats each VC.
+    query = "select * from waste_by_vc where gpu_model = '(all)'"
+    print(f'ad hoc SQL: gpuwaste sql --data-dir {data_dir} "{query}"')
     if serve:
         from gpuwaste.dashboard.cli import serve as serve_dashboard
 

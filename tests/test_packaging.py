@@ -1,5 +1,5 @@
 """Packaging: the licence is PEP 639 metadata, so building gpuwaste prints no setuptools
-deprecation warning."""
+deprecation warning; `make demo` installs the package alone, `make test` the dev extra."""
 
 from __future__ import annotations
 
@@ -46,3 +46,26 @@ def test_building_the_wheel_prints_no_licence_warning(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         metadata = zf.read(next(n for n in zf.namelist() if n.endswith("METADATA"))).decode()
     assert "License-Expression: Apache-2.0" in metadata.splitlines()
+
+
+def make_plan(target: str, venv: Path) -> list[str]:
+    """The commands `make TARGET` would run for a fresh clone (`make -n`, nothing is run)."""
+    done = subprocess.run(
+        ["make", "-n", "-C", str(REPO), target, f"VENV={venv}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return [line for line in done.stdout.splitlines() if "pip install" in line]
+
+
+def test_make_demo_installs_the_package_alone_and_make_test_the_dev_extra(tmp_path: Path) -> None:
+    """The demo needs the runtime dependencies only: the dev extra (pyspark, mypy, playwright)
+    is about 1.9 GB of venv and most of a fresh demo's time."""
+    demo = make_plan("demo", tmp_path / "venv")
+    assert [line for line in demo if " -e " in line] == [
+        f"{tmp_path / 'venv'}/bin/python -m pip install --quiet -e ."
+    ], demo
+    test = make_plan("test", tmp_path / "venv")
+    assert any(line.endswith("-e '.[dev]'") for line in test), test

@@ -1,10 +1,12 @@
-"""The README's examples, run exactly as written on the bundled demo, print what the README shows.
+"""The README's examples, and the demo transcripts the README links to (docs/act.md: a job
+report and a notify dry run; docs/analyses.md: a policy replay), run exactly as written on the
+bundled demo, print what the page shows.
 
 The warehouse is made as the README says (`gpuwaste demo --no-serve --data-dir gpuwaste-data`,
 in a fresh working directory, so the commands' relative `gpuwaste-data` and the default data
-directory are that warehouse). Each example's command line is read from README.md itself and
-run through the shell with this checkout's `gpuwaste` first on PATH; where the README shows the
-output, the real output must hold it line for line (a README line `[... N more ...]` marks a cut:
+directory are that warehouse). Each example's command line is read from its page itself and
+run through the shell with this checkout's `gpuwaste` first on PATH; where the page shows the
+output, the real output must hold it line for line (a line `[... N more ...]` marks a cut:
 the lines after it must still come later, in order).
 """
 
@@ -22,6 +24,8 @@ import pytest
 from tests.conftest import REPO
 
 README = (REPO / "README.md").read_text()
+ACT = (REPO / "docs" / "act.md").read_text()
+ANALYSES = (REPO / "docs" / "analyses.md").read_text()
 BIN = Path(sys.executable).parent
 CUT = re.compile(r"^\[\.\.\. .*\]$")
 
@@ -43,13 +47,13 @@ def shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def fenced_block(first_line_start: str) -> list[str]:
-    """The lines of the README's fenced block whose first line starts with `first_line_start`."""
-    for block in re.findall(r"^```[a-z]*\n(.*?)^```", README, re.S | re.M):
+def fenced_block(first_line_start: str, page: str = README) -> list[str]:
+    """The lines of the page's fenced block whose first line starts with `first_line_start`."""
+    for block in re.findall(r"^```[a-z]*\n(.*?)^```", page, re.S | re.M):
         lines = block.splitlines()
         if lines and lines[0].startswith(first_line_start):
             return lines
-    raise AssertionError(f"README has no block starting with {first_line_start!r}")
+    raise AssertionError(f"the page has no block starting with {first_line_start!r}")
 
 
 def prompted(block: list[str]) -> tuple[str, list[str]]:
@@ -91,17 +95,35 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_sql_examples(site: Path) -> None:
-    block = fenced_block('gpuwaste sql "select vc, kind')
+    block = fenced_block('gpuwaste sql "select vc, ')
     commands = "\n".join(block).replace("\n                           ", " ").splitlines()
     assert len(commands) == 2
+    outputs = []
     for command in commands:
         done = shell(command, site)
         assert done.returncode == 0, (command, done.stderr)
         assert done.stdout.strip()
+        outputs.append(done.stdout)
+    # The first is "one row per VC": the summaries are split by GPU model (and by kind), so a
+    # query that does not pick the roll-up rows shows each VC several times.
+    vcs = [line.split("│")[1].strip() for line in outputs[0].splitlines() if line.startswith("│")]
+    assert sorted(vcs) == ["(all)", "nlp", "rl", "speech", "vision"], outputs[0]
+
+
+def test_one_cluster_one_name() -> None:
+    """The README's ingest example files every source of its cluster under one name: under two,
+    one holds GPU time without users or VCs, the other jobs without GPU time."""
+    blocks = re.findall(r"^```[a-z]*\n(.*?)^```", README, re.S | re.M)
+    ingests = [
+        line for b in blocks for line in b.splitlines() if line.startswith("gpuwaste ingest ")
+    ]
+    names = {m for line in ingests for m in re.findall(r"--cluster (\S+)", line)}
+    assert len(ingests) >= 2, ingests
+    assert len(names) == 1, names
 
 
 def test_job_report(site: Path) -> None:
-    command, shown = prompted(fenced_block("$ gpuwaste job "))
+    command, shown = prompted(fenced_block("$ gpuwaste job ", ACT))
     done = shell(command, site)
     assert done.returncode == 0, done.stderr
     assert [line.rstrip() for line in done.stdout.splitlines()] == [s.rstrip() for s in shown]
@@ -120,9 +142,9 @@ def transcript(block: list[str]) -> list[tuple[str, list[str]]]:
 
 
 def test_notify_dry_run_with_prices(site: Path, tmp_path: Path) -> None:
-    """The README's config file (shown by `cat`), the analyze that prices every job, then the
+    """docs/act.md's config file (shown by `cat`), the analyze that prices every job, then the
     dry run, in a copy of the site (the job report above is the one without prices)."""
-    steps = transcript(fenced_block("$ cat gpuwaste.toml"))
+    steps = transcript(fenced_block("$ cat gpuwaste.toml", ACT))
     assert [c.split()[:2] for c, _ in steps] == [
         ["cat", "gpuwaste.toml"],
         ["gpuwaste", "analyze"],
@@ -137,15 +159,15 @@ def test_notify_dry_run_with_prices(site: Path, tmp_path: Path) -> None:
         assert_shows(shown, done.stdout)
     # "With the same prices, `gpuwaste job 107394` adds a line to its header: `money lost ...`"
     said = re.search(r"With the same prices, `(gpuwaste job \d+)` adds .*?: `(money lost [^`]*)`",
-                     " ".join(README.split()))  # fmt: skip
+                     " ".join(ACT.split()))  # fmt: skip
     assert said is not None
     done = shell(said.group(1), priced)
     assert said.group(2) in done.stdout.splitlines(), done.stdout
 
 
 def test_policy_replay_table(site: Path) -> None:
-    (command,) = fenced_block("gpuwaste policy replay ")
-    after = README.split(f"{command}\n```\n", 1)[1]
+    (command,) = fenced_block("gpuwaste policy replay ", ANALYSES)
+    after = ANALYSES.split(f"{command}\n```\n", 1)[1]
     table = re.match(r"\n((?:    .*\n)+)", after)
     assert table is not None, "the replay table follows the command, indented"
     shown = [line.removeprefix("    ") for line in table.group(1).splitlines()]
