@@ -177,6 +177,30 @@ def test_starttls_and_auth_with_the_password_from_the_environment(wh: Path, tmp_
         assert "holds a password" in bad.stderr
 
 
+def test_the_login_user_is_the_configs_smtp_user(wh: Path, tmp_path: Path) -> None:
+    """`[notify] smtp_user` is the login when the URL names no user (a login that is an address
+    needs no %40 then); a URL naming another user is refused in one sentence, before any login."""
+    secret = "An0ther-s3cret"
+    (wh.parent / "gpuwaste.toml").write_text(CONFIG + 'smtp_user = "mailer@example.org"\n')
+    with smtp_server(tls_dir=tmp_path, credentials=("mailer@example.org", secret)) as smtp:
+        assert smtp.cert is not None
+        env = {"SSL_CERT_FILE": str(smtp.cert), "GW_SMTP_PASSWORD": secret}
+        args = ["--send", "--sender", "gpuwaste@example.org",
+                "--smtp-password-env", "GW_SMTP_PASSWORD"]  # fmt: skip
+        r = notify(wh, *args, "--smtp", smtp.url, env=env)
+        assert r.returncode == 0, r.stderr
+        assert smtp.handler.logins == [("mailer@example.org", secret)]
+        assert len(smtp.to("ann@example.org")) == 1
+        ops = f"smtp://ops@127.0.0.1:{smtp.port}"
+        both = notify(other_copy(wh, tmp_path / "o"), *args, "--smtp", ops, env=env)
+        assert both.returncode == 1 and "Traceback" not in both.stderr
+        assert (
+            "[notify] smtp_user 'mailer@example.org' and the user 'ops' of the SMTP URL differ; "
+            "give the login user in one of them."
+        ) in both.stderr
+        assert smtp.handler.logins == [("mailer@example.org", secret)]
+
+
 def test_webhook_posts_slack_json_and_reports_http_500(wh: Path) -> None:
     with http_receiver() as rx:
         token = "/hooks/T0K3N-secret"
