@@ -17,6 +17,8 @@ from typing import Any
 import polars as pl
 import pytest
 
+from gpuwaste.act.notify.smtp import parse_smtp_url
+from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.store import Warehouse
 from tests.support.act_warehouse import with_low_data_job
 from tests.support.http_receiver import http_receiver
@@ -199,6 +201,17 @@ def test_the_login_user_is_the_configs_smtp_user(wh: Path, tmp_path: Path) -> No
             "give the login user in one of them."
         ) in both.stderr
         assert smtp.handler.logins == [("mailer@example.org", secret)]
+
+
+def test_the_urls_user_is_decoded_and_agrees_with_smtp_user() -> None:
+    """A login that is an address is `%40`-encoded in the URL; the same user in both places is
+    one user."""
+    url = "smtp://mailer%40example.org@127.0.0.1:587"
+    assert parse_smtp_url(url).user == "mailer@example.org"
+    assert parse_smtp_url(url, "mailer@example.org").user == "mailer@example.org"
+    assert parse_smtp_url("smtp://127.0.0.1", "ops").user == "ops"
+    with pytest.raises(GpuwasteError, match=r"smtp_user 'ops' and the user 'mailer@example\.org'"):
+        parse_smtp_url(url, "ops")
 
 
 def test_webhook_posts_slack_json_and_reports_http_500(wh: Path) -> None:
