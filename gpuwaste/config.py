@@ -252,7 +252,7 @@ class NotifyConfig(_Strict):
     opt_out: list[str] = Field(default_factory=list)  # users (or addresses) never written to
     vc_owners: dict[str, list[str]] = Field(default_factory=dict)  # VC -> owners' addresses
     smtp: str | None = None  # smtp://HOST:PORT
-    smtp_user: str | None = None
+    smtp_user: str | None = None  # the login user (or USER@ in the smtp URL; not both differing)
     smtp_password_env: str | None = None  # name of the env var holding the SMTP password
     sender: str | None = None
     webhook_env: str | None = None  # name of the env var holding a Slack/Mattermost webhook URL

@@ -67,6 +67,7 @@ def summary_lines(data_dir: Path) -> list[str]:
     """A short, plain-text summary of where the GPU hours went, per cluster."""
     from gpuwaste.warehouse.catalog import connect
     from gpuwaste.warehouse.reading import read_frame, read_rows
+    from gpuwaste.warehouse.results import ALL_MODELS, ALL_VCS
 
     con = connect(data_dir)
     df = read_frame(
@@ -81,10 +82,11 @@ def summary_lines(data_dir: Path) -> list[str]:
                    sum(idle_slot_gpu_h) as idle_slot_h,
                    sum(never_used_gpu_h) as never_used_h,
                    sum(debug_gpu_h) as debug_h
-            from waste_daily where vc = '(all)' and gpu_model = '(all)' group by cluster
+            from waste_daily where vc = ? and gpu_model = ? group by cluster
         )
         select * from jobs left join hours using (cluster) order by cluster
         """,
+        [ALL_VCS, ALL_MODELS],
     )
     lines = []
 

@@ -1,5 +1,5 @@
 """One registry of analyses, every list derived from it; the warehouse knows every result table
-without importing the analyses; the per-job pass and `analyze_cluster` leave nothing behind on
+without importing the analyses; each layer imports only the layers docs/architecture.md lets it; the per-job pass and `analyze_cluster` leave nothing behind on
 an error."""
 
 from __future__ import annotations
@@ -95,10 +95,50 @@ def _imports(path: Path) -> list[str]:
     return names
 
 
-def test_the_warehouse_imports_neither_the_analyses_nor_the_dashboard() -> None:
-    for path in sorted((REPO / "gpuwaste" / "warehouse").glob("*.py")):
+# The layering of docs/architecture.md: the layers each package may import besides the shared
+# modules (SHARED). `cli` and `demo` run every layer and may import them all.
+SHARED = {"gpuwaste", "config", "errors", "text", "render", "cli_common"}
+LAYERS: dict[str, set[str]] = {
+    "warehouse": set(),
+    "ingest": {"warehouse"},
+    "generate": {"warehouse"},
+    "analyses": {"warehouse"},
+    "act": {"analyses", "warehouse"},
+    "exporter": {"analyses", "warehouse"},
+    "dashboard": {"act", "analyses", "warehouse"},
+}
+
+
+def _part(name: str) -> str:
+    """The package (or shared module) of a `gpuwaste...` module name."""
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _layer_imports() -> dict[str, set[tuple[str, str]]]:
+    """Per package (and shared module): (file, gpuwaste package) of each of its imports, those
+    inside functions included."""
+    out: dict[str, set[tuple[str, str]]] = {}
+    for path in sorted((REPO / "gpuwaste").rglob("*.py")):
+        rel = path.relative_to(REPO / "gpuwaste")
+        here = rel.parts[0] if len(rel.parts) > 1 else rel.stem
+        here = "gpuwaste" if here == "__init__" else here
+        found = out.setdefault(here, set())
         for name in _imports(path):
-            assert not name.startswith(("gpuwaste.analyses", "gpuwaste.dashboard")), (path, name)
+            if name == "gpuwaste" or name.startswith("gpuwaste."):
+                found.add((str(rel), _part(name)))
+    return out
+
+
+def test_each_layer_imports_only_the_layers_below_it() -> None:
+    graph = _layer_imports()
+    assert set(LAYERS) | SHARED | {"cli", "demo"} == set(graph)  # a new package takes a place
+    for package, imports in graph.items():
+        allowed = {"cli": set(graph), "demo": set(graph)}.get(package, LAYERS.get(package, set()))
+        wrong = {(f, p) for f, p in imports if p not in allowed | SHARED | {package}}
+        assert not wrong, f"{package} imports a layer above it or beside it: {sorted(wrong)}"
+    for module in SHARED:  # the shared modules import no layer
+        assert {p for _, p in graph[module]} <= SHARED, module
 
 
 def test_only_the_dashboard_imports_the_dashboard() -> None:

@@ -17,15 +17,19 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from gpuwaste.analyses.registry import SUMMARY_TABLES
+from gpuwaste.analyses.registry import BY_NAME, SUMMARY_TABLES
 from gpuwaste.analyses.run import analyze
+from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
 from gpuwaste.cli import app
-from gpuwaste.config import ClusterConfig, Settings
+from gpuwaste.config import ClusterConfig, Settings, Thresholds
 from gpuwaste.generate import GeneratorSpec, write_all
+from gpuwaste.warehouse.catalog import connect
 from gpuwaste.warehouse.results import (
     ALL_MODELS,
+    ALL_VCS,
     MIXED_MODELS,
     RESULT_TABLES,
+    ROLLUP_LABELS,
     SUMMARY_GRAIN,
     UNKNOWN_MODEL,
 )
@@ -198,6 +202,27 @@ def _report(data_dir: Path, *args: str) -> list[dict[str, object]]:
     assert res.exit_code == 0, res.output
     rows: list[dict[str, object]] = json.loads(res.stdout)
     return rows
+
+
+def test_the_rollup_label_is_defined_once(
+    two_models: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No summary's SQL spells '(all)': each labels its roll-up rows with the variables that
+    Analysis.compute sets from results.ROLLUP_LABELS. Other labels there give every summary the
+    stored rows with the roll-up rows renamed, and no '(all)' left."""
+    labels = {"all_vcs": "<every VC>", "all_models": "<every model>"}
+    monkeypatch.setattr("gpuwaste.analyses.registry.ROLLUP_LABELS", labels)
+    renamed = {"vc": (ALL_VCS, labels["all_vcs"]), "gpu_model": (ALL_MODELS, labels["all_models"])}
+    assert set(ROLLUP_LABELS) == set(labels)
+    wh = Warehouse(two_models)
+    with connect(two_models) as con:
+        set_variables(con, {**threshold_variables(Thresholds()), "cluster": "c"})
+        for name in SUMMARY_TABLES:
+            want = wh.read(name, "c").select(
+                pl.col(c).replace(old, new) for c, (old, new) in renamed.items()
+            )  # the stored rows' grain, the roll-up rows renamed
+            have = BY_NAME[name].compute(con).select(SUMMARY_GRAIN)
+            assert have.sort(have.columns).equals(want.sort(want.columns)), name
 
 
 def test_report_prints_the_all_model_rows_one_model_or_each(two_models: Path) -> None:

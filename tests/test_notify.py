@@ -17,6 +17,8 @@ from typing import Any
 import polars as pl
 import pytest
 
+from gpuwaste.act.notify.smtp import parse_smtp_url
+from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.store import Warehouse
 from tests.support.act_warehouse import with_low_data_job
 from tests.support.http_receiver import http_receiver
@@ -175,6 +177,41 @@ def test_starttls_and_auth_with_the_password_from_the_environment(wh: Path, tmp_
         )
         assert bad.returncode == 1 and secret not in bad.stderr
         assert "holds a password" in bad.stderr
+
+
+def test_the_login_user_is_the_configs_smtp_user(wh: Path, tmp_path: Path) -> None:
+    """`[notify] smtp_user` is the login when the URL names no user (a login that is an address
+    needs no %40 then); a URL naming another user is refused in one sentence, before any login."""
+    secret = "An0ther-s3cret"
+    (wh.parent / "gpuwaste.toml").write_text(CONFIG + 'smtp_user = "mailer@example.org"\n')
+    with smtp_server(tls_dir=tmp_path, credentials=("mailer@example.org", secret)) as smtp:
+        assert smtp.cert is not None
+        env = {"SSL_CERT_FILE": str(smtp.cert), "GW_SMTP_PASSWORD": secret}
+        args = ["--send", "--sender", "gpuwaste@example.org",
+                "--smtp-password-env", "GW_SMTP_PASSWORD"]  # fmt: skip
+        r = notify(wh, *args, "--smtp", smtp.url, env=env)
+        assert r.returncode == 0, r.stderr
+        assert smtp.handler.logins == [("mailer@example.org", secret)]
+        assert len(smtp.to("ann@example.org")) == 1
+        ops = f"smtp://ops@127.0.0.1:{smtp.port}"
+        both = notify(other_copy(wh, tmp_path / "o"), *args, "--smtp", ops, env=env)
+        assert both.returncode == 1 and "Traceback" not in both.stderr
+        assert (
+            "[notify] smtp_user 'mailer@example.org' and the user 'ops' of the SMTP URL differ; "
+            "give the login user in one of them."
+        ) in both.stderr
+        assert smtp.handler.logins == [("mailer@example.org", secret)]
+
+
+def test_the_urls_user_is_decoded_and_agrees_with_smtp_user() -> None:
+    """A login that is an address is `%40`-encoded in the URL; the same user in both places is
+    one user."""
+    url = "smtp://mailer%40example.org@127.0.0.1:587"
+    assert parse_smtp_url(url).user == "mailer@example.org"
+    assert parse_smtp_url(url, "mailer@example.org").user == "mailer@example.org"
+    assert parse_smtp_url("smtp://127.0.0.1", "ops").user == "ops"
+    with pytest.raises(GpuwasteError, match=r"smtp_user 'ops' and the user 'mailer@example\.org'"):
+        parse_smtp_url(url, "ops")
 
 
 def test_webhook_posts_slack_json_and_reports_http_500(wh: Path) -> None:

@@ -27,9 +27,9 @@ from typing import Literal
 import duckdb
 import polars as pl
 
-from gpuwaste.analyses.sqlfiles import load_sql
+from gpuwaste.analyses.sqlfiles import load_sql, set_variables
 from gpuwaste.warehouse.reading import read_frame
-from gpuwaste.warehouse.results import RESULT_TABLES
+from gpuwaste.warehouse.results import RESULT_TABLES, ROLLUP_LABELS
 from gpuwaste.warehouse.schema import Table
 
 Kind = Literal["per_job", "summary"]
@@ -44,7 +44,6 @@ class Analysis:
     inputs: tuple[str, ...]  # tables and batch relations its SQL reads (its header's sources)
     definition: str  # what it computes, in words (docs/definitions.md for the full rule)
     sql: str = ""  # file under gpuwaste/sql/, without .sql (default: analyses/<name>)
-    module: str = ""  # the module with its polars logic, if any
 
     @property
     def sql_file(self) -> str:
@@ -60,7 +59,9 @@ class Analysis:
 
     def compute(self, con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         """Its SQL over `con` (a summary: over the result tables of the cluster in the variable
-        `cluster`, the thresholds set)."""
+        `cluster`, the thresholds set). The labels of its roll-up rows are set here, from
+        the one definition in warehouse/results.py."""
+        set_variables(con, ROLLUP_LABELS)
         return read_frame(con, load_sql(self.sql_file))
 
 
@@ -113,7 +114,6 @@ ANALYSES: tuple[Analysis, ...] = (
         "job_gpu_usage). Grain: one row per idle slot of a job x attempt x GPU; start_ts/end_ts "
         "are the edges of the time its idle samples stand for (sample j stands for "
         "(t_(j-1), t_j]). Units: seconds.",
-        module="gpuwaste.analyses.idle_slots",
     ),
     Analysis(
         "stable_phases",
@@ -125,7 +125,6 @@ ANALYSES: tuple[Analysis, ...] = (
         "gpuwaste/analyses/stable_phases.py, which merges runs into phases in polars; "
         "sql/analyses/stable_phases.sql cuts the readings into runs (the definition of the runs "
         "that tests/test_job_samples.py proves equal to `level_runs_frame`).",
-        module="gpuwaste.analyses.stable_phases",
     ),
     Analysis(
         "job_util_hist",
@@ -140,7 +139,6 @@ ANALYSES: tuple[Analysis, ...] = (
         "in 1-point buckets (0..100) so that the cluster summaries (util_by_size_status, "
         "util_minute_hist, util_by_spread) can be re-aggregated when only some jobs change. "
         "Grain: one row per job x bucket. Units: GPU-minutes.",
-        module="gpuwaste.analyses.util_hist",
     ),
     Analysis(
         "job_usage",

@@ -6,6 +6,7 @@ the variables its header names; the analyses bind the same variables from the se
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import date, datetime
 from functools import cache
 from importlib import resources
@@ -43,7 +44,7 @@ def _literal(value: Scalar) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def set_variables(con: duckdb.DuckDBPyConnection, values: dict[str, Scalar]) -> None:
+def set_variables(con: duckdb.DuckDBPyConnection, values: Mapping[str, Scalar]) -> None:
     """`set variable name = value` for each entry (values are typed literals, never spliced text
     from the data: names and values come from the settings)."""
     for name, value in values.items():

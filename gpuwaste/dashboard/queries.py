@@ -16,6 +16,7 @@ import polars as pl
 from gpuwaste.analyses.registry import PER_JOB_TABLES, SUMMARY_TABLES
 from gpuwaste.dashboard.filters import Filters
 from gpuwaste.warehouse.reading import read_frame as _pl
+from gpuwaste.warehouse.results import ALL_VCS
 
 CDF_POINTS = 201  # CDF at x = 0, 0.5, ..., 100 %: one curve is 201 points whatever the job count
 
@@ -187,10 +188,10 @@ def job_cdf(
             SELECT vc, least(greatest(ceil({column} * {steps} / 100.0), 0), {steps})::INTEGER AS k
             FROM job_usage WHERE {where} AND {column} IS NOT NULL
         )
-        SELECT coalesce(vc, '(all)') AS vc, k, count(*) AS n
+        SELECT coalesce(vc, ?) AS vc, k, count(*) AS n
         FROM b GROUP BY GROUPING SETS ((vc, k), (k))
         """,
-        params,
+        [*params, ALL_VCS],
     )
     schema = {"vc": pl.String, "jobs": pl.Int64, "x": pl.Float64, "p": pl.Float64}
     if counts.height == 0:

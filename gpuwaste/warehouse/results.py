@@ -21,6 +21,10 @@ ALL_MODELS = "(all)"  # every GPU model together: the summaries' rows before the
 UNKNOWN_MODEL = "(unknown)"  # no source names the model of the job's devices
 MIXED_MODELS = "mixed"  # a job whose devices name two or more models
 SUMMARY_GRAIN = ("vc", "gpu_model")  # the first columns of every summary's key
+# The SQL variables the summaries' files (and the policy replay's) label their roll-up rows with:
+# `getvariable('all_vcs')` where `cube(vc, gpu_model)` rolled the VC up. Whatever runs those files
+# sets them from here, so that the label is defined once.
+ROLLUP_LABELS: dict[str, str] = {"all_vcs": ALL_VCS, "all_models": ALL_MODELS}
 SIZE_CLASSES = ("1", "2-4", "5-8", ">8")
 
 S, F, N, B, T = pl.String(), pl.Float64(), pl.Int64(), pl.Boolean(), UTC_TS
@@ -351,6 +355,7 @@ __all__ = [
     "ALL_VCS",
     "MIXED_MODELS",
     "RESULT_TABLES",
+    "ROLLUP_LABELS",
     "SIZE_CLASSES",
     "SUMMARY_GRAIN",
     "UNKNOWN_MODEL",

@@ -243,7 +243,7 @@ class Senders:
 
 def senders(cfg: NotifyConfig, hook: str | None, messages: list[Message]) -> Senders:
     needs_email = any(m.channel == EMAIL for m in messages)
-    server = parse_smtp_url(cfg.smtp) if cfg.smtp else None
+    server = parse_smtp_url(cfg.smtp, cfg.smtp_user) if cfg.smtp else None
     if needs_email and server is None and hook is None:
         raise GpuwasteError(
             "--send: nothing to send with; give --smtp smtp://HOST:PORT or --webhook."

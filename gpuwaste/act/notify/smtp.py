@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 from email.policy import SMTP
 from email.utils import formatdate
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.text import printable
@@ -41,9 +41,10 @@ class SmtpServer:
         return f"{self.host}:{self.port}"
 
 
-def parse_smtp_url(url: str) -> SmtpServer:
+def parse_smtp_url(url: str, user: str | None = None) -> SmtpServer:
     """`smtp://[USER@]HOST[:PORT]`; a password in the URL is refused (it belongs in the
-    environment)."""
+    environment). `user` (`[notify] smtp_user`) is the login user when the URL names none; the
+    two naming different users is refused."""
     parts = urlsplit(url)
     try:
         port = parts.port or DEFAULT_PORT
@@ -59,7 +60,13 @@ def parse_smtp_url(url: str) -> SmtpServer:
             "--smtp: the URL holds a password; give it in an environment variable named by "
             "--smtp-password-env instead."
         )
-    return SmtpServer(parts.hostname, port, parts.username)
+    in_url = unquote(parts.username) if parts.username is not None else None
+    if user is not None and in_url is not None and in_url != user:
+        raise GpuwasteError(
+            f"[notify] smtp_user '{printable(user)}' and the user '{printable(in_url)}' of the "
+            "SMTP URL differ; give the login user in one of them."
+        )
+    return SmtpServer(parts.hostname, port, in_url if in_url is not None else user)
 
 
 def build_email(sender: str, to: str, subject: str, body: str, message_id: str) -> EmailMessage:

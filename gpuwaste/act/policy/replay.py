@@ -15,6 +15,7 @@ from gpuwaste.analyses.sqlfiles import Scalar, load_sql, set_variables
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect
 from gpuwaste.warehouse.reading import read_frame
+from gpuwaste.warehouse.results import ALL_VCS, ROLLUP_LABELS
 from gpuwaste.warehouse.store import Warehouse
 
 NEEDED = ("job_usage", "job_gpu_usage")
@@ -47,6 +48,7 @@ def _variables(
     rule: Rule, cluster: str | None, since: datetime | None, until: datetime | None
 ) -> dict[str, Scalar]:
     return {
+        **ROLLUP_LABELS,
         "cluster": cluster,
         "period_start": since,
         "period_end": until,
@@ -76,7 +78,7 @@ def replay(
         return df.sort(["cluster", "idle_hours", "cancel_ts", "job_id"])
     df = read_frame(con, replay_sql(load_sql(TABLE_SQL)))
     return df.sort(
-        ["cluster", "idle_hours", pl.col("vc") == "(all)", "vc"],
+        ["cluster", "idle_hours", pl.col("vc") == ALL_VCS, "vc"],
         descending=[False, False, True, False],
     )
 

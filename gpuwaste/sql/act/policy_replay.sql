@@ -1,7 +1,7 @@
 -- grain: one row per cluster x idle threshold x VC, and the row '(all)' for every VC together:
 --        what the rule would have done to the jobs it is replayed on.
 -- sources: policy_jobs (sql/act/policy_jobs.sql), policy_hits (sql/act/policy_hits.sql).
--- variables: idle_hours (double[]).
+-- variables: idle_hours (double[]), all_vcs (the label of the all-VC rows).
 -- The jobs replayed and the hits are summed apart (grouping sets: per VC, and all VCs with a
 -- null VC), then joined: never one row per job x threshold.
 with
@@ -33,7 +33,7 @@ final as (
     select
         r.cluster,
         t.idle_hours,
-        coalesce(r.vc, '(all)') as vc,
+        coalesce(r.vc, getvariable('all_vcs')) as vc,
         r.jobs,
         r.gpu_s / 3600 as gpu_h,
         coalesce(h.jobs_hit, 0) as jobs_hit,

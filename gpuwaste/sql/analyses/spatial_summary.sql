@@ -1,10 +1,13 @@
 -- grain: one row per VC (and '(all)') x GPU model (and '(all)') x metric [CloudBrain §IV-A, §IV-B].
 -- sources: job_usage.
--- variables: cluster, low_share_pct, very_low_pct, mismatch_high_pct, mismatch_low_pct.
+-- variables: cluster, all_vcs, all_models, low_share_pct, very_low_pct, mismatch_high_pct, mismatch_low_pct.
 -- 'mean_*' / 'mean_max_*' are the mean over jobs of each job's mean / maximum (percent); every
 -- other metric is a percent of jobs. Jobs flagged low_data are left out (not judged).
 -- The job's GPU model is job_usage.gpu_model (docs/analyses.md#split-by-gpu-model); the rows of
 -- model '(all)' are every model together.
+-- The rows of VC / model '(all)' are the groups of `cube(vc, gpu_model)` that roll a column
+-- up, labelled with the variables all_vcs and all_models (ROLLUP_LABELS in
+-- gpuwaste/warehouse/results.py, set by whatever runs the summaries).
 with
 
 jobs as (
@@ -13,22 +16,10 @@ jobs as (
     where cluster = getvariable('cluster') and not low_data
 ),
 
-with_all as (
-    select * from jobs
-    union all
-    select * replace ('(all)' as vc) from jobs
-),
-
-with_models as (
-    select * from with_all
-    union all
-    select * replace ('(all)' as gpu_model) from with_all
-),
-
 per_vc as (
     select
-        vc,
-        gpu_model,
+        if(grouping(vc) = 1, getvariable('all_vcs'), vc) as vc,
+        if(grouping(gpu_model) = 1, getvariable('all_models'), gpu_model) as gpu_model,
         count(*) as jobs,
         avg(util_mean) as mean_gpu_util,
         avg(mem_util_mean) as mean_gpu_mem_util,
@@ -66,8 +57,8 @@ per_vc as (
             as pct_phase_levels_differ_1gib,
         100.0 * avg(case when phase_level_spread_mib > 8192 then 1 else 0 end)
             as pct_phase_levels_differ_8gib
-    from with_models
-    group by vc, gpu_model
+    from jobs
+    group by cube(vc, gpu_model)
 ),
 
 long as (

@@ -3,9 +3,12 @@
 --        longer than t whose idle memory (capacity - highest memory used) exceeds m GiB.
 -- sources: stable_phases, job_usage, job_gpu_usage (the device's gpu_weight: a phase on a MIG
 --          instance holds its slice's share of GPU time, docs/analyses.md#mig-instances).
--- variables: cluster, stable_phase_lengths_s, stable_phase_idle_gib.
+-- variables: cluster, all_vcs, all_models, stable_phase_lengths_s, stable_phase_idle_gib.
 -- The job's GPU model is job_usage.gpu_model (docs/analyses.md#split-by-gpu-model); the rows of
 -- model '(all)' are every model together.
+-- The rows of VC / model '(all)' are the groups of `cube(vc, gpu_model)` that roll a column
+-- up, labelled with the variables all_vcs and all_models (ROLLUP_LABELS in
+-- gpuwaste/warehouse/results.py, set by whatever runs the summaries).
 with
 
 jobs as (
@@ -31,41 +34,23 @@ grid as (
     cross join unnest(getvariable('stable_phase_idle_gib')) as m(m_gib)
 ),
 
-job_rows as (
-    select * from jobs
-    union all
-    select * replace ('(all)' as vc) from jobs
-),
-
-with_models as (
-    select * from job_rows
-    union all
-    select * replace ('(all)' as gpu_model) from job_rows
-),
-
 vcs as (
-    select vc, gpu_model, sum(gpu_s) as gpu_s from with_models group by vc, gpu_model
+    select
+        if(grouping(vc) = 1, getvariable('all_vcs'), vc) as vc,
+        if(grouping(gpu_model) = 1, getvariable('all_models'), gpu_model) as gpu_model,
+        sum(gpu_s) as gpu_s
+    from jobs
+    group by cube(vc, gpu_model)
 ),
 
 stable as (
-    select p.vc, p.gpu_model, g.t_s, g.m_gib, sum(p.gpu_s) as stable_gpu_s
+    select
+        if(grouping(p.vc) = 1, getvariable('all_vcs'), p.vc) as vc,
+        if(grouping(p.gpu_model) = 1, getvariable('all_models'), p.gpu_model) as gpu_model,
+        g.t_s, g.m_gib, sum(p.gpu_s) as stable_gpu_s
     from phases as p
     join grid as g on p.duration_s > g.t_s and p.idle_mem_mib > g.m_gib * 1024
-    group by p.vc, p.gpu_model, g.t_s, g.m_gib
-),
-
-stable_vcs as (
-    select * from stable
-    union all
-    select '(all)' as vc, gpu_model, t_s, m_gib, sum(stable_gpu_s)
-    from stable group by gpu_model, t_s, m_gib
-),
-
-stable_all as (
-    select * from stable_vcs
-    union all
-    select vc, '(all)' as gpu_model, t_s, m_gib, sum(stable_gpu_s)
-    from stable_vcs group by vc, t_s, m_gib
+    group by g.t_s, g.m_gib, cube(p.vc, p.gpu_model)
 ),
 
 final as (
@@ -76,7 +61,7 @@ final as (
         100 * coalesce(s.stable_gpu_s, 0) / nullif(v.gpu_s, 0) as pct
     from vcs as v
     cross join grid as g
-    left join stable_all as s
+    left join stable as s
       on s.vc = v.vc and s.gpu_model = v.gpu_model and s.t_s = g.t_s and s.m_gib = g.m_gib
 )
 

@@ -1,9 +1,12 @@
 -- grain: one row per VC (and '(all)') x GPU model (and '(all)') x job size (1, 4, 8, 16, all) x final status (and 'all')
 --        [Philly §3, Table 3]: mean GPU utilization, weighted by observed GPU-minutes.
 -- sources: job_gpu_usage, job_usage.
--- variables: cluster.
+-- variables: cluster, all_vcs, all_models.
 -- The job's GPU model is job_usage.gpu_model (docs/analyses.md#split-by-gpu-model); the rows of
 -- model '(all)' are every model together.
+-- The rows of VC / model '(all)' are the groups of `cube(vc, gpu_model)` that roll a column
+-- up, labelled with the variables all_vcs and all_models (ROLLUP_LABELS in
+-- gpuwaste/warehouse/results.py, set by whatever runs the summaries).
 with
 
 gpus as (
@@ -26,27 +29,19 @@ jobs as (
     where j.cluster = getvariable('cluster')
 ),
 
-expanded as (
-    select * from jobs
-    union all select * replace ('(all)' as vc) from jobs
-),
-
-with_models as (
-    select * from expanded
-    union all
-    select * replace ('(all)' as gpu_model) from expanded
-),
-
 states as (
-    select * from with_models
-    union all select * replace ('all' as state) from with_models
+    select * from jobs
+    union all select * replace ('all' as state) from jobs
 ),
 
 final as (
-    select vc, gpu_model, size, state, count(*) as jobs, sum(observed_s) / 60 as gpu_minutes,
-           sum(util_x_s) / nullif(sum(observed_s), 0) as util_mean
+    select
+        if(grouping(vc) = 1, getvariable('all_vcs'), vc) as vc,
+        if(grouping(gpu_model) = 1, getvariable('all_models'), gpu_model) as gpu_model,
+        size, state, count(*) as jobs, sum(observed_s) / 60 as gpu_minutes,
+        sum(util_x_s) / nullif(sum(observed_s), 0) as util_mean
     from states
-    group by vc, gpu_model, size, state
+    group by size, state, cube(vc, gpu_model)
 )
 
 select * from final

@@ -2,9 +2,12 @@
 --        [Philly §3, Table 5]: jobs, mean GPU utilization (observed-time weighted) and the
 --        50th, 90th and 95th percentiles of per-minute GPU utilization.
 -- sources: job_usage, job_gpu_usage, job_util_hist.
--- variables: cluster.
+-- variables: cluster, all_vcs, all_models.
 -- The job's GPU model is job_usage.gpu_model (docs/analyses.md#split-by-gpu-model); the rows of
 -- model '(all)' are every model together.
+-- The rows of VC / model '(all)' are the groups of `cube(vc, gpu_model)` that roll a column
+-- up, labelled with the variables all_vcs and all_models (ROLLUP_LABELS in
+-- gpuwaste/warehouse/results.py, set by whatever runs the summaries).
 with
 
 jobs as (
@@ -13,31 +16,26 @@ jobs as (
     where cluster = getvariable('cluster') and gpus = 16 and n_hosts > 0
 ),
 
-vc_rows as (
-    select * from jobs
-    union all select * replace ('(all)' as vc) from jobs
-),
-
-with_models as (
-    select * from vc_rows
-    union all
-    select * replace ('(all)' as gpu_model) from vc_rows
-),
-
 means as (
-    select e.vc, e.gpu_model, e.servers, count(distinct e.job_id) as jobs,
-           sum(g.util_mean * g.observed_s) / nullif(sum(g.observed_s), 0) as util_mean
-    from with_models as e
+    select
+        if(grouping(e.vc) = 1, getvariable('all_vcs'), e.vc) as vc,
+        if(grouping(e.gpu_model) = 1, getvariable('all_models'), e.gpu_model) as gpu_model,
+        e.servers, count(distinct e.job_id) as jobs,
+        sum(g.util_mean * g.observed_s) / nullif(sum(g.observed_s), 0) as util_mean
+    from jobs as e
     left join job_gpu_usage as g
       on g.job_id = e.job_id and g.cluster = getvariable('cluster') and g.observed_s > 0
-    group by e.vc, e.gpu_model, e.servers
+    group by e.servers, cube(e.vc, e.gpu_model)
 ),
 
 buckets as (
-    select e.vc, e.gpu_model, e.servers, h.bucket, sum(h.gpu_minutes) as gpu_minutes
-    from with_models as e
+    select
+        if(grouping(e.vc) = 1, getvariable('all_vcs'), e.vc) as vc,
+        if(grouping(e.gpu_model) = 1, getvariable('all_models'), e.gpu_model) as gpu_model,
+        e.servers, h.bucket, sum(h.gpu_minutes) as gpu_minutes
+    from jobs as e
     join job_util_hist as h on h.job_id = e.job_id and h.cluster = getvariable('cluster')
-    group by e.vc, e.gpu_model, e.servers, h.bucket
+    group by e.servers, h.bucket, cube(e.vc, e.gpu_model)
 ),
 
 cumulative as (

@@ -1,13 +1,16 @@
 -- grain: one row per VC (and '(all)') x GPU model (and '(all)') x job size (1, 4, 8, 16, all) x final status (and 'all')
 --        x 1-point utilization bucket [Philly §3, Figure 5]: GPU-minutes; cumulate for the CDF.
 -- sources: job_util_hist, job_usage.
--- variables: cluster.
+-- variables: cluster, all_vcs, all_models.
 -- The job's GPU model is job_usage.gpu_model (docs/analyses.md#split-by-gpu-model); the rows of
 -- model '(all)' are every model together.
+-- The rows of VC / model '(all)' are the groups of `cube(vc, gpu_model)` that roll a column
+-- up, labelled with the variables all_vcs and all_models (ROLLUP_LABELS in
+-- gpuwaste/warehouse/results.py, set by whatever runs the summaries).
 with
 
 minutes as (
-    -- added up per (vc, model, size, state, bucket) first: the roll-ups below then copy a few
+    -- added up per (vc, model, size, state, bucket) first: the roll-ups below then read a few
     -- thousand rows, not every job's
     select coalesce(j.vc, '(none)') as vc, j.gpu_model, cast(j.gpus as varchar) as size, j.state,
            h.bucket, sum(h.gpu_minutes) as gpu_minutes
@@ -22,26 +25,18 @@ sized as (
     union all select * replace ('all' as size) from minutes
 ),
 
-expanded as (
-    select * from sized
-    union all select * replace ('(all)' as vc) from sized
-),
-
-with_models as (
-    select * from expanded
-    union all
-    select * replace ('(all)' as gpu_model) from expanded
-),
-
 states as (
-    select * from with_models
-    union all select * replace ('all' as state) from with_models
+    select * from sized
+    union all select * replace ('all' as state) from sized
 ),
 
 final as (
-    select vc, gpu_model, size, state, bucket, sum(gpu_minutes) as gpu_minutes
+    select
+        if(grouping(vc) = 1, getvariable('all_vcs'), vc) as vc,
+        if(grouping(gpu_model) = 1, getvariable('all_models'), gpu_model) as gpu_model,
+        size, state, bucket, sum(gpu_minutes) as gpu_minutes
     from states
-    group by vc, gpu_model, size, state, bucket
+    group by size, state, bucket, cube(vc, gpu_model)
 )
 
 select * from final

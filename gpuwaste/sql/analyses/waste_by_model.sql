@@ -3,9 +3,12 @@
 --        lost (idle-slot + never-used), share lost %, GPU utilization (time-weighted mean) %,
 --        and with [cost] prices the money they cost and the money lost.
 -- sources: job_gpu_usage, job_usage.
--- variables: cluster.
+-- variables: cluster, all_vcs, all_models.
 -- GPU hours are slice-weighted (docs/definitions.md#mig-instances); a job on two models counts
 -- in both, each with its own GPUs' hours.
+-- The rows of VC / model '(all)' are the groups of `cube(vc, gpu_model)` that roll a column
+-- up, labelled with the variables all_vcs and all_models (ROLLUP_LABELS in
+-- gpuwaste/warehouse/results.py, set by whatever runs the summaries).
 with
 
 gpus as (
@@ -20,20 +23,10 @@ gpus as (
     where g.cluster = getvariable('cluster')
 ),
 
-expanded as (
-    select * from gpus
-    union all select * replace ('(all)' as vc) from gpus
-),
-
-with_models as (
-    select * from expanded
-    union all select * replace ('(all)' as gpu_model) from expanded
-),
-
 final as (
     select
-        vc,
-        gpu_model,
+        if(grouping(vc) = 1, getvariable('all_vcs'), vc) as vc,
+        if(grouping(gpu_model) = 1, getvariable('all_models'), gpu_model) as gpu_model,
         count(distinct job_id) as jobs,
         sum(alloc_s) / 3600 as gpu_h,
         sum(busy_s) / 3600 as busy_gpu_h,
@@ -44,8 +37,8 @@ final as (
         sum(util_x_s) / nullif(sum(observed_s), 0) as gpu_util_pct,
         sum(gpu_cost) as cost,
         sum(lost_cost) as lost_cost
-    from with_models
-    group by vc, gpu_model
+    from gpus
+    group by cube(vc, gpu_model)
 )
 
 select * from final

@@ -3,12 +3,15 @@
 --        debugging, failed and killed jobs. GPU utilization (time-weighted mean) over any days
 --        and VCs = 100 * sum(util_gpu_h) / sum(observed_gpu_h).
 -- sources: job_gpu_usage, job_usage.
--- variables: cluster.
+-- variables: cluster, all_vcs, all_models.
 -- (alloc_s are GPU seconds, weighted by a MIG slice; the share is of wall time.)
 -- An allocation's figures are split across the days it spans in proportion to its overlap with
 -- each day (exact for allocated hours; a day's share of the others assumes they spread evenly).
 -- The job's GPU model is job_usage.gpu_model (docs/analyses.md#split-by-gpu-model); the rows of
 -- model '(all)' are every model together.
+-- The rows of VC / model '(all)' are the groups of `cube(vc, gpu_model)` that roll a column
+-- up, labelled with the variables all_vcs and all_models (ROLLUP_LABELS in
+-- gpuwaste/warehouse/results.py, set by whatever runs the summaries).
 with
 
 gpus as (
@@ -40,21 +43,10 @@ shares as (
     from days
 ),
 
-expanded as (
-    select * from shares
-    union all select * replace ('(all)' as vc) from shares
-),
-
-with_models as (
-    select * from expanded
-    union all
-    select * replace ('(all)' as gpu_model) from expanded
-),
-
 final as (
     select
-        vc,
-        gpu_model,
+        if(grouping(vc) = 1, getvariable('all_vcs'), vc) as vc,
+        if(grouping(gpu_model) = 1, getvariable('all_models'), gpu_model) as gpu_model,
         cast(day_start as date) as day,
         sum(share * alloc_s) / 3600 as alloc_gpu_h,
         sum(share * busy_s) / 3600 as busy_gpu_h,
@@ -66,8 +58,8 @@ final as (
         sum(share * alloc_s) filter (where is_debug) / 3600 as debug_gpu_h,
         sum(share * alloc_s) filter (where state = 'unsuccessful') / 3600 as failed_gpu_h,
         sum(share * alloc_s) filter (where state = 'killed') / 3600 as killed_gpu_h
-    from with_models
-    group by vc, gpu_model, cast(day_start as date)
+    from shares
+    group by cast(day_start as date), cube(vc, gpu_model)
 )
 
 select * from final
