@@ -1,12 +1,12 @@
-"""The idle slots of each allocation (`sql/analyses/idle_slots.sql`), over the sample_flags frame.
+"""The idle slots of each allocation, over the sample_flags frame.
 
-The SQL file is the definition an operator reads [CloudBrain §IV-C]: a run of idle samples with
+The definition [CloudBrain §IV-C]: a run of idle samples with
 no missing data inside (sample_flags marks where runs open and close), from the time its first
 sample stands for to the end of its last one, lasting strictly longer than `idle_slot_min_s`,
 on a GPU that was used at some time. Only the samples that open or close an idle run matter, a
 few in a hundred: polars picks them out on both cores, and pairs each opening with its closing
 over those rows alone, where DuckDB scanned the whole frame through Arrow.
-tests/test_job_samples.py checks that both give the same rows.
+tests/test_job_samples.py checks the rows against its test oracle, tests/oracles/idle_slots.sql.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def compute(
 ) -> pl.DataFrame:
     """Pure: sample_flags rows (alloc_id, ts, idle, run_start, run_end, covered_s,
     tail_covered_s), gpu_sample_stats rows (alloc_id, never_used) and the allocations ->
-    the rows of idle_slots.sql."""
+    the idle slots (the rows of test oracle idle_slots.sql)."""
     boundaries = (
         flags.lazy()
         .filter(pl.col("idle") & (pl.col("run_start") | pl.col("run_end")))

@@ -1,11 +1,11 @@
-"""The per-sample window pass (`sql/staging/job_samples.sql`), computed in polars.
+"""The per-sample window pass, computed in polars: its definition.
 
-`sql/staging/job_samples.sql` is the definition an operator reads and can run in `duckdb`: every
-sample of an allocated GPU inside its allocation [start_ts, end_ts), with its neighbours in time
-(lag/lead over the allocation, by ts) and the idle flag [CloudBrain §IV-C: utilization 0 and
-memory used at or under `idle_mem_floor_mib`]. This module computes exactly the same rows
-(tests/test_job_samples.py compares the two on generated data and on hypothesis cases) without
-the two sorts the SQL costs DuckDB (the ASOF join's and the window's):
+Every sample of an allocated GPU inside its allocation [start_ts, end_ts), with its neighbours
+in time (lag/lead over the allocation, by ts) and the idle flag [CloudBrain §IV-C: utilization 0
+and memory used at or under `idle_mem_floor_mib`]. The same rule in SQL is its test oracle
+(tests/oracles/job_samples.sql; tests/test_job_samples.py compares the two on generated data and
+on hypothesis cases); this module gives the rows without the two sorts the SQL costs DuckDB (the
+ASOF join's and the window's):
 
 - the sample files are stored sorted by host, GPU and time within each UTC day, so the samples
   of a batch, read in file order, are sorted by GPU with one stable sort on a small integer key
@@ -99,7 +99,7 @@ def _compute_keyed(
     samples: pl.DataFrame, alloc: pl.DataFrame, idle_mem_floor_mib: float, window_s: float
 ) -> pl.DataFrame:
     """samples (gk, ts, util, mem_used_mib, mem_total_mib) in stored order and allocations
-    (alloc_id, gk, start_ts, end_ts) -> the rows of job_samples.sql."""
+    (alloc_id, gk, start_ts, end_ts) -> the rows of test oracle job_samples.sql."""
     keyed = _shared_flags(alloc)
     samples = samples.filter(
         pl.col("util").is_not_null() & pl.col("gk").is_in(keyed["gk"].unique().implode())

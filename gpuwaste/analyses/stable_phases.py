@@ -12,7 +12,7 @@ smallest t and m of `stable_phase_lengths_s` / `stable_phase_idle_gib`, and
 
 Grain: one row per phase of a job x attempt x GPU. Units: seconds, MiB.
 
-The SQL (`sql/analyses/stable_phases.sql`) cuts the readings into runs where a reading steps by
+`level_runs_frame` cuts the readings into runs where a reading steps by
 more than tolerance / 8 from the previous one (an ASOF join to the run openings), and the merge
 of runs into phases, which is sequential (each boundary depends on the running level), runs here
 over those runs, which are few where memory is steady. A run opens a new phase when any of its
@@ -20,7 +20,7 @@ readings is more than the tolerance away from the running level, so the result e
 per-reading rule except for memory that creeps in steps under tolerance / 8 (then the phase
 breaks at the first run edge past the tolerance instead of at the exact reading).
 
-Here both are compiled loops (numba, no GIL): the runs over the samples in allocation and time
+Both are compiled loops (numba, no GIL): the runs over the samples in allocation and time
 order (`level_runs_frame`, 30 ms for a host range of 2.5 M samples, where polars grouped them in
 42-50 ms) and the merge over the runs (`_phase_numbers`: 3 ms for 26 k runs, where the Python
 loop took 14 ms).
@@ -102,8 +102,8 @@ def _run_loop(
 
 
 def level_runs_frame(flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
-    """Pure: the rows of `sql/analyses/stable_phases.sql` from sample_flags rows (in allocation
-    and time order as job_samples.py makes them; sorted first when they are not). A run's
+    """Pure: the runs (test oracle: tests/oracles/stable_phases.sql) from sample_flags rows (in
+    allocation and time order as job_samples.py makes them; sorted first when they are not). A run's
     readings are contiguous there, so one compiled loop finds where runs open and sums each: no
     join, no sort, no copy of the readings."""
     if flags.height:
