@@ -28,7 +28,7 @@ from gpuwaste.analyses import (
     allocation_sums,
     idle_slots,
     job_samples,
-    per_job,
+    read_ahead,
     sample_flags,
     stable_phases,
 )
@@ -350,7 +350,7 @@ def test_generated_cluster_from_the_warehouse(tmp_path: Path) -> None:
         fast = job_samples.compute(con, alloc, t.idle_mem_floor_mib, t.fluctuation_window_s)
         # what the batch's reader thread reads ahead for the range, on a cursor of its own
         with cursor(con) as reader:
-            _, ahead = per_job._range_samples(reader, "c", allocs, (host_lo, host_hi))
+            _, ahead = read_ahead.range_samples(reader, "c", allocs, (host_lo, host_hi))
         assert_frame_equal(ahead, job_samples.read(con, alloc), check_exact=True)
         con.execute(
             "create or replace temp table range_alloc as select * from analyze_alloc "
@@ -372,7 +372,7 @@ def test_a_pass_that_stops_early_interrupts_the_read_ahead(
     the read's query has started (while it lists its files), since DuckDB drops an interrupt
     sent to a connection with no query under way."""
     started, interrupted_idle, outcome = threading.Event(), threading.Event(), []
-    wait = per_job.wait
+    wait = read_ahead.wait
 
     def waits(*args: Any, **kwargs: Any) -> Any:  # the caller waits after each interrupt
         interrupted_idle.set()
@@ -399,11 +399,11 @@ def test_a_pass_that_stops_early_interrupts_the_read_ahead(
             raise
         return alloc, pl.DataFrame()
 
-    monkeypatch.setattr(per_job, "_range_samples", read)
-    monkeypatch.setattr(per_job, "wait", waits)
+    monkeypatch.setattr(read_ahead, "range_samples", read)
+    monkeypatch.setattr(read_ahead, "wait", waits)
     with duckdb.connect() as con:
         ranges = HostRanges(["a", "b"], [1.0, 1.0], max_hosts=1)
-        ahead = per_job._read_ahead(con, "c", pl.DataFrame(), ranges)
+        ahead = read_ahead.read_ahead(con, "c", pl.DataFrame(), ranges)
         assert next(ahead)[0] == ("a", "a")
         assert started.wait(30)
         if under_way:
@@ -419,12 +419,12 @@ def test_the_days_of_a_pass_end_before_an_exclusive_end() -> None:
     t0 = datetime(2026, 1, 1, 22, tzinfo=UTC)
     span = pl.DataFrame({"start_ts": [t0, t0 + timedelta(hours=1)], "end_ts": [t0, t0]})
     midnight = span.with_columns(end_ts=pl.lit(datetime(2026, 1, 3, tzinfo=UTC)))
-    assert per_job.date_span(midnight) == (date(2026, 1, 1), date(2026, 1, 2))
+    assert read_ahead.date_span(midnight) == (date(2026, 1, 1), date(2026, 1, 2))
     one_more = midnight.with_columns(pl.col("end_ts") + timedelta(microseconds=1))
-    assert per_job.date_span(one_more) == (date(2026, 1, 1), date(2026, 1, 3))
+    assert read_ahead.date_span(one_more) == (date(2026, 1, 1), date(2026, 1, 3))
     naive = pl.DataFrame({"start_ts": [datetime(2026, 1, 1, 23)], "end_ts": [datetime(2026, 1, 2)]})
-    assert per_job.date_span(naive) == (date(2026, 1, 1), date(2026, 1, 1))
-    assert per_job.date_span(span.clear()) is None
+    assert read_ahead.date_span(naive) == (date(2026, 1, 1), date(2026, 1, 1))
+    assert read_ahead.date_span(span.clear()) is None
 
 
 def test_each_host_is_read_over_the_span_of_its_allocations() -> None:

@@ -192,16 +192,16 @@ def _ordered(flags: pl.DataFrame, columns: list[pl.Expr | str]) -> tuple[pl.Data
     return cols, starts
 
 
-def compute(flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
+def compute(sample_flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
     """Pure: sample_flags rows (alloc_id, ts, interval_s, util, mem_used_mib, mem_total_mib,
     idle, covered_s, tail_covered_s, window_no, prev_util; util and idle never null) -> per
     allocation, the rows of gpu_sample_stats.sql (null as in SQL: a mean over no seconds, a
-    highest of no readings), its windows and fluctuating windows (job_fluctuation.sql per GPU)
+    highest of no readings), its windows and fluctuating windows (`fluctuation` per GPU)
     and its dips and their spacing's spread (job_checkpoint.sql's per_gpu)."""
-    if not flags.height:
+    if not sample_flags.height:
         return pl.DataFrame(schema=SUMS_SCHEMA)
     cols, starts = _ordered(
-        flags,
+        sample_flags,
         [
             pl.col("interval_s").cast(pl.Float64),
             "util",
@@ -262,10 +262,10 @@ def compute(flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
     )
 
 
-def gpu_sample_stats(sums: pl.DataFrame) -> pl.DataFrame:
+def gpu_sample_stats(allocation_sums: pl.DataFrame) -> pl.DataFrame:
     """Per allocation, its interval, samples, observed seconds, time-weighted means and highest
     readings, and never_used, from `compute`'s rows (test oracle: gpu_sample_stats.sql)."""
-    return sums.select(list(STATS_SCHEMA))
+    return allocation_sums.select(list(STATS_SCHEMA))
 
 
 def checkpoint_gpus(sums: pl.DataFrame) -> pl.DataFrame:
@@ -274,30 +274,32 @@ def checkpoint_gpus(sums: pl.DataFrame) -> pl.DataFrame:
     return sums.filter(pl.col("dips") >= 2).select("alloc_id", "dips", "spacing_spread")
 
 
-def checkpointing(sums: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
+def checkpointing(
+    allocation_sums: pl.DataFrame, range_alloc: pl.DataFrame, t: Thresholds
+) -> pl.DataFrame:
     """Pure: `compute`'s rows and the allocations (alloc_id, job_id) -> per job, its GPUs that
     checkpoint (test oracle: job_checkpoint.sql)."""
-    gpus = checkpoint_gpus(sums).filter(
+    gpus = checkpoint_gpus(allocation_sums).filter(
         (pl.col("dips") >= t.checkpoint_min_dips)
         & (pl.col("spacing_spread") < t.checkpoint_spacing_tolerance)
     )
     return (
-        gpus.join(alloc.select(pl.col("alloc_id").cast(pl.Int64), "job_id"), on="alloc_id")
+        gpus.join(range_alloc.select(pl.col("alloc_id").cast(pl.Int64), "job_id"), on="alloc_id")
         .group_by("job_id")
         .agg(pl.len().cast(pl.Int64).alias("checkpointing_gpus"))
         .select(pl.col("job_id").cast(pl.String), "checkpointing_gpus")
     )
 
 
-def fluctuation(sums: pl.DataFrame, alloc: pl.DataFrame) -> pl.DataFrame:
+def fluctuation(allocation_sums: pl.DataFrame, range_alloc: pl.DataFrame) -> pl.DataFrame:
     """Pure: `compute`'s rows and the allocations (alloc_id, job_id) -> per job (of one host
     range), its GPU windows and those that fluctuate [CloudBrain §IV-B]. **choice**: a window
     (`fluctuation_window_s`, from the attempt's start) of one GPU fluctuates when max - min of
     its utilization exceeds `fluctuation_range_pct` points; per_job.py adds up the host ranges
     and applies the job share (`fluctuation_job_share`)."""
     return (
-        sums.select("alloc_id", "windows", "fluctuating_windows")
-        .join(alloc.select(pl.col("alloc_id").cast(pl.Int64), "job_id"), on="alloc_id")
+        allocation_sums.select("alloc_id", "windows", "fluctuating_windows")
+        .join(range_alloc.select(pl.col("alloc_id").cast(pl.Int64), "job_id"), on="alloc_id")
         .group_by("job_id")
         .agg(pl.col("windows").sum(), pl.col("fluctuating_windows").sum())
         .select(list(FLUCTUATION_SCHEMA))
@@ -305,14 +307,14 @@ def fluctuation(sums: pl.DataFrame, alloc: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def util_buckets(flags: pl.DataFrame) -> pl.DataFrame:
+def util_buckets(sample_flags: pl.DataFrame) -> pl.DataFrame:
     """Pure: sample_flags rows (alloc_id, ts, window_no, minute, util, covered_s,
     tail_covered_s) -> per allocation and utilization bucket, the seconds of its minutes with
     data whose mean falls there (as `util_hist` says)."""
-    if not flags.height:
+    if not sample_flags.height:
         return pl.DataFrame(schema=BUCKETS_SCHEMA)
     cols, starts = _ordered(
-        flags,
+        sample_flags,
         [
             pl.col("util").cast(pl.Float64),
             pl.col("covered_s").cast(pl.Float64),
@@ -340,7 +342,7 @@ def util_buckets(flags: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def util_hist(buckets: pl.DataFrame, alloc: pl.DataFrame) -> pl.DataFrame:
+def util_hist(util_buckets: pl.DataFrame, range_alloc: pl.DataFrame) -> pl.DataFrame:
     """Pure: `util_buckets`' rows and the allocations (alloc_id, job_id, gpu_weight) -> per job
     and per-minute utilization bucket (0..100), GPU-minutes [Philly §3, Fig. 5]. A minute is
     counted from its attempt's start; its utilization is the time-weighted mean of the GPU's
@@ -349,8 +351,9 @@ def util_hist(buckets: pl.DataFrame, alloc: pl.DataFrame) -> pl.DataFrame:
     bucket is the mean rounded down after adding 1e-9: a minute steady at 30 % whose sums of
     sub-second weights divide to 29.999999999999996 is in bucket 30, not 29."""
     return (
-        buckets.join(
-            alloc.select(pl.col("alloc_id").cast(pl.Int64), "job_id", "gpu_weight"), on="alloc_id"
+        util_buckets.join(
+            range_alloc.select(pl.col("alloc_id").cast(pl.Int64), "job_id", "gpu_weight"),
+            on="alloc_id",
         )
         .group_by("job_id", "bucket")
         .agg((pl.col("weight_s") * pl.col("gpu_weight")).sum() / 60.0)

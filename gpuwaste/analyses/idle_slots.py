@@ -20,13 +20,16 @@ ALLOC_COLUMNS = ("job_id", "attempt", "host", "gpu", "gpu_instance", "mig_profil
 
 
 def compute(
-    flags: pl.DataFrame, stats: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds
+    sample_flags: pl.DataFrame,
+    gpu_sample_stats: pl.DataFrame,
+    range_alloc: pl.DataFrame,
+    t: Thresholds,
 ) -> pl.DataFrame:
     """Pure: sample_flags rows (alloc_id, ts, idle, run_start, run_end, covered_s,
     tail_covered_s), gpu_sample_stats rows (alloc_id, never_used) and the allocations ->
     the idle slots (the rows of test oracle idle_slots.sql)."""
     boundaries = (
-        flags.lazy()
+        sample_flags.lazy()
         .filter(pl.col("idle") & (pl.col("run_start") | pl.col("run_end")))
         .select(
             pl.col("alloc_id").cast(pl.Int64),
@@ -38,7 +41,11 @@ def compute(
         )
         .sort("alloc_id", "ts", "run_end")
     )
-    never_used = stats.lazy().filter(pl.col("never_used")).select(pl.col("alloc_id").cast(pl.Int64))
+    never_used = (
+        gpu_sample_stats.lazy()
+        .filter(pl.col("never_used"))
+        .select(pl.col("alloc_id").cast(pl.Int64))
+    )
     runs = (
         boundaries.with_columns(
             pl.col("closes_at").shift(-1).over("alloc_id").alias("next_closes_at")
@@ -54,7 +61,10 @@ def compute(
         )
         .filter(pl.col("end_ts").is_not_null())  # as the SQL: no closing, no duration, no slot
         .join(never_used, on="alloc_id", how="anti")
-        .join(alloc.lazy().select(pl.col("alloc_id").cast(pl.Int64), *ALLOC_COLUMNS), on="alloc_id")
+        .join(
+            range_alloc.lazy().select(pl.col("alloc_id").cast(pl.Int64), *ALLOC_COLUMNS),
+            on="alloc_id",
+        )
         .select(*ALLOC_COLUMNS, "start_ts", "end_ts")
         .collect()
     )

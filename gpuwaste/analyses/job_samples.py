@@ -25,6 +25,7 @@ from datetime import datetime
 import duckdb
 import polars as pl
 
+from gpuwaste.config import Thresholds
 from gpuwaste.warehouse.damaged import read_retrying
 from gpuwaste.warehouse.store import sorted_by
 
@@ -195,10 +196,12 @@ def read(
 
 
 def compute_read(
-    samples: pl.DataFrame, alloc: pl.DataFrame, idle_mem_floor_mib: float, window_s: float
+    range_samples: pl.DataFrame, range_alloc: pl.DataFrame, t: Thresholds
 ) -> pl.DataFrame:
-    """job_samples for `alloc` from `samples`, as `read` returned them for the same `alloc`."""
-    return _compute_keyed(samples, _keyed_allocations(alloc)[1], idle_mem_floor_mib, window_s)
+    """job_samples for the allocations `range_alloc` from `range_samples`, as `read` returned
+    them for the same allocations (the per-job pass's step)."""
+    alloc_keyed = _keyed_allocations(range_alloc)[1]
+    return _compute_keyed(range_samples, alloc_keyed, t.idle_mem_floor_mib, t.fluctuation_window_s)
 
 
 def compute(
@@ -206,4 +209,6 @@ def compute(
 ) -> pl.DataFrame:
     """job_samples for `alloc` (the allocations of one host range), reading the samples of the
     variables' cluster, dates and hosts (`read`)."""
-    return compute_read(read(con, alloc), alloc, idle_mem_floor_mib, window_s)
+    return _compute_keyed(
+        read(con, alloc), _keyed_allocations(alloc)[1], idle_mem_floor_mib, window_s
+    )

@@ -69,9 +69,9 @@ def _interval(samples: pl.DataFrame, t: Thresholds) -> pl.Expr | pl.Series:
     return pl.Series("interval_s", median, nan_to_null=True).fill_null(float(t.fallback_interval_s))
 
 
-def compute(samples: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
-    """Pure: job_samples rows -> sample_flags rows (same order as `samples`)."""
-    limits = samples.with_columns(_interval(samples, t).alias("interval_s")).with_columns(
+def compute(job_samples: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
+    """Pure: job_samples rows -> sample_flags rows (same order as `job_samples`)."""
+    limits = job_samples.with_columns(_interval(job_samples, t).alias("interval_s")).with_columns(
         (pl.col("interval_s") * float(t.missing_gap_intervals)).alias("gap_limit_s")
     )
     limit = pl.col("gap_limit_s")
