@@ -1,4 +1,4 @@
-"""Shared fixtures: a fresh warehouse folder per test."""
+"""Shared fixtures: a fresh warehouse folder per test; the demo warehouse, built once."""
 
 from __future__ import annotations
 
@@ -16,3 +16,13 @@ def data_dir(tmp_path: Path) -> Path:
     d = tmp_path / "warehouse"
     d.mkdir()
     return d
+
+
+@pytest.fixture(scope="session")
+def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`gpuwaste demo --no-serve` (bundled sample, real ingest and analyze) once per session: it
+    takes seconds, and the tests on it only read it, except tests/test_demo.py's re-run of the
+    demo, which must change nothing (that test checks it)."""
+    from tests.support.result_warehouse import build_demo_warehouse
+
+    return build_demo_warehouse(tmp_path_factory.mktemp("demo") / "data")

@@ -20,7 +20,6 @@ from tests.support.result_warehouse import (
     NASTY_NAME,
     NASTY_USER,
     Built,
-    build_demo_warehouse,
     build_result_warehouse,
 )
 
@@ -431,9 +430,10 @@ def test_ingested_but_not_analyzed_says_analyze(
     assert "gpuwaste analyze" in str(at.warning[0].value)
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_demo_warehouse(tmp_path_factory.mktemp("demo") / "data")
+@pytest.fixture
+def demo(demo_warehouse: Path) -> Path:
+    """The session's demo warehouse (tests/conftest.py)."""
+    return demo_warehouse
 
 
 EXPECTED: dict[str | None, set[str]] = {

@@ -15,16 +15,16 @@ from streamlit.testing.v1 import AppTest
 
 from gpuwaste.config import DATA_DIR_ENV
 from gpuwaste.warehouse.readonly import read_only_connection
-from tests.support.result_warehouse import build_demo_warehouse
 from tests.test_dashboard_app import APP, TIMEOUT, _charts, _open
 
 HEATMAP = "GPU utilization, "
 PANELS = "GPU utilization and memory per GPU"
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_demo_warehouse(tmp_path_factory.mktemp("demo") / "data")
+@pytest.fixture
+def demo(demo_warehouse: Path) -> Path:
+    """The session's demo warehouse (tests/conftest.py)."""
+    return demo_warehouse
 
 
 @pytest.fixture

@@ -15,13 +15,10 @@ def run(*args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.fixture(scope="module")
-def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("demo") / "wh"
-    out = run(str(BIN / "gpuwaste"), "demo", "--no-serve", "--data-dir", str(d))
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert "GPU hours allocated" in out.stdout
-    return d
+@pytest.fixture
+def demo_dir(demo_warehouse: Path) -> Path:
+    """The session's demo warehouse (tests/conftest.py)."""
+    return demo_warehouse
 
 
 def test_demo_warehouse_answers_gpuwaste_sql(demo_dir: Path) -> None:
@@ -60,6 +57,7 @@ def test_demo_twice_changes_nothing(demo_dir: Path) -> None:
     ).stdout
     out = run(str(BIN / "gpuwaste"), "demo", "--no-serve", "--data-dir", str(demo_dir))
     assert out.returncode == 0, out.stderr[-3000:]
+    assert "GPU hours allocated" in out.stdout
     after = run(
         str(BIN / "gpuwaste"), "sql", "--data-dir", str(demo_dir), "--format", "csv", q
     ).stdout

@@ -12,7 +12,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from gpuwaste.analyses import per_job, run
+from gpuwaste.analyses import per_job, read_ahead, run
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import Settings
 from gpuwaste.warehouse import store
@@ -254,12 +254,12 @@ def test_analyze_over_blocks_gives_the_same_tables_and_a_batch_names_its_blocks(
             named.append((str(data_dir), _named_files(con, view), wanted, every))
 
     ranges: list[tuple[int, int]] = []  # a range's files named, the blocks of its hosts
-    read = per_job.job_samples.read
+    read = read_ahead.job_samples.read
 
     def range_spy(
         con: duckdb.DuckDBPyConnection, alloc: pl.DataFrame, source: str = "gpu_samples"
     ) -> pl.DataFrame:
-        span = per_job.date_span(alloc)
+        span = read_ahead.date_span(alloc)
         if span is not None and str(blocked) in source:
             hosts = alloc["host"].unique().to_list()
             blocks = Warehouse(blocked).day_files("gpu_samples", "c", *span, hosts)
@@ -267,7 +267,7 @@ def test_analyze_over_blocks_gives_the_same_tables_and_a_batch_names_its_blocks(
         return read(con, alloc, source)
 
     monkeypatch.setattr(per_job, "narrow_dated_views", spy)
-    monkeypatch.setattr(per_job.job_samples, "read", range_spy)
+    monkeypatch.setattr(read_ahead.job_samples, "read", range_spy)
     analyze(Settings(data_dir=plain), quiet=True)
     analyze(Settings(data_dir=blocked), quiet=True, batch_hosts=1)  # host ranges of one host
     a, b = per_job_tables(plain), per_job_tables(blocked)

@@ -10,7 +10,7 @@ import duckdb
 import polars as pl
 import pytest
 
-from gpuwaste.analyses import per_job
+from gpuwaste.analyses import read_ahead
 from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES, HostRanges, host_costs
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import Settings
@@ -105,7 +105,7 @@ def test_the_bound_holds_and_the_tables_do_not_depend_on_the_cut(
     """Ranges of at most 20,000 samples (a host-day here is about 46,000): every range reads
     one host; the per-job tables equal those of the default ranges, row for row."""
     read: list[tuple[tuple[str, str], int]] = []
-    range_samples = per_job._range_samples
+    range_samples = read_ahead.range_samples
 
     def spy(
         con: duckdb.DuckDBPyConnection,
@@ -118,7 +118,7 @@ def test_the_bound_holds_and_the_tables_do_not_depend_on_the_cut(
         read.append((r, out[1].height))
         return out
 
-    monkeypatch.setattr(per_job, "_range_samples", spy)
+    monkeypatch.setattr(read_ahead, "range_samples", spy)
     analyze(Settings(data_dir=generated), rebuild=True, quiet=True)
     default = per_job_tables(generated)
     assert max(n for _, n in read) <= RANGE_MAX_SAMPLES

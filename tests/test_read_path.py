@@ -45,6 +45,8 @@ WRITERS: dict[str, str] = {
     "the plan file analyze wrote",
     "analyses/per_job.py": "analyze's batch connection: the per-job steps over its own frames "
     "and temp tables",
+    "analyses/steps.py": "analyze's batch connection: the per-job steps (Relations) over its "
+    "own frames and temp tables",
     "analyses/job_samples.py": "analyze's batch connection: the samples of a host range "
     "(under read_retrying itself; kept on `.pl()`, the hot read of analyze)",
     "analyses/staging.py": "analyze's staged per-job files, written and read by the same run",

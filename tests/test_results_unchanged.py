@@ -18,21 +18,26 @@ from tests.support.result_digest import (
     DIGESTS,
     DIGESTS_BEFORE_MODEL_SPLIT,
     before_model_split,
-    build_demo,
     build_generated,
     digest_tables,
 )
 
-pytestmark = pytest.mark.slow
-
+# In the default suite: it is the guard of every refactoring. The demo warehouse is the session's
+# (tests/conftest.py, shared with the demo's and the dashboard's tests), the generated cluster is
+# 16 GPUs over one day: a few seconds of ingest and analyze in all.
 REFERENCE = json.loads(DIGESTS.read_text())
 BEFORE_MODEL_SPLIT = json.loads(DIGESTS_BEFORE_MODEL_SPLIT.read_text())
 
 
+@pytest.fixture
+def generated_warehouse(tmp_path: Path) -> Path:
+    return build_generated(tmp_path)
+
+
 @pytest.mark.parametrize("label", sorted(REFERENCE))
-def test_every_result_table_is_unchanged(label: str, tmp_path: Path) -> None:
-    build = {"demo": build_demo, "generated": build_generated}[label]
-    data_dir = build(tmp_path)
+def test_every_result_table_is_unchanged(label: str, request: pytest.FixtureRequest) -> None:
+    fixture = {"demo": "demo_warehouse", "generated": "generated_warehouse"}[label]
+    data_dir: Path = request.getfixturevalue(fixture)
     want = REFERENCE[label]
     have = digest_tables(data_dir, sorted(want))
     written = sorted(p.name for p in (data_dir / "parquet").iterdir())

@@ -1,17 +1,18 @@
 """Per allocation, in compiled passes over the sample_flags frame: the time-weighted statistics
-(`sql/staging/gpu_sample_stats.sql`), the fluctuating windows (`sql/staging/job_fluctuation.sql`),
-the checkpointing dips (`sql/staging/job_checkpoint.sql`) and the minutes by utilization bucket
-(`sql/analyses/job_util_hist.sql`, both of these over `sql/staging/util_minutes.sql`).
+(`gpu_sample_stats`), the fluctuating windows (`fluctuation`), the checkpointing dips
+(`checkpointing`) and the minutes by utilization bucket (`util_buckets`, `util_hist`).
 
-The SQL files are the definitions an operator reads [ICSE24 §3.2 and Table 1, CloudBrain §IV-B
-and §IV-C, Philly §3]. Each allocation's rows come contiguous and in time order from the
+This module is their definition [ICSE24 §3.2 and Table 1, CloudBrain §IV-B and §IV-C, Philly
+§3]; the docstrings below say each rule. Each allocation's rows come contiguous and in time order from the
 per-sample pass (job_samples.py; rows in any other order are sorted first,
 `alloc_rows.by_allocation`), so every figure here is a running sum, count, lowest or highest
 over one allocation's rows, or over one window or minute of them, and numba computes them all
 in two loops over the rows (`_allocation_loop`, `_minute_loop`) on one core without the GIL,
 beside the other steps. Five steps of numpy and polars did this before, each converting,
 checking and reducing the frame again (bench/RESULTS.md). Sums run in row order, as the SQL's
-sums over ordered rows would. tests/test_job_samples.py checks that both give the same rows.
+sums over ordered rows would. tests/test_job_samples.py checks the statistics and the checkpointing
+against their test oracles (tests/oracles/gpu_sample_stats.sql, job_checkpoint.sql), and the
+minutes, buckets and fluctuating windows on hand-computed cases.
 
 The loops compile on their first call and are cached beside this module (`cache=True`), so
 later processes only load them.
@@ -159,8 +160,9 @@ def _minute_loop(
     window_no: np.ndarray,
     minute: np.ndarray,
 ) -> np.ndarray:
-    """Per allocation x utilization bucket, the seconds of its minutes with data (a minute of
-    one window: util_minutes.sql's group) whose time-weighted mean falls in that bucket."""
+    """Per allocation x utilization bucket, the seconds of its minutes with data (a minute since
+    the attempt's start, within one fluctuation window: a minute two windows share is two)
+    whose time-weighted mean falls in that bucket."""
     m = len(starts) - 1
     seconds = np.zeros((m, BUCKETS))
     for a in range(m):
@@ -190,16 +192,16 @@ def _ordered(flags: pl.DataFrame, columns: list[pl.Expr | str]) -> tuple[pl.Data
     return cols, starts
 
 
-def compute(flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
+def compute(sample_flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
     """Pure: sample_flags rows (alloc_id, ts, interval_s, util, mem_used_mib, mem_total_mib,
     idle, covered_s, tail_covered_s, window_no, prev_util; util and idle never null) -> per
     allocation, the rows of gpu_sample_stats.sql (null as in SQL: a mean over no seconds, a
-    highest of no readings), its windows and fluctuating windows (job_fluctuation.sql per GPU)
+    highest of no readings), its windows and fluctuating windows (`fluctuation` per GPU)
     and its dips and their spacing's spread (job_checkpoint.sql's per_gpu)."""
-    if not flags.height:
+    if not sample_flags.height:
         return pl.DataFrame(schema=SUMS_SCHEMA)
     cols, starts = _ordered(
-        flags,
+        sample_flags,
         [
             pl.col("interval_s").cast(pl.Float64),
             "util",
@@ -260,37 +262,44 @@ def compute(flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
     )
 
 
-def gpu_sample_stats(sums: pl.DataFrame) -> pl.DataFrame:
-    """The rows of gpu_sample_stats.sql from `compute`'s."""
-    return sums.select(list(STATS_SCHEMA))
+def gpu_sample_stats(allocation_sums: pl.DataFrame) -> pl.DataFrame:
+    """Per allocation, its interval, samples, observed seconds, time-weighted means and highest
+    readings, and never_used, from `compute`'s rows (test oracle: gpu_sample_stats.sql)."""
+    return allocation_sums.select(list(STATS_SCHEMA))
 
 
 def checkpoint_gpus(sums: pl.DataFrame) -> pl.DataFrame:
-    """The rows of job_checkpoint.sql's per_gpu (allocations with at least two dips)."""
+    """Per allocation with at least two dips, its dips and their spacing's spread (test oracle:
+    job_checkpoint.sql's per_gpu)."""
     return sums.filter(pl.col("dips") >= 2).select("alloc_id", "dips", "spacing_spread")
 
 
-def checkpointing(sums: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
-    """Pure: `compute`'s rows and the allocations (alloc_id, job_id) -> the rows of
-    job_checkpoint.sql: per job, its GPUs that checkpoint."""
-    gpus = checkpoint_gpus(sums).filter(
+def checkpointing(
+    allocation_sums: pl.DataFrame, range_alloc: pl.DataFrame, t: Thresholds
+) -> pl.DataFrame:
+    """Pure: `compute`'s rows and the allocations (alloc_id, job_id) -> per job, its GPUs that
+    checkpoint (test oracle: job_checkpoint.sql)."""
+    gpus = checkpoint_gpus(allocation_sums).filter(
         (pl.col("dips") >= t.checkpoint_min_dips)
         & (pl.col("spacing_spread") < t.checkpoint_spacing_tolerance)
     )
     return (
-        gpus.join(alloc.select(pl.col("alloc_id").cast(pl.Int64), "job_id"), on="alloc_id")
+        gpus.join(range_alloc.select(pl.col("alloc_id").cast(pl.Int64), "job_id"), on="alloc_id")
         .group_by("job_id")
         .agg(pl.len().cast(pl.Int64).alias("checkpointing_gpus"))
         .select(pl.col("job_id").cast(pl.String), "checkpointing_gpus")
     )
 
 
-def fluctuation(sums: pl.DataFrame, alloc: pl.DataFrame) -> pl.DataFrame:
-    """Pure: `compute`'s rows and the allocations (alloc_id, job_id) -> the rows of
-    job_fluctuation.sql: per job, its GPU windows and those that fluctuate."""
+def fluctuation(allocation_sums: pl.DataFrame, range_alloc: pl.DataFrame) -> pl.DataFrame:
+    """Pure: `compute`'s rows and the allocations (alloc_id, job_id) -> per job (of one host
+    range), its GPU windows and those that fluctuate [CloudBrain §IV-B]. **choice**: a window
+    (`fluctuation_window_s`, from the attempt's start) of one GPU fluctuates when max - min of
+    its utilization exceeds `fluctuation_range_pct` points; per_job.py adds up the host ranges
+    and applies the job share (`fluctuation_job_share`)."""
     return (
-        sums.select("alloc_id", "windows", "fluctuating_windows")
-        .join(alloc.select(pl.col("alloc_id").cast(pl.Int64), "job_id"), on="alloc_id")
+        allocation_sums.select("alloc_id", "windows", "fluctuating_windows")
+        .join(range_alloc.select(pl.col("alloc_id").cast(pl.Int64), "job_id"), on="alloc_id")
         .group_by("job_id")
         .agg(pl.col("windows").sum(), pl.col("fluctuating_windows").sum())
         .select(list(FLUCTUATION_SCHEMA))
@@ -298,14 +307,14 @@ def fluctuation(sums: pl.DataFrame, alloc: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def util_buckets(flags: pl.DataFrame) -> pl.DataFrame:
+def util_buckets(sample_flags: pl.DataFrame) -> pl.DataFrame:
     """Pure: sample_flags rows (alloc_id, ts, window_no, minute, util, covered_s,
     tail_covered_s) -> per allocation and utilization bucket, the seconds of its minutes with
-    data whose mean falls there (util_minutes.sql's minutes, bucketed as job_util_hist.sql)."""
-    if not flags.height:
+    data whose mean falls there (as `util_hist` says)."""
+    if not sample_flags.height:
         return pl.DataFrame(schema=BUCKETS_SCHEMA)
     cols, starts = _ordered(
-        flags,
+        sample_flags,
         [
             pl.col("util").cast(pl.Float64),
             pl.col("covered_s").cast(pl.Float64),
@@ -333,12 +342,18 @@ def util_buckets(flags: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def util_hist(buckets: pl.DataFrame, alloc: pl.DataFrame) -> pl.DataFrame:
-    """Pure: `util_buckets`' rows and the allocations (alloc_id, job_id, gpu_weight) -> the rows
-    of job_util_hist.sql: per job and bucket, GPU-minutes weighted by the device's weight."""
+def util_hist(util_buckets: pl.DataFrame, range_alloc: pl.DataFrame) -> pl.DataFrame:
+    """Pure: `util_buckets`' rows and the allocations (alloc_id, job_id, gpu_weight) -> per job
+    and per-minute utilization bucket (0..100), GPU-minutes [Philly §3, Fig. 5]. A minute is
+    counted from its attempt's start; its utilization is the time-weighted mean of the GPU's
+    samples in it, and its weight the seconds of data in it (a minute with no data: none),
+    times the device's gpu_weight (a MIG instance's slice of its GPU, 1 for a whole GPU). The
+    bucket is the mean rounded down after adding 1e-9: a minute steady at 30 % whose sums of
+    sub-second weights divide to 29.999999999999996 is in bucket 30, not 29."""
     return (
-        buckets.join(
-            alloc.select(pl.col("alloc_id").cast(pl.Int64), "job_id", "gpu_weight"), on="alloc_id"
+        util_buckets.join(
+            range_alloc.select(pl.col("alloc_id").cast(pl.Int64), "job_id", "gpu_weight"),
+            on="alloc_id",
         )
         .group_by("job_id", "bucket")
         .agg((pl.col("weight_s") * pl.col("gpu_weight")).sum() / 60.0)

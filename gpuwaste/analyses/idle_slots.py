@@ -1,12 +1,12 @@
-"""The idle slots of each allocation (`sql/analyses/idle_slots.sql`), over the sample_flags frame.
+"""The idle slots of each allocation, over the sample_flags frame.
 
-The SQL file is the definition an operator reads [CloudBrain §IV-C]: a run of idle samples with
+The definition [CloudBrain §IV-C]: a run of idle samples with
 no missing data inside (sample_flags marks where runs open and close), from the time its first
 sample stands for to the end of its last one, lasting strictly longer than `idle_slot_min_s`,
 on a GPU that was used at some time. Only the samples that open or close an idle run matter, a
 few in a hundred: polars picks them out on both cores, and pairs each opening with its closing
 over those rows alone, where DuckDB scanned the whole frame through Arrow.
-tests/test_job_samples.py checks that both give the same rows.
+tests/test_job_samples.py checks the rows against its test oracle, tests/oracles/idle_slots.sql.
 """
 
 from __future__ import annotations
@@ -20,13 +20,16 @@ ALLOC_COLUMNS = ("job_id", "attempt", "host", "gpu", "gpu_instance", "mig_profil
 
 
 def compute(
-    flags: pl.DataFrame, stats: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds
+    sample_flags: pl.DataFrame,
+    gpu_sample_stats: pl.DataFrame,
+    range_alloc: pl.DataFrame,
+    t: Thresholds,
 ) -> pl.DataFrame:
     """Pure: sample_flags rows (alloc_id, ts, idle, run_start, run_end, covered_s,
     tail_covered_s), gpu_sample_stats rows (alloc_id, never_used) and the allocations ->
-    the rows of idle_slots.sql."""
+    the idle slots (the rows of test oracle idle_slots.sql)."""
     boundaries = (
-        flags.lazy()
+        sample_flags.lazy()
         .filter(pl.col("idle") & (pl.col("run_start") | pl.col("run_end")))
         .select(
             pl.col("alloc_id").cast(pl.Int64),
@@ -38,7 +41,11 @@ def compute(
         )
         .sort("alloc_id", "ts", "run_end")
     )
-    never_used = stats.lazy().filter(pl.col("never_used")).select(pl.col("alloc_id").cast(pl.Int64))
+    never_used = (
+        gpu_sample_stats.lazy()
+        .filter(pl.col("never_used"))
+        .select(pl.col("alloc_id").cast(pl.Int64))
+    )
     runs = (
         boundaries.with_columns(
             pl.col("closes_at").shift(-1).over("alloc_id").alias("next_closes_at")
@@ -54,7 +61,10 @@ def compute(
         )
         .filter(pl.col("end_ts").is_not_null())  # as the SQL: no closing, no duration, no slot
         .join(never_used, on="alloc_id", how="anti")
-        .join(alloc.lazy().select(pl.col("alloc_id").cast(pl.Int64), *ALLOC_COLUMNS), on="alloc_id")
+        .join(
+            range_alloc.lazy().select(pl.col("alloc_id").cast(pl.Int64), *ALLOC_COLUMNS),
+            on="alloc_id",
+        )
         .select(*ALLOC_COLUMNS, "start_ts", "end_ts")
         .collect()
     )

@@ -1,11 +1,11 @@
-"""The per-sample window pass (`sql/staging/job_samples.sql`), computed in polars.
+"""The per-sample window pass, computed in polars: its definition.
 
-`sql/staging/job_samples.sql` is the definition an operator reads and can run in `duckdb`: every
-sample of an allocated GPU inside its allocation [start_ts, end_ts), with its neighbours in time
-(lag/lead over the allocation, by ts) and the idle flag [CloudBrain §IV-C: utilization 0 and
-memory used at or under `idle_mem_floor_mib`]. This module computes exactly the same rows
-(tests/test_job_samples.py compares the two on generated data and on hypothesis cases) without
-the two sorts the SQL costs DuckDB (the ASOF join's and the window's):
+Every sample of an allocated GPU inside its allocation [start_ts, end_ts), with its neighbours
+in time (lag/lead over the allocation, by ts) and the idle flag [CloudBrain §IV-C: utilization 0
+and memory used at or under `idle_mem_floor_mib`]. The same rule in SQL is its test oracle
+(tests/oracles/job_samples.sql; tests/test_job_samples.py compares the two on generated data and
+on hypothesis cases); this module gives the rows without the two sorts the SQL costs DuckDB (the
+ASOF join's and the window's):
 
 - the sample files are stored sorted by host, GPU and time within each UTC day, so the samples
   of a batch, read in file order, are sorted by GPU with one stable sort on a small integer key
@@ -25,6 +25,7 @@ from datetime import datetime
 import duckdb
 import polars as pl
 
+from gpuwaste.config import Thresholds
 from gpuwaste.warehouse.damaged import read_retrying
 from gpuwaste.warehouse.store import sorted_by
 
@@ -99,7 +100,7 @@ def _compute_keyed(
     samples: pl.DataFrame, alloc: pl.DataFrame, idle_mem_floor_mib: float, window_s: float
 ) -> pl.DataFrame:
     """samples (gk, ts, util, mem_used_mib, mem_total_mib) in stored order and allocations
-    (alloc_id, gk, start_ts, end_ts) -> the rows of job_samples.sql."""
+    (alloc_id, gk, start_ts, end_ts) -> the rows of test oracle job_samples.sql."""
     keyed = _shared_flags(alloc)
     samples = samples.filter(
         pl.col("util").is_not_null() & pl.col("gk").is_in(keyed["gk"].unique().implode())
@@ -195,10 +196,12 @@ def read(
 
 
 def compute_read(
-    samples: pl.DataFrame, alloc: pl.DataFrame, idle_mem_floor_mib: float, window_s: float
+    range_samples: pl.DataFrame, range_alloc: pl.DataFrame, t: Thresholds
 ) -> pl.DataFrame:
-    """job_samples for `alloc` from `samples`, as `read` returned them for the same `alloc`."""
-    return _compute_keyed(samples, _keyed_allocations(alloc)[1], idle_mem_floor_mib, window_s)
+    """job_samples for the allocations `range_alloc` from `range_samples`, as `read` returned
+    them for the same allocations (the per-job pass's step)."""
+    alloc_keyed = _keyed_allocations(range_alloc)[1]
+    return _compute_keyed(range_samples, alloc_keyed, t.idle_mem_floor_mib, t.fluctuation_window_s)
 
 
 def compute(
@@ -206,4 +209,6 @@ def compute(
 ) -> pl.DataFrame:
     """job_samples for `alloc` (the allocations of one host range), reading the samples of the
     variables' cluster, dates and hosts (`read`)."""
-    return compute_read(read(con, alloc), alloc, idle_mem_floor_mib, window_s)
+    return _compute_keyed(
+        read(con, alloc), _keyed_allocations(alloc)[1], idle_mem_floor_mib, window_s
+    )

@@ -12,10 +12,12 @@ Two kinds:
 - `summary`: one cluster's figures, computed by its SQL file alone over the per-job tables, with
   the variables `cluster` and the thresholds set.
 
-A `.py` module exists only where there is polars, numpy or compiled logic (`stable_phases.py`,
-`job_samples.py`, `sample_flags.py`, `allocation_sums.py`, `idle_slots.py`); every other
-analysis is its SQL file. `ORACLES` lists the SQL files that `gpuwaste analyze` does not run:
-the definitions that tests/test_job_samples.py proves equal to the fast path.
+Each definition has one home, the code `gpuwaste analyze` runs: a summary's SQL file; for the
+per-job tables, the steps of per_job.py, whose per-sample part is Python (`job_samples.py`,
+`sample_flags.py`, `allocation_sums.py`, `idle_slots.py`, `stable_phases.py`: polars, numpy and
+compiled loops) and whose roll-ups per GPU and per job are SQL (`job_gpu_usage.sql`,
+`job_usage.sql`). The SQL restatements of the Python steps under tests/oracles/ are test
+oracles, not definitions.
 """
 
 from __future__ import annotations
@@ -122,16 +124,15 @@ ANALYSES: tuple[Analysis, ...] = (
         "CloudBrain §IV-B, Table III",
         ("sample_flags",),
         "Memory phases and stable phases (docs/definitions.md#memory-phases): the definition is the docstring of "
-        "gpuwaste/analyses/stable_phases.py, which merges runs into phases in polars; "
-        "sql/analyses/stable_phases.sql cuts the readings into runs (the definition of the runs "
-        "that tests/test_job_samples.py proves equal to `level_runs_frame`).",
+        "gpuwaste/analyses/stable_phases.py, which cuts the readings into runs "
+        "(`level_runs_frame`) and merges runs into phases in polars.",
     ),
     Analysis(
         "job_util_hist",
         "per_job",
         "GPU-minutes per job by per-minute GPU utilization",
         "Philly §3, Figure 5 and Table 3",
-        ("util_minutes", "analyze_alloc"),
+        ("util_buckets", "analyze_alloc"),
         "Definition (docs/definitions.md#per-minute-utilization): the CDF of per-minute GPU "
         "utilization by job size and final status. Philly sampled once a minute; here a minute "
         "(counted from the attempt's start) of one GPU has the time-weighted mean utilization of "
@@ -176,7 +177,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "synchronous_checkpointing. Checkpointing [ICSE24 Table 1] **choice**: some GPU of the "
         "job drops to utilization 0 at least `checkpoint_min_dips` (3) times between busy "
         "stretches, with dip-to-dip spacing varying by under `checkpoint_spacing_tolerance` "
-        "(20 %) of its mean (sql/staging/job_checkpoint.sql); kept as its own flag for every "
+        "(20 %) of its mean (allocation_sums.checkpointing); kept as its own flag for every "
         "job, and a diagnosis for the low-utilization ones. A running job (no end yet) is "
         "analyzed up to the watermark and marked `running`. Grain: one row per job. Units: "
         "seconds, percent 0-100, MiB.",
@@ -313,22 +314,6 @@ ANALYSES: tuple[Analysis, ...] = (
 
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}
 
-# SQL files `gpuwaste analyze` does not run: each is the definition an operator reads, and
-# tests/test_job_samples.py proves the polars, numpy or compiled code named beside it computes the
-# same rows (util_minutes: the rows of its readers, formed from its minutes inside the loops).
-ORACLES: dict[str, str] = {
-    "staging/job_samples": "gpuwaste.analyses.job_samples",
-    "staging/gpu_intervals": "gpuwaste.analyses.sample_flags",
-    "staging/sample_flags": "gpuwaste.analyses.sample_flags",
-    "analyses/stable_phases": "gpuwaste.analyses.stable_phases.level_runs_frame",
-    "staging/util_minutes": "gpuwaste.analyses.allocation_sums",
-    "staging/gpu_sample_stats": "gpuwaste.analyses.allocation_sums.gpu_sample_stats",
-    "staging/job_checkpoint": "gpuwaste.analyses.allocation_sums.checkpointing",
-    "analyses/idle_slots": "gpuwaste.analyses.idle_slots",
-    "analyses/job_util_hist": "gpuwaste.analyses.allocation_sums.util_hist",
-    "staging/job_fluctuation": "gpuwaste.analyses.allocation_sums.fluctuation",
-}
-
 
 def per_job() -> tuple[Analysis, ...]:
     return tuple(a for a in ANALYSES if a.kind == "per_job")
@@ -357,7 +342,6 @@ SUMMARY_TABLES: tuple[str, ...] = tuple(a.name for a in summary_order())
 __all__ = [
     "ANALYSES",
     "BY_NAME",
-    "ORACLES",
     "PER_JOB_TABLES",
     "SUMMARY_TABLES",
     "Analysis",

@@ -1,14 +1,13 @@
-"""Each allocated sample classified (`sql/staging/gpu_intervals.sql` + `sample_flags.sql`), in
-polars and one compiled loop, over the job_samples frame.
+"""Each allocated sample classified, in polars and one compiled loop, over the job_samples frame.
 
-The SQL files are the definitions an operator reads: the sampling interval a GPU's gaps are
+This module is the definition: the sampling interval a GPU's gaps are
 judged by [ICSE24 §3.2: the configured one, else the median spacing of its own samples], the
 seconds each sample stands for (time weighting: sample j stands for (t_(j-1), t_j], a stretch
 longer than `missing_gap_intervals` intervals is missing data), and where runs of idle samples or
-of equal memory readings open and close. This module computes the same rows once per host range
-(the SQL view was evaluated again by each of its four readers); tests/test_job_samples.py
-checks that both agree. The median spacing is a compiled loop (numba) over each allocation's
-rows, a selection where polars grouped and sorted them (22 -> 14 ms for 2.5 M samples), and
+of equal memory readings open and close, once per host range (a SQL view was evaluated again
+by each of its four readers). tests/test_job_samples.py checks it against its test oracles
+(tests/oracles/gpu_intervals.sql, sample_flags.sql). The median spacing is a compiled loop
+(numba) over each allocation's rows, a selection where polars grouped and sorted them (22 -> 14 ms for 2.5 M samples), and
 it is DuckDB's median, the mean of the two middle spacings, where polars' differed in the last
 bit for about one pair in eleven.
 """
@@ -70,9 +69,9 @@ def _interval(samples: pl.DataFrame, t: Thresholds) -> pl.Expr | pl.Series:
     return pl.Series("interval_s", median, nan_to_null=True).fill_null(float(t.fallback_interval_s))
 
 
-def compute(samples: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
-    """Pure: job_samples rows -> sample_flags rows (same order as `samples`)."""
-    limits = samples.with_columns(_interval(samples, t).alias("interval_s")).with_columns(
+def compute(job_samples: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
+    """Pure: job_samples rows -> sample_flags rows (same order as `job_samples`)."""
+    limits = job_samples.with_columns(_interval(job_samples, t).alias("interval_s")).with_columns(
         (pl.col("interval_s") * float(t.missing_gap_intervals)).alias("gap_limit_s")
     )
     limit = pl.col("gap_limit_s")

@@ -22,7 +22,7 @@ Scalar = str | int | float | bool | date | datetime | list[float] | list[str] | 
 
 @cache
 def load_sql(name: str) -> str:
-    """Text of `gpuwaste/sql/<name>.sql`, e.g. `load_sql("analyses/idle_slots")`."""
+    """Text of `gpuwaste/sql/<name>.sql`, e.g. `load_sql("analyses/waste_by_vc")`."""
     return resources.files("gpuwaste").joinpath(f"sql/{name}.sql").read_text(encoding="utf-8")
 
 

@@ -12,7 +12,7 @@ smallest t and m of `stable_phase_lengths_s` / `stable_phase_idle_gib`, and
 
 Grain: one row per phase of a job x attempt x GPU. Units: seconds, MiB.
 
-The SQL (`sql/analyses/stable_phases.sql`) cuts the readings into runs where a reading steps by
+`level_runs_frame` cuts the readings into runs where a reading steps by
 more than tolerance / 8 from the previous one (an ASOF join to the run openings), and the merge
 of runs into phases, which is sequential (each boundary depends on the running level), runs here
 over those runs, which are few where memory is steady. A run opens a new phase when any of its
@@ -20,7 +20,7 @@ readings is more than the tolerance away from the running level, so the result e
 per-reading rule except for memory that creeps in steps under tolerance / 8 (then the phase
 breaks at the first run edge past the tolerance instead of at the exact reading).
 
-Here both are compiled loops (numba, no GIL): the runs over the samples in allocation and time
+Both are compiled loops (numba, no GIL): the runs over the samples in allocation and time
 order (`level_runs_frame`, 30 ms for a host range of 2.5 M samples, where polars grouped them in
 42-50 ms) and the merge over the runs (`_phase_numbers`: 3 ms for 26 k runs, where the Python
 loop took 14 ms).
@@ -101,35 +101,35 @@ def _run_loop(
     return opens[:k], span, f
 
 
-def level_runs_frame(flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
-    """Pure: the rows of `sql/analyses/stable_phases.sql` from sample_flags rows (in allocation
-    and time order as job_samples.py makes them; sorted first when they are not). A run's
+def level_runs_frame(sample_flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
+    """Pure: the runs (test oracle: tests/oracles/stable_phases.sql) from sample_flags rows (in
+    allocation and time order as job_samples.py makes them; sorted first when they are not). A run's
     readings are contiguous there, so one compiled loop finds where runs open and sums each: no
     join, no sort, no copy of the readings."""
-    if flags.height:
-        flags, _, _ = by_allocation(flags)
-    mem, has_mem = nullable(flags["mem_used_mib"])
-    prev_mem, has_prev = nullable(flags["prev_mem"])
-    total, has_total = nullable(flags["mem_total_mib"])
+    if sample_flags.height:
+        sample_flags, _, _ = by_allocation(sample_flags)
+    mem, has_mem = nullable(sample_flags["mem_used_mib"])
+    prev_mem, has_prev = nullable(sample_flags["prev_mem"])
+    total, has_total = nullable(sample_flags["mem_total_mib"])
     opens, span, f = _run_loop(
-        flags["ts"].dt.epoch("us").to_numpy(),
+        sample_flags["ts"].dt.epoch("us").to_numpy(),
         mem,
         has_mem,
         prev_mem,
         has_prev,
         total,
         has_total,
-        flags["gap_before"].fill_null(False).to_numpy(),
-        flags["covered_s"].cast(pl.Float64).to_numpy(),
-        flags["tail_covered_s"].cast(pl.Float64).to_numpy(),
+        sample_flags["gap_before"].fill_null(False).to_numpy(),
+        sample_flags["covered_s"].cast(pl.Float64).to_numpy(),
+        sample_flags["tail_covered_s"].cast(pl.Float64).to_numpy(),
         t.phase_tolerance_mib / STEP_FRACTION,
     )
     runs = pl.DataFrame(
         {
-            "alloc_id": flags["alloc_id"].cast(pl.Int64).to_numpy()[opens],
+            "alloc_id": sample_flags["alloc_id"].cast(pl.Int64).to_numpy()[opens],
             "start_ts": span[0],
             "end_ts": span[1],
-            "gap_before": flags["gap_before"].to_numpy()[opens],
+            "gap_before": sample_flags["gap_before"].to_numpy()[opens],
             "weight_s": f[0],
             "mem_x_s": f[1],
             "mem_mean": f[2],
@@ -174,29 +174,31 @@ def _phase_numbers(
     return out
 
 
-def merge_phases(runs: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
-    """Pure: runs (level_runs) and the allocations (alloc_id -> GPU key) -> phases with the
+def merge_phases(
+    level_runs: pl.DataFrame, range_alloc: pl.DataFrame, t: Thresholds
+) -> pl.DataFrame:
+    """Pure: the runs (`level_runs_frame`) and the allocations (alloc_id -> GPU key) -> phases with the
     columns of `stable_phases`."""
     columns = {k: v for k, v in STABLE_PHASES.columns.items() if k != "cluster"}
-    if runs.height == 0:
+    if level_runs.height == 0:
         return pl.DataFrame(schema=columns)
-    alloc_ids = runs["alloc_id"].to_numpy()
+    alloc_ids = level_runs["alloc_id"].to_numpy()
     new_alloc = np.ones(len(alloc_ids), dtype=bool)
     new_alloc[1:] = alloc_ids[1:] != alloc_ids[:-1]
     phase = _phase_numbers(
         new_alloc,
-        runs["gap_before"].fill_null(False).to_numpy(),
-        runs["weight_s"].to_numpy(),
-        runs["mem_x_s"].to_numpy(),
-        runs["mem_mean"].to_numpy(),
-        runs["mem_min"].to_numpy(),
-        runs["mem_max"].to_numpy(),
+        level_runs["gap_before"].fill_null(False).to_numpy(),
+        level_runs["weight_s"].to_numpy(),
+        level_runs["mem_x_s"].to_numpy(),
+        level_runs["mem_mean"].to_numpy(),
+        level_runs["mem_min"].to_numpy(),
+        level_runs["mem_max"].to_numpy(),
         t.phase_tolerance_mib,
     )
     t_min = min(t.stable_phase_lengths_s)
     m_min = min(t.stable_phase_idle_gib) * 1024.0
     phases = (
-        runs.with_columns(pl.Series("phase", phase).set_sorted())  # numbered in order
+        level_runs.with_columns(pl.Series("phase", phase).set_sorted())  # numbered in order
         .group_by("phase", maintain_order=True)
         .agg(
             pl.col("alloc_id").first(),
@@ -216,14 +218,14 @@ def merge_phases(runs: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> pl.D
             .fill_null(False)
             .alias("stable")
         )
-        .join(alloc.select("alloc_id", *GPU_KEY, "mig_profile"), on="alloc_id", how="left")
+        .join(range_alloc.select("alloc_id", *GPU_KEY, "mig_profile"), on="alloc_id", how="left")
     )
     return phases.select(list(columns))
 
 
-def phase_counts(phases: pl.DataFrame) -> pl.DataFrame:
-    """Per job x attempt x GPU: number of phases and of stable phases."""
-    return phases.group_by(GPU_KEY).agg(
+def phase_counts(batch_phases: pl.DataFrame) -> pl.DataFrame:
+    """Per job x attempt x GPU (of one host range): number of phases and of stable phases."""
+    return batch_phases.group_by(GPU_KEY).agg(
         pl.len().cast(pl.Int64).alias("n_phases"),
         pl.col("stable").sum().cast(pl.Int64).alias("n_stable_phases"),
     )

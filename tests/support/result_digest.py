@@ -24,6 +24,8 @@ from typing import Any
 
 import polars as pl
 
+from tests.support.result_warehouse import build_demo_warehouse
+
 REPO = Path(__file__).resolve().parents[2]
 DIGESTS = REPO / "tests" / "data" / "result_digests.json"
 # recorded before the summaries were split by GPU model: `before_model_split` of today's tables
@@ -103,13 +105,6 @@ def _gpuwaste(*args: str, cwd: Path | None = None) -> None:
         raise RuntimeError(f"gpuwaste {' '.join(args)} failed:\n{out.stderr[-3000:]}")
 
 
-def build_demo(base: Path) -> Path:
-    """The bundled sample through `gpuwaste demo --no-serve`."""
-    d = base / "demo"
-    _gpuwaste("demo", "--no-serve", "--data-dir", str(d))
-    return d
-
-
 def build_generated(base: Path) -> Path:
     """A generated cluster (Prometheus-format metrics + sacct) through a configured ingest."""
     src = base / "generated-src"
@@ -138,8 +133,8 @@ def result_table_names(data_dir: Path) -> list[str]:
 
 def compute(base: Path) -> dict[str, dict[str, dict[str, Any]]]:
     out = {}
-    for label, build in (("demo", build_demo), ("generated", build_generated)):
-        d = build(base)
+    for label, build in (("demo", build_demo_warehouse), ("generated", build_generated)):
+        d = build(base / label)
         out[label] = digest_tables(d, result_table_names(d))
     return out
 

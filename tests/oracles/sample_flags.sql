@@ -1,9 +1,10 @@
 -- grain: one row per allocated sample, classified: seconds it covers, idle or not, and whether it
 --        opens or closes a run of idle/non-idle samples or of equal memory readings.
--- sources: job_samples, gpu_intervals (staging).
+-- sources: job_samples, gpu_intervals.
 -- variables: missing_gap_intervals.
--- Definition only, not run by `gpuwaste analyze`: sample_flags.py computes the same rows in
--- polars, and tests/test_job_samples.py proves both equal.
+-- TEST ORACLE, not product code: `gpuwaste analyze` never runs it. The definition is
+-- gpuwaste/analyses/sample_flags.py; this query states it again in SQL, and
+-- tests/test_job_samples.py checks that both give the same rows.
 -- Time weighting [ICSE24 §3.2]: sample j stands for (t_(j-1), t_j], the first one from the
 -- allocation's start; the last one also stands for the tail up to the allocation's end. A
 -- stretch longer than the gap limit is missing data: it is covered by no sample.

@@ -2,12 +2,13 @@
 --        (utilization 0, memory at or under the floor) with no missing data inside, lasting
 --        strictly longer than `idle_slot_min_s`. A never-used GPU has none: its whole observed
 --        time is never-used time, not counted again here.
--- sources: sample_flags, gpu_sample_stats (staging), analyze_alloc.
+-- sources: sample_flags, gpu_sample_stats, analyze_alloc.
 -- variables: idle_slot_min_s.
 -- Only the samples that open or close a run are kept (a filter after the one window pass), and
 -- each opening is paired with its closing by one more lead() over those few rows.
--- Definition only, not run by `gpuwaste analyze`: idle_slots.py computes the same rows in
--- polars, and tests/test_job_samples.py proves both equal.
+-- TEST ORACLE, not product code: `gpuwaste analyze` never runs it. The definition is
+-- gpuwaste/analyses/idle_slots.py; this query states it again in SQL, and
+-- tests/test_job_samples.py checks that both give the same rows.
 with
 
 boundaries as (

@@ -1,10 +1,10 @@
 -- grain: one row per allocation (job x attempt x GPU) with samples: time-weighted statistics.
--- sources: sample_flags (staging).
+-- sources: sample_flags.
 -- U_i [ICSE24 §3.2] = sum_j u_ij (t_j - t_(j-1)) / observed seconds (missing data excluded).
 -- never_used [CloudBrain §IV-C]: every sample idle (utilization 0 and memory at or under floor).
--- Definition only, not run by `gpuwaste analyze`: allocation_sums.py computes the same rows in
--- one compiled pass over the samples (in allocation and time order there), and
--- tests/test_job_samples.py proves both equal.
+-- TEST ORACLE, not product code: `gpuwaste analyze` never runs it. The definition is
+-- gpuwaste/analyses/allocation_sums.py (`gpu_sample_stats`); this query states it again in SQL, and
+-- tests/test_job_samples.py checks that both give the same rows.
 with
 
 weighted as (

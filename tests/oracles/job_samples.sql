@@ -4,8 +4,9 @@
 -- sources: analyze_alloc (staging/allocations.sql), gpu_samples.
 -- variables: cluster, date_lo, date_hi, host_lo, host_hi, idle_mem_floor_mib,
 --            fluctuation_window_s.
--- Definition only, not run by `gpuwaste analyze`: job_samples.py computes the same rows in
--- polars, and tests/test_job_samples.py proves both equal.
+-- TEST ORACLE, not product code: `gpuwaste analyze` never runs it. The definition is
+-- gpuwaste/analyses/job_samples.py; this query states it again in SQL, and
+-- tests/test_job_samples.py checks that both give the same rows.
 -- Idle [CloudBrain §IV-C]: utilization 0 and memory used at or under the floor (a source without
 -- memory, e.g. Philly, judges by utilization alone). Samples repeated for several jobs on one GPU
 -- (DCGM repeats the series per `hpc_job`) get dt_s = 0 and so carry no weight. A device is

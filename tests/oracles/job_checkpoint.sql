@@ -1,15 +1,15 @@
 -- grain: one row per job (of one host range) that has a GPU whose utilization drops to 0 at a
 --        regular period: synchronous checkpointing [ICSE24 Table 1].
--- sources: job_samples (staging/job_samples.sql, this batch), analyze_alloc.
+-- sources: job_samples (tests/oracles/job_samples.sql, this batch), analyze_alloc.
 -- variables: checkpoint_min_dips, checkpoint_spacing_tolerance.
 -- choice: a dip starts at a sample with utilization 0 that follows one above 0 (so an idle first
 -- stretch is not a dip), and before the GPU's last busy sample (so an idle final stretch is not
 -- one either); memory may be held. A GPU checkpoints when it has at least checkpoint_min_dips
 -- dips and the spacing between consecutive dip starts varies by under
 -- checkpoint_spacing_tolerance: (max - min) / mean < tolerance.
--- Definition only, not run by `gpuwaste analyze`: allocation_sums.py computes the same rows in
--- one compiled pass over the samples (in allocation and time order there), and
--- tests/test_job_samples.py proves both equal.
+-- TEST ORACLE, not product code: `gpuwaste analyze` never runs it. The definition is
+-- gpuwaste/analyses/allocation_sums.py (`checkpointing`); this query states it again in SQL, and
+-- tests/test_job_samples.py checks that both give the same rows.
 with
 
 last_busy as (

@@ -1,9 +1,10 @@
 -- grain: one row per allocation (job x attempt x GPU) with samples: the sampling interval its
 --        gaps are judged by.
--- sources: job_samples (staging/job_samples.sql).
+-- sources: job_samples (tests/oracles/job_samples.sql).
 -- variables: sampling_interval_s (null = estimate), fallback_interval_s.
--- Definition only, not run by `gpuwaste analyze`: sample_flags.py computes the same intervals
--- in polars, and tests/test_job_samples.py proves both equal.
+-- TEST ORACLE, not product code: `gpuwaste analyze` never runs it. The definition is
+-- gpuwaste/analyses/sample_flags.py (`_interval`); this query states it again in SQL, and
+-- tests/test_job_samples.py checks that both give the same rows.
 -- [ICSE24 §3.2] choice: a gap longer than `missing_gap_intervals` sampling intervals is missing
 -- data. The interval is the configured one, else the median spacing of the GPU's own samples.
 with

@@ -2,10 +2,11 @@
 --        a run opens where memory steps by more than `phase_step_mib` from the previous reading,
 --        or after missing data. The input that stable_phases.py merges into phases
 --        [CloudBrain §IV-B].
--- sources: sample_flags (staging).
+-- sources: sample_flags.
 -- variables: phase_step_mib (= phase_tolerance_mib / 8).
--- Definition only, not run by `gpuwaste analyze`: stable_phases.level_runs_frame computes the
--- same runs in polars, and tests/test_job_samples.py proves both equal.
+-- TEST ORACLE, not product code: `gpuwaste analyze` never runs it. The definition is
+-- gpuwaste/analyses/stable_phases.py (`level_runs_frame`); this query states it again in SQL, and
+-- tests/test_job_samples.py checks that both give the same rows.
 -- A phase is a maximal run over which memory stays within a tolerance of its running level; that
 -- merge is sequential, so it is done in polars/numpy over the (few) runs this query returns.
 -- Readings find their run with an ASOF join to the run openings (a sort-merge), not a running sum.
