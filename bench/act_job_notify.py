@@ -62,9 +62,9 @@ def median_s(fn: Callable[[], object], repeat: int) -> Timing:
 
 
 def cli_s(args: list[str], repeat: int, module: bool = True) -> Timing:
-    """`python -m gpuwaste.cli ARGS` (or `python ARGS`) as a new process, wall and CPU time."""
+    """`python -m gpuwaste ARGS` (or `python ARGS`) as a new process, wall and CPU time."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, *(["-m", "gpuwaste.cli"] if module else []), *args]
+    command = [sys.executable, *(["-m", "gpuwaste"] if module else []), *args]
     walls, cpus = [], []
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -127,8 +127,9 @@ def main() -> None:
     args = ap.parse_args()
     samples = prepare(args.work, args.gpus, args.days, args.seed)
     data = args.work / "warehouse"
-    gw = str(Path(sys.executable).with_name("gpuwaste"))
-    base = [gw, "analyze", "--rebuild", "--quiet", "--data-dir", str(data)]
+    # the console script's entry point, whatever script an older install left in the venv
+    base = [sys.executable, "-m", "gpuwaste", "analyze", "--rebuild", "--quiet"]
+    base += ["--data-dir", str(data)]
     batch = ["--batch-days", str(args.batch_days)]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -185,6 +185,3 @@ def main() -> None:
         print("gpuwaste: interrupted.", file=sys.stderr)
         sys.exit(130)
 
-
-if __name__ == "__main__":
-    main()

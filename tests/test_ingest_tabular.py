@@ -16,6 +16,7 @@ from gpuwaste.config import ClusterConfig, CsvSource, OpenMetricsSource, Setting
 from gpuwaste.ingest.base import IngestError, RunOptions
 from gpuwaste.ingest.run import run_configured
 from gpuwaste.ingest.slurm.source import ingest_slurm
+from gpuwaste.ingest.sources import SOURCES
 from gpuwaste.ingest.tabular.parse import (
     MappingError,
     SamplesMapping,
@@ -217,7 +218,7 @@ def test_csv_jobs_replace_label_jobs_and_csv_samples_resolve_slurm_gpus(
     for first, then in ((telemetry, jobs_only), (jobs_only, telemetry)):
         for c in (first, then):
             run_configured(
-                Settings(data_dir=data_dir, clusters=[c]), options=RunOptions(quiet=True)
+                Settings(data_dir=data_dir, clusters=[c]), SOURCES, RunOptions(quiet=True)
             )
         assert set(wh.read("jobs", "t")["source"]) == {"csv"}
         assert not (wh.cluster_dir("job_gpus", "t") / "openmetrics.parquet").exists()
