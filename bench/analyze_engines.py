@@ -22,11 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 from analyze import cluster_arguments, prepare  # noqa: E402  (bench/analyze.py)
-
-from tests.support.spark import StandaloneCluster, spark_home  # noqa: E402
+from harness.spark import StandaloneCluster, spark_home  # noqa: E402
 
 GIB = 1024**3
 PAGE = os.sysconf("SC_PAGE_SIZE")

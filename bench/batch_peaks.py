@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 # The `gpuwaste` command's allocator settings first: polars reads its own when it is first
 # imported (bench/analyze.py imports polars)

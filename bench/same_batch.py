@@ -33,13 +33,11 @@ import hashlib
 import json
 import shutil
 import statistics
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn, TypedDict
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 # The `gpuwaste` command's allocator settings first: polars reads its own when it is first
 # imported (bench/analyze.py imports polars)

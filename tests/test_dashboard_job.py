@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from harness.result_warehouse import build_demo_warehouse
 from streamlit.testing.v1 import AppTest
 
 from gpuwaste.config import DATA_DIR_ENV
 from gpuwaste.warehouse.readonly import read_only_connection
-from tests.support.result_warehouse import build_demo_warehouse
 from tests.test_dashboard_app import APP, TIMEOUT, _charts, _open
 
 HEATMAP = "GPU utilization, "

@@ -24,6 +24,8 @@ from typing import Any
 import polars as pl
 import pytest
 import requests
+from harness.components import free_port
+from harness.prometheus import PrometheusServer
 
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import CostSettings
@@ -34,8 +36,6 @@ from gpuwaste.generate.cli import generate_command
 from gpuwaste.ingest.run import run_configured
 from gpuwaste.ingest.sources import SOURCES
 from gpuwaste.warehouse.readonly import read_only_connection
-from tests.support.components import free_port
-from tests.support.prometheus import PrometheusServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.prometheus]
 

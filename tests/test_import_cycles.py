@@ -103,3 +103,20 @@ def test_the_walk_sees_imports_inside_functions() -> None:
         "gpuwaste.analyses.run" in edges[m] for m in edges if m.startswith("gpuwaste.analyses.cli")
     )
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_benchmarks_take_shared_helpers_from_bench_harness_not_from_the_tests() -> None:
+    """bench/ and tests/ share their real components through bench/harness (a script's own
+    folder is on its import path): no benchmark imports the tests' modules or edits sys.path."""
+    for path in sorted((REPO / "bench").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                names = []
+            assert not [n for n in names if n == "tests" or n.startswith("tests.")], path
+            if isinstance(node, ast.Attribute) and node.attr == "path":
+                assert not (isinstance(node.value, ast.Name) and node.value.id == "sys"), path

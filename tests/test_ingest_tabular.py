@@ -7,6 +7,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from harness.prometheus import Synthetic, write_synthetic_openmetrics
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -27,7 +28,6 @@ from gpuwaste.ingest.tabular.parse import (
 )
 from gpuwaste.ingest.tabular.source import ingest_tabular
 from gpuwaste.warehouse.store import Warehouse
-from tests.support.prometheus import Synthetic, write_synthetic_openmetrics
 
 DATA = Path(__file__).parent / "data" / "tabular"
 
