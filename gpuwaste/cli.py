@@ -184,4 +184,3 @@ def main() -> None:
     except KeyboardInterrupt:
         print("gpuwaste: interrupted.", file=sys.stderr)
         sys.exit(130)
-
