@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/act_job_notify.py [--jobs 1000000] [--data-dir D] [--keep] [--repeat 5]
 
-1. writes the synthetic result warehouse of bench/dashboard.py (tests/support/result_warehouse.py:
+1. writes the synthetic result warehouse of bench/dashboard.py (bench/harness/result_warehouse.py:
    every result table, ~3 GPUs per job, idle slots for every GPU, samples for drill-down jobs);
 2. `gpuwaste job`: the report of a drill-down job (with samples: the strip) and of a bulk job,
    gathered and rendered in this process (median of --repeat, a fresh connection each time), and
@@ -34,14 +34,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+
+from harness.result_warehouse import START, build_result_warehouse  # noqa: E402
 
 from gpuwaste.act.job_report import gather, render_text  # noqa: E402
 from gpuwaste.act.notify.run import Options, plan, print_dry_run  # noqa: E402
 from gpuwaste.analyses.waste_by import waste_by  # noqa: E402
 from gpuwaste.config import NotifyConfig, Settings  # noqa: E402
 from gpuwaste.warehouse.readonly import read_only_connection  # noqa: E402
-from tests.support.result_warehouse import START, build_result_warehouse  # noqa: E402
 
 DASHBOARD = "http://127.0.0.1:8501"
 
@@ -62,9 +62,9 @@ def median_s(fn: Callable[[], object], repeat: int) -> Timing:
 
 
 def cli_s(args: list[str], repeat: int, module: bool = True) -> Timing:
-    """`python -m gpuwaste.cli ARGS` (or `python ARGS`) as a new process, wall and CPU time."""
+    """`python -m gpuwaste ARGS` (or `python ARGS`) as a new process, wall and CPU time."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, *(["-m", "gpuwaste.cli"] if module else []), *args]
+    command = [sys.executable, *(["-m", "gpuwaste"] if module else []), *args]
     walls, cpus = [], []
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -165,8 +165,9 @@ def main() -> None:
     data = args.work / "warehouse"
     glob = str(data / "parquet" / "gpu_samples" / "cluster=bench" / "*" / "*.parquet")
     py = sys.executable
-    gw = str(Path(py).with_name("gpuwaste"))
-    analyze = [gw, "analyze", "--rebuild", "--quiet", "--batch-days", str(args.batch_days)]
+    # the console script's entry point, whatever script an older install left in the venv
+    analyze = [py, "-m", "gpuwaste", "analyze", "--rebuild", "--quiet"]
+    analyze += ["--batch-days", str(args.batch_days)]
     floors: list[Timed] = []
     runs: list[Timed] = []
     for _ in range(max(1, args.repeat)):

@@ -22,11 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
 from analyze import cluster_arguments, prepare  # noqa: E402  (bench/analyze.py)
-
-from tests.support.spark import StandaloneCluster, spark_home  # noqa: E402
+from harness.spark import StandaloneCluster, spark_home  # noqa: E402
 
 GIB = 1024**3
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -127,8 +125,9 @@ def main() -> None:
     args = ap.parse_args()
     samples = prepare(args.work, args.gpus, args.days, args.seed)
     data = args.work / "warehouse"
-    gw = str(Path(sys.executable).with_name("gpuwaste"))
-    base = [gw, "analyze", "--rebuild", "--quiet", "--data-dir", str(data)]
+    # the console script's entry point, whatever script an older install left in the venv
+    base = [sys.executable, "-m", "gpuwaste", "analyze", "--rebuild", "--quiet"]
+    base += ["--data-dir", str(data)]
     batch = ["--batch-days", str(args.batch_days)]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -30,10 +30,13 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
-# gpuwaste first: it sets polars' allocator options, which polars reads when it is first
+# The `gpuwaste` command's allocator settings first: polars reads its own when it is first
 # imported (bench/analyze.py imports polars)
+from gpuwaste.process import configure_process  # noqa: E402
+
+configure_process()
+
 from gpuwaste.analyses.batch import BatchOutcome, BatchPlan, BatchSpec, stage_batch  # noqa: E402, I001
 
 from analyze import cluster_arguments, prepare  # noqa: E402  (bench/analyze.py)

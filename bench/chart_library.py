@@ -23,10 +23,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
-from tests.support.browser import _healthy, _stop_group, browser_page  # noqa: E402
-from tests.support.components import free_port  # noqa: E402
+from harness.browser import browser_page, healthy, stop_group  # noqa: E402
+from harness.components import free_port  # noqa: E402
 
 HEAD = "import streamlit as st\nst.title('Mini')\nys = [1, 3, 2, 5, 4, 6]\n"
 APPS = {
@@ -70,9 +69,9 @@ def start_app(app: Path, *options: str, env: dict[str, str] | None = None) -> tu
                             start_new_session=True, env=env)  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
-    while not _healthy(url):
+    while not healthy(url):
         if time.monotonic() > deadline:
-            _stop_group(proc)
+            stop_group(proc)
             raise RuntimeError(f"streamlit did not start for {app}")
         time.sleep(0.2)
     return proc, url
@@ -94,7 +93,7 @@ def new_tab_seconds(app: Path, repeat: int) -> list[float]:
                 times.append(time.perf_counter() - t0)
                 page.close()
     finally:
-        _stop_group(proc)
+        stop_group(proc)
     return times
 
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/dashboard.py [--jobs 1000000] [--data-dir D] [--keep] [--no-browser]
 
-1. writes a synthetic result warehouse of that many jobs (tests/support/result_warehouse.py:
+1. writes a synthetic result warehouse of that many jobs (bench/harness/result_warehouse.py:
    every result table, ~3 GPUs per job, idle slots and phases for every GPU, samples for a few
    drill-down jobs);
 2. per page, times its queries on a fresh read-only connection (cold: no Streamlit cache);
@@ -23,7 +23,6 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -31,14 +30,14 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+
+from harness.result_warehouse import build_result_warehouse  # noqa: E402
 
 from gpuwaste.analyses import reads  # noqa: E402
 from gpuwaste.config import DATA_DIR_ENV  # noqa: E402
 from gpuwaste.dashboard import queries as q  # noqa: E402
 from gpuwaste.dashboard.filters import Filters  # noqa: E402
 from gpuwaste.warehouse.readonly import read_only_connection  # noqa: E402
-from tests.support.result_warehouse import build_result_warehouse  # noqa: E402
 
 APP = REPO / "gpuwaste" / "dashboard" / "app.py"
 
@@ -167,7 +166,7 @@ def bench_browser(data_dir: Path, job_id: str) -> dict[str, tuple[float, float, 
     has the app's files cached, on a running server, its queries not yet cached; cold switch: the
     page opened from the sidebar in an open dashboard, its queries not yet cached; warm switch:
     the same again, cached)."""
-    from tests.support.browser import browser_page, dashboard_server, wait_for_charts
+    from harness.browser import browser_page, dashboard_server, wait_for_charts
 
     out = {}
     log = Path(tempfile.mkdtemp()) / "dashboard.log"
@@ -237,7 +236,7 @@ def main() -> None:
     try:
         t0 = time.perf_counter()
         if (data_dir / "parquet" / "job_usage").is_dir():
-            from tests.support.result_warehouse import Built  # noqa: F401
+            from harness.result_warehouse import Built  # noqa: F401
 
             con = read_only_connection(data_dir)
             n = con.sql("SELECT count(*) FROM job_usage").fetchall()[0][0]

@@ -4,7 +4,7 @@
                                        [--price 2.5]
 
 1. writes (or reuses) the synthetic 1 M-job result warehouse of bench/dashboard.py
-   (tests/support/result_warehouse.py);
+   (bench/harness/result_warehouse.py);
 2. times reading the figures from the warehouse (the collector's refresh: the window hours, the
    idle running jobs, freshness and quarantine), cold, against a baseline in the same process:
    one bare DuckDB pass joining job_gpu_usage to job_usage, the least any per-VC figure needs;
@@ -27,7 +27,6 @@ import os
 import platform
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -37,14 +36,14 @@ import polars as pl
 import requests
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+
+from harness.result_warehouse import build_result_warehouse  # noqa: E402
 
 from gpuwaste.exporter.collector import WasteCollector  # noqa: E402
 from gpuwaste.exporter.server import start  # noqa: E402
 from gpuwaste.warehouse.catalog import refresh_catalog  # noqa: E402
 from gpuwaste.warehouse.readonly import read_only_connection  # noqa: E402
 from gpuwaste.warehouse.store import Warehouse  # noqa: E402
-from tests.support.result_warehouse import build_result_warehouse  # noqa: E402
 
 TARGET_S = 0.200
 

@@ -10,7 +10,7 @@ cores), and do idle connections let go of the server?
    before issue #47), both over the same collector with its figures read once (cache_seconds
    3600, so every scrape serves figures in hand);
 3. against each: `--clients` scrapers at once on loopback, `--scrapes` each in a row, from one
-   event loop in this process (tests/support/scrapers.py; 60 s timeout per scrape): latency
+   event loop in this process (bench/harness/scrapers.py; 60 s timeout per scrape): latency
    percentiles and failures; then `--idle` connections that send nothing or half a request: the
    server's threads while they are open, and after its idle timeout (10 s) has passed.
 
@@ -31,10 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from tests.support.scrapers import percentile, scrape_concurrently  # noqa: E402
+from harness.scrapers import percentile, scrape_concurrently
 
 SERVERS = ("prometheus_client", "gpuwaste")
 TIMEOUT_S = 60.0
@@ -141,7 +138,7 @@ def main() -> None:
         serve(args.serve, args.data_dir, args.port_file)
         return
 
-    from tests.support.result_warehouse import build_result_warehouse
+    from harness.result_warehouse import build_result_warehouse
 
     made = args.data_dir is None
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="gpuwaste-bench-")) / "data"

@@ -34,7 +34,6 @@ import argparse
 import json
 import os
 import platform
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -46,7 +45,8 @@ import polars as pl
 import requests
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+
+from harness.prometheus import PrometheusServer  # noqa: E402
 
 from gpuwaste.config import ClusterConfig, PrometheusSource, Settings  # noqa: E402
 from gpuwaste.generate import GeneratorSpec, write_all  # noqa: E402
@@ -57,7 +57,6 @@ from gpuwaste.ingest.prometheus.source import (  # noqa: E402
     plan_windows,
     window_length,
 )
-from tests.support.prometheus import PrometheusServer  # noqa: E402
 
 MARK_START = "<!-- bench/ingest_prometheus.py: start -->"
 MARK_END = "<!-- bench/ingest_prometheus.py: end -->"

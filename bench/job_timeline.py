@@ -29,7 +29,6 @@ import argparse
 import importlib.util
 import os
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -41,10 +40,10 @@ import numpy as np
 import polars as pl
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+
+from harness.browser import require_browser, stop_group  # noqa: E402
 
 from bench.chart_library import start_app  # noqa: E402
-from tests.support.browser import _stop_group, require_browser  # noqa: E402
 
 STEP_S = 15
 BUCKETS = 720  # gpuwaste.analyses.reads.TIMELINE_POINTS
@@ -240,7 +239,7 @@ def measure(app: Path, repeat: int) -> dict[str, Any]:
                 page.close()
             browser.close()
     finally:
-        _stop_group(proc)
+        stop_group(proc)
     return out
 
 

@@ -3,7 +3,7 @@ warehouse of the dashboard benchmark?
 
     .venv/bin/python bench/policy_replay.py [--jobs 1000000] [--data-dir D] [--keep] [--repeat 3]
 
-1. writes the result warehouse bench/dashboard.py measures (tests/support/result_warehouse.py:
+1. writes the result warehouse bench/dashboard.py measures (bench/harness/result_warehouse.py:
    1 M jobs, ~3.5 M job x GPU rows, ~2.5 M idle slots), or reuses --data-dir if it has one;
 2. times, each on a fresh connection (the median of --repeat runs):
    - baseline: one bare DuckDB pass reading the columns the replay reads from job_usage,
@@ -29,13 +29,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+
+from harness.result_warehouse import build_result_warehouse  # noqa: E402
 
 from gpuwaste.act.policy.replay import open_warehouse, replay  # noqa: E402
 from gpuwaste.act.policy.rule import Rule  # noqa: E402
 from gpuwaste.warehouse.catalog import connect  # noqa: E402
 from gpuwaste.warehouse.store import Warehouse  # noqa: E402
-from tests.support.result_warehouse import build_result_warehouse  # noqa: E402
 
 SWEEP = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0)
 BARE_SCAN = """

@@ -33,16 +33,18 @@ import hashlib
 import json
 import shutil
 import statistics
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn, TypedDict
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "bench")]
 
-# gpuwaste first: it sets polars' allocator options, which polars reads when it is first
+# The `gpuwaste` command's allocator settings first: polars reads its own when it is first
 # imported (bench/analyze.py imports polars)
+from gpuwaste.process import configure_process  # noqa: E402
+
+configure_process()
+
 from gpuwaste.analyses.batch import BatchPlan, staged_file  # noqa: E402, I001
 from gpuwaste.analyses.registry import PER_JOB_TABLES  # noqa: E402
 

@@ -209,7 +209,3 @@ def main() -> None:
     except KeyboardInterrupt:
         print("gpuwaste: interrupted.", file=sys.stderr)
         sys.exit(130)
-
-
-if __name__ == "__main__":
-    main()

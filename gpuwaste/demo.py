@@ -110,11 +110,12 @@ def summary_lines(data_dir: Path) -> list[str]:
 def run_demo(data_dir: Path, *, serve: bool, port: int, host: str) -> pl.DataFrame | None:
     from gpuwaste.analyses.run import analyze
     from gpuwaste.ingest.run import run_configured
+    from gpuwaste.ingest.sources import SOURCES
 
     sample = sample_dir()
     settings = demo_settings(data_dir, sample)
     print(f"gpuwaste demo: sample {sample} -> warehouse {data_dir}")
-    run_configured(settings)
+    run_configured(settings, SOURCES)
     analyze(settings)
     for line in summary_lines(data_dir):
         print("  " + line)

@@ -23,6 +23,6 @@ def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`gpuwaste demo --no-serve` (bundled sample, real ingest and analyze) once per session: it
     takes seconds, and the tests on it only read it, except tests/test_demo.py's re-run of the
     demo, which must change nothing (that test checks it)."""
-    from tests.support.result_warehouse import build_demo_warehouse
+    from harness.result_warehouse import build_demo_warehouse
 
     return build_demo_warehouse(tmp_path_factory.mktemp("demo") / "data")

@@ -1,11 +1,10 @@
-"""tests/support/components.py: a missing component fails the test under CI and skips it
+"""bench/harness/components.py: a missing component fails the test under CI and skips it
 elsewhere, never silently passes."""
 
 from __future__ import annotations
 
 import pytest
-
-from tests.support.components import require, require_module
+from harness.components import require, require_module
 
 
 def test_a_missing_module_skips_outside_ci_and_fails_under_ci(

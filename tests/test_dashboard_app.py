@@ -11,17 +11,17 @@ from typing import Any
 
 import polars as pl
 import pytest
-from streamlit.testing.v1 import AppTest
-
-import gpuwaste.dashboard
-from gpuwaste.config import DATA_DIR_ENV
-from gpuwaste.dashboard.filters import Filters
-from tests.support.result_warehouse import (
+from harness.result_warehouse import (
     NASTY_NAME,
     NASTY_USER,
     Built,
     build_result_warehouse,
 )
+from streamlit.testing.v1 import AppTest
+
+import gpuwaste.dashboard
+from gpuwaste.config import DATA_DIR_ENV
+from gpuwaste.dashboard.filters import Filters
 
 TIMEOUT = 60
 APP = str(Path(gpuwaste.dashboard.__file__).parent / "app.py")

@@ -14,9 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from gpuwaste.warehouse.readonly import read_only_connection
-from tests.support.browser import (
+from harness.browser import (
     chart_layout,
     charts,
     dashboard_session,
@@ -30,7 +28,9 @@ from tests.support.browser import (
     visit,
     wait_for_charts,
 )
-from tests.support.result_warehouse import build_demo_warehouse, build_result_warehouse
+from harness.result_warehouse import build_demo_warehouse, build_result_warehouse
+
+from gpuwaste.warehouse.readonly import read_only_connection
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

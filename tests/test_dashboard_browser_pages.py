@@ -13,9 +13,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from harness.browser import dashboard_session, demo_warehouse, visit, wait_for_charts
 
 from gpuwaste.warehouse.readonly import read_only_connection
-from tests.support.browser import dashboard_session, demo_warehouse, visit, wait_for_charts
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

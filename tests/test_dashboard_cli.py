@@ -12,12 +12,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from harness.components import free_port
 from typer.testing import CliRunner
 
 from gpuwaste.cli import app
 from gpuwaste.dashboard.cli import serve, streamlit_command
 from gpuwaste.errors import GpuwasteError
-from tests.support.components import free_port
 
 GPUWASTE = Path(sys.executable).with_name("gpuwaste")
 

@@ -1,6 +1,6 @@
 """The dashboard's GPU model filter and money per user and VC, run headless by AppTest.
 
-The result warehouse's jobs take its two models in turn (tests/support/result_warehouse.py); its
+The result warehouse's jobs take its two models in turn (bench/harness/result_warehouse.py); its
 summaries hold each model's rows beside the '(all)' rows, as `gpuwaste analyze` writes them.
 """
 
@@ -11,13 +11,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from harness.result_warehouse import KEY, MODELS, Built, build_result_warehouse
 from streamlit.testing.v1 import AppTest
 
 import gpuwaste.dashboard
 from gpuwaste.config import DATA_DIR_ENV
 from gpuwaste.warehouse.catalog import refresh_catalog
 from gpuwaste.warehouse.store import Warehouse
-from tests.support.result_warehouse import KEY, MODELS, Built, build_result_warehouse
 from tests.test_dashboard_app import _open
 
 APP = str(Path(gpuwaste.dashboard.__file__).parent / "app.py")

@@ -11,6 +11,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
+from harness.result_warehouse import NASTY_USER, Built, build_result_warehouse
 
 from gpuwaste.analyses import reads
 from gpuwaste.dashboard import charts, data, sqlbox
@@ -19,7 +20,6 @@ from gpuwaste.dashboard.filters import Filters
 from gpuwaste.warehouse.readonly import read_only_connection
 from gpuwaste.warehouse.results import ALL_MODELS, ALL_VCS
 from gpuwaste.warehouse.store import Warehouse
-from tests.support.result_warehouse import NASTY_USER, Built, build_result_warehouse
 
 
 @pytest.fixture(scope="module")

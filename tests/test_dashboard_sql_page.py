@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from harness.result_warehouse import Built, build_result_warehouse
 from streamlit.testing.v1 import AppTest
 
 from gpuwaste.config import DATA_DIR_ENV
-from tests.support.result_warehouse import Built, build_result_warehouse
 from tests.test_dashboard_app import APP, TIMEOUT, _open
 
 

@@ -454,7 +454,7 @@ def test_the_server_over_no_warehouse_answers_200_with_up_0(tmp_path: Path) -> N
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gpuwaste.cli", "exporter", *args],
+        [sys.executable, "-m", "gpuwaste", "exporter", *args],
         capture_output=True,
         text=True,
         timeout=120,

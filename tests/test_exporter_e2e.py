@@ -24,6 +24,8 @@ from typing import Any
 import polars as pl
 import pytest
 import requests
+from harness.components import free_port
+from harness.prometheus import PrometheusServer
 
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import CostSettings
@@ -32,9 +34,8 @@ from gpuwaste.exporter.figures import read_figures
 from gpuwaste.exporter.metrics import METRICS
 from gpuwaste.generate.cli import generate_command
 from gpuwaste.ingest.run import run_configured
+from gpuwaste.ingest.sources import SOURCES
 from gpuwaste.warehouse.readonly import read_only_connection
-from tests.support.components import free_port
-from tests.support.prometheus import PrometheusServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.prometheus]
 
@@ -88,7 +89,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     settings = demo_settings(data_dir, out).model_copy(
         update={"cost": CostSettings(gpu_hour={"*": PRICE})}
     )
-    run_configured(settings)
+    run_configured(settings, SOURCES)
     analyze(settings)
     return data_dir, idle
 
@@ -111,7 +112,7 @@ def wait_for(what: str, check: Any) -> Any:
 def exporter_url(generated: tuple[Path, dict[str, float]]) -> Iterator[str]:
     data_dir, _ = generated
     port = free_port()
-    cmd = [sys.executable, "-m", "gpuwaste.cli", "exporter", "--data-dir", str(data_dir),
+    cmd = [sys.executable, "-m", "gpuwaste", "exporter", "--data-dir", str(data_dir),
            "--port", str(port), "--cache-seconds", "1"]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from harness.components import require
 
 from gpuwaste.exporter.metrics import METRICS
-from tests.support.components import require
 
 pytestmark = pytest.mark.prometheus
 

@@ -13,6 +13,7 @@ from collections import Counter
 import numpy as np
 
 from gpuwaste.generate import GeneratorSpec, simulate
+from gpuwaste.generate.series import gpu_window
 
 
 def test_marginals_match_philly() -> None:
@@ -36,7 +37,7 @@ def test_marginals_match_philly() -> None:
     waits = np.array([j.start - j.submit for j in jobs if j.ran])
     assert (waits > 600).mean() > 0.01
     # about a third of allocated GPU time at 0 % utilization; busy time has a median near 50 %
-    win = cluster.gpu_window()
+    win = gpu_window(cluster)
     util = win.util[(win.job >= 0) & win.present]
     assert 0.27 <= float((util == 0).mean()) <= 0.40
     assert 44 <= float(np.median(util[util > 0])) <= 56

@@ -14,9 +14,9 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from harness.prometheus import running_prometheus
 
 from gpuwaste.generate import GeneratorSpec, write_all
-from tests.support.prometheus import running_prometheus
 
 pytestmark = [pytest.mark.prometheus]
 

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from harness.prometheus import Synthetic, write_synthetic_openmetrics
 
 from gpuwaste.warehouse.store import Warehouse
-from tests.support.prometheus import Synthetic, write_synthetic_openmetrics
 
 DATA = Path(__file__).parent / "data"
 SACCT = DATA / "sacct" / "berlin_quirks_parsable2.txt"

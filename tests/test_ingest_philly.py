@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from harness.prometheus import Synthetic, write_synthetic_openmetrics
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -31,7 +32,6 @@ from gpuwaste.ingest.philly.parse import (
 from gpuwaste.ingest.philly.source import ingest_philly, iter_byte_chunks
 from gpuwaste.ingest.prometheus.openmetrics_source import ingest_openmetrics
 from gpuwaste.warehouse.store import Warehouse
-from tests.support.prometheus import Synthetic, write_synthetic_openmetrics
 
 PHILLY = Path(__file__).parent / "data" / "philly"
 Parser = Callable[[pl.DataFrame, str], tuple[pl.DataFrame, pl.DataFrame]]

@@ -20,6 +20,13 @@ from typing import Any
 
 import polars as pl
 import pytest
+from harness.components import free_port
+from harness.prometheus import (
+    PrometheusServer,
+    Synthetic,
+    running_prometheus,
+    write_synthetic_openmetrics,
+)
 
 from gpuwaste.config import (
     ClusterConfig,
@@ -34,13 +41,6 @@ from gpuwaste.ingest.slurm.source import ingest_slurm
 from gpuwaste.warehouse.bookkeeping import get_watermark, set_watermark
 from gpuwaste.warehouse.lock import writer_lock
 from gpuwaste.warehouse.store import Warehouse
-from tests.support.components import free_port
-from tests.support.prometheus import (
-    PrometheusServer,
-    Synthetic,
-    running_prometheus,
-    write_synthetic_openmetrics,
-)
 
 pytestmark = pytest.mark.prometheus
 

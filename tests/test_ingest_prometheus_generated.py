@@ -14,13 +14,13 @@ from typing import Any
 
 import polars as pl
 import pytest
+from harness.prometheus import PrometheusServer, running_prometheus
 
 from gpuwaste.config import ClusterConfig, OpenMetricsSource, PrometheusSource, Settings
 from gpuwaste.generate import GeneratorSpec, write_all
 from gpuwaste.ingest.prometheus.openmetrics_source import ingest_openmetrics
 from gpuwaste.ingest.prometheus.source import ingest_prometheus
 from gpuwaste.warehouse.store import Warehouse
-from tests.support.prometheus import PrometheusServer, running_prometheus
 
 pytestmark = pytest.mark.prometheus
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from harness.prometheus import Synthetic, write_synthetic_openmetrics
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -16,6 +17,7 @@ from gpuwaste.config import ClusterConfig, CsvSource, OpenMetricsSource, Setting
 from gpuwaste.ingest.base import IngestError, RunOptions
 from gpuwaste.ingest.run import run_configured
 from gpuwaste.ingest.slurm.source import ingest_slurm
+from gpuwaste.ingest.sources import SOURCES
 from gpuwaste.ingest.tabular.parse import (
     MappingError,
     SamplesMapping,
@@ -26,7 +28,6 @@ from gpuwaste.ingest.tabular.parse import (
 )
 from gpuwaste.ingest.tabular.source import ingest_tabular
 from gpuwaste.warehouse.store import Warehouse
-from tests.support.prometheus import Synthetic, write_synthetic_openmetrics
 
 DATA = Path(__file__).parent / "data" / "tabular"
 
@@ -217,7 +218,7 @@ def test_csv_jobs_replace_label_jobs_and_csv_samples_resolve_slurm_gpus(
     for first, then in ((telemetry, jobs_only), (jobs_only, telemetry)):
         for c in (first, then):
             run_configured(
-                Settings(data_dir=data_dir, clusters=[c]), options=RunOptions(quiet=True)
+                Settings(data_dir=data_dir, clusters=[c]), SOURCES, RunOptions(quiet=True)
             )
         assert set(wh.read("jobs", "t")["source"]) == {"csv"}
         assert not (wh.cluster_dir("job_gpus", "t") / "openmetrics.parquet").exists()

@@ -150,7 +150,7 @@ def test_job_without_a_warehouse_is_one_sentence(tmp_path: Path) -> None:
     import sys
 
     result = subprocess.run(
-        [sys.executable, "-m", "gpuwaste.cli", "job", "1", "--data-dir", str(tmp_path)],
+        [sys.executable, "-m", "gpuwaste", "job", "1", "--data-dir", str(tmp_path)],
         capture_output=True,
         text=True,
         check=False,

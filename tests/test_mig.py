@@ -758,10 +758,11 @@ def test_the_job_page_shows_the_instance_not_its_parent(tmp_path: Path) -> None:
 def test_mig_series_through_a_real_prometheus_equal_the_file(tmp_path: Path) -> None:
     """The generated MIG hosts backfilled into a real Prometheus: the Prometheus source gives
     the same instance rows (device, profile, model, utilization, memory) as the file."""
+    from harness.prometheus import running_prometheus
+
     from gpuwaste.config import ClusterConfig, OpenMetricsSource, PrometheusSource
     from gpuwaste.ingest.prometheus.openmetrics_source import ingest_openmetrics
     from gpuwaste.ingest.prometheus.source import ingest_prometheus
-    from tests.support.prometheus import running_prometheus
 
     spec = GeneratorSpec(seed=5, gpus=8, days=0.1, interval_s=15, cluster="m", mig_hosts=1)
     out = tmp_path / "src"

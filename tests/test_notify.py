@@ -46,7 +46,7 @@ def notify(data_dir: Path, *args: str, env: dict[str, str] | None = None) -> Any
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     full_env.pop("GPUWASTE_CONFIG", None)
     return subprocess.run(
-        [sys.executable, "-m", "gpuwaste.cli", "notify", "--config", str(config),
+        [sys.executable, "-m", "gpuwaste", "notify", "--config", str(config),
          "--data-dir", str(data_dir), *WINDOW, *args],
         capture_output=True, text=True, env=full_env, check=False, timeout=120,
     )  # fmt: skip

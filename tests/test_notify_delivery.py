@@ -29,7 +29,7 @@ def _start(data_dir: Path, url: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("GPUWASTE_CONFIG", None)
     return subprocess.Popen(
-        [sys.executable, "-m", "gpuwaste.cli", "notify", "--config",
+        [sys.executable, "-m", "gpuwaste", "notify", "--config",
          str(data_dir.parent / "gpuwaste.toml"), "--data-dir", str(data_dir), *WINDOW,
          "--send", "--smtp", url, "--sender", "gpuwaste@example.org"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,

@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tests.support.browser import (
+from harness.browser import (
     dashboard_session,
     demo_warehouse,
     exception_boxes,
@@ -20,6 +19,7 @@ from tests.support.browser import (
     tables,
     visit,
 )
+
 from tests.test_policy_replay import replay_json as _cli
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from harness.result_warehouse import Built, build_result_warehouse
 from polars.testing import assert_frame_equal
 
 from gpuwaste.warehouse.catalog import all_tables
 from gpuwaste.warehouse.reading import frame_from_arrow, frame_from_rows, row_schema
 from gpuwaste.warehouse.readonly import read_only_connection
 from tests.support.interpreter import fresh_python
-from tests.support.result_warehouse import Built, build_result_warehouse
 
 # The tables `gpuwaste job` reads must take the row path, or it loads pyarrow after all.
 JOB_TABLES = ("job_usage", "job_gpu_usage", "idle_slots", "stable_phases", "gpu_samples")

@@ -1,5 +1,5 @@
 """`gpuwaste analyze --engine spark` on a real Spark standalone cluster (a master and two workers
-on loopback, tests/support/spark.py): the same tables as the local engine row for row, a worker
+on loopback, bench/harness/spark.py): the same tables as the local engine row for row, a worker
 SIGKILLed mid-run changes nothing, and what goes wrong is said in one sentence with no result file
 written. One Spark session for the whole test run."""
 
@@ -18,14 +18,8 @@ from typing import Any
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
-
-from gpuwaste.analyses.engines.spark import SparkEngine
-from gpuwaste.analyses.run import analyze
-from gpuwaste.cli import app
-from gpuwaste.config import Settings
-from tests.support.components import free_port
-from tests.support.spark import (
+from harness.components import free_port
+from harness.spark import (
     REPO,
     StandaloneCluster,
     connect_server,
@@ -33,6 +27,12 @@ from tests.support.spark import (
     spark_home,
     standalone_cluster,
 )
+from typer.testing import CliRunner
+
+from gpuwaste.analyses.engines.spark import SparkEngine
+from gpuwaste.analyses.run import analyze
+from gpuwaste.cli import app
+from gpuwaste.config import Settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 

@@ -8,7 +8,7 @@ the same version of pyspark as spark-submit's Spark) must be installed in the Py
 driver and of every worker (PYSPARK_PYTHON).
 """
 
-from gpuwaste.cli import main
+from gpuwaste.__main__ import main
 
 if __name__ == "__main__":
     main()

@@ -15,6 +15,8 @@ import importlib
 import logging
 import sys
 
+from gpuwaste.process import configure_process
+
 # Imported on the first page run otherwise: pandas and pyarrow (Streamlit turns frames into Arrow
 # through them) and Streamlit's own modules for tables and charts. Best effort: Streamlit's
 # internal module names may change, and a missing one only costs the first visitor the wait.
@@ -51,6 +53,7 @@ def preload() -> None:
 
 
 def main(argv: list[str]) -> int:
+    configure_process()  # the dashboard's own process: before preload imports polars
     preload()
     from streamlit.web import cli
 

@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 
 import numpy as np
 import numpy.typing as npt
-import polars as pl
 
 from gpuwaste.generate import params
 
@@ -194,20 +193,3 @@ class Cluster:
 
     def host_of(self, gpu_global: int) -> Host:
         return self.hosts[gpu_global // params.GPUS_PER_HOST]
-
-    def gpu_window(self, k0: int = 0, k1: int | None = None) -> Window:
-        from gpuwaste.generate.series import gpu_window
-
-        return gpu_window(self, k0, self.spec.n_samples if k1 is None else k1)
-
-    def jobs_frame(self) -> pl.DataFrame:
-        """One row per Slurm job (see frames.jobs_frame)."""
-        from gpuwaste.generate.frames import jobs_frame
-
-        return jobs_frame(self)
-
-    def job_gpus_frame(self) -> pl.DataFrame:
-        """One row per job x allocated GPU (see frames.job_gpus_frame)."""
-        from gpuwaste.generate.frames import job_gpus_frame
-
-        return job_gpus_frame(self)

@@ -11,7 +11,7 @@ from gpuwaste.generate.model import Cluster, GeneratorSpec
 from gpuwaste.generate.openmetrics import write_openmetrics
 from gpuwaste.generate.philly import job_log_text, machine_list_text, philly_view, write_util_files
 from gpuwaste.generate.sacct import sacct_text
-from gpuwaste.generate.series import host_window
+from gpuwaste.generate.series import gpu_window, host_window
 from gpuwaste.generate.simulate import simulate
 from gpuwaste.generate.truth import truth_dict, truth_text
 
@@ -25,7 +25,7 @@ def write_all(spec: GeneratorSpec, out: Path, *, gzip: bool = False) -> None:
 def write_cluster(cluster: Cluster, out: Path, *, gzip: bool = False) -> dict[str, int]:
     """As write_all, for a cluster already simulated; returns the OpenMetrics sample counts."""
     out.mkdir(parents=True, exist_ok=True)
-    win = cluster.gpu_window()
+    win = gpu_window(cluster)
     host_cpu, host_mem = host_window(cluster, win)
     spec = cluster.spec
     extra_hosts = spec.mig_hosts or spec.shared_gpus

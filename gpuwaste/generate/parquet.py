@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from gpuwaste.generate import params
 from gpuwaste.generate.model import Cluster, GeneratorSpec
+from gpuwaste.generate.series import gpu_window
 from gpuwaste.generate.simulate import simulate
 
 SCHEMA = pa.schema(
@@ -50,7 +51,7 @@ def day_bounds(spec: GeneratorSpec) -> list[tuple[str, int, int]]:
 
 def day_table(cluster: Cluster, k0: int, k1: int) -> pa.Table:
     spec = cluster.spec
-    win = cluster.gpu_window(k0, k1)
+    win = gpu_window(cluster, k0, k1)
     g_n, w = win.util.shape
     present = win.present.reshape(-1)
     gpu_global = np.repeat(np.arange(g_n, dtype=np.int32), w)[present]

@@ -70,9 +70,11 @@ def _index(cluster: Cluster) -> _JobIndex:
     return ix
 
 
-def gpu_window(cluster: Cluster, k0: int, k1: int) -> Window:
-    """All GPUs' samples k0 .. k1-1. Unallocated samples are util 0, memory 0, job -1."""
+def gpu_window(cluster: Cluster, k0: int = 0, k1: int | None = None) -> Window:
+    """All GPUs' samples k0 .. k1-1 (default: the whole window). Unallocated samples are util 0,
+    memory 0, job -1."""
     spec = cluster.spec
+    k1 = spec.n_samples if k1 is None else k1
     g_n = spec.n_gpus
     w = k1 - k0
     util = np.zeros((g_n, w), dtype=np.uint8)

@@ -11,7 +11,7 @@ from gpuwaste.generate.workload import Workload, make_hosts, make_users
 
 
 def simulate(spec: GeneratorSpec) -> Cluster:
-    """The in-memory model of the cluster. Series are computed on demand (Cluster.gpu_window)."""
+    """The in-memory model of the cluster. Series are computed on demand (series.gpu_window)."""
     hosts = make_hosts(spec, np.random.default_rng([spec.seed, 10]))
     vcs, users = make_users(spec, np.random.default_rng([spec.seed, 11]))
     workload = Workload(spec, np.random.default_rng([spec.seed, 12]), vcs, users)

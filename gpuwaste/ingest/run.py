@@ -98,18 +98,15 @@ def _clusters(
 
 def run_configured(
     settings: Settings,
-    sources: Sequence[Source] | None = None,
+    sources: Sequence[Source],
     options: RunOptions | None = None,
     *,
     cluster: str | None = None,
 ) -> list[IngestResult]:
-    """`sources` (default: every source) for every configured cluster that has them, or for
-    `cluster` alone. A failing source does not stop the others, but the run ends in an error
-    naming each failure."""
-    if sources is None:
-        from gpuwaste.ingest.sources import SOURCES  # not at the top: it imports the CLI modules
-
-        sources = SOURCES
+    """`sources` (every source: `ingest.sources.SOURCES`, which the caller passes, as that list
+    names each source's command-line module, above this one) for every configured cluster that
+    has them, or for `cluster` alone. A failing source does not stop the others, but the run
+    ends in an error naming each failure."""
     options = options or RunOptions()
     clusters = _clusters(settings, sources, cluster)
     results: list[IngestResult] = []

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from gpuwaste.warehouse.schema import UTC_TS, Table
+from gpuwaste.warehouse.table import UTC_TS, Table
 
 ALL_VCS = "(all)"
 ALL_MODELS = "(all)"  # every GPU model together: the summaries' rows before the model split

@@ -15,36 +15,10 @@ Layouts:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
-
 import polars as pl
 
-UTC_TS = pl.Datetime("us", "UTC")
-
-Layout = Literal["dated", "cluster"]
-
-
-@dataclass(frozen=True)
-class Table:
-    name: str
-    columns: dict[str, pl.DataType]
-    layout: Layout
-    key: tuple[str, ...] = ()  # primary key within (cluster, file key), for upserts
-    sort: tuple[str, ...] = ()
-    doc: str = ""
-    result: bool = False
-    partition_cols: tuple[str, ...] = field(default=("cluster",))
-
-    @property
-    def schema(self) -> pl.Schema:
-        return pl.Schema(self.columns)
-
-    @property
-    def stored_columns(self) -> dict[str, pl.DataType]:
-        """Columns inside the parquet files (partition columns live in the path)."""
-        return {k: v for k, v in self.columns.items() if k not in self.partition_cols}
-
+from gpuwaste.warehouse.results import RESULT_TABLES
+from gpuwaste.warehouse.table import UTC_TS, Table
 
 GPU_SAMPLES = Table(
     "gpu_samples",
@@ -204,8 +178,6 @@ STATE_TABLES: dict[str, Table] = {t.name: t for t in (NOTIFICATIONS,)}
 def all_tables() -> dict[str, Table]:
     """Fact tables and result tables (`gpuwaste.warehouse.results`), declared statically: every
     process sees the same set, whatever else it imported."""
-    from gpuwaste.warehouse.results import RESULT_TABLES  # results.py builds on Table, above
-
     return {**FACT_TABLES, **STATE_TABLES, **RESULT_TABLES}
 
 

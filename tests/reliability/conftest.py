@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
-from tests.reliability.faults import SPEC
-from tests.support.prometheus import (
+from harness.prometheus import (
     PrometheusServer,
     running_prometheus,
     write_synthetic_openmetrics,
 )
+
+from tests.reliability.faults import SPEC
 
 
 @pytest.fixture(scope="session")

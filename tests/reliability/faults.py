@@ -15,10 +15,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
+from harness.prometheus import Synthetic
 
 from gpuwaste.warehouse.store import TMP_MARK
 from tests.conftest import REPO
-from tests.support.prometheus import Synthetic
 
 VOLATILE = ("updated_at", "ingested_at")
 # 2 h of data at 15 s; windows of 99 points (max_points_per_query = 100) -> 5 windows.

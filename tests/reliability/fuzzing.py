@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import os
 
+from harness.components import in_ci
 from hypothesis import HealthCheck, settings
-
-from tests.support.components import in_ci
 
 # 10,000 per parser under CI (CI=true, as `make test` runs there), 500 in a developer's quick run,
 # and as many as asked for with GPUWASTE_FUZZ_EXAMPLES (`make fuzz` asks for 200,000).

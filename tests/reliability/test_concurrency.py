@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from harness.prometheus import PrometheusServer
 
 from gpuwaste.config import ClusterConfig, PrometheusSource, Settings
 from gpuwaste.dashboard import queries
@@ -27,7 +28,6 @@ from gpuwaste.warehouse.readonly import check_read_only, read_only_connection
 from gpuwaste.warehouse.store import Warehouse
 from tests.reliability.fault_proxy import FaultProxy, fault_proxy
 from tests.reliability.faults import MAX_POINTS, bounds, ingest_args, write_config
-from tests.support.prometheus import PrometheusServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.prometheus]
 

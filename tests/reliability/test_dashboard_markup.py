@@ -24,6 +24,8 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 import pytest
+from harness.browser import dashboard_session, require_browser, visit, wait_for_charts
+from harness.result_warehouse import Built, build_result_warehouse
 from hypothesis import given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
@@ -32,8 +34,6 @@ import gpuwaste.dashboard
 from gpuwaste.dashboard.widgets import plain
 from gpuwaste.render import safe_text
 from tests.reliability.fuzzing import fuzz_settings
-from tests.support.browser import dashboard_session, require_browser, visit, wait_for_charts
-from tests.support.result_warehouse import Built, build_result_warehouse
 
 HOST = "127.0.0.2:9"  # loopback, nothing listens on port 9: a request to it fails, but is seen
 IMAGE = f"![x](http://{HOST}/p.png)"

@@ -24,6 +24,7 @@ from typing import Any
 import duckdb
 import polars as pl
 import pytest
+from harness.prometheus import PrometheusServer
 
 from gpuwaste.analyses.registry import PER_JOB_TABLES
 from gpuwaste.analyses.run import _write_log
@@ -39,7 +40,6 @@ from gpuwaste.warehouse.results import RESULT_TABLES
 from gpuwaste.warehouse.schema import FACT_TABLES
 from gpuwaste.warehouse.store import TMP_MARK, Warehouse
 from tests.reliability.faults import MAX_POINTS, assert_same, bounds, leftover_temp_files, snapshot
-from tests.support.prometheus import PrometheusServer
 
 GPUWASTE = Path(sys.executable).with_name("gpuwaste")
 ENOSPC = os.strerror(errno.ENOSPC)

@@ -20,10 +20,9 @@ from pathlib import Path
 
 import pytest
 import requests
-
-from tests.support.components import free_port
-from tests.support.result_warehouse import build_result_warehouse
-from tests.support.scrapers import percentile, scrape_concurrently
+from harness.components import free_port
+from harness.result_warehouse import build_result_warehouse
+from harness.scrapers import percentile, scrape_concurrently
 
 IDLE_TIMEOUT_S = 1.0
 CLIENTS, SCRAPES_EACH = 200, 3

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from harness.prometheus import PrometheusServer
 
 from gpuwaste.warehouse.bookkeeping import get_watermark
 from gpuwaste.warehouse.readonly import run_query
@@ -31,7 +32,6 @@ from tests.reliability.faults import (
     snapshot,
     write_config,
 )
-from tests.support.prometheus import PrometheusServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.prometheus]
 

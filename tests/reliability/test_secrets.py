@@ -15,12 +15,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from harness.components import free_port
 
 from gpuwaste.config import PrometheusSource
 from gpuwaste.ingest.base import IngestError
 from gpuwaste.ingest.prometheus.client import PrometheusClient
 from tests.reliability.echo_server import echo_server, url_of
-from tests.support.components import free_port
 
 TOKEN = "tok-Vx7q-SECRET-bearer"
 USER = "svc-gpuwaste"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from harness.prometheus import PrometheusServer
 
 from gpuwaste.config import ClusterConfig, PrometheusSource, Settings
 from gpuwaste.errors import GpuwasteError
@@ -23,7 +24,6 @@ from gpuwaste.warehouse.bookkeeping import get_watermark
 from gpuwaste.warehouse.store import Warehouse
 from tests.reliability.fault_proxy import FaultProxy, Plan, at, fault_proxy
 from tests.reliability.faults import MAX_POINTS, assert_same, bounds, leftover_temp_files, snapshot
-from tests.support.prometheus import PrometheusServer
 
 pytestmark = [pytest.mark.prometheus]
 

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-
-from tests.support.result_warehouse import build_demo_warehouse
+from harness.result_warehouse import build_demo_warehouse
 
 REPO = Path(__file__).resolve().parents[2]
 DIGESTS = REPO / "tests" / "data" / "result_digests.json"

@@ -23,8 +23,7 @@ from typing import Any
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP as SMTPServer
 from aiosmtpd.smtp import AuthResult, Envelope, Session
-
-from tests.support.components import free_port, require
+from harness.components import free_port, require
 
 
 @dataclass

@@ -38,6 +38,7 @@ from gpuwaste.analyses.batch import (
     stage_batch,
 )
 from gpuwaste.errors import GpuwasteError
+from gpuwaste.process import ALLOCATOR_ENV, allocator_conf, fix_mmap_threshold
 
 OUTCOME_SCHEMA = "batch long, outcome string"
 APP_NAME = "gpuwaste analyze"
@@ -180,8 +181,13 @@ class SparkEngine:
         )
         if self.remote:
             builder = builder.remote(self.remote)
-        elif self.master:
-            builder = builder.master(self.master)
+        else:
+            # The executors' Python workers import polars when they unpickle a task's function,
+            # before any of gpuwaste's code runs there: jemalloc's options reach them through
+            # their environment (gpuwaste/process.py). A Connect server's executors are its own.
+            builder = builder.config(f"spark.executorEnv.{ALLOCATOR_ENV}", allocator_conf())
+            if self.master:
+                builder = builder.master(self.master)
         try:
             spark = builder.getOrCreate()
         except Exception as exc:
@@ -215,7 +221,9 @@ class SparkEngine:
 def stage_partition(
     common: dict[str, Any], batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """mapInArrow's function, on an executor: stage every batch whose index arrives."""
+    """mapInArrow's function, on an executor: stage every batch whose index arrives (glibc's
+    threshold set first, once per Python worker, as the `gpuwaste` command sets its own)."""
+    fix_mmap_threshold()
     for record_batch in batches:
         for index in record_batch.column("id").to_pylist():
             outcome = stage_planned(common, int(index))

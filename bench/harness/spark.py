@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.components import free_port, require, require_module
+from harness.components import free_port, require, require_module
 
 REPO = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 120

@@ -28,7 +28,7 @@ from typing import TextIO
 
 import requests
 
-from tests.support.components import free_port, require
+from harness.components import free_port, require
 
 READY_TIMEOUT_S = 30.0
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.components import free_port, require, require_module
+from harness.components import free_port, require, require_module
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -64,7 +64,7 @@ def browser_page(width: int = 1500, height: int = 1100) -> Iterator[Any]:
             browser.close()
 
 
-def _healthy(url: str) -> bool:
+def healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as r:
             return bool(r.status == 200)
@@ -87,7 +87,7 @@ def dashboard_server(data_dir: Path, log: Path, timeout_s: float = 60.0) -> Iter
         )
         try:
             deadline = time.monotonic() + timeout_s
-            while not _healthy(url):
+            while not healthy(url):
                 if proc.poll() is not None:
                     raise RuntimeError(f"gpuwaste dashboard exited ({proc.returncode}): "
                                        f"{log.read_text(errors='replace')[-2000:]}")  # fmt: skip
@@ -96,10 +96,10 @@ def dashboard_server(data_dir: Path, log: Path, timeout_s: float = 60.0) -> Iter
                 time.sleep(0.2)
             yield url
         finally:
-            _stop_group(proc)
+            stop_group(proc)
 
 
-def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+def stop_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM the server's process group (gpuwaste and its streamlit child), then SIGKILL."""
     for sig, wait_s in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
         try:
@@ -236,7 +236,7 @@ def overlapping(boxes: list[dict[str, Any]], slack: float = 2.0) -> list[tuple[s
 def demo_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo warehouse (`gpuwaste demo --no-serve`) for a browser test: built only when the
     browser is there (which fails under CI, skips elsewhere, before the build)."""
-    from tests.support.result_warehouse import build_demo_warehouse
+    from harness.result_warehouse import build_demo_warehouse
 
     require_browser()
     return build_demo_warehouse(tmp_path_factory.mktemp("demo") / "data")
