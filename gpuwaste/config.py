@@ -216,6 +216,14 @@ class ClusterConfig(_Strict):
         return check_timezone(v)
 
 
+class FileLimits(_Strict):
+    """Bounds on one input file of the file sources (`[files]`): past them the file is refused
+    in one sentence and nothing is written (a gzip bomb, a wrong file)."""
+
+    max_size_gib: PositiveFloat = 64.0  # a file's text (a .gz: once decompressed)
+    max_gzip_ratio: PositiveFloat = 200.0  # a .gz's text / its size on disk
+
+
 class ExporterSettings(_Strict):
     """`gpuwaste exporter`: the Prometheus exporter (docs/exporter.md)."""
 
@@ -272,6 +280,7 @@ class Settings(_Strict):
     exporter: ExporterSettings = Field(default_factory=ExporterSettings)
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
     cost: CostSettings = Field(default_factory=CostSettings)
+    files: FileLimits = Field(default_factory=FileLimits)
     source_path: Path | None = Field(default=None, exclude=True)
 
     def cluster(self, name: str) -> ClusterConfig:

@@ -18,10 +18,8 @@ not read (it is known to be wrong).
 
 from __future__ import annotations
 
-import shutil
-import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +40,7 @@ from gpuwaste.ingest.philly.parse import (
     parse_chunk,
     parse_job_log,
 )
+from gpuwaste.ingest.staging import day_window, read_day, stage, staged_days, staging_folder
 from gpuwaste.warehouse.bookkeeping import Refused, set_watermark, write_quarantine
 from gpuwaste.warehouse.schema import UTC_TS
 from gpuwaste.warehouse.store import Warehouse
@@ -79,24 +78,6 @@ def first_line(path: Path) -> str:
         return fh.readline(4096).decode("utf-8", errors="replace")
 
 
-def _stage(df: pl.DataFrame, folder: Path, part: int) -> None:
-    if df.height == 0:
-        return
-    first, last = df.select(pl.col("ts").min(), pl.col("ts").max().alias("hi")).row(0)
-    if first.date() == last.date():  # a block of a few minutes: mostly inside one day
-        pieces = {first.date(): df}
-    else:
-        days = df.with_columns(pl.col("ts").dt.date().alias("_day"))
-        pieces = {
-            day: piece.drop("_day")
-            for (day,), piece in days.partition_by("_day", as_dict=True).items()
-        }
-    for day, piece in pieces.items():
-        dest = folder / f"date={day}" / f"part-{part:06d}.parquet"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        piece.write_parquet(dest, compression="lz4", statistics=False)
-
-
 def stage_file(
     path: Path, kind: str, folder: Path, timezone: str, chunk_bytes: int = CHUNK_BYTES
 ) -> tuple[int, pl.DataFrame]:
@@ -108,28 +89,12 @@ def stage_file(
         records += n
         if bad.height:
             refused.append(bad)
-        _stage(good, folder, part)
+        stage(good, folder, part)
     if refused:
         return records, pl.concat(refused)
     return records, pl.DataFrame(
         schema={"location": pl.String, "reason": pl.String, "raw": pl.String}
     )
-
-
-def _days(folder: Path) -> list[str]:
-    return sorted(p.name.split("=", 1)[1] for p in folder.glob("date=*")) if folder.is_dir() else []
-
-
-def _read_day(folder: Path, day: str) -> pl.DataFrame | None:
-    d = folder / f"date={day}"
-    if not d.is_dir():
-        return None
-    return pl.read_parquet(sorted(d.glob("*.parquet")))
-
-
-def _window(day: str, lo: datetime, hi: datetime) -> tuple[datetime, datetime]:
-    start = datetime.fromisoformat(day).replace(tzinfo=UTC)
-    return max(start, lo), min(start + timedelta(days=1), hi)
 
 
 def _bounds(folders: list[Path]) -> tuple[datetime, datetime] | None:
@@ -227,8 +192,8 @@ def _empty(columns: dict[str, pl.DataType]) -> pl.DataFrame:
 
 
 def _gpu_days(gpu_dir: Path) -> Iterator[tuple[str, pl.DataFrame]]:
-    for day in _days(gpu_dir):
-        rows = _read_day(gpu_dir, day)
+    for day in staged_days(gpu_dir):
+        rows = read_day(gpu_dir, day)
         assert rows is not None
         # A machine row repeated in the file gives one sample per (host, gpu, ts).
         yield (
@@ -240,9 +205,9 @@ def _gpu_days(gpu_dir: Path) -> Iterator[tuple[str, pl.DataFrame]]:
 
 
 def _host_days(cpu_dir: Path, mem_dir: Path) -> Iterator[tuple[str, pl.DataFrame]]:
-    for day in sorted(set(_days(cpu_dir)) | set(_days(mem_dir))):
-        cpu = _read_day(cpu_dir, day)
-        mem = _read_day(mem_dir, day)
+    for day in sorted(set(staged_days(cpu_dir)) | set(staged_days(mem_dir))):
+        cpu = read_day(cpu_dir, day)
+        mem = read_day(mem_dir, day)
         cpu = order_last_wins(
             cpu if cpu is not None else _empty({"cpu_util": pl.Float64()}), ["ts"]
         )
@@ -271,7 +236,7 @@ def write_samples(wh: Warehouse, cluster: str, stage: Path) -> dict[str, int]:
         if bounds is None:
             continue
         for day, rows in days:
-            lo, hi = _window(day, *bounds)
+            lo, hi = day_window(day, *bounds)
             written[name] += wh.replace_window(name, cluster, lo, hi, rows, source=SOURCE)
     return written
 
@@ -322,20 +287,17 @@ def ingest_philly(
     jobs = load_job_log(job_log, cfg.timezone)
 
     wh = Warehouse(settings.data_dir)
-    stage = settings.data_dir / ".staging" / f"philly-{uuid.uuid4().hex}"
     refused: list[Refused] = list(jobs.refused)
     records = jobs.accepted + len(jobs.refused)
     by_file: dict[str, list[Refused]] = {str(job_log): list(jobs.refused)}
-    try:
+    with staging_folder(settings.data_dir, SOURCE) as staged:
         for kind in present:
-            n, bad = stage_file(folder / kind, kind, stage / kind, cfg.timezone, chunk_bytes)
+            n, bad = stage_file(folder / kind, kind, staged / kind, cfg.timezone, chunk_bytes)
             records += n
             r = _to_refused(bad)
             by_file[str(folder / kind)] = r
             refused.extend(r)
-        written = write_samples(wh, cluster.name, stage)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        written = write_samples(wh, cluster.name, staged)
     if jobs.jobs.height:
         written["jobs"] = wh.upsert("jobs", cluster.name, SOURCE, jobs.jobs)
         written["job_gpus"] = wh.replace_rows_where(
