@@ -114,7 +114,8 @@ class TextParser:
 
     `openmetrics`: the text ends with `# EOF` (timestamps in seconds, else milliseconds);
     the caller knows it before the first block. With `metrics`, other families' samples are
-    skipped and their series not remembered (only their names, up to MAX_NAMES).
+    checked (a malformed one is refused) but not kept, and their series not remembered (only
+    their names, up to MAX_NAMES).
     """
 
     def __init__(
@@ -200,8 +201,6 @@ class TextParser:
                         series_ids[key] = found
                 sid = found
                 prev_key, prev_sid, prev_len = key, sid, len(key)
-            if sid < 0:
-                continue
             parts = rest.split()
             if not parts or len(parts) > 2:  # value [timestamp]; exemplars are not kept
                 refused.append(Refused(f"{location}:{lineno}", "malformed sample", raw))
@@ -219,6 +218,8 @@ class TextParser:
                 t = default_s
             else:
                 refused.append(Refused(f"{location}:{lineno}", "sample without timestamp", raw))
+                continue
+            if sid < 0:  # a family not read: its lines are still checked, as in one piece
                 continue
             sids.append(sid)
             ts.append(t)

@@ -1,0 +1,223 @@
+"""Large files and gzip bombs: the OpenMetrics source reads a file in blocks, in bounded memory.
+
+A gzip bomb (2 MB that decompress to 2 GiB of newlines) is refused in one sentence naming the
+file and the bound, in a real `gpuwaste ingest` process held to 1 GiB of address space, with
+nothing written. A file read in blocks of a few KiB (every block boundary and every day boundary
+crossed) gives the rows and refused records of reading it in one piece (`parse_text` and the row
+builders over the whole text, as before streaming); an error in the middle of the file leaves the
+warehouse byte for byte as it was; loading a file again does not duplicate a row.
+"""
+
+from __future__ import annotations
+
+import gzip
+import resource
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from gpuwaste.config import ClusterConfig, FileLimits, PrometheusLabels, Settings
+from gpuwaste.generate import GeneratorSpec, write_all
+from gpuwaste.ingest.base import IngestError
+from gpuwaste.ingest.prometheus import openmetrics_source, rows
+from gpuwaste.ingest.prometheus.openmetrics_parse import parse_text
+from gpuwaste.ingest.prometheus.openmetrics_source import OPENMETRICS, ingest_openmetrics
+from gpuwaste.warehouse.store import Warehouse
+
+GPUWASTE = Path(sys.executable).parent / "gpuwaste"
+# Two days and a half at 5-minute scrapes: three day files, a few hundred KiB of text.
+SPEC = GeneratorSpec(
+    seed=11, gpus=16, days=2.5, interval_s=300, start=datetime(2026, 3, 1, 6, tzinfo=UTC)
+)
+CLUSTER = ClusterConfig(name="big")
+
+# Oddities that the day-by-day build must refuse exactly as one piece does: a series without a
+# host (refused once, with its samples over the whole file), values out of range, a line that is
+# no sample, and a counter series whose samples span a day boundary.
+ODD = """\
+DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="GPU-nohost"}} 5 {t0}
+DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="GPU-nohost"}} 6 {t1}
+DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="GPU-nohost"}} 7 {t2}
+DCGM_FI_DEV_GPU_UTIL{{gpu="1",UUID="GPU-odd",Hostname="odd-node"}} 250 {t1}
+DCGM_FI_DEV_GPU_UTIL{{gpu="1",UUID="GPU-odd",Hostname="odd-node"}} NaN {t2}
+this is not a sample
+broken{{gpu="0" 1
+node_memory_MemTotal_bytes{{instance="odd-node:9100"}} -1 {t1}
+node_cpu_seconds_total{{instance="odd-node:9100",cpu="0",mode="idle"}} 100 {t0}
+node_cpu_seconds_total{{instance="odd-node:9100",cpu="0",mode="idle"}} 150 {t1}
+node_cpu_seconds_total{{instance="odd-node:9100",cpu="0",mode="user"}} 10 {t0}
+node_cpu_seconds_total{{instance="odd-node:9100",cpu="0",mode="user"}} 60 {t1}
+"""
+
+
+@pytest.fixture(scope="module")
+def big_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("big")
+    write_all(SPEC, out)
+    path = out / "metrics.om"
+    text = path.read_text()
+    assert text.rstrip().endswith("# EOF")
+    # t0 on day 1, t1 just after the first midnight, t2 on day 2
+    t0, t1, t2 = (
+        int(datetime(2026, 3, d, h, tzinfo=UTC).timestamp()) for d, h in ((1, 23), (2, 0), (2, 12))
+    )
+    body = text.rstrip().removesuffix("# EOF")
+    path.write_text(body + ODD.format(t0=t0, t1=t1, t2=t2) + "# EOF\n")
+    return path
+
+
+def _snapshot(data_dir: Path) -> dict[str, bytes]:
+    root = data_dir / "parquet"
+    return {
+        str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def _table(wh: Warehouse, name: str) -> pl.DataFrame:
+    df = wh.read(name, CLUSTER.name).drop("cluster", "ingested_at", strict=False)
+    return df.sort(df.columns, nulls_last=True)
+
+
+def test_blocks_give_the_rows_of_one_piece(big_file: Path, tmp_path: Path) -> None:
+    """Blocks of 4 KiB (hundreds of them; three days) == the whole text parsed at once."""
+    settings = Settings(data_dir=tmp_path / "d")
+    result = ingest_openmetrics(settings, CLUSTER, big_file, chunk_bytes=4096)
+    wh = Warehouse(settings.data_dir)
+    assert len(wh.day_files("gpu_samples", CLUSTER.name)) == 3
+
+    # one piece, as the source did before it read in blocks
+    mtime = datetime.fromtimestamp(big_file.stat().st_mtime, UTC)
+    parsed = parse_text(big_file.read_text(), location=str(big_file), default_ts=mtime)
+    gpu = rows.gpu_rows(parsed.series, PrometheusLabels(), source=OPENMETRICS)
+    host = rows.host_rows(parsed.series, PrometheusLabels(), source=OPENMETRICS)
+    for name, frame in (("gpu_samples", gpu.frame), ("host_samples", host.frame)):
+        want = frame.select(_table(wh, name).columns)
+        assert _table(wh, name).equals(want.sort(want.columns, nulls_last=True)), name
+    refused = parsed.refused + gpu.refused + host.refused
+    want_q = sorted((r.location, r.reason, r.raw) for r in refused)
+    got_q = sorted(_table(wh, "quarantine").select("location", "reason", "raw").iter_rows())
+    assert got_q == want_q
+    reasons = {r for _, r, _ in got_q}
+    assert "no host label: 3 sample(s) of DCGM_FI_DEV_GPU_UTIL" in reasons  # once, all 3 days
+    assert {"malformed line", "malformed sample", "NaN: DCGM_FI_DEV_GPU_UTIL"} <= reasons
+    # the CPU delta across midnight (t0 on day 1, t1 on day 2) is kept: 100 x 50 / 100 busy
+    odd = _table(wh, "host_samples").filter(pl.col("host") == "odd-node")
+    assert odd["cpu_util"].to_list() == [50.0]
+    assert result.accepted == gpu.frame.height + host.frame.height
+    # and the default block size gives the same warehouse
+    other = Settings(data_dir=tmp_path / "e")
+    ingest_openmetrics(other, CLUSTER, big_file)
+    for name in ("gpu_samples", "host_samples", "jobs", "job_gpus", "quarantine"):
+        assert _table(Warehouse(other.data_dir), name).equals(_table(wh, name)), name
+
+
+def test_loading_again_duplicates_nothing(big_file: Path, tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "d")
+    ingest_openmetrics(settings, CLUSTER, big_file, chunk_bytes=4096)
+    wh = Warehouse(settings.data_dir)
+    first = {n: _table(wh, n) for n in ("gpu_samples", "host_samples", "quarantine", "jobs")}
+    ingest_openmetrics(settings, CLUSTER, big_file, chunk_bytes=65536)
+    for name, frame in first.items():
+        assert _table(wh, name).equals(frame), name
+
+
+def test_an_error_mid_file_writes_nothing(
+    big_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file loaded once; then its second load fails half-way through: a line too long in
+    the middle of the file (found while parsing), and a failure building the second day's rows.
+    Both leave every warehouse file as it was, and no staging folder."""
+    settings = Settings(data_dir=tmp_path / "d")
+    ingest_openmetrics(settings, CLUSTER, big_file, chunk_bytes=4096)
+    before = _snapshot(settings.data_dir)
+
+    lines = big_file.read_text().split("\n")
+    half = len(lines) // 2
+    damaged = tmp_path / "damaged.om"
+    damaged.write_text("\n".join([*lines[:half], "x" * (2 << 20), *lines[half:]]))
+    with pytest.raises(IngestError) as err:
+        ingest_openmetrics(settings, CLUSTER, damaged, chunk_bytes=4096)
+    assert str(err.value) == (
+        f"{damaged} has a line longer than 1,048,576 bytes (line {half + 1:,}): not OpenMetrics "
+        "text; nothing was written."
+    )
+    assert _snapshot(settings.data_dir) == before
+
+    calls = []
+    real = rows.host_rows
+
+    def failing(*args: object, **kwargs: object) -> rows.Rows:
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("the second day fails")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(openmetrics_source, "host_rows", failing)
+    with pytest.raises(RuntimeError, match="second day"):
+        ingest_openmetrics(settings, CLUSTER, big_file, chunk_bytes=4096)
+    assert _snapshot(settings.data_dir) == before
+    assert not list((settings.data_dir / ".staging").glob("*"))
+
+
+def _bomb(path: Path, gib: int = 2) -> None:
+    """`gib` GiB of newlines in about 2 MB: a gzip member of 1 MiB of newlines, repeated (the
+    gzip format allows members one after another; `gzip -d` and Python read them as one)."""
+    member = gzip.compress(b"\n" * (1 << 20), compresslevel=9)
+    with open(path, "wb") as fh:
+        for _ in range(gib << 10):
+            fh.write(member)
+
+
+def _limited() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+def test_gzip_bomb_refused_in_one_sentence_in_bounded_memory(tmp_path: Path) -> None:
+    bomb = tmp_path / "metrics.om.gz"
+    _bomb(bomb)
+    assert bomb.stat().st_size < 3_000_000
+    data_dir = tmp_path / "d"
+    proc = subprocess.Popen(
+        [
+            str(GPUWASTE),
+            "ingest",
+            "--data-dir",
+            str(data_dir),
+            "--quiet",
+            "openmetrics",
+            "--file",
+            str(bomb),
+            "--cluster",
+            "c",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_limited,
+    )
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err
+    size = bomb.stat().st_size
+    assert err.strip() == (
+        f"gpuwaste: {bomb} decompresses to more than {200 * size:,} bytes of text (200 times "
+        f"its {size:,} bytes, [files] max_gzip_ratio = 200): refused as a likely gzip bomb; "
+        "nothing was written."
+    )
+    assert not list(data_dir.rglob("*.parquet"))
+    assert not list(data_dir.glob(".staging/*"))
+
+
+def test_size_bound_refuses_a_plain_file_too(big_file: Path, tmp_path: Path) -> None:
+    limits = FileLimits(max_size_gib=100_000 / (1 << 30))
+    settings = Settings(data_dir=tmp_path / "d", files=limits)
+    with pytest.raises(IngestError) as err:
+        ingest_openmetrics(settings, CLUSTER, big_file)
+    assert str(err.value) == (
+        f"{big_file} holds more than 100,000 bytes of text ([files] max_size_gib = "
+        f"{limits.max_size_gib:g}): refused as too large; nothing was written."
+    )
+    assert not (settings.data_dir / "parquet").exists()
