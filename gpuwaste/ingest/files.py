@@ -2,12 +2,14 @@
 
 `what` names the format in messages ("OpenMetrics": "OpenMetrics file <path> does not exist.").
 
-A file source never holds a whole file: `text_blocks` gives its text as blocks of whole lines of
+The OpenMetrics source never holds a whole file: `text_blocks` gives its text as blocks of whole lines of
 about `chunk_bytes`, a `.gz` decompressed as it is read. Past `[files] max_size_gib` of text, or
 (a `.gz`) past `max_gzip_ratio` times its size on disk, or with a line longer than `MAX_LINE`, the
 file is refused with one sentence naming it and the bound (`IngestError`): a gzip bomb stops after
 decompressing at most the ratio times its size, which is checked before anything is parsed or
-written (`text_tail` reads the whole stream once).
+written (`text_tail` reads the whole stream once). The sources that still read a file whole
+(sacct, scontrol, the Philly job log, generic CSV / parquet) refuse one past `[files]
+max_read_whole_mib` (`check_read_whole`).
 """
 
 from __future__ import annotations
@@ -82,6 +84,22 @@ def _open(path: Path, what: str, limits: FileLimits) -> Iterator[_Bounded]:
         raise IngestError(f"could not read {what} file {path}: {exc.strerror or exc}.") from None
     with fh:
         yield _Bounded(path, what, limits, fh)
+
+
+def check_read_whole(path: Path, what: str, limits: FileLimits) -> None:
+    """Refuse a file that a source reads whole when it is larger than `[files]
+    max_read_whole_mib` (one sentence); a missing file is left to the caller's message."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return
+    bound = int(limits.max_read_whole_mib * (1 << 20))
+    if size > bound:
+        raise IngestError(
+            f"{path} is {size:,} bytes, more than the {bound:,} that a {what} file read whole "
+            f"may be ([files] max_read_whole_mib = {limits.max_read_whole_mib:g}): split it or "
+            "raise the bound; nothing was written."
+        )
 
 
 def _not_utf8(path: Path, what: str) -> IngestError:

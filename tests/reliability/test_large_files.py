@@ -221,3 +221,56 @@ def test_size_bound_refuses_a_plain_file_too(big_file: Path, tmp_path: Path) -> 
         f"{limits.max_size_gib:g}): refused as too large; nothing was written."
     )
     assert not (settings.data_dir / "parquet").exists()
+
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def test_files_read_whole_are_refused_past_their_bound(tmp_path: Path) -> None:
+    """sacct, generic CSV and the Philly job log are still read whole: past `[files]
+    max_read_whole_mib` each is refused in one sentence before anything is written."""
+    from gpuwaste.config import CsvSource, PhillySource, SlurmSource
+    from gpuwaste.ingest.philly.source import ingest_philly
+    from gpuwaste.ingest.slurm.source import ingest_slurm
+    from gpuwaste.ingest.tabular.source import ingest_tabular
+
+    limits = FileLimits(max_read_whole_mib=200 / (1 << 20))
+    settings = Settings(data_dir=tmp_path / "d", files=limits)
+    sacct = DATA / "sacct" / "berlin_quirks_parsable2.txt"
+    samples = DATA / "tabular" / "samples.csv"
+    job_log = DATA / "philly" / "cluster_job_log"
+    cases = [
+        (
+            sacct,
+            "sacct",
+            lambda: ingest_slurm(settings, ClusterConfig(name="s", slurm=SlurmSource(file=sacct))),
+        ),
+        (
+            samples,
+            "csv",
+            lambda: ingest_tabular(
+                settings,
+                ClusterConfig(
+                    name="t",
+                    csv=CsvSource(samples=samples, mapping=DATA / "tabular" / "mapping.toml"),
+                ),
+                "csv",
+            ),
+        ),
+        (
+            job_log,
+            "Philly job log",
+            lambda: ingest_philly(
+                settings, ClusterConfig(name="p", philly=PhillySource(dir=DATA / "philly"))
+            ),
+        ),
+    ]
+    for path, what, run in cases:
+        with pytest.raises(IngestError) as err:
+            run()
+        assert str(err.value) == (
+            f"{path} is {path.stat().st_size:,} bytes, more than the 200 that a {what} file read "
+            f"whole may be ([files] max_read_whole_mib = {limits.max_read_whole_mib:g}): split it "
+            "or raise the bound; nothing was written."
+        )
+    assert not list((tmp_path / "d").rglob("*.parquet"))

@@ -25,8 +25,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from gpuwaste.config import ClusterConfig, Settings
+from gpuwaste.config import ClusterConfig, FileLimits, Settings
 from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
+from gpuwaste.ingest.files import MAX_LINE, check_read_whole
 from gpuwaste.ingest.job_precedence import yield_label_jobs
 from gpuwaste.ingest.philly.parse import (
     CPU_UTIL,
@@ -66,6 +67,11 @@ def iter_byte_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
             buf = rest + block
             cut = buf.rfind(b"\n")
             if cut < 0:
+                if len(buf) > MAX_LINE:  # no line end in sight: not the trace's CSV
+                    raise IngestError(
+                        f"{path} has a line longer than {MAX_LINE:,} bytes (line {lineno:,}): "
+                        "not a Philly utilization file; nothing was written."
+                    )
                 rest = buf
                 continue
             data, rest = buf[: cut + 1], buf[cut + 1 :]
@@ -241,7 +247,9 @@ def write_samples(wh: Warehouse, cluster: str, stage: Path) -> dict[str, int]:
     return written
 
 
-def load_job_log(path: Path, timezone: str) -> PhillyJobs:
+def load_job_log(path: Path, timezone: str, limits: FileLimits) -> PhillyJobs:
+    """The job log, read whole (within `[files] max_read_whole_mib`)."""
+    check_read_whole(path, "Philly job log", limits)
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -284,7 +292,7 @@ def ingest_philly(
             check_header(kind, first_line(folder / kind))
         except PhillyFormatError as exc:
             raise IngestError(f"{folder / kind}: {exc}.") from None
-    jobs = load_job_log(job_log, cfg.timezone)
+    jobs = load_job_log(job_log, cfg.timezone, settings.files)
 
     wh = Warehouse(settings.data_dir)
     refused: list[Refused] = list(jobs.refused)

@@ -37,8 +37,9 @@ from pathlib import Path
 
 import polars as pl
 
-from gpuwaste.config import ClusterConfig, Settings, SlurmSource
+from gpuwaste.config import ClusterConfig, FileLimits, Settings, SlurmSource
 from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
+from gpuwaste.ingest.files import check_read_whole
 from gpuwaste.ingest.gpu_indices import (
     JOB_GPUS_KEY,
     PAIRS_SCHEMA,
@@ -79,8 +80,10 @@ def options_for(cfg: SlurmSource, cluster: ClusterConfig) -> SacctOptions:
     )
 
 
-def read_text(path: Path, what: str) -> str:
-    """A whole input file as text, or IngestError naming it."""
+def read_text(path: Path, what: str, limits: FileLimits) -> str:
+    """A whole input file as text (within `[files] max_read_whole_mib`), or IngestError naming
+    it."""
+    check_read_whole(path, what, limits)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -178,7 +181,7 @@ def ingest_slurm(
     scontrol_pairs = pl.DataFrame(schema={**PAIRS_SCHEMA, "job_id_raw": pl.String()})
     refused_sc = []
     if cfg.scontrol_file is not None:
-        sc_text = read_text(cfg.scontrol_file, "scontrol show job -d")
+        sc_text = read_text(cfg.scontrol_file, "scontrol show job -d", settings.files)
         try:
             sc = parse_scontrol(sc_text, str(cfg.scontrol_file))
         except ScontrolFormatError as exc:
@@ -187,7 +190,7 @@ def ingest_slurm(
         refused_sc = sc.refused
     window_end: datetime | None = None
     if cfg.file is not None:
-        text = read_text(cfg.file, "sacct")
+        text = read_text(cfg.file, "sacct", settings.files)
         batch = str(cfg.file)
         location = str(cfg.file)
     else:

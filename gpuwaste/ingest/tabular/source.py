@@ -12,8 +12,9 @@ from pathlib import Path
 
 import polars as pl
 
-from gpuwaste.config import ClusterConfig, CsvSource, Settings
+from gpuwaste.config import ClusterConfig, CsvSource, FileLimits, Settings
 from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
+from gpuwaste.ingest.files import check_read_whole
 from gpuwaste.ingest.gpu_indices import fill_unknown_gpus
 from gpuwaste.ingest.job_precedence import yield_label_jobs
 from gpuwaste.ingest.tabular.parse import (
@@ -28,11 +29,14 @@ from gpuwaste.warehouse.bookkeeping import Refused, write_quarantine
 from gpuwaste.warehouse.store import Warehouse
 
 
-def read_table(path: Path, kind: Kind) -> tuple[pl.DataFrame, pl.Expr, list[Refused]]:
-    """The input file, an expression giving each row's location (line or row number), and the
-    records refused while reading it."""
+def read_table(
+    path: Path, kind: Kind, limits: FileLimits
+) -> tuple[pl.DataFrame, pl.Expr, list[Refused]]:
+    """The input file (read whole: within `[files] max_read_whole_mib`), an expression giving
+    each row's location (line or row number), and the records refused while reading it."""
     if not path.is_file():
         raise IngestError(f"{kind} input {path} does not exist.")
+    check_read_whole(path, kind, limits)
     if kind == "csv":
         try:
             text = path.read_text(encoding="utf-8")
@@ -73,12 +77,12 @@ def ingest_tabular(settings: Settings, cluster: ClusterConfig, kind: Kind) -> In
     accepted = 0
     try:
         if cfg.samples is not None and mapping.samples is not None:
-            df, loc, bad = read_table(cfg.samples, kind)
+            df, loc, bad = read_table(cfg.samples, kind, settings.files)
             samples, r = map_samples(df, mapping.samples, str(cfg.samples), loc)
             refused[str(cfg.samples)] = bad + r
             accepted += samples.height
         if cfg.jobs is not None and mapping.jobs is not None:
-            df, loc, bad = read_table(cfg.jobs, kind)
+            df, loc, bad = read_table(cfg.jobs, kind, settings.files)
             jobs, job_gpus, r = map_jobs(df, mapping.jobs, str(cfg.jobs), loc)
             refused[str(cfg.jobs)] = bad + r
             accepted += df.height - len(r)
