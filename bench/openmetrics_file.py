@@ -48,10 +48,12 @@ _NAMES = (b"DCGM_", b"node_")
 
 def _generate(out: Path, gpus: int, days: float) -> Path:
     path = out / "metrics.om.gz"
+    out.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         cmd = [sys.executable, "-c", "from gpuwaste.cli import main; main()", "generate"]
         cmd += ["--out", str(out), "--gpus", str(gpus), "--days", str(days), "--gzip"]
-        subprocess.run(cmd, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        subprocess.run(cmd, check=True, env=env, cwd=out.parent)
     return path
 
 
@@ -110,8 +112,12 @@ def _ingest(code: Path, path: Path, data_dir: Path) -> tuple[float, float, str]:
     if GNU_TIME.exists():
         cmd = [str(GNU_TIME), "-v", *cmd]
     t0 = time.perf_counter()
-    res = subprocess.run(
-        cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(code)}
+    res = subprocess.run(  # run from `data_dir`'s folder: `-c` puts the working folder first
+        cmd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(code)},
+        cwd=data_dir.parent,
     )
     seconds = time.perf_counter() - t0
     if res.returncode != 0:

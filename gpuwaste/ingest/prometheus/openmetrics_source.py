@@ -66,6 +66,7 @@ FORMAT = "OpenMetrics"
 _GROUPS = (("gpu", GPU_METRICS), ("host", HOST_METRICS), ("kube", kube.KUBE_METRICS))
 _EVER = (datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC))
 _REFUSED_SCHEMA = {"location": pl.String, "reason": pl.String, "raw": pl.String}
+RAW_KEPT = 4096  # characters of a refused record's text that the quarantine keeps
 
 
 @dataclass
@@ -78,46 +79,37 @@ class _Read:
     samples: dict[int, int] = field(default_factory=dict)  # samples per global series id
 
 
-def _refused_frame(refused: Sequence[Refused]) -> pl.DataFrame:
-    return pl.DataFrame(
-        {
-            "location": [r.location for r in refused],
-            "reason": [r.reason for r in refused],
-            "raw": [r.raw[:4096] for r in refused],  # all the quarantine keeps
-        },
-        schema=_REFUSED_SCHEMA,
-    )
-
-
 class _Refusals:
-    """Refused records of a run, staged on disk (a file may be mostly garbage)."""
+    """Refused records of a run, held up to 16 MiB and then staged on disk (a file may be
+    mostly garbage); `raw` cut to the 4,096 characters the quarantine keeps."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.count = 0
-        self._held: list[Refused] = []
+        self.parts = 0
+        self._held: list[tuple[str, str, str]] = []
+        self._bytes = 0
 
     def add(self, refused: Sequence[Refused]) -> None:
-        self._held.extend(refused)
-        self.count += len(refused)
-        if len(self._held) >= 100_000:
+        for r in refused:
+            raw = r.raw[:RAW_KEPT]
+            self._held.append((r.location, r.reason, raw))
+            self._bytes += len(r.location) + len(r.reason) + len(raw) + 100
+        if self._bytes > 16 << 20:
             self._flush()
 
     def _flush(self) -> None:
         if self._held:
             self.folder.mkdir(parents=True, exist_ok=True)
-            n = len(list(self.folder.glob("*.parquet")))
-            _refused_frame(self._held).write_parquet(self.folder / f"part-{n:06d}.parquet")
-            self._held = []
+            frame = pl.DataFrame(self._held, schema=_REFUSED_SCHEMA, orient="row")
+            frame.write_parquet(self.folder / f"part-{self.parts:06d}.parquet")
+            self.parts += 1
+            self._held, self._bytes = [], 0
 
     def all(self) -> list[Refused]:
-        self._flush()
+        """Every record, in the order added."""
         parts = sorted(self.folder.glob("*.parquet")) if self.folder.is_dir() else []
-        return [
-            Refused(loc, reason, raw)
-            for part in parts
-            for loc, reason, raw in pl.read_parquet(part).iter_rows()
-        ]
+        staged = (row for part in parts for row in pl.read_parquet(part).iter_rows())
+        return [Refused(*row) for row in (*staged, *self._held)]
 
 
 def _stage_file(
