@@ -56,7 +56,7 @@ from gpuwaste.ingest.prometheus.rows import (
 )
 from gpuwaste.ingest.prometheus.source import scheduler_configured
 from gpuwaste.ingest.staging import day_window, read_day, stage, staged_days, staging_folder
-from gpuwaste.warehouse.bookkeeping import Refused, set_watermark, write_quarantine
+from gpuwaste.warehouse.bookkeeping import Refused, set_watermark, write_quarantine_staged
 from gpuwaste.warehouse.schema import GPU_SAMPLES, HOST_SAMPLES, conform
 from gpuwaste.warehouse.store import Warehouse
 
@@ -81,35 +81,44 @@ class _Read:
 
 class _Refusals:
     """Refused records of a run, held up to 16 MiB and then staged on disk (a file may be
-    mostly garbage); `raw` cut to the 4,096 characters the quarantine keeps."""
+    mostly garbage: 200 MB of it are 2.8 M records), `raw` cut to the 4,096 characters the
+    quarantine keeps; counted by reason, and the first `FIRST` of them kept as examples."""
+
+    FIRST = 1000
+    HOLD_BYTES = 16 << 20
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self.parts = 0
+        self.first: list[Refused] = []
+        self.by_reason: dict[str, int] = {}
+        self._parts: list[Path] = []
         self._held: list[tuple[str, str, str]] = []
         self._bytes = 0
 
     def add(self, refused: Sequence[Refused]) -> None:
+        if len(self.first) < self.FIRST:
+            self.first.extend(refused[: self.FIRST - len(self.first)])
         for r in refused:
             raw = r.raw[:RAW_KEPT]
             self._held.append((r.location, r.reason, raw))
             self._bytes += len(r.location) + len(r.reason) + len(raw) + 100
-        if self._bytes > 16 << 20:
+            key = r.reason.split(":", 1)[0]
+            self.by_reason[key] = self.by_reason.get(key, 0) + 1
+        if self._bytes > self.HOLD_BYTES:
             self._flush()
 
     def _flush(self) -> None:
         if self._held:
             self.folder.mkdir(parents=True, exist_ok=True)
-            frame = pl.DataFrame(self._held, schema=_REFUSED_SCHEMA, orient="row")
-            frame.write_parquet(self.folder / f"part-{self.parts:06d}.parquet")
-            self.parts += 1
+            path = self.folder / f"part-{len(self._parts):06d}.parquet"
+            pl.DataFrame(self._held, schema=_REFUSED_SCHEMA, orient="row").write_parquet(path)
+            self._parts.append(path)
             self._held, self._bytes = [], 0
 
-    def all(self) -> list[Refused]:
-        """Every record, in the order added."""
-        parts = sorted(self.folder.glob("*.parquet")) if self.folder.is_dir() else []
-        staged = (row for part in parts for row in pl.read_parquet(part).iter_rows())
-        return [Refused(*row) for row in (*staged, *self._held)]
+    def parts(self) -> list[Path]:
+        """Every record, staged: the files in the order the records were added."""
+        self._flush()
+        return list(self._parts)
 
 
 def _stage_file(
@@ -272,8 +281,9 @@ def ingest_openmetrics(
                         rows = built.empty[name]
                     n += wh.replace_window(name, cluster.name, lo, hi, rows, source=OPENMETRICS)
                 result.written[name] = n
-        refused = refusals.all()
-        write_quarantine(wh, cluster.name, OPENMETRICS, path.name, refused)
+        write_quarantine_staged(
+            wh, cluster.name, OPENMETRICS, path.name, refusals.parts(), staged / "merge"
+        )
         if jobs_wanted and built.spans is not None and built.spans.height:
             kube_sets = _kube_sets(staged / "samples" / "kube", parser) if kube_on else {}
             _openmetrics_jobs(wh, cluster, built.spans, built.newest, kube_sets)
@@ -281,7 +291,8 @@ def ingest_openmetrics(
         fill_unknown_gpus(wh, cluster.name, *bounds)
         set_watermark(wh, cluster.name, OPENMETRICS, bounds[1], {"file": str(path)})
     result.accepted = built.accepted
-    result.refused = refused
+    result.refused = refusals.first
+    result.refused_by_reason = refusals.by_reason
     result.note = f"{path.name}"
     return result
 
