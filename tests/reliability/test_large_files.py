@@ -301,3 +301,33 @@ def test_garbage_is_quarantined_from_disk(tmp_path: Path, monkeypatch: pytest.Mo
     # loading it again replaces the file's batch
     ingest_openmetrics(settings, CLUSTER, path)
     assert _table(Warehouse(settings.data_dir), "quarantine").height == 3000
+
+
+def test_a_family_first_seen_on_a_later_day(tmp_path: Path) -> None:
+    """Day 1 holds only GPU samples, day 2 the host series too, one of them without a host:
+    that series is refused once, as in one piece (the host builder refuses a family's series
+    only where the family has samples)."""
+    d1 = int(datetime(2026, 3, 1, 12, tzinfo=UTC).timestamp())
+    d2 = int(datetime(2026, 3, 2, 12, tzinfo=UTC).timestamp())
+    text = "\n".join(
+        [
+            f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="GPU-a",Hostname="n1"}} 10 {d1}',
+            f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",UUID="GPU-a",Hostname="n1"}} 20 {d2}',
+            f'node_cpu_seconds_total{{cpu="0",mode="idle"}} 5 {d2}',
+            f'node_cpu_seconds_total{{cpu="0",mode="idle"}} 6 {d2 + 15}',
+            f'node_cpu_seconds_total{{instance="n1:9100",cpu="0",mode="idle"}} 5 {d2}',
+            f'node_cpu_seconds_total{{instance="n1:9100",cpu="0",mode="idle"}} 6 {d2 + 15}',
+            "# EOF",
+        ]
+    )
+    path = tmp_path / "late.om"
+    path.write_text(text + "\n")
+    settings = Settings(data_dir=tmp_path / "d")
+    ingest_openmetrics(settings, CLUSTER, path, chunk_bytes=64)
+    parsed = parse_text(text + "\n", location=str(path))
+    want = rows.host_rows(parsed.series, PrometheusLabels(), source=OPENMETRICS).refused
+    got = _table(Warehouse(settings.data_dir), "quarantine")
+    assert sorted(got.select("location", "reason", "raw").iter_rows()) == sorted(
+        (r.location, r.reason, r.raw) for r in want
+    )
+    assert got["reason"].to_list() == ["no host label: series of node_cpu_seconds_total"]

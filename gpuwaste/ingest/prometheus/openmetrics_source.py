@@ -227,6 +227,22 @@ def _with_carry(s: SeriesSet, carry: pl.DataFrame) -> tuple[SeriesSet, pl.DataFr
     return SeriesSet(s.labels, pl.concat([carry, s.samples])), last
 
 
+def _series_refused(
+    fams: dict[str, _Family], labels: PrometheusLabels, counts: dict[str, list[int]]
+) -> list[Refused]:
+    """The series that cannot be read (no host, no GPU index, unusable MIG labels), refused once
+    for the whole file with their samples in it. The builders judge a series by its labels, and
+    refuse the host series only of families that have samples: one readable sample stands for a
+    family's samples (the rows it gives are not kept)."""
+    one = pl.DataFrame(
+        {"sid": [0], "ts": [0], "value": [0.0], "text": ["0"]},
+        schema={"sid": pl.UInt32, "ts": pl.Int64, "value": pl.Float64, "text": pl.String},
+    ).cast(SAMPLE_SCHEMA)
+    sets = {n: SeriesSet(f.labels, one if any(f.samples) else one.clear()) for n, f in fams.items()}
+    gpu = gpu_rows(sets, labels, source=OPENMETRICS, series_samples=counts)
+    return gpu.refused + host_rows(sets, labels, source=OPENMETRICS).refused
+
+
 def _days_of(start: datetime, end: datetime) -> tuple[date, date]:
     return start.date(), (end - timedelta(microseconds=1)).date()
 
@@ -331,10 +347,11 @@ def _build_rows(
     gpu_dir, host_dir = samples / "gpu", samples / "host"
     staged_on: list[str] = sorted({*staged_days(gpu_dir), *staged_days(host_dir)})
     days: list[str | None] = [*staged_on] or [None]
+    # a series that cannot be read is refused once, not once a day
+    refusals.add(_series_refused(fams, labels, counts))
     for i, day in enumerate(days):
-        once = i == 0  # a series that cannot be read is refused once, not once a day
         sets = _day_sets(_read(gpu_dir, day), fams, lookup, GPU_METRICS)
-        gpu = gpu_rows(sets, labels, source=OPENMETRICS, refuse_series=once, series_samples=counts)
+        gpu = gpu_rows(sets, labels, source=OPENMETRICS, refuse_series=False)
         del sets
         if jobs_wanted and gpu.frame.height:
             b = gpu.frame["ts"].max()
@@ -350,7 +367,7 @@ def _build_rows(
             sets[NODE_CPU], carry = _with_carry(sets[NODE_CPU], carry)
         # the carried samples are before the day: no row of theirs is the day's
         window = day_window(day, *_EVER) if day is not None else None
-        host = host_rows(sets, labels, source=OPENMETRICS, window=window, refuse_series=once)
+        host = host_rows(sets, labels, source=OPENMETRICS, window=window, refuse_series=False)
         del sets
         refusals.add(host.refused)
         stats.append(_stage_rows(host.frame, staged / "host_samples", i))
