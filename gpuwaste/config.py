@@ -222,8 +222,8 @@ class FileLimits(_Strict):
 
     max_size_gib: PositiveFloat = 64.0  # a file's text (a .gz: once decompressed)
     max_gzip_ratio: PositiveFloat = 200.0  # a .gz's text / its size on disk
-    # a file that a source reads whole (sacct, scontrol, the Philly job log, generic CSV and
-    # parquet): a sacct file takes about 20 times its size in memory while it is parsed
+    # a file that a source reads whole (sacct, scontrol, the Philly job log, a generic jobs
+    # file): a sacct file takes about 20 times its size in memory while it is parsed
     max_read_whole_mib: PositiveFloat = 64.0
 
 

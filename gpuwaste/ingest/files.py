@@ -8,7 +8,7 @@ about `chunk_bytes`, a `.gz` decompressed as it is read. Past `[files] max_size_
 file is refused with one sentence naming it and the bound (`IngestError`): a gzip bomb stops after
 decompressing at most the ratio times its size, which is checked before anything is parsed or
 written (`text_tail` reads the whole stream once). The sources that still read a file whole
-(sacct, scontrol, the Philly job log, generic CSV / parquet) refuse one past `[files]
+(sacct, scontrol, the Philly job log, a generic jobs file) refuse one past `[files]
 max_read_whole_mib` (`check_read_whole`).
 """
 

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
+
+from gpuwaste.warehouse.schema import conform, table
+from gpuwaste.warehouse.store import Warehouse
 
 
 @contextmanager
@@ -62,6 +65,35 @@ def read_day(folder: Path, day: str) -> pl.DataFrame | None:
     if not d.is_dir():
         return None
     return pl.read_parquet(sorted(d.glob("*.parquet")))
+
+
+def replace_by_day(
+    wh: Warehouse,
+    name: str,
+    cluster: str,
+    folder: Path,
+    bounds: tuple[datetime, datetime],
+    source: str,
+    prepare: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
+) -> int:
+    """Replace the rows of `source` in [start, end) of the dated table `name` with the rows
+    staged in `folder`, a day at a time (`prepare`d first): what one `replace_window` over the
+    whole window does, also on the stored days that get no new row. Returns rows written."""
+    start, end = bounds
+    last = (end - timedelta(microseconds=1)).date()
+    days = {date.fromisoformat(d) for d in staged_days(folder)}
+    days |= set(wh.stored_days(name, cluster, start.date(), last))
+    empty = conform(pl.DataFrame(), table(name), stored=True).clear()
+    written = 0
+    for day in sorted(days):
+        lo, hi = day_window(day, start, end)
+        rows = read_day(folder, day.isoformat())
+        if rows is not None and prepare is not None:
+            rows = prepare(rows)
+        written += wh.replace_window(
+            name, cluster, lo, hi, empty if rows is None else rows, source=source
+        )
+    return written
 
 
 def day_window(day: str | date, lo: datetime, hi: datetime) -> tuple[datetime, datetime]:

@@ -106,7 +106,10 @@ def write_quarantine_staged(
                 "where not (source = $1 and batch = $2)"
             )
         query = " union all ".join(selects) + " order by source, batch, location"
-        atomic_copy_parquet(con, query, dest, [source, batch, datetime.now(UTC)])
+        params: list[object] = [source, batch]
+        if parts:
+            params.append(datetime.now(UTC))
+        atomic_copy_parquet(con, query, dest, params)
         if not parts:
             return 0
         row = con.execute(f"select count(*) from read_parquet([{files}])").fetchone()

@@ -227,7 +227,7 @@ DATA = Path(__file__).resolve().parent.parent / "data"
 
 
 def test_files_read_whole_are_refused_past_their_bound(tmp_path: Path) -> None:
-    """sacct, generic CSV and the Philly job log are still read whole: past `[files]
+    """sacct, a generic jobs CSV and the Philly job log are still read whole: past `[files]
     max_read_whole_mib` each is refused in one sentence before anything is written."""
     from gpuwaste.config import CsvSource, PhillySource, SlurmSource
     from gpuwaste.ingest.philly.source import ingest_philly
@@ -237,7 +237,7 @@ def test_files_read_whole_are_refused_past_their_bound(tmp_path: Path) -> None:
     limits = FileLimits(max_read_whole_mib=200 / (1 << 20))
     settings = Settings(data_dir=tmp_path / "d", files=limits)
     sacct = DATA / "sacct" / "berlin_quirks_parsable2.txt"
-    samples = DATA / "tabular" / "samples.csv"
+    jobs = DATA / "tabular" / "jobs.csv"
     job_log = DATA / "philly" / "cluster_job_log"
     cases = [
         (
@@ -246,13 +246,13 @@ def test_files_read_whole_are_refused_past_their_bound(tmp_path: Path) -> None:
             lambda: ingest_slurm(settings, ClusterConfig(name="s", slurm=SlurmSource(file=sacct))),
         ),
         (
-            samples,
+            jobs,
             "csv",
             lambda: ingest_tabular(
                 settings,
                 ClusterConfig(
                     name="t",
-                    csv=CsvSource(samples=samples, mapping=DATA / "tabular" / "mapping.toml"),
+                    csv=CsvSource(jobs=jobs, mapping=DATA / "tabular" / "mapping.toml"),
                 ),
                 "csv",
             ),
@@ -331,3 +331,32 @@ def test_a_family_first_seen_on_a_later_day(tmp_path: Path) -> None:
         (r.location, r.reason, r.raw) for r in want
     )
     assert got["reason"].to_list() == ["no host label: series of node_cpu_seconds_total"]
+
+
+def test_csv_and_parquet_samples_in_batches_give_the_rows_of_one(tmp_path: Path) -> None:
+    """Generic samples read a row at a time (every batch boundary crossed; a repeated
+    (host, gpu, ts, job) whose last copy wins; refused rows; two days) == read in one batch."""
+    from gpuwaste.config import CsvSource
+    from gpuwaste.ingest.tabular.source import ingest_tabular
+
+    src = (DATA / "tabular" / "samples.csv").read_text()
+    extra = "2026-11-02T10:00:00Z,n1,0,0.25,1,85899345920,j1\n2026-11-01T10:00:00Z,n1,0,0.3,1,85899345920,j1\n"
+    csv_path = tmp_path / "samples.csv"
+    csv_path.write_text(src + extra)
+    parquet_path = tmp_path / "samples.parquet"
+    pl.read_csv(csv_path, infer_schema=False).write_parquet(parquet_path)
+    mapping = DATA / "tabular" / "mapping.toml"
+    for kind, path in (("csv", csv_path), ("parquet", parquet_path)):
+        tables = []
+        for batch_rows in (1, 1_000_000):
+            settings = Settings(data_dir=tmp_path / f"{kind}-{batch_rows}")
+            cfg = CsvSource(samples=path, mapping=mapping)
+            cluster = ClusterConfig(name="big", **{kind: cfg})
+            ingest_tabular(settings, cluster, kind, batch_rows=batch_rows)  # type: ignore[arg-type]
+            wh = Warehouse(settings.data_dir)
+            tables.append((_table(wh, "gpu_samples"), _table(wh, "quarantine")))
+        (one_row, one_row_q), (whole, whole_q) = tables
+        assert one_row.equals(whole) and one_row_q.equals(whole_q), kind
+        assert len(Warehouse(tmp_path / f"{kind}-1").day_files("gpu_samples", "big")) == 2
+        kept = whole.filter((pl.col("host") == "n1") & (pl.col("gpu") == 0))["util"].to_list()
+        assert 30.0 in kept and 50.0 not in kept  # the later copy of 10:00 won

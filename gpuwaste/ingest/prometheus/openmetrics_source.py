@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -55,9 +55,15 @@ from gpuwaste.ingest.prometheus.rows import (
     none_read,
 )
 from gpuwaste.ingest.prometheus.source import scheduler_configured
-from gpuwaste.ingest.staging import day_window, read_day, stage, staged_days, staging_folder
+from gpuwaste.ingest.staging import (
+    day_window,
+    read_day,
+    replace_by_day,
+    stage,
+    staged_days,
+    staging_folder,
+)
 from gpuwaste.warehouse.bookkeeping import Refused, set_watermark, write_quarantine_staged
-from gpuwaste.warehouse.schema import GPU_SAMPLES, HOST_SAMPLES, conform
 from gpuwaste.warehouse.store import Warehouse
 
 OPENMETRICS = "openmetrics"
@@ -243,10 +249,6 @@ def _series_refused(
     return gpu.refused + host_rows(sets, labels, source=OPENMETRICS).refused
 
 
-def _days_of(start: datetime, end: datetime) -> tuple[date, date]:
-    return start.date(), (end - timedelta(microseconds=1)).date()
-
-
 def ingest_openmetrics(
     settings: Settings,
     cluster: ClusterConfig,
@@ -284,19 +286,10 @@ def ingest_openmetrics(
         built = _build_rows(staged, parser, read, labels, refusals, jobs_wanted, prom)
         bounds = built.bounds
         if bounds is not None:
-            start, end = bounds
             for name in ("gpu_samples", "host_samples"):
-                folder = staged / name
-                days = {date.fromisoformat(d) for d in staged_days(folder)}
-                days |= set(wh.stored_days(name, cluster.name, *_days_of(start, end)))
-                n = 0
-                for day in sorted(days):
-                    lo, hi = day_window(day, start, end)
-                    rows = read_day(folder, day.isoformat())
-                    if rows is None:
-                        rows = built.empty[name]
-                    n += wh.replace_window(name, cluster.name, lo, hi, rows, source=OPENMETRICS)
-                result.written[name] = n
+                result.written[name] = replace_by_day(
+                    wh, name, cluster.name, staged / name, bounds, OPENMETRICS
+                )
         write_quarantine_staged(
             wh, cluster.name, OPENMETRICS, path.name, refusals.parts(), staged / "merge"
         )
@@ -321,7 +314,6 @@ class _Built:
     accepted: int
     spans: pl.DataFrame | None
     newest: datetime | None
-    empty: dict[str, pl.DataFrame]
 
 
 def _build_rows(
@@ -378,12 +370,8 @@ def _build_rows(
                 lo = a if lo is None else min(lo, a)
                 hi = b if hi is None else max(hi, b)
                 accepted += n
-    empty = {
-        "gpu_samples": conform(pl.DataFrame(), GPU_SAMPLES, stored=True).clear(),
-        "host_samples": conform(pl.DataFrame(), HOST_SAMPLES, stored=True).clear(),
-    }
     bounds = None if lo is None or hi is None else (lo, hi + timedelta(microseconds=1))
-    return _Built(bounds, accepted, spans, newest, empty)
+    return _Built(bounds, accepted, spans, newest)
 
 
 def _read(folder: Path, day: str | None) -> pl.DataFrame | None:
