@@ -33,6 +33,12 @@ def staging_folder(data_dir: Path, source: str) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def remove_leftovers(data_dir: Path) -> None:
+    """Delete the staging folders a killed ingest left (SIGKILL, the OOM killer); call only
+    while holding the writer lock, as no other ingest can be staging then."""
+    shutil.rmtree(data_dir / ".staging", ignore_errors=True)
+
+
 def stage(df: pl.DataFrame, folder: Path, part: int) -> None:
     """`df` (a `ts` column) as part `part` of each UTC day it touches."""
     if df.height == 0:

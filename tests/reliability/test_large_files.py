@@ -181,6 +181,9 @@ def test_gzip_bomb_refused_in_one_sentence_in_bounded_memory(tmp_path: Path) -> 
     _bomb(bomb)
     assert bomb.stat().st_size < 3_000_000
     data_dir = tmp_path / "d"
+    left = data_dir / ".staging" / "openmetrics-killed" / "samples"  # a killed run's staging
+    left.mkdir(parents=True)
+    (left / "part-000000.parquet").write_bytes(b"x")
     proc = subprocess.Popen(
         [
             str(GPUWASTE),
@@ -208,7 +211,7 @@ def test_gzip_bomb_refused_in_one_sentence_in_bounded_memory(tmp_path: Path) -> 
         "nothing was written."
     )
     assert not list(data_dir.rglob("*.parquet"))
-    assert not list(data_dir.glob(".staging/*"))
+    assert not list(data_dir.glob(".staging/*"))  # the killed run's staging removed too
 
 
 def test_size_bound_refuses_a_plain_file_too(big_file: Path, tmp_path: Path) -> None:
