@@ -14,7 +14,9 @@ day at a time the staged samples become rows (the counters' last sample before t
 over for the CPU deltas), staged too; only when the whole file is read, each day's rows replace
 that day's part of the file's range. An error before that (a bound, a line that is not text, a
 file cut short) leaves the warehouse as it was; rows and refused records are those of reading the
-file in one piece.
+file in one piece. Refused records are staged too, and merged into the quarantine by DuckDB (a
+file of garbage is millions of them). The samples of each block are one frame
+(`samples_frame`) before they are staged: a check of samples applies there, block by block.
 """
 
 from __future__ import annotations

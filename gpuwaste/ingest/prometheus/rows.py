@@ -252,9 +252,10 @@ def gpu_rows(
 ) -> Rows:
     """DCGM series by metric name -> `gpu_samples` rows (stored columns + cluster-free).
 
-    Where `sets` hold a part of the input (a day of a file) and all its series: a series that
-    cannot be read is refused once (`refuse_series` on one part only) with its samples in the
-    whole input (`series_samples`: per metric, by series)."""
+    For input read in parts (the days of a file): `refuse_series=False` drops the series that
+    cannot be read without refusing them (the caller refuses them once for the whole input), and
+    `series_samples` (per metric, by series) gives a refused series' samples in the whole input
+    when `sets` hold one sample standing for them."""
     refused: list[Refused] = []
     keys: dict[tuple[str, int, int | None, str | None, str | None], int] = {}
     details: dict[int, tuple[str | None, str | None]] = {}  # gid -> (mig_profile, gpu_model)
@@ -415,16 +416,15 @@ def _host_series(
     hids: list[int | None] = []
     for labels in s.labels:
         h = host_of(labels, cfg)
-        if h is None and refuse_series:
-            refused.append(
-                Refused(
-                    f"{source}: {describe(metric, labels)}",
-                    f"no host label: series of {metric}",
-                    describe(metric, labels),
+        if h is None:
+            if refuse_series:
+                refused.append(
+                    Refused(
+                        f"{source}: {describe(metric, labels)}",
+                        f"no host label: series of {metric}",
+                        describe(metric, labels),
+                    )
                 )
-            )
-            hids.append(None)
-        elif h is None:
             hids.append(None)
         else:
             hids.append(host_ids.setdefault(h, len(host_ids)))
