@@ -217,6 +217,17 @@ class ClusterConfig(_Strict):
         return check_timezone(v)
 
 
+class FileLimits(_Strict):
+    """Bounds on one input file of the file sources (`[files]`): past them the file is refused
+    in one sentence and nothing is written (a gzip bomb, a wrong file)."""
+
+    max_size_gib: PositiveFloat = 64.0  # a file's text (a .gz: once decompressed)
+    max_gzip_ratio: PositiveFloat = 200.0  # a .gz's text / its size on disk
+    # a file that a source reads whole (sacct, scontrol, the Philly job log, a generic jobs
+    # file): a sacct file takes about 20 times its size in memory while it is parsed
+    max_read_whole_mib: PositiveFloat = 64.0
+
+
 class ExporterSettings(_Strict):
     """`gpuwaste exporter`: the Prometheus exporter (docs/exporter.md)."""
 
@@ -308,6 +319,7 @@ class Settings(_Strict):
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
     cost: CostSettings = Field(default_factory=CostSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
+    files: FileLimits = Field(default_factory=FileLimits)
     source_path: Path | None = Field(default=None, exclude=True)
 
     def cluster(self, name: str) -> ClusterConfig:

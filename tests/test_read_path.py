@@ -58,6 +58,8 @@ WRITERS: dict[str, str] = {
     "warehouse/store.py": "the store writes the files (atomic_copy_parquet), and reads one whole "
     "file at a time with polars (Warehouse.read: ingest_state, the notify ledger), which opens "
     "it once: an atomic replace gives the old file or the new one whole, never a mix",
+    "warehouse/bookkeeping.py::write_quarantine_staged": "an ingest's quarantine merge, under "
+    "the writer lock: it reads its own staged parts and the one file it replaces",
     "warehouse/catalog.py::refresh_catalog": "writes the catalog file (views only)",
     "warehouse/catalog.py::stored_columns": "polars reads each footer in one open; a file "
     "replaced or removed under it is skipped, and the views' own read is retried (`reading.run`)",

@@ -34,9 +34,12 @@ class IngestResult:
     refused: list[Refused] = field(default_factory=list)
     written: dict[str, int] = field(default_factory=dict)  # table -> rows written
     note: str = ""
+    # refused records by reason, when `refused` holds only the first ones (a file of garbage)
+    refused_by_reason: dict[str, int] | None = None
 
     def summary(self) -> str:
-        line = f"{self.cluster}/{self.source}: {summarize_refused(self.accepted, self.refused)}"
+        counts = summarize_refused(self.accepted, self.refused, self.refused_by_reason)
+        line = f"{self.cluster}/{self.source}: {counts}"
         return f"{line}; {self.note}" if self.note else line
 
 

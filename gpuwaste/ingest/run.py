@@ -18,6 +18,7 @@ from gpuwaste.config import ClusterConfig, Settings
 from gpuwaste.errors import DiskError, GpuwasteError
 from gpuwaste.ingest.base import IngestResult, RunOptions, Source
 from gpuwaste.ingest.progress import source_progress
+from gpuwaste.ingest.staging import remove_leftovers
 from gpuwaste.warehouse.catalog import refresh_catalog
 from gpuwaste.warehouse.diagnose import why_no_gpu_time
 from gpuwaste.warehouse.lock import writer_lock
@@ -70,6 +71,7 @@ def run_one(
     """One source for one cluster (the one-off form: `gpuwaste ingest SOURCE --flags`)."""
     with writer_lock(settings.data_dir), catalog_refreshed(settings.data_dir):
         Warehouse(settings.data_dir).remove_temp_files(FACT_TABLES)
+        remove_leftovers(settings.data_dir)
         return _run_source(settings, cluster, source, options)
 
 
@@ -113,6 +115,7 @@ def run_configured(
     failures: list[str] = []
     with writer_lock(settings.data_dir), catalog_refreshed(settings.data_dir):
         Warehouse(settings.data_dir).remove_temp_files(FACT_TABLES)
+        remove_leftovers(settings.data_dir)
         for c in clusters:
             for source in sources:
                 if not source.configured(c):

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import duckdb
 import polars as pl
 
-from gpuwaste.warehouse.store import Warehouse
+from gpuwaste.warehouse.store import Warehouse, atomic_copy_parquet, sql_string
 
 STATE_KEY = "state"
 QUARANTINE_KEY = "records"
@@ -76,13 +79,57 @@ def write_quarantine(
     return wh.replace_rows_where("quarantine", cluster, QUARANTINE_KEY, match, rows)
 
 
-def summarize_refused(accepted: int, refused: list[Refused]) -> str:
-    """The one line every ingest run ends with: N accepted, M quarantined (by reason)."""
-    if not refused:
+def write_quarantine_staged(
+    wh: Warehouse, cluster: str, source: str, batch: str, parts: Sequence[Path], tmp: Path
+) -> int:
+    """`write_quarantine` for refused records staged in parquet files (columns location, reason,
+    raw): DuckDB merges them into the quarantine file, streamed and spilling to `tmp` past
+    512 MB, so that millions of them (a file of garbage) never sit in memory at once."""
+    dest = wh.cluster_dir("quarantine", cluster) / f"{QUARANTINE_KEY}.parquet"
+    if not parts and not dest.exists():
+        return 0
+    tmp.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect()
+    try:
+        con.execute(f"set memory_limit = '512MB'; set temp_directory = {sql_string(tmp)}")
+        cols = "source, batch, location, reason, raw, ingested_at"
+        selects = []
+        if parts:
+            files = ", ".join(sql_string(p) for p in parts)
+            selects.append(
+                "select $1::varchar as source, $2::varchar as batch, location, reason, raw, "
+                f"$3::timestamptz as ingested_at from read_parquet([{files}])"
+            )
+        if dest.exists():
+            selects.append(
+                f"select {cols} from read_parquet({sql_string(dest)}, hive_partitioning = false) "
+                "where not (source = $1 and batch = $2)"
+            )
+        query = " union all ".join(selects) + " order by source, batch, location"
+        params: list[object] = [source, batch]
+        if parts:
+            params.append(datetime.now(UTC))
+        atomic_copy_parquet(con, query, dest, params)
+        if not parts:
+            return 0
+        row = con.execute(f"select count(*) from read_parquet([{files}])").fetchone()
+        return int(row[0]) if row else 0
+    finally:
+        con.close()
+
+
+def summarize_refused(
+    accepted: int, refused: list[Refused], by_reason: dict[str, int] | None = None
+) -> str:
+    """The one line every ingest run ends with: N accepted, M quarantined (by reason).
+    `by_reason`: the counts, when `refused` holds only the first records."""
+    counts: dict[str, int] = dict(by_reason) if by_reason is not None else {}
+    if by_reason is None:
+        for r in refused:
+            key = r.reason.split(":", 1)[0]
+            counts[key] = counts.get(key, 0) + 1
+    total = sum(counts.values())
+    if not total:
         return f"{accepted} records accepted, 0 quarantined"
-    counts: dict[str, int] = {}
-    for r in refused:
-        key = r.reason.split(":", 1)[0]
-        counts[key] = counts.get(key, 0) + 1
     parts = ", ".join(f"{n} {k}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-    return f"{accepted} records accepted, {len(refused)} quarantined ({parts})"
+    return f"{accepted} records accepted, {total} quarantined ({parts})"

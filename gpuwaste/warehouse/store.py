@@ -245,6 +245,14 @@ class Warehouse:
             out.extend(p for _, p in blocks)
         return out
 
+    def stored_days(self, name: str, cluster: str, first: date, last: date) -> list[date]:
+        """The days from `first` to `last` (both included) that the dated table `name` holds
+        a folder of for `cluster`, in order."""
+        return [
+            date.fromisoformat(d.name.removeprefix("date="))
+            for d in self._day_dirs(name, cluster, first, last)
+        ]
+
     def has_files(self, name: str) -> bool:
         return bool(self.files(name))
 

@@ -18,8 +18,6 @@ not read (it is known to be wrong).
 
 from __future__ import annotations
 
-import shutil
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,8 +25,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from gpuwaste.config import ClusterConfig, Settings
+from gpuwaste.config import ClusterConfig, FileLimits, Settings
 from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
+from gpuwaste.ingest.files import MAX_LINE, check_read_whole
 from gpuwaste.ingest.job_precedence import yield_label_jobs
 from gpuwaste.ingest.philly.parse import (
     CPU_UTIL,
@@ -43,11 +42,11 @@ from gpuwaste.ingest.philly.parse import (
     parse_job_log,
     refuse_times,
 )
+from gpuwaste.ingest.staging import day_window, read_day, stage, staged_days, staging_folder
 from gpuwaste.ingest.times import TimeBounds
 from gpuwaste.warehouse.bookkeeping import Refused, set_watermark, write_quarantine
-from gpuwaste.warehouse.disk import writing
 from gpuwaste.warehouse.schema import UTC_TS
-from gpuwaste.warehouse.store import Warehouse, write_parquet_file
+from gpuwaste.warehouse.store import Warehouse
 
 CHUNK_BYTES = 32 * 1024 * 1024
 
@@ -70,6 +69,11 @@ def iter_byte_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
             buf = rest + block
             cut = buf.rfind(b"\n")
             if cut < 0:
+                if len(buf) > MAX_LINE:  # no line end in sight: not the trace's CSV
+                    raise IngestError(
+                        f"{path} has a line longer than {MAX_LINE:,} bytes (line {lineno:,}): "
+                        "not a Philly utilization file; nothing was written."
+                    )
                 rest = buf
                 continue
             data, rest = buf[: cut + 1], buf[cut + 1 :]
@@ -80,25 +84,6 @@ def iter_byte_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tup
 def first_line(path: Path) -> str:
     with open(path, "rb") as fh:
         return fh.readline(4096).decode("utf-8", errors="replace")
-
-
-def _stage(df: pl.DataFrame, folder: Path, part: int) -> None:
-    if df.height == 0:
-        return
-    first, last = df.select(pl.col("ts").min(), pl.col("ts").max().alias("hi")).row(0)
-    if first.date() == last.date():  # a block of a few minutes: mostly inside one day
-        pieces = {first.date(): df}
-    else:
-        days = df.with_columns(pl.col("ts").dt.date().alias("_day"))
-        pieces = {
-            day: piece.drop("_day")
-            for (day,), piece in days.partition_by("_day", as_dict=True).items()
-        }
-    for day, piece in pieces.items():
-        dest = folder / f"date={day}" / f"part-{part:06d}.parquet"
-        with writing(dest, "nothing was stored"):
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            write_parquet_file(piece, dest, fsync=False, compression="lz4", statistics=False)
 
 
 def stage_file(
@@ -120,28 +105,12 @@ def stage_file(
         for frame in (bad, late):
             if frame.height:
                 refused.append(frame)
-        _stage(good, folder, part)
+        stage(good, folder, part)
     if refused:
         return records, pl.concat(refused)
     return records, pl.DataFrame(
         schema={"location": pl.String, "reason": pl.String, "raw": pl.String}
     )
-
-
-def _days(folder: Path) -> list[str]:
-    return sorted(p.name.split("=", 1)[1] for p in folder.glob("date=*")) if folder.is_dir() else []
-
-
-def _read_day(folder: Path, day: str) -> pl.DataFrame | None:
-    d = folder / f"date={day}"
-    if not d.is_dir():
-        return None
-    return pl.read_parquet(sorted(d.glob("*.parquet")))
-
-
-def _window(day: str, lo: datetime, hi: datetime) -> tuple[datetime, datetime]:
-    start = datetime.fromisoformat(day).replace(tzinfo=UTC)
-    return max(start, lo), min(start + timedelta(days=1), hi)
 
 
 def _bounds(folders: list[Path]) -> tuple[datetime, datetime] | None:
@@ -239,8 +208,8 @@ def _empty(columns: dict[str, pl.DataType]) -> pl.DataFrame:
 
 
 def _gpu_days(gpu_dir: Path) -> Iterator[tuple[str, pl.DataFrame]]:
-    for day in _days(gpu_dir):
-        rows = _read_day(gpu_dir, day)
+    for day in staged_days(gpu_dir):
+        rows = read_day(gpu_dir, day)
         assert rows is not None
         # A machine row repeated in the file gives one sample per (host, gpu, ts).
         yield (
@@ -252,9 +221,9 @@ def _gpu_days(gpu_dir: Path) -> Iterator[tuple[str, pl.DataFrame]]:
 
 
 def _host_days(cpu_dir: Path, mem_dir: Path) -> Iterator[tuple[str, pl.DataFrame]]:
-    for day in sorted(set(_days(cpu_dir)) | set(_days(mem_dir))):
-        cpu = _read_day(cpu_dir, day)
-        mem = _read_day(mem_dir, day)
+    for day in sorted(set(staged_days(cpu_dir)) | set(staged_days(mem_dir))):
+        cpu = read_day(cpu_dir, day)
+        mem = read_day(mem_dir, day)
         cpu = order_last_wins(
             cpu if cpu is not None else _empty({"cpu_util": pl.Float64()}), ["ts"]
         )
@@ -283,12 +252,16 @@ def write_samples(wh: Warehouse, cluster: str, stage: Path) -> dict[str, int]:
         if bounds is None:
             continue
         for day, rows in days:
-            lo, hi = _window(day, *bounds)
+            lo, hi = day_window(day, *bounds)
             written[name] += wh.replace_window(name, cluster, lo, hi, rows, source=SOURCE)
     return written
 
 
-def load_job_log(path: Path, timezone: str, times: TimeBounds = TimeBounds()) -> PhillyJobs:
+def load_job_log(
+    path: Path, timezone: str, limits: FileLimits, times: TimeBounds = TimeBounds()
+) -> PhillyJobs:
+    """The job log, read whole (within `[files] max_read_whole_mib`)."""
+    check_read_whole(path, "Philly job log", limits)
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -332,23 +305,22 @@ def ingest_philly(
         except PhillyFormatError as exc:
             raise IngestError(f"{folder / kind}: {exc}.") from None
     times = TimeBounds.at(datetime.now(UTC), settings.ingest)
-    jobs = load_job_log(job_log, cfg.timezone, times)
+    jobs = load_job_log(job_log, cfg.timezone, settings.files, times)
 
     wh = Warehouse(settings.data_dir)
-    stage = settings.data_dir / ".staging" / f"philly-{uuid.uuid4().hex}"
     refused: list[Refused] = list(jobs.refused)
     records = jobs.accepted + len(jobs.refused)
     by_file: dict[str, list[Refused]] = {str(job_log): list(jobs.refused)}
-    try:
+    with staging_folder(settings.data_dir, SOURCE) as staged:
         for kind in present:
-            n, bad = stage_file(folder / kind, kind, stage / kind, cfg.timezone, chunk_bytes, times)
+            n, bad = stage_file(
+                folder / kind, kind, staged / kind, cfg.timezone, chunk_bytes, times
+            )
             records += n
             r = _to_refused(bad)
             by_file[str(folder / kind)] = r
             refused.extend(r)
-        written = write_samples(wh, cluster.name, stage)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        written = write_samples(wh, cluster.name, staged)
     if jobs.jobs.height:
         written["jobs"] = wh.upsert("jobs", cluster.name, SOURCE, jobs.jobs)
         written["job_gpus"] = wh.replace_rows_where(

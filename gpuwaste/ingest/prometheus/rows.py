@@ -32,7 +32,7 @@ reading of one GPU at one instant with other values (the first is kept).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -75,13 +75,16 @@ _OTHER_SERIES = {
 }
 
 
-def none_read(families: list[str]) -> str:
+def none_read(families: list[str], *, at_least: bool = False) -> str:
     """What these metric names are (sorted, none of them in GPU_METRICS or HOST_METRICS) and
-    what gpuwaste reads instead: the end of a sentence saying why nothing was kept."""
+    what gpuwaste reads instead: the end of a sentence saying why nothing was kept.
+    `at_least`: `families` are only the first names of more."""
+    more = len(families) - 3
     shown = ", ".join(families[:3]) + (
-        f" and {len(families) - 3} more" if len(families) > 3 else ""
+        f" and {'at least ' if at_least else ''}{more} more" if more > 0 else ""
     )
-    n = f"{len(families)} metric famil{'y' if len(families) == 1 else 'ies'}: {shown}"
+    n = f"{'at least ' if at_least else ''}{len(families)} metric famil"
+    n += f"{'y' if len(families) == 1 else 'ies'}: {shown}"
     needs = (
         f"gpuwaste reads per-GPU DCGM exporter series ({', '.join(UTIL_METRICS)}, {FB_USED}) "
         f"and node exporter series ({', '.join(HOST_METRICS)})"
@@ -300,9 +303,16 @@ def gpu_rows(
     source: str,
     window: tuple[datetime, datetime] | None = None,
     times: TimeBounds = TimeBounds(),
+    refuse_series: bool = True,
+    series_samples: Mapping[str, Sequence[int]] | None = None,
 ) -> Rows:
     """DCGM series by metric name -> `gpu_samples` rows (stored columns + cluster-free); samples
-    at a time `times` does not believe are refused."""
+    at a time `times` does not believe are refused.
+
+    For input read in parts (the days of a file): `refuse_series=False` drops the series that
+    cannot be read without refusing them (the caller refuses them once for the whole input), and
+    `series_samples` (per metric, by series) gives a refused series' samples in the whole input
+    when `sets` hold one sample standing for them."""
     refused: list[Refused] = []
     keys: dict[tuple[str, int, int | None, str | None, str | None], int] = {}
     details: dict[int, tuple[str | None, str | None]] = {}  # gid -> (mig_profile, gpu_model)
@@ -333,8 +343,16 @@ def gpu_rows(
                     instance, profile = device_of(labels, cfg)
                 except ValueError as exc:
                     what = str(exc)
+            if what and not refuse_series:
+                gid_of_sid.append(None)
+                continue
             if what:
-                n = s.samples.filter(pl.col("sid") == len(gid_of_sid)).height
+                counts = series_samples.get(metric) if series_samples is not None else None
+                n = (
+                    counts[len(gid_of_sid)]
+                    if counts is not None
+                    else s.samples.filter(pl.col("sid") == len(gid_of_sid)).height
+                )
                 refused.append(
                     Refused(
                         f"{source}: {describe(metric, labels)}",
@@ -455,19 +473,22 @@ def _host_series(
     source: str,
     refused: list[Refused],
     host_ids: dict[str, int],
+    refuse_series: bool = True,
 ) -> pl.DataFrame:
-    """Samples with a `hid` column (index into `host_ids`); series without a host are refused."""
+    """Samples with a `hid` column (index into `host_ids`); series without a host are refused
+    (when `refuse_series`)."""
     hids: list[int | None] = []
     for labels in s.labels:
         h = host_of(labels, cfg)
         if h is None:
-            refused.append(
-                Refused(
-                    f"{source}: {describe(metric, labels)}",
-                    f"no host label: series of {metric}",
-                    describe(metric, labels),
+            if refuse_series:
+                refused.append(
+                    Refused(
+                        f"{source}: {describe(metric, labels)}",
+                        f"no host label: series of {metric}",
+                        describe(metric, labels),
+                    )
                 )
-            )
             hids.append(None)
         else:
             hids.append(host_ids.setdefault(h, len(host_ids)))
@@ -500,8 +521,9 @@ def host_rows(
     source: str,
     window: tuple[datetime, datetime] | None = None,
     times: TimeBounds = TimeBounds(),
+    refuse_series: bool = True,
 ) -> Rows:
-    """node exporter series -> `host_samples` rows.
+    """node exporter series -> `host_samples` rows (`refuse_series`: as `gpu_rows`).
 
     CPU utilization at a scrape is 100 x (1 - d(idle + iowait) / d(all modes)) over the interval
     since the previous scrape of the same host, summed over CPUs; the first scrape of a series
@@ -514,7 +536,7 @@ def host_rows(
     host_ids: dict[str, int] = {}
     cpu = sets.get(NODE_CPU)
     if cpu is not None and cpu.samples.height:
-        df = _host_series(cpu, NODE_CPU, cfg, source, refused, host_ids)
+        df = _host_series(cpu, NODE_CPU, cfg, source, refused, host_ids, refuse_series)
         df = _believed(df, times, NODE_CPU, cpu.labels, cfg, source, refused)
         good, bad = _bad_value_rows(df, float("inf"), 0.0)
         refused.extend(_refuse_samples(bad, NODE_CPU, cpu.labels, source))
@@ -556,7 +578,9 @@ def host_rows(
             (NODE_MEM_AVAILABLE, avail, "avail"),
             (NODE_MEM_TOTAL, total, "total"),
         ):
-            df = _in_window(_host_series(s_, metric, cfg, source, refused, host_ids), window)
+            df = _in_window(
+                _host_series(s_, metric, cfg, source, refused, host_ids, refuse_series), window
+            )
             df = _believed(df, times, metric, s_.labels, cfg, source, refused)
             good, bad = _bad_value_rows(df, float("inf"), 0.0)
             refused.extend(_refuse_samples(bad, metric, s_.labels, source))

@@ -37,8 +37,9 @@ from pathlib import Path
 
 import polars as pl
 
-from gpuwaste.config import ClusterConfig, Settings, SlurmSource
+from gpuwaste.config import ClusterConfig, FileLimits, Settings, SlurmSource
 from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
+from gpuwaste.ingest.files import check_read_whole
 from gpuwaste.ingest.gpu_indices import (
     JOB_GPUS_KEY,
     PAIRS_SCHEMA,
@@ -80,10 +81,12 @@ def options_for(cfg: SlurmSource, cluster: ClusterConfig) -> SacctOptions:
     )
 
 
-def read_text(path: Path, what: str, escape_lines: bool = False) -> str:
-    """A whole input file as text, or IngestError naming it. With `escape_lines`, bytes that are
-    not UTF-8 after the first line are kept as lone surrogates (`surrogateescape`), for the
-    parser to refuse their lines alone; in the first line they refuse the file."""
+def read_text(path: Path, what: str, limits: FileLimits, escape_lines: bool = False) -> str:
+    """A whole input file as text (within `[files] max_read_whole_mib`), or IngestError naming
+    it. With `escape_lines`, bytes that are not UTF-8 after the first line are kept as lone
+    surrogates (`surrogateescape`), for the parser to refuse their lines alone; in the first line
+    they refuse the file."""
+    check_read_whole(path, what, limits)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -193,7 +196,7 @@ def ingest_slurm(
     scontrol_pairs = pl.DataFrame(schema={**PAIRS_SCHEMA, "job_id_raw": pl.String()})
     refused_sc = []
     if cfg.scontrol_file is not None:
-        sc_text = read_text(cfg.scontrol_file, "scontrol show job -d")
+        sc_text = read_text(cfg.scontrol_file, "scontrol show job -d", settings.files)
         try:
             sc = parse_scontrol(sc_text, str(cfg.scontrol_file))
         except ScontrolFormatError as exc:
@@ -202,7 +205,7 @@ def ingest_slurm(
         refused_sc = sc.refused
     window_end: datetime | None = None
     if cfg.file is not None:
-        text = read_text(cfg.file, "sacct", escape_lines=True)
+        text = read_text(cfg.file, "sacct", settings.files, escape_lines=True)
         batch = str(cfg.file)
         location = str(cfg.file)
     else:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import tomllib
+from collections.abc import Iterable, Iterator
 from typing import Annotated, Literal
 
 import polars as pl
@@ -419,7 +420,15 @@ def map_jobs(
 def split_csv(text: str, name: str) -> tuple[pl.DataFrame, pl.Expr, list[Refused]]:
     """CSV text -> string columns, each row's line number, and the records refused for a field
     count that differs from the header's (pure; quoted fields may span lines)."""
-    reader = csv.reader(io.StringIO(text, newline=""))
+    return next(csv_batches(io.StringIO(text, newline=""), name))
+
+
+def csv_batches(
+    lines: Iterable[str], name: str, batch_rows: int | None = None
+) -> Iterator[tuple[pl.DataFrame, pl.Expr, list[Refused]]]:
+    """CSV lines -> batches of `batch_rows` rows (all in one when None) as `split_csv` gives
+    them: the file source reads a file of any size this way, a batch at a time."""
+    reader = csv.reader(lines)
     header = next(reader, None)
     if not header:
         raise IngestError(f"{name} is not a readable csv file (no header line).")
@@ -427,9 +436,10 @@ def split_csv(text: str, name: str) -> tuple[pl.DataFrame, pl.Expr, list[Refused
     if dupes:
         raise IngestError(f"{name} is not a readable csv file (column '{dupes[0]}' appears twice).")
     rows: list[list[str]] = []
-    lines: list[str] = []
+    numbers: list[str] = []
     refused: list[Refused] = []
     start = reader.line_num + 1
+    batches = 0
     try:
         for rec in reader:
             if not rec:
@@ -445,12 +455,23 @@ def split_csv(text: str, name: str) -> tuple[pl.DataFrame, pl.Expr, list[Refused
                 )
             else:
                 rows.append(rec)
-                lines.append(str(start))
+                numbers.append(str(start))
             start = reader.line_num + 1
+            if batch_rows is not None and len(rows) >= batch_rows:
+                yield _csv_batch(header, rows, numbers, refused)
+                rows, numbers, refused = [], [], []
+                batches += 1
     except csv.Error as exc:
         raise IngestError(
             f"{name} is not a readable csv file (line {reader.line_num}: {exc})."
         ) from None
+    if rows or refused or not batches:
+        yield _csv_batch(header, rows, numbers, refused)
+
+
+def _csv_batch(
+    header: list[str], rows: list[list[str]], numbers: list[str], refused: list[Refused]
+) -> tuple[pl.DataFrame, pl.Expr, list[Refused]]:
     df = pl.DataFrame(rows, schema=dict.fromkeys(header, pl.String()), orient="row")
     df = df.with_columns(pl.all().replace("", None))  # an empty field is a missing value
-    return df, pl.lit(pl.Series("line", lines, dtype=pl.String())), refused
+    return df, pl.lit(pl.Series("line", numbers, dtype=pl.String())), refused
