@@ -258,8 +258,10 @@ def test_a_real_disk_fills_during_ingest_analyze_and_a_second_analyze(
     folder = said_once(ingest(wh, "openmetrics", generated), wh, small_disk)
     # the file is staged by day before any day is written (ingest/staging.py): the disk fills
     # there, or while a day file is written
-    assert "/.staging/openmetrics-" in folder or "/parquet/gpu_samples/" in folder or (
-        "/parquet/host_samples/" in folder
+    assert (
+        "/.staging/openmetrics-" in folder
+        or "/parquet/gpu_samples/" in folder
+        or ("/parquet/host_samples/" in folder)
     )
     assert not list((wh / ".staging").glob("*")), "the run's staging folder is left behind"
     after = stored(wh)
