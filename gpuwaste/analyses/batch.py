@@ -1,7 +1,7 @@
 """One batch of the per-job pass, the unit every engine runs: `compute_batch(spec, data_dir)`.
 
 A `BatchSpec` names a cluster, the jobs of one batch and the settings of the pass; it is small
-and JSON-able, so it travels to a Spark executor as easily as to a loop in this process. The
+and picklable, so it travels to a Spark executor as easily as to a loop in this process. The
 driver does not make the specs: it writes the plan (`plan.make_plan`: every job to recompute and
 its batch, in a parquet file of the staging folder), and an engine makes each batch's spec from
 it when the batch runs (`BatchPlan.spec`), so no process holds the job ids of more than one
@@ -31,7 +31,7 @@ import pyarrow as pa
 from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES
 from gpuwaste.analyses.per_job import BatchResult, run_batch
 from gpuwaste.analyses.registry import PER_JOB_TABLES
-from gpuwaste.analyses.sqlfiles import set_variables
+from gpuwaste.analyses.sqlfiles import Scalar, set_variables
 from gpuwaste.config import Thresholds
 from gpuwaste.errors import DamagedFileError, DiskError, GpuwasteError, MachineError
 from gpuwaste.warehouse.catalog import connect
@@ -59,14 +59,15 @@ class BatchSpec:
     """What one batch computes: jobs `job_ids` of `cluster`, with the pass's settings."""
 
     cluster: str
-    index: int
-    job_ids: tuple[str, ...]
-    thresholds: str  # Thresholds as JSON
-    as_of: str  # ISO timestamp: how far the cluster's data reaches
+    thresholds: Thresholds
+    as_of: datetime  # how far the cluster's data reaches
+    index: int = 0
+    job_ids: tuple[str, ...] = ()
     batch_hosts: int = 8
     memory_limit: str = MEMORY_LIMIT
-    variables: str = "{}"  # the cluster's device variables as JSON (sqlfiles.device_variables)
-    shared_spans: str = ""  # the plan's shared device spans (a parquet file); "": made per batch
+    # the cluster's device variables (sqlfiles.device_variables); not hashed: a dict
+    variables: dict[str, Scalar] = field(default_factory=dict, hash=False)
+    shared_spans: Path | None = None  # the plan's shared device spans (parquet); None: per batch
     range_samples: int = RANGE_MAX_SAMPLES  # a host range's samples, at most (foreseen)
 
 
@@ -169,23 +170,21 @@ def configure_batch_connection(con: duckdb.DuckDBPyConnection, memory_limit: str
 def compute_batch(spec: BatchSpec, data_dir: Path) -> tuple[dict[str, pa.Table], BatchOutcome]:
     """Every per-job result table of the batch `spec` over the warehouse at `data_dir`, as Arrow
     tables (floats rounded), and what the batch reports (failed jobs, time per step)."""
-    thresholds = Thresholds.model_validate_json(spec.thresholds)
-    as_of = datetime.fromisoformat(spec.as_of)
     outcome = BatchOutcome(index=spec.index)
     with connect(data_dir, dated=False) as con:  # run_batch names the days it reads
         configure_batch_connection(con, spec.memory_limit)
-        set_variables(con, json.loads(spec.variables))
+        set_variables(con, spec.variables)
 
         def run(ids: list[str]) -> BatchResult:
             return run_batch(
                 con,
                 spec.cluster,
                 ids,
-                thresholds,
-                as_of,
-                spec.batch_hosts,
-                Path(spec.shared_spans) if spec.shared_spans else None,
-                spec.range_samples,
+                thresholds=spec.thresholds,
+                as_of=spec.as_of,
+                batch_hosts=spec.batch_hosts,
+                shared_spans=spec.shared_spans,
+                range_samples=spec.range_samples,
                 data_dir=data_dir,
             )
 

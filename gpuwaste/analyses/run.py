@@ -233,8 +233,7 @@ def analyze_cluster(
     wh = Warehouse(settings.data_dir)
     t = settings.thresholds
     variables = device_variables(settings, cluster)  # #14: models, MIG slices, prices
-    variables_json = json.dumps(variables, sort_keys=True)
-    thresholds_json = t.model_dump_json() + variables_json
+    thresholds_json = t.model_dump_json() + json.dumps(variables, sort_keys=True)
     schema_now = state.results_schema(tuple(RESULT_TABLES))
     staging = staging_dir(settings.data_dir, cluster)
     try:
@@ -268,16 +267,14 @@ def analyze_cluster(
         )
         if counts.recomputed or counts.removed or run.rebuilt:
             template = BatchSpec(
-                cluster,
-                0,
-                (),
-                t.model_dump_json(),
-                as_of.isoformat(),
-                batch_hosts,
-                memory_limit,
-                variables_json,
-                str(staging / SHARED_SPANS_FILE),
-                range_samples,
+                cluster=cluster,
+                thresholds=t,
+                as_of=as_of,
+                batch_hosts=batch_hosts,
+                memory_limit=memory_limit,
+                variables=variables,
+                shared_spans=staging / SHARED_SPANS_FILE,
+                range_samples=range_samples,
             )
             _write_per_job_tables(
                 settings.data_dir,
