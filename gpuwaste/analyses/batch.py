@@ -46,11 +46,11 @@ MAX_FAILED_JOBS = 20
 PLAN_FILE = "plan.parquet"
 # DuckDB's memory limit on every connection of `analyze` (the plan, each batch, the commit, the
 # summaries); past it DuckDB spills to the connection's temporary folder. The batches use little
-# of it (0.03-0.12 GiB: their samples are reduced in polars and numpy); the per-run steps grow
-# with the warehouse up to it: with 1500MB the commit and the summaries reached 1.28 GiB of
-# DuckDB's memory at 16x (660 M samples) and set the run's peak, 1.67 GiB, above every batch's.
-# With 512MB they stay under the batches' peak at every size measured (16x: 0.93 and 0.89 GiB),
-# spilling for about 3 % more time there (bench/RESULTS.md, "The run's own steps capped").
+# of it (their samples are reduced in polars and numpy); the per-run steps grow with the
+# warehouse up to it: with a higher limit the commit and the summaries set the run's peak, above
+# every batch's, at the largest size measured; with this one they stay under the batches' peak
+# at every size, spilling for a few percent more time (bench/RESULTS.md, "The run's own steps
+# capped").
 MEMORY_LIMIT = "512MB"
 
 
@@ -159,7 +159,8 @@ def configure_batch_connection(con: duckdb.DuckDBPyConnection, memory_limit: str
     and again (its batch-wide steps, and each host range the blocks of its hosts: in a cluster
     of up to 128 hosts, the same day files); without the cache DuckDB parses a footer again for
     each read, a cost that grows with the files' row groups and with the number of host ranges
-    (at 8x, 0.1 s of a 0.12 s `device_models` query). DuckDB checks a cached footer against the
+    (most of a range's `device_models` query at 8x: docs/history/bench-analyze.md, "Parquet
+    footers kept per batch"). DuckDB checks a cached footer against the
     file's modification time (and trusts no file modified in the last 10 s), so a partition
     replaced during the run is read anew (tests/test_batch_connection.py)."""
     con.execute(f"set memory_limit = '{memory_limit}'")

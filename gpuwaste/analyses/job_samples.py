@@ -172,7 +172,7 @@ def _read_params(hosts: list[str], alloc_keyed: pl.DataFrame) -> list[list[str] 
     """The parameters of `_samples_sql`: `hosts` (as `_keyed_allocations` lists them) and, per host,
     the first start and the last end of its allocations. A batch's multi-host jobs hold hosts
     of other batches for a few hours, so only that span of a host's samples is read, not every
-    day of the batch (at 8x the per-sample pass took 112 s instead of 145 s; bench/RESULTS.md)."""
+    day of the batch (faster at 8x: bench/RESULTS.md, "The allocator", per-host spans)."""
     spans = (
         alloc_keyed.group_by(pl.col("device_key") // (GPU_KEY_SPAN * INSTANCE_SPAN))
         .agg(pl.col("start_ts").min(), pl.col("end_ts").max())

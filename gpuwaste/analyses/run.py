@@ -138,10 +138,10 @@ def _as_of(con: duckdb.DuckDBPyConnection, cluster: str) -> datetime:
 
 
 # At most this many hosts' jobs per batch (by each job's first host; sql/plan/batches.sql): a
-# batch's rows are held until it is staged, so a batch must not grow with the cluster. At 4,096
-# GPUs (512 hosts) a 7-day batch without this bound peaked at 2.0 GiB, with it at 1.1 GiB; 64
-# hosts cost 1.6x the time there, 128 hosts 1.2x (docs/scale.md). A cluster of up to 128 hosts
-# is one batch a week. As many as a day's block of hosts in the sample files
+# batch's rows are held until it is staged, so a batch must not grow with the cluster. Without
+# the bound a 7-day batch's peak grew with the cluster's hosts; fewer hosts per batch cost time
+# (bench/RESULTS.md, "The run's own steps capped", the batches' reach). A cluster of up to 128
+# hosts is one batch a week. As many as a day's block of hosts in the sample files
 # (`warehouse.host_blocks`), so that a batch of neighbouring hosts names 1-2 blocks a day.
 BATCH_MAX_HOSTS = BLOCK_HOSTS
 
