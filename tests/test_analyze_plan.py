@@ -95,7 +95,9 @@ def test_a_batch_spec_holds_only_its_own_jobs(tmp_path: Path) -> None:
     plan_file = tmp_path / "plan.parquet"
     with duckdb.connect() as con:
         count = write_batches(con, tmp_path / "dirty.parquet", plan_file, 7, 3)
-    template = BatchSpec("c", 0, (), Thresholds().model_dump_json(), "2026-04-01T00:00:00+00:00")
+    template = BatchSpec(
+        cluster="c", thresholds=Thresholds(), as_of=datetime(2026, 4, 1, tzinfo=UTC)
+    )
     plan = BatchPlan(plan_file, count, template)
     specs = [plan.spec(i) for i in range(count)]
     assert sorted(j for s in specs for j in s.job_ids) == sorted(jobs["job_id"])

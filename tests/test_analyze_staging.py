@@ -37,7 +37,7 @@ def test_a_data_dir_with_a_quote_gives_the_same_files(tmp_path: Path) -> None:
 def test_compute_batch_returns_arrow_tables_of_the_batch(tmp_path: Path) -> None:
     write_two_jobs(tmp_path)
     spec = BatchSpec(
-        "c", 0, ("a",), Thresholds().model_dump_json(), T0.replace(hour=12).isoformat()
+        cluster="c", thresholds=Thresholds(), as_of=T0.replace(hour=12), job_ids=("a",)
     )
     tables, outcome = compute_batch(spec, tmp_path)
     assert set(tables) == set(PER_JOB_TABLES)

@@ -80,7 +80,8 @@ def by_allocation(rows: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray, np.ndar
 def nullable(series: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     """A numeric column as float64 values and where they are not null, for a compiled loop: the
     values are Arrow's buffer, not copied (a null's slot holds any value), and the validity is
-    unpacked from its bitmap (2 ms for 2.5 M rows, where fill_null and is_not_null took 6)."""
+    unpacked from its bitmap (faster than fill_null and is_not_null: docs/history/bench-analyze.md,
+    "Compiled loops per allocation")."""
     arr = series.cast(pl.Float64).rechunk().to_arrow()
     validity, data = arr.buffers()[:2]
     n, offset = len(arr), arr.offset

@@ -1,7 +1,7 @@
 """One batch of the per-job pass, the unit every engine runs: `compute_batch(spec, data_dir)`.
 
 A `BatchSpec` names a cluster, the jobs of one batch and the settings of the pass; it is small
-and JSON-able, so it travels to a Spark executor as easily as to a loop in this process. The
+and picklable, so it travels to a Spark executor as easily as to a loop in this process. The
 driver does not make the specs: it writes the plan (`plan.make_plan`: every job to recompute and
 its batch, in a parquet file of the staging folder), and an engine makes each batch's spec from
 it when the batch runs (`BatchPlan.spec`), so no process holds the job ids of more than one
@@ -31,7 +31,7 @@ import pyarrow as pa
 from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES
 from gpuwaste.analyses.per_job import BatchResult, run_batch
 from gpuwaste.analyses.registry import PER_JOB_TABLES
-from gpuwaste.analyses.sqlfiles import set_variables
+from gpuwaste.analyses.sqlfiles import Scalar, set_variables
 from gpuwaste.config import Thresholds
 from gpuwaste.errors import DamagedFileError, DiskError, GpuwasteError, MachineError
 from gpuwaste.warehouse.catalog import connect
@@ -46,11 +46,11 @@ MAX_FAILED_JOBS = 20
 PLAN_FILE = "plan.parquet"
 # DuckDB's memory limit on every connection of `analyze` (the plan, each batch, the commit, the
 # summaries); past it DuckDB spills to the connection's temporary folder. The batches use little
-# of it (0.03-0.12 GiB: their samples are reduced in polars and numpy); the per-run steps grow
-# with the warehouse up to it: with 1500MB the commit and the summaries reached 1.28 GiB of
-# DuckDB's memory at 16x (660 M samples) and set the run's peak, 1.67 GiB, above every batch's.
-# With 512MB they stay under the batches' peak at every size measured (16x: 0.93 and 0.89 GiB),
-# spilling for about 3 % more time there (bench/RESULTS.md, "The run's own steps capped").
+# of it (their samples are reduced in polars and numpy); the per-run steps grow with the
+# warehouse up to it: with a higher limit the commit and the summaries set the run's peak, above
+# every batch's, at the largest size measured; with this one they stay under the batches' peak
+# at every size, spilling for a few percent more time (bench/RESULTS.md, "The run's own steps
+# capped").
 MEMORY_LIMIT = "512MB"
 
 
@@ -59,14 +59,15 @@ class BatchSpec:
     """What one batch computes: jobs `job_ids` of `cluster`, with the pass's settings."""
 
     cluster: str
-    index: int
-    job_ids: tuple[str, ...]
-    thresholds: str  # Thresholds as JSON
-    as_of: str  # ISO timestamp: how far the cluster's data reaches
+    thresholds: Thresholds
+    as_of: datetime  # how far the cluster's data reaches
+    index: int = 0
+    job_ids: tuple[str, ...] = ()
     batch_hosts: int = 8
     memory_limit: str = MEMORY_LIMIT
-    variables: str = "{}"  # the cluster's device variables as JSON (sqlfiles.device_variables)
-    shared_spans: str = ""  # the plan's shared device spans (a parquet file); "": made per batch
+    # the cluster's device variables (sqlfiles.device_variables); not hashed: a dict
+    variables: dict[str, Scalar] = field(default_factory=dict, hash=False)
+    shared_spans: Path | None = None  # the plan's shared device spans (parquet); None: per batch
     range_samples: int = RANGE_MAX_SAMPLES  # a host range's samples, at most (foreseen)
 
 
@@ -158,7 +159,8 @@ def configure_batch_connection(con: duckdb.DuckDBPyConnection, memory_limit: str
     and again (its batch-wide steps, and each host range the blocks of its hosts: in a cluster
     of up to 128 hosts, the same day files); without the cache DuckDB parses a footer again for
     each read, a cost that grows with the files' row groups and with the number of host ranges
-    (at 8x, 0.1 s of a 0.12 s `device_models` query). DuckDB checks a cached footer against the
+    (most of a range's `device_models` query at 8x: docs/history/bench-analyze.md, "Parquet
+    footers kept per batch"). DuckDB checks a cached footer against the
     file's modification time (and trusts no file modified in the last 10 s), so a partition
     replaced during the run is read anew (tests/test_batch_connection.py)."""
     con.execute(f"set memory_limit = '{memory_limit}'")
@@ -169,23 +171,21 @@ def configure_batch_connection(con: duckdb.DuckDBPyConnection, memory_limit: str
 def compute_batch(spec: BatchSpec, data_dir: Path) -> tuple[dict[str, pa.Table], BatchOutcome]:
     """Every per-job result table of the batch `spec` over the warehouse at `data_dir`, as Arrow
     tables (floats rounded), and what the batch reports (failed jobs, time per step)."""
-    thresholds = Thresholds.model_validate_json(spec.thresholds)
-    as_of = datetime.fromisoformat(spec.as_of)
     outcome = BatchOutcome(index=spec.index)
     with connect(data_dir, dated=False) as con:  # run_batch names the days it reads
         configure_batch_connection(con, spec.memory_limit)
-        set_variables(con, json.loads(spec.variables))
+        set_variables(con, spec.variables)
 
         def run(ids: list[str]) -> BatchResult:
             return run_batch(
                 con,
                 spec.cluster,
                 ids,
-                thresholds,
-                as_of,
-                spec.batch_hosts,
-                Path(spec.shared_spans) if spec.shared_spans else None,
-                spec.range_samples,
+                thresholds=spec.thresholds,
+                as_of=spec.as_of,
+                batch_hosts=spec.batch_hosts,
+                shared_spans=spec.shared_spans,
+                range_samples=spec.range_samples,
                 data_dir=data_dir,
             )
 

@@ -1,8 +1,8 @@
 """The host ranges a batch's per-GPU pass runs over, cut by the samples they read.
 
-A range's frames are the largest of a run (at 2.7 M samples, 0.1 GiB of samples read and 0.3 GiB
-of per-sample rows), so a range must not grow with the shape of the cluster: a host of 8 MIG
-GPUs split 7 ways is 56 devices, and a site that scrapes every 5 s keeps 3 samples where the
+A range's frames are the largest of a run (their sizes: docs/history/bench-analyze.md, "Host
+ranges cut by samples"), so a range must not grow with the shape of the cluster: a host of 8
+MIG GPUs split 7 ways is 56 devices, and a site that scrapes every 5 s keeps 3 samples where the
 benchmark keeps one. A range is therefore at most `max_hosts` consecutive hosts (by name: sample
 files are sorted by host, so a range reads only its own row groups) and at most `max_samples`
 samples, whichever comes first; a host whose samples alone pass the bound is a range of its own.

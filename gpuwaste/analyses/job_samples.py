@@ -30,7 +30,7 @@ from gpuwaste.warehouse.damaged import read_retrying
 from gpuwaste.warehouse.store import sorted_by
 
 GPU_KEY_SPAN = 1 << 16  # gpu key = (position of the host in the batch's host list) * span + gpu
-INSTANCE_SPAN = 64  # device key gk = gpu key * span + (MIG instance + 1, or 0 for a whole GPU)
+INSTANCE_SPAN = 64  # device_key = gpu key * span + (MIG instance + 1, or 0 for a whole GPU)
 
 
 def _samples_sql(source: str) -> str:
@@ -38,7 +38,7 @@ def _samples_sql(source: str) -> str:
     its columns over some of its files."""
     return f"""
 select ((list_position($1::varchar[], host) * {GPU_KEY_SPAN} + gpu) * {INSTANCE_SPAN}
-        + coalesce(gpu_instance + 1, 0))::bigint as gk,
+        + coalesce(gpu_instance + 1, 0))::bigint as device_key,
        ts, util, mem_used_mib, mem_total_mib
 from {source} as gpu_samples
 where cluster = getvariable('cluster')
@@ -56,26 +56,29 @@ def _seconds(delta: pl.Expr) -> pl.Expr:
 
 def _shared_flags(alloc: pl.DataFrame) -> pl.DataFrame:
     """Mark allocations that overlap another one on the same GPU (as the SQL's overlap_flags)."""
-    by_gpu = alloc.sort("gk", "start_ts", "alloc_id")
+    by_gpu = alloc.sort("device_key", "start_ts", "alloc_id")
     return by_gpu.with_columns(
         (
-            (pl.col("end_ts").cum_max().shift(1).over("gk") > pl.col("start_ts")).fill_null(False)
-            | (pl.col("start_ts").shift(-1).over("gk") < pl.col("end_ts")).fill_null(False)
+            (pl.col("end_ts").cum_max().shift(1).over("device_key") > pl.col("start_ts")).fill_null(
+                False
+            )
+            | (pl.col("start_ts").shift(-1).over("device_key") < pl.col("end_ts")).fill_null(False)
         ).alias("shared")
     )
 
 
 def _sorted_by_gpu(samples: pl.DataFrame) -> pl.DataFrame:
-    """Samples in (gk, ts) order: a stable sort by GPU keeps each day's time order, and days come
-    in order, so this is one cheap pass when the files are as stored; else a full sort."""
-    out = samples.sort("gk", maintain_order=True)
-    return out if sorted_by(out, ["gk", "ts"]) else samples.sort("gk", "ts")
+    """Samples in (device_key, ts) order: a stable sort by GPU keeps each day's time order, and
+    days come in order, so this is one cheap pass when the files are as stored; else a full
+    sort."""
+    out = samples.sort("device_key", maintain_order=True)
+    return out if sorted_by(out, ["device_key", "ts"]) else samples.sort("device_key", "ts")
 
 
 def _keyed(frame: pl.DataFrame, hosts: list[str]) -> pl.DataFrame:
-    """`frame` with gk, the same integer key of (host, gpu, gpu_instance) as `_samples_sql` computes
-    in SQL (null for a host not in `hosts`), in place of host, gpu and gpu_instance: each MIG
-    instance is a device of its own."""
+    """`frame` with device_key, the same integer key of (host, gpu, gpu_instance) as
+    `_samples_sql` computes in SQL (null for a host not in `hosts`), in place of host, gpu and
+    gpu_instance: each MIG instance is a device of its own."""
     position = pl.col("host").replace_strict(
         hosts, list(range(1, len(hosts) + 1)), default=None, return_dtype=pl.Int64
     )
@@ -84,13 +87,13 @@ def _keyed(frame: pl.DataFrame, hosts: list[str]) -> pl.DataFrame:
         (pl.col("gpu_instance").cast(pl.Int64) + 1).fill_null(0) if has_instance else pl.lit(0)
     )
     gpu_key = position * GPU_KEY_SPAN + pl.col("gpu").cast(pl.Int64)
-    return frame.with_columns((gpu_key * INSTANCE_SPAN + instance).alias("gk")).drop(
+    return frame.with_columns((gpu_key * INSTANCE_SPAN + instance).alias("device_key")).drop(
         "host", "gpu", *(["gpu_instance"] if has_instance else [])
     )
 
 
 def _keyed_allocations(alloc: pl.DataFrame) -> tuple[list[str], pl.DataFrame]:
-    """The batch's hosts (sorted) and its allocations of known GPUs keyed by gk."""
+    """The batch's hosts (sorted) and its allocations of known GPUs keyed by device_key."""
     known = alloc.filter(pl.col("gpu") >= 0)
     hosts = sorted(known["host"].unique().to_list())
     return hosts, _keyed(known, hosts)
@@ -99,27 +102,28 @@ def _keyed_allocations(alloc: pl.DataFrame) -> tuple[list[str], pl.DataFrame]:
 def _compute_keyed(
     samples: pl.DataFrame, alloc: pl.DataFrame, idle_mem_floor_mib: float, window_s: float
 ) -> pl.DataFrame:
-    """samples (gk, ts, util, mem_used_mib, mem_total_mib) in stored order and allocations
-    (alloc_id, gk, start_ts, end_ts) -> the rows of test oracle job_samples.sql."""
+    """samples (device_key, ts, util, mem_used_mib, mem_total_mib) in stored order and allocations
+    (alloc_id, device_key, start_ts, end_ts) -> the rows of test oracle job_samples.sql."""
     keyed = _shared_flags(alloc)
     samples = samples.filter(
-        pl.col("util").is_not_null() & pl.col("gk").is_in(keyed["gk"].unique().implode())
+        pl.col("util").is_not_null()
+        & pl.col("device_key").is_in(keyed["device_key"].unique().implode())
     )
     samples = _sorted_by_gpu(samples)
     bounds = ["alloc_id", "start_ts", "end_ts"]
-    exclusive = keyed.filter(~pl.col("shared")).select("gk", *bounds)
+    exclusive = keyed.filter(~pl.col("shared")).select("device_key", *bounds)
     matched = samples.join_asof(
-        exclusive.sort("gk", "start_ts"),
+        exclusive.sort("device_key", "start_ts"),
         left_on="ts",
         right_on="start_ts",
-        by="gk",
+        by="device_key",
         strategy="backward",
         check_sortedness=False,
     ).filter(pl.col("ts") < pl.col("end_ts"))
-    shared = keyed.filter(pl.col("shared")).select("gk", *bounds)
+    shared = keyed.filter(pl.col("shared")).select("device_key", *bounds)
     if shared.height:
         in_shared = (
-            samples.join(shared, on="gk")
+            samples.join(shared, on="device_key")
             .filter((pl.col("ts") >= pl.col("start_ts")) & (pl.col("ts") < pl.col("end_ts")))
             .sort("alloc_id", "ts")
         )
@@ -168,11 +172,11 @@ def _read_params(hosts: list[str], alloc_keyed: pl.DataFrame) -> list[list[str] 
     """The parameters of `_samples_sql`: `hosts` (as `_keyed_allocations` lists them) and, per host,
     the first start and the last end of its allocations. A batch's multi-host jobs hold hosts
     of other batches for a few hours, so only that span of a host's samples is read, not every
-    day of the batch (at 8x the per-sample pass took 112 s instead of 145 s; bench/RESULTS.md)."""
+    day of the batch (faster at 8x: bench/RESULTS.md, "The allocator", per-host spans)."""
     spans = (
-        alloc_keyed.group_by(pl.col("gk") // (GPU_KEY_SPAN * INSTANCE_SPAN))
+        alloc_keyed.group_by(pl.col("device_key") // (GPU_KEY_SPAN * INSTANCE_SPAN))
         .agg(pl.col("start_ts").min(), pl.col("end_ts").max())
-        .sort("gk")
+        .sort("device_key")
     )
     return [hosts, spans["start_ts"].to_list(), spans["end_ts"].to_list()]
 

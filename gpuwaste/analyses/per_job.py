@@ -39,7 +39,7 @@ from gpuwaste.analyses.range_parts import RangeParts
 from gpuwaste.analyses.read_ahead import date_span, read_ahead
 from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
-from gpuwaste.analyses.steps import Relations, Step, beside_threads, conform_result, run_steps
+from gpuwaste.analyses.steps import Relations, Step, conform_result, pure_step_threads, run_steps
 from gpuwaste.config import Thresholds
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import days_unbound, narrow_dated_views
@@ -200,8 +200,8 @@ def _gpu_pass(
     samples: pl.DataFrame,
     alloc: pl.DataFrame,
     thresholds: Thresholds,
-    lap: Callable[[str], None],
-    beside: Executor,
+    record_time: Callable[[str], None],
+    pure_threads: Executor,
 ) -> dict[str, pl.DataFrame]:
     """The parts (GPU_PARTS) for the allocations `alloc` (one host range's, rows of
     `analyze_alloc`), whose samples (`job_samples.read`) are `samples`. No step reads the
@@ -211,8 +211,8 @@ def _gpu_pass(
     with Relations(con) as rel:
         rel.frame("range_samples", samples)
         rel.frame("range_alloc", alloc.select(RANGE_ALLOC_COLUMNS))
-        lap("range_alloc")
-        return run_steps(rel, GPU_STEPS, GPU_PARTS, thresholds, lap, beside)
+        record_time("range_alloc")
+        return run_steps(rel, GPU_STEPS, GPU_PARTS, thresholds, record_time, pure_threads)
 
 
 def _empty(name: str) -> pl.DataFrame | None:
@@ -328,7 +328,7 @@ def run_batch(
     result = BatchResult()
     clock = [time.perf_counter()]
 
-    def lap(step: str) -> None:
+    def record_time(step: str) -> None:
         now = time.perf_counter()
         result.seconds[step] = result.seconds.get(step, 0.0) + now - clock[0]
         clock[0] = now
@@ -346,22 +346,22 @@ def run_batch(
         if ranges.hosts:  # over the batch's hosts, first to last, and its days
             set_variables(con, {"host_lo": ranges.hosts[0], "host_hi": ranges.hosts[-1]})
             BATCH_DEVICES.run(rel, thresholds)
-        lap("allocations")
+        record_time("allocations")
 
         # the ranges' parts, on disk past 16 MiB: they grow with the hosts a batch reaches
         with closing(RangeParts()) as parts:
             with (
                 closing(read_ahead(con, cluster, alloc_all, ranges, data_dir)) as read,
-                beside_threads() as beside,
+                pure_step_threads() as pure_threads,
             ):
                 for _, alloc, samples in read:
-                    lap("read (waited for)")
-                    parts.add(_gpu_pass(con, samples, alloc, thresholds, lap, beside))
-                    lap("range parts (held, or written past 16 MiB)")
+                    record_time("read (waited for)")
+                    parts.add(_gpu_pass(con, samples, alloc, thresholds, record_time, pure_threads))
+                    record_time("range parts (held, or written past 16 MiB)")
                     del samples
             batch = _roll_up_parts(parts.read(), thresholds)
-            lap("range parts (held, or written past 16 MiB)")
-        _after_ranges(rel, batch, thresholds, lap)
+            record_time("range parts (held, or written past 16 MiB)")
+        _after_ranges(rel, batch, thresholds, record_time)
     result.frames = {RESULT_OF[name]: batch[name] for name in RESULT_OF}
     return result
 
@@ -370,7 +370,7 @@ def _after_ranges(
     rel: Relations,
     batch: dict[str, pl.DataFrame],
     thresholds: Thresholds,
-    lap: Callable[[str], None],
+    record_time: Callable[[str], None],
 ) -> None:
     """The batch's SQL steps after the host ranges (`AFTER_RANGES`), over the ranges' parts
     rolled up in `batch`; each output is added to `batch`."""
@@ -384,7 +384,7 @@ def _after_ranges(
                 rel.frame(name, batch[name])
         step.run(rel, thresholds)
         batch[step.output] = rel.frames[step.output]
-        lap(step.output)
+        record_time(step.output)
 
 
 __all__ = [

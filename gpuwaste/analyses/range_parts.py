@@ -3,11 +3,11 @@
 Each host range adds its parts (the GPUs' rows and the per-job counts: `per_job.GPU_PARTS`), and
 the batch rolls them up once its last range is done. A batch's ranges grow with the cluster, not
 only with the batch: its jobs are those whose first host is among its 128, but its multi-host
-jobs reach hosts anywhere, and the batch reads those too (128 hosts at 2x, 245 on average at 8x,
-up to 689 at 16x; docs/scale.md). Held in memory, the parts grew with them (up to 31 MiB a batch
-at 1x, 86 MiB at 8x), and the ranges after them were allocated around them: the run's peak was
-1.26-1.34 GiB at 8x and 1.38 at 16x; with the parts on disk past 16 MiB, 1.20-1.24 and 1.26, in
-the same time (bench/RESULTS.md, "A batch's parts on disk past 16 MiB").
+jobs reach hosts anywhere, and the batch reads those too (more of them the larger the cluster:
+bench/RESULTS.md, "The run's own steps capped", the batches' reach). Held in memory, the parts
+grew with them, and the ranges after them were allocated around them, raising the run's peak;
+written to disk past `PARTS_IN_MEMORY`, the peak is lower in the same time (bench/RESULTS.md, "A
+batch's parts on disk past 16 MiB").
 
 `RangeParts` holds at most `limit` bytes of parts; past it, it writes what it holds into one
 Arrow IPC file per part, in a folder of the system's temporary directory (`TMPDIR`, else `/tmp`,
@@ -31,7 +31,8 @@ from gpuwaste.errors import DiskError, MachineError
 from gpuwaste.warehouse.disk import disk_errno, disk_of
 
 # Bytes of parts held in memory (polars' estimate) before they are written to disk; a batch of
-# the benchmark at 1x (64 hosts) adds up to 31 MiB, so it writes once or not at all.
+# the benchmark at 1x (64 hosts) adds a little more than this, so it writes once or not at all
+# (bench/RESULTS.md, "A batch's parts on disk past 16 MiB": the parts a batch holds).
 PARTS_IN_MEMORY = 16 << 20
 # A batch's folder: <TMPDIR>/gpuwaste-parts-<host>-<pid>-<random>.
 PREFIX = "gpuwaste-parts-"

@@ -138,10 +138,10 @@ def _as_of(con: duckdb.DuckDBPyConnection, cluster: str) -> datetime:
 
 
 # At most this many hosts' jobs per batch (by each job's first host; sql/plan/batches.sql): a
-# batch's rows are held until it is staged, so a batch must not grow with the cluster. At 4,096
-# GPUs (512 hosts) a 7-day batch without this bound peaked at 2.0 GiB, with it at 1.1 GiB; 64
-# hosts cost 1.6x the time there, 128 hosts 1.2x (docs/scale.md). A cluster of up to 128 hosts
-# is one batch a week. As many as a day's block of hosts in the sample files
+# batch's rows are held until it is staged, so a batch must not grow with the cluster. Without
+# the bound a 7-day batch's peak grew with the cluster's hosts; fewer hosts per batch cost time
+# (bench/RESULTS.md, "The run's own steps capped", the batches' reach). A cluster of up to 128
+# hosts is one batch a week. As many as a day's block of hosts in the sample files
 # (`warehouse.host_blocks`), so that a batch of neighbouring hosts names 1-2 blocks a day.
 BATCH_MAX_HOSTS = BLOCK_HOSTS
 
@@ -233,8 +233,7 @@ def analyze_cluster(
     wh = Warehouse(settings.data_dir)
     t = settings.thresholds
     variables = device_variables(settings, cluster)  # #14: models, MIG slices, prices
-    variables_json = json.dumps(variables, sort_keys=True)
-    thresholds_json = t.model_dump_json() + variables_json
+    thresholds_json = t.model_dump_json() + json.dumps(variables, sort_keys=True)
     schema_now = state.results_schema(tuple(RESULT_TABLES))
     staging = staging_dir(settings.data_dir, cluster)
     try:
@@ -268,16 +267,14 @@ def analyze_cluster(
         )
         if counts.recomputed or counts.removed or run.rebuilt:
             template = BatchSpec(
-                cluster,
-                0,
-                (),
-                t.model_dump_json(),
-                as_of.isoformat(),
-                batch_hosts,
-                memory_limit,
-                variables_json,
-                str(staging / SHARED_SPANS_FILE),
-                range_samples,
+                cluster=cluster,
+                thresholds=t,
+                as_of=as_of,
+                batch_hosts=batch_hosts,
+                memory_limit=memory_limit,
+                variables=variables,
+                shared_spans=staging / SHARED_SPANS_FILE,
+                range_samples=range_samples,
             )
             _write_per_job_tables(
                 settings.data_dir,

@@ -7,7 +7,8 @@ longer than `missing_gap_intervals` intervals is missing data), and where runs o
 of equal memory readings open and close, once per host range (a SQL view was evaluated again
 by each of its four readers). tests/test_job_samples.py checks it against its test oracles
 (tests/oracles/gpu_intervals.sql, sample_flags.sql). The median spacing is a compiled loop
-(numba) over each allocation's rows, a selection where polars grouped and sorted them (22 -> 14 ms for 2.5 M samples), and
+(numba) over each allocation's rows, a selection where polars grouped and sorted them (faster:
+docs/history/bench-analyze.md, "Compiled loops per allocation"), and
 it is DuckDB's median, the mean of the two middle spacings, where polars' differed in the last
 bit for about one pair in eleven.
 """

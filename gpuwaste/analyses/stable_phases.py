@@ -20,10 +20,10 @@ readings is more than the tolerance away from the running level, so the result e
 per-reading rule except for memory that creeps in steps under tolerance / 8 (then the phase
 breaks at the first run edge past the tolerance instead of at the exact reading).
 
-Both are compiled loops (numba, no GIL): the runs over the samples in allocation and time
-order (`level_runs_frame`, 30 ms for a host range of 2.5 M samples, where polars grouped them in
-42-50 ms) and the merge over the runs (`_phase_numbers`: 3 ms for 26 k runs, where the Python
-loop took 14 ms).
+Both are compiled loops (numba, no GIL), faster than the polars group-by and the Python loop
+they replace (docs/history/bench-analyze.md, "Compiled loops per allocation"): the runs over the
+samples in allocation and time order (`level_runs_frame`) and the merge over the runs
+(`_phase_numbers`).
 """
 
 from __future__ import annotations

@@ -169,57 +169,59 @@ def run_steps(
     steps: tuple[Step, ...],
     keep: tuple[str, ...],
     thresholds: Thresholds,
-    lap: Callable[[str], None],
-    beside: Executor | None = None,
+    record_time: Callable[[str], None],
+    pure_threads: Executor | None = None,
 ) -> dict[str, pl.DataFrame]:
     """Run `steps` in order on `rel`; each output is released after the last step that reads it,
     except those in `keep`, whose frames are returned (`rel` takes their names off at its end).
 
-    A `pure` step runs on a thread of `beside` while the next steps run on the connection (the
-    SQL steps leave part of the cores idle, a numpy step uses one): its output is put on the
+    A `pure` step runs on a thread of `pure_threads` while the next steps run on the connection
+    (the SQL steps leave part of the cores idle, a numpy step uses one): its output is put on the
     connection when a step that is not pure reads it, or at the end if kept. A step that waits
-    for it counts the wait in `lap` as "pure steps (waited for)". `beside`: the threads pure
-    steps run on (`beside_threads`; a batch keeps them for all its host ranges: memory a thread
-    frees is reused by that thread, where new threads per range took more, bench/RESULTS.md);
-    without it, threads of their own."""
+    for it counts the wait in `record_time` (which adds the seconds since its last call to a
+    step's name) as "pure steps (waited for)". `pure_threads`: the threads pure steps run on
+    (`pure_step_threads`; a batch keeps them for all its host ranges: memory a thread frees is
+    reused by that thread, where new threads per range took more, bench/RESULTS.md); without
+    it, threads of their own."""
     last_reader = {name: i for i, step in enumerate(steps) for name in step.inputs}
     made: set[str] = set()
     with ExitStack() as stack:
-        if beside is None:
-            beside = stack.enter_context(beside_threads())
+        if pure_threads is None:
+            pure_threads = stack.enter_context(pure_step_threads())
         pending: dict[str, Future[pl.DataFrame]] = {}
 
-        def land(names: Iterable[str]) -> None:
+        def await_outputs(names: Iterable[str]) -> None:
+            """Wait for the pure steps that make `names` and put their outputs on `rel`."""
             waiting = [n for n in names if n in pending]
             for name in waiting:
                 rel.frame(name, pending.pop(name).result())
             if waiting:
-                lap("pure steps (waited for)")
+                record_time("pure steps (waited for)")
 
         for i, step in enumerate(steps):
             if step.pure:
                 sources = {n: pending.get(n) or rel.frames[n] for n in step.inputs}
-                pending[step.output] = beside.submit(step.compute, sources, thresholds)
+                pending[step.output] = pure_threads.submit(step.compute, sources, thresholds)
             else:
-                land(step.inputs)
+                await_outputs(step.inputs)
                 step.run(rel, thresholds)
-                lap(step.output)
+                record_time(step.output)
             made.add(step.output)
             for name in [
                 n for n in step.inputs if n in made and last_reader[n] == i and n not in keep
             ]:
                 pending.pop(name, None)  # read by pure steps only: they hold it until done
                 rel.release(name)
-        land([name for name in keep if name in pending])
+        await_outputs([name for name in keep if name in pending])
         for future in pending.values():
             future.result()  # a pure step that nothing reads: its error is not lost
     return {name: rel.frames[name] for name in keep if name in rel.frames}
 
 
-def beside_threads() -> ThreadPoolExecutor:
+def pure_step_threads() -> ThreadPoolExecutor:
     """The threads `run_steps` runs pure steps on: two, so that while the SQL steps wait for the
     pure ones (one numpy step uses one core) both cores work (bench/RESULTS.md)."""
     return ThreadPoolExecutor(2, thread_name_prefix="gpuwaste-step")
 
 
-__all__ = ["THRESHOLDS", "Relations", "Step", "beside_threads", "conform_result", "run_steps"]
+__all__ = ["THRESHOLDS", "Relations", "Step", "conform_result", "pure_step_threads", "run_steps"]

@@ -4,9 +4,9 @@ Each function returns a Vega-Lite spec (a dict) whose data sit in `spec["dataset
 frames; `widgets.plot` hands it to `st.vega_lite_chart`, which sends each frame as Arrow.
 
 Why Vega-Lite and not plotly: a new browser tab pays for the chart library's start-up before the
-first chart shows. On the 2-core machines here plotly.js (4.7 MB) costs 0.6-0.8 s of script per
-tab, Vega-Lite about 0.2 s (bench/RESULTS.md, "Dashboard"), and the 2 s budget per page did not
-leave room for plotly.
+first chart shows, and plotly.js costs several times Vega-Lite's script per tab
+(bench/RESULTS.md, "Dashboard on 1 M jobs", why Vega-Lite and not plotly): the 2 s budget per
+page did not leave room for plotly.
 
 Vega renders text as text, never as markup, so labels from the data (users, job names, hosts,
 VCs) only need their control characters escaped (`label()`). Values from the data never go into

@@ -173,8 +173,9 @@ def job_cdf(
     at x = 0, 100/(points-1), ..., 100 (percentile ranks on a fixed grid).
 
     Computed in DuckDB in one pass (each job counted at the first grid point at or above its
-    value, then cumulated), so a curve is `points` rows whatever the job count; a sort-based
-    `quantile_cont` over 201 quantiles took 0.8-1.6 s per column on 1 M jobs, this 0.06 s.
+    value, then cumulated), so a curve is `points` rows whatever the job count, and far faster
+    than a sort-based `quantile_cont` over 201 quantiles (bench/RESULTS.md, "Dashboard on 1 M
+    jobs", the CDFs).
     Values are percentages (0-100 by the result contract); any outside are clamped to the ends.
     """
     if column not in CDF_COLUMNS:

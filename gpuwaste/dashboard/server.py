@@ -4,8 +4,8 @@
 
 It imports what the app's pages run on (polars, DuckDB, the query and chart modules) before the
 server listens, then hands over to Streamlit's command line. Without it the first visitor after a
-start waits for those imports inside the first page run: on the 2-core machines here the first
-page of a fresh server took 2.3-3.2 s, and 2.0-2.3 s with them done first (bench/RESULTS.md).
+start waits for those imports inside the first page run (the first visit's time with and without
+them: bench/RESULTS.md, "Dashboard on 1 M jobs").
 """
 
 from __future__ import annotations

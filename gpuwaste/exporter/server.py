@@ -2,13 +2,14 @@
 selector-based server of the standard library (asyncio).
 
 prometheus_client's own `start_http_server` is wsgiref's server with a thread per connection and
-a listen backlog of 5: with 200 concurrent scrapers 83 of 4,000 scrapes timed out (p99 31 s), and
-a connection that sends nothing, or half a request, held its thread forever (400 such sockets,
-413 threads). Here one event-loop thread reads every request, so an idle connection costs a
-socket, not a thread, and is closed after `idle_timeout_s`; the listen backlog is BACKLOG;
-complete requests are answered by WORKERS threads (a first scrape waits there for the figures,
-never the loop), and requests alike that arrive while one is answered share its answer. Every
-response closes its connection, as wsgiref's HTTP/1.0 server did.
+a listen backlog of 5: under 200 concurrent scrapers scrapes timed out, and a connection that
+sends nothing, or half a request, held its thread forever, a thread per such socket
+(bench/RESULTS.md, "The exporter under 200 concurrent scrapers"). Here one event-loop thread
+reads every request, so an idle connection costs a socket, not a thread, and is closed after
+`idle_timeout_s`; the listen backlog is BACKLOG; complete requests are answered by WORKERS
+threads (a first scrape waits there for the figures, never the loop), and requests alike that
+arrive while one is answered share its answer. Every response closes its connection, as
+wsgiref's HTTP/1.0 server did.
 """
 
 from __future__ import annotations

@@ -243,17 +243,17 @@ class MigWriter:
     def _shared_series(self, fh: TextIO, family: str, d: Device, text: list[str]) -> int:
         """A shared GPU as dcgm-exporter writes it in HPC mode: the device's readings repeated
         in one series per job holding it, and a series without job label when none does."""
-        held = np.zeros(len(text), dtype=bool)
+        held_by_a_job = np.zeros(len(text), dtype=bool)
         written = 0
         for j in self.c.jobs:
             if j.device != d:
                 continue
-            held[j.k0 : j.k1] = True
+            held_by_a_job[j.k0 : j.k1] = True
             prefix = f'{family}{{{_labels(d)},hpc_job="{j.job_id}"}} '
             for k in range(j.k0, j.k1):
                 fh.write(f"{prefix}{text[k]} {self.stamps[k]}\n")
             written += j.k1 - j.k0
-        for k in np.nonzero(~held)[0].tolist():
+        for k in np.nonzero(~held_by_a_job)[0].tolist():
             fh.write(f"{family}{{{_labels(d)}}} {text[k]} {self.stamps[k]}\n")
             written += 1
         return written

@@ -151,9 +151,9 @@ def _debug_timeline(rng: np.random.Generator, n: int, lens: Lengths) -> Timeline
             out.append((seg[0], k))
         pos += k
         if not idle_next and pos < n and rng.random() < 0.3:
-            held = min(lens.ns(float(rng.uniform(300, 1800))), n - pos)
-            out.append((STALL, held))
-            pos += held
+            stall_len = min(lens.ns(float(rng.uniform(300, 1800))), n - pos)
+            out.append((STALL, stall_len))
+            pos += stall_len
         idle_next = not idle_next
     return out
 

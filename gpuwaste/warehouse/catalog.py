@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
+import weakref
 from collections.abc import Collection
 from datetime import date
 from pathlib import Path
@@ -142,8 +143,9 @@ def view_sql(
     )
 
 
-# The connection variable that says its dated views name no file yet (`connect(dated=False)`).
-UNBOUND_DAYS = "gpuwaste_days_unbound"
+# The connections whose dated views name no file yet (`connect(dated=False)`, not narrowed since),
+# held weakly: a closed and dropped connection leaves the set by itself.
+_UNBOUND: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()
 
 
 def create_views(
@@ -186,7 +188,7 @@ def narrow_dated_views(
         if t.layout == "dated":
             only = wh.day_files(t.name, cluster, first, last, hosts)
             _create_view(con, t, view_sql(wh, t, only=only))
-    run(con, f"SET VARIABLE {UNBOUND_DAYS} = false")
+    _UNBOUND.discard(con)
 
 
 def connect(data_dir: Path, dated: bool = True) -> duckdb.DuckDBPyConnection:
@@ -197,14 +199,13 @@ def connect(data_dir: Path, dated: bool = True) -> duckdb.DuckDBPyConnection:
     run(con, "SET TimeZone = 'UTC'")
     create_views(con, wh, dated=dated)
     if not dated:
-        run(con, f"SET VARIABLE {UNBOUND_DAYS} = true")
+        _UNBOUND.add(con)
     return con
 
 
 def days_unbound(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether `con` was made with `dated=False` and its samples' views name no file yet (the
-    variable is unset, NULL, on every other connection)."""
-    return bool(read_rows(con, f"select getvariable('{UNBOUND_DAYS}')")[0][0])
+    """Whether `con` was made with `dated=False` and its samples' views name no file yet."""
+    return con in _UNBOUND
 
 
 # Settings DuckDB keeps per connection (a cursor starts from their defaults), which the

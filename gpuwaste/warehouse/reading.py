@@ -47,8 +47,9 @@ def read_frame(
 
     The frame comes through Arrow once pyarrow is loaded (the dashboard, the exporter, analyze).
     A short command that has not loaded it (`gpuwaste job`) builds the same frame from Python
-    rows when every column's type allows, which saves pyarrow's import (0.1-0.2 s of a 1 s
-    answer); tests/test_read_frame.py checks that both ways give equal frames.
+    rows when every column's type allows, which saves pyarrow's import, a good part of the
+    command's second (bench/RESULTS.md, "`gpuwaste job` and `gpuwaste notify` on 1 M jobs");
+    tests/test_read_frame.py checks that both ways give equal frames.
     """
     frame = read_query(con, sql, params)
     if frame is None:

@@ -27,19 +27,19 @@ SUMMARY_GRAIN = ("vc", "gpu_model")  # the first columns of every summary's key
 ROLLUP_LABELS: dict[str, str] = {"all_vcs": ALL_VCS, "all_models": ALL_MODELS}
 SIZE_CLASSES = ("1", "2-4", "5-8", ">8")
 
-S, F, N, B, T = pl.String(), pl.Float64(), pl.Int64(), pl.Boolean(), UTC_TS
+STRING, FLOAT, INT, BOOL = pl.String(), pl.Float64(), pl.Int64(), pl.Boolean()
 
 
 def _result(name: str, doc: str, key: tuple[str, ...], /, **cols: pl.DataType) -> Table:
     return Table(
-        name, {"cluster": S, **cols}, layout="cluster", key=key, sort=key, doc=doc, result=True
+        name, {"cluster": STRING, **cols}, layout="cluster", key=key, sort=key, doc=doc, result=True
     )
 
 
 def _summary(name: str, doc: str, key: tuple[str, ...], /, **cols: pl.DataType) -> Table:
     """A summary table: its grain starts with SUMMARY_GRAIN (VC, then the job's GPU model),
     each with its '(all)' roll-up."""
-    return _result(name, doc, (*SUMMARY_GRAIN, *key), vc=S, gpu_model=S, **cols)
+    return _result(name, doc, (*SUMMARY_GRAIN, *key), vc=STRING, gpu_model=STRING, **cols)
 
 
 JOB_GPU_USAGE = _result(
@@ -48,35 +48,35 @@ JOB_GPU_USAGE = _result(
     "§IV-C]. idle_slot_s + never_used_s + busy_s + missing_s = alloc_s. The seconds are GPU "
     "seconds: wall seconds x gpu_weight (the MIG slice's share of its GPU, 1 for a whole GPU).",
     ("job_id", "attempt", "host", "gpu", "gpu_instance"),
-    job_id=S,
+    job_id=STRING,
     attempt=pl.Int16(),
-    host=S,
+    host=STRING,
     gpu=pl.Int16(),
     gpu_instance=pl.Int16(),
-    mig_profile=S,
-    gpu_model=S,
-    gpu_weight=F,
-    start_ts=T,
-    end_ts=T,
-    alloc_s=F,
-    observed_s=F,
-    missing_s=F,
-    busy_s=F,
-    idle_slot_s=F,
-    idle_slots=N,
-    never_used=B,
-    never_used_s=F,
-    util_mean=F,
-    util_max=F,
-    mem_used_mean_mib=F,
-    mem_used_max_mib=F,
-    mem_total_mib=F,
-    n_phases=N,
-    n_stable_phases=N,
-    interval_s=F,  # the sampling interval the gaps were judged by
-    low_data=B,
-    gpu_cost=F,  # [cost] price x GPU hours (null without a price for its model)
-    lost_cost=F,  # the same for idle-slot + never-used GPU hours
+    mig_profile=STRING,
+    gpu_model=STRING,
+    gpu_weight=FLOAT,
+    start_ts=UTC_TS,
+    end_ts=UTC_TS,
+    alloc_s=FLOAT,
+    observed_s=FLOAT,
+    missing_s=FLOAT,
+    busy_s=FLOAT,
+    idle_slot_s=FLOAT,
+    idle_slots=INT,
+    never_used=BOOL,
+    never_used_s=FLOAT,
+    util_mean=FLOAT,
+    util_max=FLOAT,
+    mem_used_mean_mib=FLOAT,
+    mem_used_max_mib=FLOAT,
+    mem_total_mib=FLOAT,
+    n_phases=INT,
+    n_stable_phases=INT,
+    interval_s=FLOAT,  # the sampling interval the gaps were judged by
+    low_data=BOOL,
+    gpu_cost=FLOAT,  # [cost] price x GPU hours (null without a price for its model)
+    lost_cost=FLOAT,  # the same for idle-slot + never-used GPU hours
 )
 
 JOB_UTIL_HIST = _result(
@@ -84,59 +84,59 @@ JOB_UTIL_HIST = _result(
     "Per job: GPU-minutes by per-minute GPU utilization bucket (0..100), the input of Philly "
     "Table 3, Table 5 and Figure 5 (minutes counted from each attempt's start).",
     ("job_id", "bucket"),
-    job_id=S,
+    job_id=STRING,
     bucket=pl.Int16(),
-    gpu_minutes=F,
+    gpu_minutes=FLOAT,
 )
 
 JOB_USAGE = _result(
     "job_usage",
     "One row per job: the GPU rows rolled up, host CPU and memory, flags and diagnoses.",
     ("job_id",),
-    job_id=S,
-    user=S,
-    vc=S,
-    gpu_model=S,  # its devices' model; MIXED_MODELS when several, UNKNOWN_MODEL when none
-    name=S,
-    state=S,
-    raw_state=S,
-    running=B,
-    gpus=N,
-    size_class=S,
-    n_hosts=N,
-    is_debug=B,
-    is_debug_declared=B,
-    is_debug_inferred=B,
-    submit_ts=T,
-    start_ts=T,
-    end_ts=T,
-    duration_s=F,
-    queue_delay_s=F,
-    gpu_s=F,
-    observed_share=F,
-    low_data=B,
-    util_mean=F,
-    util_max=F,
-    mem_util_mean=F,
-    mem_util_max=F,
-    cpu_util_mean=F,
-    cpu_util_max=F,
-    host_mem_util_mean=F,
-    host_mem_util_max=F,
-    idle_slot_gpu_s=F,
-    idle_slots=N,
-    never_used_gpu_s=F,
-    never_used_gpus=N,
-    idle_share=F,
-    n_phases=N,
-    n_stable_phases=N,
-    phase_level_spread_mib=F,
-    fluctuating=B,
-    checkpointing=B,
-    hit_time_limit=B,
-    diagnoses=S,
-    gpu_cost=F,  # sum over its GPUs ([cost]); null when no GPU of the job has a price
-    lost_cost=F,
+    job_id=STRING,
+    user=STRING,
+    vc=STRING,
+    gpu_model=STRING,  # its devices' model; MIXED_MODELS when several, UNKNOWN_MODEL when none
+    name=STRING,
+    state=STRING,
+    raw_state=STRING,
+    running=BOOL,
+    gpus=INT,
+    size_class=STRING,
+    n_hosts=INT,
+    is_debug=BOOL,
+    is_debug_declared=BOOL,
+    is_debug_inferred=BOOL,
+    submit_ts=UTC_TS,
+    start_ts=UTC_TS,
+    end_ts=UTC_TS,
+    duration_s=FLOAT,
+    queue_delay_s=FLOAT,
+    gpu_s=FLOAT,
+    observed_share=FLOAT,
+    low_data=BOOL,
+    util_mean=FLOAT,
+    util_max=FLOAT,
+    mem_util_mean=FLOAT,
+    mem_util_max=FLOAT,
+    cpu_util_mean=FLOAT,
+    cpu_util_max=FLOAT,
+    host_mem_util_mean=FLOAT,
+    host_mem_util_max=FLOAT,
+    idle_slot_gpu_s=FLOAT,
+    idle_slots=INT,
+    never_used_gpu_s=FLOAT,
+    never_used_gpus=INT,
+    idle_share=FLOAT,
+    n_phases=INT,
+    n_stable_phases=INT,
+    phase_level_spread_mib=FLOAT,
+    fluctuating=BOOL,
+    checkpointing=BOOL,
+    hit_time_limit=BOOL,
+    diagnoses=STRING,
+    gpu_cost=FLOAT,  # sum over its GPUs ([cost]); null when no GPU of the job has a price
+    lost_cost=FLOAT,
 )
 
 IDLE_SLOTS = _result(
@@ -144,15 +144,15 @@ IDLE_SLOTS = _result(
     "One row per idle slot: a run of util = 0 and memory <= floor longer than the minimum "
     "[CloudBrain §IV-C]. Never-used GPUs have none (their whole time is never-used).",
     ("job_id", "attempt", "host", "gpu", "gpu_instance", "start_ts"),
-    job_id=S,
+    job_id=STRING,
     attempt=pl.Int16(),
-    host=S,
+    host=STRING,
     gpu=pl.Int16(),
     gpu_instance=pl.Int16(),
-    mig_profile=S,
-    start_ts=T,
-    end_ts=T,
-    duration_s=F,
+    mig_profile=STRING,
+    start_ts=UTC_TS,
+    end_ts=UTC_TS,
+    duration_s=FLOAT,
 )
 
 STABLE_PHASES = _result(
@@ -160,56 +160,56 @@ STABLE_PHASES = _result(
     "One row per memory phase of a job x GPU [CloudBrain §IV-B]; `stable` under the default "
     "smallest (t, m); the grid table has every (t, m).",
     ("job_id", "attempt", "host", "gpu", "gpu_instance", "start_ts"),
-    job_id=S,
+    job_id=STRING,
     attempt=pl.Int16(),
-    host=S,
+    host=STRING,
     gpu=pl.Int16(),
     gpu_instance=pl.Int16(),
-    mig_profile=S,
-    start_ts=T,
-    end_ts=T,
-    duration_s=F,
-    mem_level_mib=F,
-    mem_max_mib=F,
-    mem_total_mib=F,
-    idle_mem_mib=F,
-    stable=B,
+    mig_profile=STRING,
+    start_ts=UTC_TS,
+    end_ts=UTC_TS,
+    duration_s=FLOAT,
+    mem_level_mib=FLOAT,
+    mem_max_mib=FLOAT,
+    mem_total_mib=FLOAT,
+    idle_mem_mib=FLOAT,
+    stable=BOOL,
 )
 
 WASTE_BY_VC = _summary(
     "waste_by_vc",
     "CloudBrain Table IV per VC: idle-slot and never-used GPU time among own jobs and among all.",
     ("kind",),
-    kind=S,  # kind: debugging | non-debugging | total
-    jobs=N,
-    gpu_s=F,
-    idle_slot_gpu_s=F,
-    never_used_gpu_s=F,
-    idle_slot_pct_own=F,
-    never_used_pct_own=F,
-    idle_slot_pct_all=F,
-    never_used_pct_all=F,
+    kind=STRING,  # kind: debugging | non-debugging | total
+    jobs=INT,
+    gpu_s=FLOAT,
+    idle_slot_gpu_s=FLOAT,
+    never_used_gpu_s=FLOAT,
+    idle_slot_pct_own=FLOAT,
+    never_used_pct_own=FLOAT,
+    idle_slot_pct_all=FLOAT,
+    never_used_pct_all=FLOAT,
 )
 
 NEVER_USED_BY_SIZE = _summary(
     "never_used_by_size",
     "CloudBrain Table V: jobs with at least one never-used GPU, by GPUs requested.",
     ("gpus_requested",),
-    gpus_requested=S,  # 1 | 2 | 4 | 8 | 16 | other
-    jobs=N,
-    jobs_with_never_used=N,
-    share_pct=F,
+    gpus_requested=STRING,  # 1 | 2 | 4 | 8 | 16 | other
+    jobs=INT,
+    jobs_with_never_used=INT,
+    share_pct=FLOAT,
 )
 
 STABLE_PHASE_GRID = _summary(
     "stable_phase_grid",
     "CloudBrain Table III: percent of all GPU time in stable phases for each (t, m).",
     ("t_s", "m_gib"),
-    t_s=F,
-    m_gib=F,
-    stable_gpu_s=F,
-    gpu_s=F,
-    pct=F,
+    t_s=FLOAT,
+    m_gib=FLOAT,
+    stable_gpu_s=FLOAT,
+    gpu_s=FLOAT,
+    pct=FLOAT,
 )
 
 SPATIAL_SUMMARY = _summary(
@@ -217,32 +217,32 @@ SPATIAL_SUMMARY = _summary(
     "CloudBrain §IV-A/B: means and maxima, threshold shares, mismatch shares, fluctuating jobs. "
     "One row per (vc, metric); value is a percent of jobs, or a mean percent for 'mean_*'.",
     ("metric",),
-    metric=S,
-    value=F,
-    jobs=N,
+    metric=STRING,
+    value=FLOAT,
+    jobs=INT,
 )
 
 DEBUG_JOBS = _summary(
     "debug_jobs",
     "CloudBrain §IV-C1: debugging jobs, declared and inferred kept apart.",
     ("kind",),
-    kind=S,  # declared | inferred | any
-    jobs=N,
-    gpu_s=F,
-    hit_time_limit_pct=F,
-    idle_ge_threshold_pct=F,
-    idle_gpu_s=F,
+    kind=STRING,  # declared | inferred | any
+    jobs=INT,
+    gpu_s=FLOAT,
+    hit_time_limit_pct=FLOAT,
+    idle_ge_threshold_pct=FLOAT,
+    idle_gpu_s=FLOAT,
 )
 
 UTIL_BY_SIZE_STATUS = _summary(
     "util_by_size_status",
     "Philly Table 3: GPU utilization (time-weighted mean) by job size x final status.",
     ("size", "state"),
-    size=S,
-    state=S,
-    jobs=N,
-    gpu_minutes=F,
-    util_mean=F,
+    size=STRING,
+    state=STRING,
+    jobs=INT,
+    gpu_minutes=FLOAT,
+    util_mean=FLOAT,
 )
 
 UTIL_MINUTE_HIST = _summary(
@@ -250,45 +250,45 @@ UTIL_MINUTE_HIST = _summary(
     "Philly Figure 5: per-minute GPU utilization histogram (1-point buckets 0..100) by size "
     "class x state; cumulate for the CDF.",
     ("size", "state", "bucket"),
-    size=S,
-    state=S,
+    size=STRING,
+    state=STRING,
     bucket=pl.Int16(),
-    gpu_minutes=F,
+    gpu_minutes=FLOAT,
 )
 
 UTIL_BY_SPREAD = _summary(
     "util_by_spread",
     "Philly Table 5: GPU utilization of 16-GPU jobs by number of servers.",
     ("servers",),
-    servers=N,
-    jobs=N,
-    util_mean=F,
-    util_p50=F,
-    util_p90=F,
-    util_p95=F,
+    servers=INT,
+    jobs=INT,
+    util_mean=FLOAT,
+    util_p50=FLOAT,
+    util_p90=FLOAT,
+    util_p95=FLOAT,
 )
 
 JOBS_BY_STATUS = _summary(
     "jobs_by_status",
     "Philly Table 6: jobs and GPU time by final status.",
     ("state",),
-    state=S,
-    jobs=N,
-    jobs_pct=F,
-    gpu_s=F,
-    gpu_time_pct=F,
+    state=STRING,
+    jobs=INT,
+    jobs_pct=FLOAT,
+    gpu_s=FLOAT,
+    gpu_time_pct=FLOAT,
 )
 
 QUEUEING_DELAY = _summary(
     "queueing_delay",
     "Philly §3: delay from submission to first start, by size class and VC.",
     ("size_class",),
-    size_class=S,
-    jobs=N,
-    delay_mean_s=F,
-    delay_p50_s=F,
-    delay_p90_s=F,
-    delay_p99_s=F,
+    size_class=STRING,
+    jobs=INT,
+    delay_mean_s=FLOAT,
+    delay_p50_s=FLOAT,
+    delay_p90_s=FLOAT,
+    delay_p99_s=FLOAT,
 )
 
 WASTE_DAILY = _summary(
@@ -298,16 +298,16 @@ WASTE_DAILY = _summary(
     "util_gpu_h / observed_gpu_h), and the GPU time of debugging, failed and killed jobs.",
     ("day",),
     day=pl.Date(),
-    alloc_gpu_h=F,
-    busy_gpu_h=F,
-    idle_slot_gpu_h=F,
-    never_used_gpu_h=F,
-    missing_gpu_h=F,
-    observed_gpu_h=F,
-    util_gpu_h=F,
-    debug_gpu_h=F,
-    failed_gpu_h=F,
-    killed_gpu_h=F,
+    alloc_gpu_h=FLOAT,
+    busy_gpu_h=FLOAT,
+    idle_slot_gpu_h=FLOAT,
+    never_used_gpu_h=FLOAT,
+    missing_gpu_h=FLOAT,
+    observed_gpu_h=FLOAT,
+    util_gpu_h=FLOAT,
+    debug_gpu_h=FLOAT,
+    failed_gpu_h=FLOAT,
+    killed_gpu_h=FLOAT,
 )
 
 WASTE_BY_MODEL = _summary(
@@ -315,16 +315,16 @@ WASTE_BY_MODEL = _summary(
     "Per VC x GPU model: GPU hours allocated, busy, idle-slot, never-used and lost, share lost, "
     "GPU utilization (time-weighted mean). Slice-weighted on MIG.",
     (),
-    jobs=N,
-    gpu_h=F,
-    busy_gpu_h=F,
-    idle_slot_gpu_h=F,
-    never_used_gpu_h=F,
-    lost_gpu_h=F,
-    lost_pct=F,
-    gpu_util_pct=F,
-    cost=F,  # [cost]: GPU hours x price of the model; null without a price
-    lost_cost=F,
+    jobs=INT,
+    gpu_h=FLOAT,
+    busy_gpu_h=FLOAT,
+    idle_slot_gpu_h=FLOAT,
+    never_used_gpu_h=FLOAT,
+    lost_gpu_h=FLOAT,
+    lost_pct=FLOAT,
+    gpu_util_pct=FLOAT,
+    cost=FLOAT,  # [cost]: GPU hours x price of the model; null without a price
+    lost_cost=FLOAT,
 )
 
 RESULT_TABLES: dict[str, Table] = {

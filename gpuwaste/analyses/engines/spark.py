@@ -253,7 +253,7 @@ def stage_planned(common: dict[str, Any], index: int) -> BatchOutcome:
                 "or a ReadWriteMany volume on Kubernetes)."
             ),
         )
-    template = BatchSpec(index=0, job_ids=(), **common["spec"])
+    template = BatchSpec(**common["spec"])
     return stage_batch(planned_spec(plan, template, index), data_dir, staging)
 
 

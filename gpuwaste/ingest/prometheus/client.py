@@ -1,7 +1,8 @@
 """The one place that talks HTTP to Prometheus (or Thanos, Mimir, VictoriaMetrics).
 
-Plain `requests` with one Session rather than prometheus-api-client (3-5x faster on the same raw
-range selections, `bench/ingest_prometheus.py --clients`): every request has a timeout,
+Plain `requests` with one Session rather than prometheus-api-client (faster on the same raw
+range selections: bench/RESULTS.md, "Prometheus client: gpuwaste's vs prometheus-api-client"):
+every request has a timeout,
 retries are bounded with exponential backoff, the answer is handed on as raw bytes (decoded by
 `prometheus.parse.parse_body`, several times faster than `json`), and `Accept-Encoding: identity`
 is sent to loopback servers, where compression costs more than it saves.

@@ -5,12 +5,12 @@ samples `(sid, ts, value, text)` where `sid` indexes the label list. `text` is t
 written where it was read as text (the `json` path, OpenMetrics files), so a refused value is
 quarantined with its raw text; on the fast path every value parsed as a float and `text` is null.
 
-Speed: a range-selector answer for 256 GPUs x 11,000 points is about 56 MB of JSON. `json.loads`
-of it takes about 3 s on one core (1 M samples/s), so `parse_body` decodes only the *skeleton*
-(status and label sets) with `json`, and hands the `"values":[[t,"v"],...]` arrays, rewritten as
-CSV lines `t,"v"`, to polars' CSV reader (about 7 M samples/s). Anything unexpected
-(pretty-printed JSON, a vector, a value that is not a float) falls back to the plain `json`
-path, which gives the same samples.
+Speed: a range-selector answer is tens of MB of JSON, and `json.loads` of it alone takes longer
+than this whole path from JSON to parquet (bench/RESULTS.md, "Ingest from Prometheus"), so
+`parse_body` decodes only the *skeleton* (status and label sets) with `json`, and hands the
+`"values":[[t,"v"],...]` arrays, rewritten as CSV lines `t,"v"`, to polars' CSV reader. Anything
+unexpected (pretty-printed JSON, a vector, a value that is not a float) falls back to the plain
+`json` path, which gives the same samples.
 """
 
 from __future__ import annotations

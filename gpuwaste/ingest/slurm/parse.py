@@ -50,6 +50,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 from zoneinfo import ZoneInfo
 
 import polars as pl
@@ -284,6 +285,18 @@ def gpu_type(tres: str, gres_style: bool = False) -> tuple[str | None, str | Non
     return m.group("profile").lower(), m.group("model")
 
 
+class _Staged(NamedTuple):
+    """A line that passed stage 1 of `parse_sacct`: its shape, job id and state are known."""
+
+    lineno: int
+    line: str
+    fields: list[str]
+    job_id: str  # the job id shown, before its `.step` (`123`, `123_4`, `123+1`)
+    step: str | None  # the step's name (`batch`, `0`, ...), None on the job's own line
+    raw_state: str  # State as sacct printed it
+    state: str  # the state it maps to (`map_state`)
+
+
 class _Columns:
     def __init__(self, names: tuple[str, ...]) -> None:
         self.names = names
@@ -416,7 +429,7 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
     accepted = 0
     pending_ids: set[str] = set()
     # Stage 1: shape, id and state of every line.
-    staged: list[tuple[int, str, list[str], str, str | None, str, str]] = []
+    staged: list[_Staged] = []
     for lineno, line in lines:
         where = f"{location}:{lineno}"
         if _UNDECODABLE.search(line):
@@ -447,11 +460,11 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
         if state is None:
             refused.append(Refused(where, f"unknown state: {raw_state!r}", line))
             continue
-        staged.append((lineno, line, fields, parts[0], parts[1], raw_state, state))
+        staged.append(_Staged(lineno, line, fields, parts[0], parts[1], raw_state, state))
 
     # Stage 2, in order of submission (the job id before `_`/`+`): times, then the rest. The
     # running latest submit time reads a repeated fall-back hour the way the order implies.
-    staged.sort(key=lambda r: (_base_number(r[3]), r[0]))
+    staged.sort(key=lambda r: (_base_number(r.job_id), r.lineno))
     latest_submit: datetime | None = None
     for lineno, line, fields, job_id, step, raw_state, state in staged:
         where = f"{location}:{lineno}"
