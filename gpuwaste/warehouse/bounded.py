@@ -1,9 +1,9 @@
 """One read-only query under a memory and a time bound: `gpuwaste sql` and the dashboard's SQL page.
 
-DuckDB's `memory_limit` covers its buffer manager only. Measured with DuckDB 2.0.1 and a 1 GiB
-limit: `string_agg` over `range(300000000)` stops with DuckDB's Out of Memory error at 0.6 GB
-resident, but strings built by a scalar function (`repeat`) and the result handed to Python are
-outside it (2.2 GB resident, and growing). So a bounded query has three bounds:
+DuckDB's `memory_limit` covers its buffer manager only: an aggregate such as `string_agg` stops
+with DuckDB's Out of Memory error, but strings built by a scalar function (`repeat`) and the
+result handed to Python are outside it and grow past it (measured: docs/reliability.md, the SQL
+memory bomb). So a bounded query has three bounds:
 
 1. DuckDB's own `memory_limit`, a share of the bound (readonly.limit_memory), which stops
    aggregates, joins and sorts with DuckDB's message, and its spill folder's size;

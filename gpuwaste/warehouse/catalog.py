@@ -179,8 +179,8 @@ def narrow_dated_views(
 
     The views name those files as they are now: a file replaced later is read anew, one added
     or moved aside is not seen. Binding a view reads the footer of every file it names
-    (`union_by_name`), the connection keeps what it bound while it is open (0.3 MiB a file of a
-    day of 512 GPUs), and a batch's connection keeps the footers it read (`parquet_metadata_cache`):
+    (`union_by_name`), the connection keeps what it bound while it is open (measured per file:
+    docs/scale.md), and a batch's connection keeps the footers it read (`parquet_metadata_cache`):
     over the whole warehouse, that grew with its history, its clusters and, within a day file,
     with the cluster's hosts (docs/scale.md)."""
     wh = Warehouse(data_dir)
