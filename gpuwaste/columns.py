@@ -257,6 +257,16 @@ def number(value: float | int, unit: str) -> str:
     return shown.lstrip("-") if not shown.strip("-0.,") else shown  # never "-0.0"
 
 
+def byte_size(n: int) -> str:
+    """A file's size for people: `512 B`, `638.8 KiB`, `535.5 MiB`, `1.2 GiB`."""
+    if n < 1024:
+        return f"{n} B"
+    value, units = n / 1024, ["KiB", "MiB", "GiB", "TiB"]
+    while value >= 1024 and len(units) > 1:
+        value, units = value / 1024, units[1:]
+    return f"{value:,.1f} {units[0]}"
+
+
 __all__ = [
     "COLUMNS",
     "DECIMALS",
@@ -265,6 +275,7 @@ __all__ = [
     "TRUE_FALSE",
     "Column",
     "Rank",
+    "byte_size",
     "column",
     "number",
     "title",

@@ -40,8 +40,9 @@ def safe_text(value: object) -> str:
         return ""
     if isinstance(value, bool):
         return TRUE_FALSE[0] if value else TRUE_FALSE[1]
-    if isinstance(value, float):
-        return number(value, "number")
+    if isinstance(value, float):  # a figure rounded by its caller: its digits, no exponent
+        text = f"{value:,.4f}".rstrip("0").rstrip(".") if value == value else str(value)
+        return "0" if text == "-0" else text
     if isinstance(value, datetime):
         return value.isoformat(sep=" ", timespec="seconds")
     return printable(str(value))

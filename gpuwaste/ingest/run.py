@@ -9,6 +9,7 @@ configures the source. Each finished source prints one summary line: on stdout, 
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -51,6 +52,30 @@ def _run_source(
     return result
 
 
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of `path` (itself included) that does not exist yet, or None."""
+    missing = None
+    for p in (path, *path.parents):
+        if p.exists():
+            break
+        missing = p
+    return missing
+
+
+@contextmanager
+def no_empty_warehouse_left(data_dir: Path) -> Iterator[None]:
+    """A run that fails removes the folders it created for a warehouse that holds no data then
+    (a first ingest from an unreachable server), so that the next command does not take an
+    empty warehouse for one; a folder that existed before is never touched."""
+    created = _first_missing(data_dir)
+    try:
+        yield
+    except BaseException:
+        if created is not None and not any((data_dir / "parquet").rglob("*.parquet")):
+            shutil.rmtree(created, ignore_errors=True)
+        raise
+
+
 @contextmanager
 def catalog_refreshed(data_dir: Path) -> Iterator[None]:
     """Refresh the catalog of views after the block, after a failure too; a refresh that fails
@@ -69,7 +94,11 @@ def run_one(
     settings: Settings, cluster: ClusterConfig, source: Source, options: RunOptions
 ) -> IngestResult:
     """One source for one cluster (the one-off form: `gpuwaste ingest SOURCE --flags`)."""
-    with writer_lock(settings.data_dir), catalog_refreshed(settings.data_dir):
+    with (
+        no_empty_warehouse_left(settings.data_dir),
+        writer_lock(settings.data_dir),
+        catalog_refreshed(settings.data_dir),
+    ):
         Warehouse(settings.data_dir).remove_temp_files(FACT_TABLES)
         remove_leftovers(settings.data_dir)
         return _run_source(settings, cluster, source, options)
@@ -113,22 +142,23 @@ def run_configured(
     clusters = _clusters(settings, sources, cluster)
     results: list[IngestResult] = []
     failures: list[str] = []
-    with writer_lock(settings.data_dir), catalog_refreshed(settings.data_dir):
-        Warehouse(settings.data_dir).remove_temp_files(FACT_TABLES)
-        remove_leftovers(settings.data_dir)
-        for c in clusters:
-            for source in sources:
-                if not source.configured(c):
-                    continue
-                try:
-                    results.append(_run_source(settings, c, source, options))
-                except DiskError as exc:  # every source after it would meet the same disk
-                    raise DiskError(f"ingest stopped at {c.name}/{source.name}: {exc}") from exc
-                except GpuwasteError as exc:
-                    failures.append(f"{c.name}/{source.name}: {exc}")
-                    print(f"gpuwaste: {c.name}/{source.name}: {exc}", file=sys.stderr)
-    if failures:
-        raise GpuwasteError(f"{len(failures)} source(s) failed; first: {failures[0]}")
+    with no_empty_warehouse_left(settings.data_dir):
+        with writer_lock(settings.data_dir), catalog_refreshed(settings.data_dir):
+            Warehouse(settings.data_dir).remove_temp_files(FACT_TABLES)
+            remove_leftovers(settings.data_dir)
+            for c in clusters:
+                for source in sources:
+                    if not source.configured(c):
+                        continue
+                    try:
+                        results.append(_run_source(settings, c, source, options))
+                    except DiskError as exc:  # every source after it would meet the same disk
+                        raise DiskError(f"ingest stopped at {c.name}/{source.name}: {exc}") from exc
+                    except GpuwasteError as exc:
+                        failures.append(f"{c.name}/{source.name}: {exc}")
+                        print(f"gpuwaste: {c.name}/{source.name}: {exc}", file=sys.stderr)
+        if failures:
+            raise GpuwasteError(f"{len(failures)} source(s) failed; first: {failures[0]}")
     if not results and not options.quiet:
         print("nothing to ingest: no configured source matched.")
     return results

@@ -41,7 +41,7 @@ from gpuwaste.act.notify.smtp import (
 )
 from gpuwaste.act.notify.webhook import apprise_url, escape, fingerprint, post, redacted
 from gpuwaste.config import NotifyConfig, Settings
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import GpuwasteError, UsageError
 from gpuwaste.text import printable
 from gpuwaste.warehouse.catalog import connect, refresh_catalog
 from gpuwaste.warehouse.lock import writer_lock
@@ -245,13 +245,9 @@ def senders(cfg: NotifyConfig, hook: str | None, messages: list[Message]) -> Sen
     needs_email = any(m.channel == EMAIL for m in messages)
     server = parse_smtp_url(cfg.smtp, cfg.smtp_user) if cfg.smtp else None
     if needs_email and server is None and hook is None:
-        raise GpuwasteError(
-            "--send: nothing to send with; give --smtp smtp://HOST:PORT or --webhook."
-        )
+        raise UsageError("--send: nothing to send with; give --smtp smtp://HOST:PORT or --webhook.")
     if server is not None and not (cfg.sender and rcpt.valid_address(cfg.sender)):
-        raise GpuwasteError(
-            "--send with --smtp needs --sender ADDRESS (e.g. gpuwaste@example.org)."
-        )
+        raise UsageError("--send with --smtp needs --sender ADDRESS (e.g. gpuwaste@example.org).")
     password = None
     if cfg.smtp_password_env:
         password = os.environ.get(cfg.smtp_password_env)

@@ -39,7 +39,7 @@ import polars as pl
 
 from gpuwaste.config import ClusterConfig, FileLimits, Settings, SlurmSource
 from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
-from gpuwaste.ingest.files import check_read_whole
+from gpuwaste.ingest.files import read_whole
 from gpuwaste.ingest.gpu_indices import (
     JOB_GPUS_KEY,
     PAIRS_SCHEMA,
@@ -82,17 +82,11 @@ def options_for(cfg: SlurmSource, cluster: ClusterConfig) -> SacctOptions:
 
 
 def read_text(path: Path, what: str, limits: FileLimits, escape_lines: bool = False) -> str:
-    """A whole input file as text (within `[files] max_read_whole_mib`), or IngestError naming
-    it. With `escape_lines`, bytes that are not UTF-8 after the first line are kept as lone
+    """A whole input file as text (within `[files] max_read_whole_mib`; a `.gz` decompressed),
+    or IngestError naming it. With `escape_lines`, bytes that are not UTF-8 after the first line are kept as lone
     surrogates (`surrogateescape`), for the parser to refuse their lines alone; in the first line
     they refuse the file."""
-    check_read_whole(path, what, limits)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise IngestError(f"{what} file {path} does not exist.") from None
-    except OSError as exc:
-        raise IngestError(f"could not read {what} file {path}: {exc.strerror or exc}.") from None
+    data = read_whole(path, what, limits)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
