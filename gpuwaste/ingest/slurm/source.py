@@ -57,7 +57,7 @@ from gpuwaste.ingest.slurm.parse import (
     parse_sacct,
 )
 from gpuwaste.ingest.slurm.scontrol_parse import ScontrolFormatError, parse_scontrol
-from gpuwaste.ingest.times import TimeBounds
+from gpuwaste.ingest.times import TimeBounds, latest_job_time
 from gpuwaste.warehouse.bookkeeping import get_watermark, set_watermark, write_quarantine
 from gpuwaste.warehouse.store import Warehouse
 
@@ -159,15 +159,6 @@ def write_slurm(
     return written
 
 
-def _latest(jobs: pl.DataFrame) -> datetime | None:
-    if jobs.height == 0:
-        return None
-    stamps = jobs.select(
-        pl.max_horizontal(pl.col("submit_ts"), pl.col("start_ts"), pl.col("end_ts")).max()
-    ).item()
-    return stamps if isinstance(stamps, datetime) else None
-
-
 def ingest_slurm(
     settings: Settings,
     cluster: ClusterConfig,
@@ -219,7 +210,7 @@ def ingest_slurm(
         raise IngestError(f"{where}: {exc}.") from None
     parsed = replace(parsed, refused=parsed.refused + refused_sc)
     written = write_slurm(wh, cluster.name, parsed, batch, scontrol_pairs)
-    mark = window_end or _latest(parsed.jobs)
+    mark = window_end or latest_job_time(parsed.jobs)
     if mark is not None:
         old = get_watermark(wh, cluster.name, SOURCE)
         if old is None or mark > old:
