@@ -30,14 +30,14 @@ def print_freshness(data_dir: Path, cluster: str | None) -> None:
 
 
 def print_why_no_gpu_time(data_dir: Path, clusters: list[str]) -> None:
-    """For each cluster whose jobs can give no GPU time, say why (stderr: a warning)."""
-    from gpuwaste.warehouse.diagnose import why_no_gpu_time
+    """For each cluster whose jobs can give no GPU time, or whose allocations meet no samples
+    as when its times were read in the wrong zone, say so (stderr: a warning)."""
+    from gpuwaste.warehouse.diagnose import problems
     from gpuwaste.warehouse.store import Warehouse
 
     wh = Warehouse(data_dir)
     for cluster in clusters:
-        why = why_no_gpu_time(wh, cluster)
-        if why is not None:
+        for why in problems(wh, cluster):
             print(f"gpuwaste: {why}", file=sys.stderr)
 
 

@@ -21,19 +21,19 @@ from gpuwaste.ingest.base import IngestResult, RunOptions, Source
 from gpuwaste.ingest.progress import source_progress
 from gpuwaste.ingest.staging import remove_leftovers
 from gpuwaste.warehouse.catalog import refresh_catalog
-from gpuwaste.warehouse.diagnose import why_no_gpu_time
+from gpuwaste.warehouse.diagnose import problems
 from gpuwaste.warehouse.lock import writer_lock
 from gpuwaste.warehouse.schema import FACT_TABLES
 from gpuwaste.warehouse.store import Warehouse
 
 
 def explain_no_gpu_time(settings: Settings, result: IngestResult) -> None:
-    """After a run that wrote jobs: if the cluster's jobs can give no GPU time, the summary line
-    says why (`warehouse.diagnose`)."""
+    """After a run that wrote jobs: if the cluster's jobs can give no GPU time, or many of their
+    allocations meet no sample as when the times were read in the wrong zone, the summary line
+    says so (`warehouse.diagnose`)."""
     if not result.written.get("jobs"):
         return
-    why = why_no_gpu_time(Warehouse(settings.data_dir), result.cluster)
-    if why is not None:
+    for why in problems(Warehouse(settings.data_dir), result.cluster):
         result.note = f"{result.note}; {why}" if result.note else why
 
 
