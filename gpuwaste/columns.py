@@ -15,8 +15,8 @@ from enum import IntEnum
 
 
 class Rank(IntEnum):
-    """Which columns a narrow terminal keeps: KEY never goes (it says what a row is), HEADLINE
-    (GPU hours, and those lost) goes last, DETAIL first, FIGURE between."""
+    """Which columns a narrow terminal keeps: DETAIL goes first, then FIGURE, then HEADLINE
+    (GPU hours, and those lost); KEY (what a row is) only when nothing else is left."""
 
     KEY = 0
     HEADLINE = 1
@@ -98,10 +98,10 @@ COLUMNS: dict[str, Column] = {
     "t_s": Column("Phase at least (min)", "min", MINUTES, Rank.KEY),
     "m_gib": Column("Memory band (GiB)", "GiB", rank=Rank.KEY),
     "idle_hours": Column("Idle threshold (h)", "h", rank=Rank.KEY),
-    "attempt": _key("Attempt"),
+    "attempt": Column("Attempt", rank=Rank.DETAIL),
     "host": _key("Host"),
     "gpu": _key("GPU"),
-    "gpu_instance": _key("MIG instance"),
+    "gpu_instance": Column("MIG instance", rank=Rank.DETAIL),
     # jobs and GPUs
     "name": _detail("Job name"),
     "jobs": _count("Jobs", Rank.HEADLINE),
