@@ -133,6 +133,53 @@ def _fit(specs: list[Column], widths: list[int], width: int) -> tuple[list[int],
     return kept, sorted(dropped)
 
 
+def _for_people(
+    df: pl.DataFrame, title: str | None, readable: bool, rollups: Mapping[str, str] | None
+) -> tuple[pl.DataFrame, str | None, list[str]]:
+    """The rows and columns a table for people shows, its title, and the notes saying what it
+    leaves out: roll-up rows that repeat their only member, a cluster column of one cluster
+    (into the title), columns without any value."""
+    notes: list[str] = []
+    shown = df if rollups is None else single_member_rollups(df, rollups)
+    if rollups is not None and shown.height < df.height:
+        labels = " / ".join(sorted({f"{c} '{v}'" for c, v in rollups.items() if c in df.columns}))
+        notes.append(
+            f"{df.height - shown.height} roll-up rows ({labels}) left out: they repeat the only "
+            "value they roll up (--format csv keeps them)."
+        )
+    if not readable:
+        return shown, title, notes
+    if "cluster" in shown.columns and shown["cluster"].n_unique() == 1:
+        title = f"{title or ''} - cluster {safe_text(shown['cluster'][0])}".lstrip(" -")
+        shown = shown.drop("cluster")
+    empty = [c for c in shown.columns if shown[c].null_count() == shown.height > 0]
+    if empty:
+        notes.append(f"No values: {'; '.join(column(c).title for c in empty)}.")
+        shown = shown.drop(empty)
+    return shown, title, notes
+
+
+def _layout(
+    specs: list[Column], cells: list[list[str]], total: int
+) -> tuple[list[int], list[int], list[int]]:
+    """Each column's width (its longest value, at most TEXT_WIDTH for text, and its title's
+    longest word), the columns kept to fit `total` and those left out (`_fit`); the width to
+    spare goes to the headers that wrap, a few lines less each."""
+    widths = []
+    for spec, values in zip(specs, cells, strict=True):
+        longest_word = max((len(w) for w in spec.title.split()), default=1)
+        value_w = min(max((len(v) for v in values), default=0), TEXT_WIDTH)
+        widths.append(max(longest_word, value_w))
+    kept, dropped = _fit(specs, widths, total)
+    spare = total - (sum(widths[k] + 3 for k in kept) + 1)
+    for k in kept:
+        more = min(spare, len(specs[k].title) - widths[k])
+        if more > 0:
+            widths[k] += more
+            spare -= more
+    return widths, kept, dropped
+
+
 def render(
     df: pl.DataFrame,
     fmt: OutputFormat = OutputFormat.table,
@@ -172,38 +219,12 @@ def render(
     from rich.table import Table
     from rich.text import Text
 
-    notes: list[str] = []
-    shown = df if rollups is None else single_member_rollups(df, rollups)
-    if rollups is not None and shown.height < df.height:
-        labels = " / ".join(sorted({f"{c} '{v}'" for c, v in rollups.items() if c in df.columns}))
-        notes.append(
-            f"{df.height - shown.height} roll-up rows ({labels}) left out: they repeat the only "
-            "value they roll up (--format csv keeps them)."
-        )
-    if readable and "cluster" in shown.columns and shown["cluster"].n_unique() == 1:
-        title = f"{title or ''} - cluster {safe_text(shown['cluster'][0])}".lstrip(" -")
-        shown = shown.drop("cluster")
-    empty = [c for c in shown.columns if shown[c].null_count() == shown.height > 0]
-    if readable and empty:
-        notes.append(f"No values: {'; '.join(column(c).title for c in empty)}.")
-        shown = shown.drop(empty)
+    shown, title, notes = _for_people(df, title, readable, rollups)
     specs = [_spec(c, readable, key) for c in shown.columns]
     head = shown.head(max_rows)
     cells = [_cells(head[c], spec) for c, spec in zip(shown.columns, specs, strict=True)]
-    widths = []
-    for spec, values in zip(specs, cells, strict=True):
-        longest_word = max((len(w) for w in spec.title.split()), default=1)
-        value_w = min(max((len(v) for v in values), default=0), TEXT_WIDTH)
-        widths.append(max(longest_word, value_w))
     total = width or terminal_width()
-    kept, dropped = _fit(specs, widths, total)
-    # spare width goes to the headers that wrap, a few lines less each
-    spare = total - (sum(widths[k] + 3 for k in kept) + 1)
-    for k in kept:
-        more = min(spare, len(specs[k].title) - widths[k])
-        if more > 0:
-            widths[k] += more
-            spare -= more
+    widths, kept, dropped = _layout(specs, cells, total)
     if dropped:
         names = "; ".join(specs[i].title for i in dropped)
         notes.append(
