@@ -10,6 +10,7 @@
 4. per page, times a real browser (Debian's chromium, against `gpuwaste dashboard`) from
    navigation until every expected chart has its traces and the app is idle: the first page of a
    fresh browser on a fresh server; the page in a new tab of a browser that has the app's files
+   cached, on a server just (re)started; the page in a new tab of a browser that has the app's files
    cached, on a running server, its queries not yet cached (an operator opening the dashboard in
    the morning); a switch to the page from the sidebar with its queries not yet cached; the same
    switch again (cached).
@@ -160,13 +161,15 @@ BROWSER_PAGES = {
 }  # fmt: skip
 
 
-def bench_browser(data_dir: Path, job_id: str) -> dict[str, tuple[float, float, float, float]]:
+def bench_browser(data_dir: Path, job_id: str) -> dict[str, tuple[float, ...]]:
     """Per page: (cold load: the first page a new browser opens on a fresh server, with the
-    server's and the browser's start-up work; new tab: the page in a new tab of a browser that
+    server's and the browser's start-up work; restarted server: a new tab of a browser that has
+    the app's files, on a server just started; new tab: the page in a new tab of a browser that
     has the app's files cached, on a running server, its queries not yet cached; cold switch: the
     page opened from the sidebar in an open dashboard, its queries not yet cached; warm switch:
     the same again, cached)."""
     from harness.browser import browser_page, dashboard_server, wait_for_charts
+    from harness.components import free_port
 
     out = {}
     log = Path(tempfile.mkdtemp()) / "dashboard.log"
@@ -209,6 +212,19 @@ def bench_browser(data_dir: Path, job_id: str) -> dict[str, tuple[float, float, 
             page.goto(f"{url}/{path}")
             until_drawn(page, titles)
             new_tab = time.perf_counter() - t0
+        # restart: the browser has the app's files (its cache is per address), the server has
+        # just started and run nothing: the first visit after `gpuwaste dashboard` is restarted
+        port = free_port()
+        with browser_page() as first:
+            with dashboard_server(data_dir, log, port=port) as url:
+                first.goto(f"{url}/sql")
+                until_drawn(first, [])
+            with dashboard_server(data_dir, log, port=port) as url:
+                page = first.context.new_page()
+                t0 = time.perf_counter()
+                page.goto(f"{url}/{path}")
+                until_drawn(page, titles)
+                restarted = time.perf_counter() - t0
         # switches: a fresh server; the session first opens another chart page (the browser
         # loads the chart library once per session), then the SQL page, then this one
         with dashboard_server(data_dir, log) as url, browser_page() as page:
@@ -220,7 +236,7 @@ def bench_browser(data_dir: Path, job_id: str) -> dict[str, tuple[float, float, 
             until_drawn(page, other_titles)
             cold = switch(page, url, path, title, titles)
             warm = switch(page, url, path, title, titles)
-        out[name] = (cold_load, new_tab, cold, warm)
+        out[name] = (cold_load, restarted, new_tab, cold, warm)
     return out
 
 
@@ -259,12 +275,12 @@ def main() -> None:
         print(f"\n{n:,} jobs; seconds; median of {args.repeat} for queries and page script\n")
         print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n")
         print("| page | queries, cold | page script (AppTest), cold | browser: fresh browser, fresh "
-              "server | browser: new tab, running server | browser: page switch, cold cache | "
-              "browser: page switch, warm |")  # fmt: skip
-        print("| --- | --- | --- | --- | --- | --- | --- |")
+              "server | browser: new tab, server just started | browser: new tab, running server "
+              "| browser: page switch, cold cache | browser: page switch, warm |")  # fmt: skip
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
         for name in qt:
             b = br.get(name)
-            bs = " | ".join(f"{x:.2f}" for x in b) if b else "- | - | - | -"
+            bs = " | ".join(f"{x:.2f}" for x in b) if b else "- | - | - | - | -"
             print(f"| {name} | {qt[name]:.2f} | {at[name]:.2f} | {bs} |")
     finally:
         if not args.keep and args.data_dir is None:

@@ -178,7 +178,7 @@ def _user_with_few_jobs(warehouse: Path) -> tuple[str, int, float]:
 
 
 def _number(text: str) -> float:
-    return float(text.replace(",", "").rstrip("%"))
+    return float(text.replace(",", "").removesuffix(" GPU h").rstrip("%"))
 
 
 def test_a_user_filter_sets_the_headline(session: tuple[str, Any], warehouse: Path) -> None:

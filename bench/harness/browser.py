@@ -73,9 +73,12 @@ def healthy(url: str) -> bool:
 
 
 @contextmanager
-def dashboard_server(data_dir: Path, log: Path, timeout_s: float = 60.0) -> Iterator[str]:
-    """`gpuwaste dashboard --data-dir D --port P` on 127.0.0.1; yields its base URL."""
-    port = free_port()
+def dashboard_server(
+    data_dir: Path, log: Path, timeout_s: float = 60.0, port: int | None = None
+) -> Iterator[str]:
+    """`gpuwaste dashboard --data-dir D --port P` on 127.0.0.1 (P free, or `port`: a server
+    restarted on the same address, whose files a browser has cached); yields its base URL."""
+    port = port or free_port()
     gpuwaste = Path(sys.executable).with_name("gpuwaste")
     cmd = [str(gpuwaste), "dashboard", "--data-dir", str(data_dir), "--port", str(port)]
     env = {k: v for k, v in os.environ.items() if k not in ("PORT", "GPUWASTE_DATA_DIR")}

@@ -21,7 +21,13 @@ import polars as pl
 import streamlit as st
 
 from gpuwaste.analyses import freshness, reads
-from gpuwaste.config import DATA_DIR_ENV, DEFAULT_DATA_DIR, SqlSettings, load_settings
+from gpuwaste.config import (
+    DATA_DIR_ENV,
+    DEFAULT_DATA_DIR,
+    ExporterSettings,
+    SqlSettings,
+    load_settings,
+)
 from gpuwaste.dashboard import queries
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.readonly import read_only_connection
@@ -85,6 +91,15 @@ def warehouse_version(root: Path) -> tuple[tuple[str, float], ...]:
 def _version(root: str) -> tuple[tuple[str, float], ...]:
     """warehouse_version, looked at no more than every 5 s."""
     return warehouse_version(Path(root))
+
+
+def update_interval_s() -> float:
+    """How often ingest and analyze are scheduled ([exporter] update_interval_s of the
+    configuration, else its default): data older than a few of these are late."""
+    try:
+        return load_settings().exporter.update_interval_s
+    except GpuwasteError:
+        return ExporterSettings().update_interval_s
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,14 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Sequence
-from datetime import date
+from datetime import UTC, date, datetime
 from functools import partial
 from typing import Any, Literal
 
 import polars as pl
 import streamlit as st
 
+from gpuwaste.analyses import freshness
 from gpuwaste.dashboard import charts, data, queries
 from gpuwaste.dashboard.filters import (
     CLUSTER,
@@ -98,17 +99,7 @@ def sidebar_filters() -> Filters:
         _prune(VC, vcs)
         st.multiselect("Virtual cluster", vcs, key=VC, bind="query-params", placeholder="all VCs")
         model_filter(cluster)
-        first = mine["first_day"].min()
-        last = mine["last_day"].max()
-        st.date_input(
-            "Period (UTC days)",
-            value=[],
-            min_value=first if isinstance(first, date) else None,
-            max_value=last if isinstance(last, date) else None,
-            key=PERIOD,
-            bind="query-params",
-            help="Empty: the whole analyzed window.",
-        )
+        period_filter(mine["first_day"].min(), mine["last_day"].max())
         st.text_input("User", key=USER, bind="query-params", placeholder="all users")
         st.multiselect("Job size (GPUs)", SIZE_CLASSES, key=SIZE, bind="query-params",
                        placeholder="all sizes")  # fmt: skip
@@ -124,6 +115,24 @@ def sidebar_filters() -> Filters:
         SIZE: _listed("size", f.sizes, "all sizes"), STATE: _listed("state", f.states, "all states"),
     })  # fmt: skip
     return f
+
+
+def period_filter(first: object, last: object) -> None:
+    """The period: a range of UTC days over the cluster's window, applied as the handle is let
+    go (a typed date field applied only once it lost focus). Its whole range is no period."""
+    if not (isinstance(first, date) and isinstance(last, date) and first < last):
+        st.session_state.pop(PERIOD, None)
+        st.session_state.pop(PERIOD_BOUNDS, None)
+        return
+    st.session_state[PERIOD_BOUNDS] = (first, last)
+    asked = st.session_state.get(PERIOD)
+    if isinstance(asked, list | tuple) and not all(
+        isinstance(d, date) and first <= d <= last for d in asked
+    ):
+        del st.session_state[PERIOD]  # outside the window: the link's warning says so
+    st.slider("Period (UTC days)", min_value=first, max_value=last, value=(first, last),
+              key=PERIOD, bind="query-params", format="YYYY-MM-DD",
+              help="The whole range: the whole analyzed window.")  # fmt: skip
 
 
 def model_filter(cluster: str | None) -> None:
@@ -156,8 +165,15 @@ def open_requested_job(job_page: Any) -> None:
     st.switch_page(job_page, query_params={JOB: str(job_id)})
 
 
+PERIOD_BOUNDS = "_period_bounds"  # the period slider's ends: the whole window, no period
+
+
 def current_filters() -> Filters:
-    return Filters.from_state({k: st.session_state.get(k) for k in FILTER_KEYS})
+    state = {k: st.session_state.get(k) for k in FILTER_KEYS}
+    period = state[PERIOD]
+    if isinstance(period, list | tuple) and tuple(period) == st.session_state.get(PERIOD_BOUNDS):
+        state[PERIOD] = None
+    return Filters.from_state(state)
 
 
 _BACKTICKS = re.compile(r"`+")
@@ -181,6 +197,25 @@ def plain(value: object) -> str:
     fence = "`" * (max((len(m) for m in _BACKTICKS.findall(text)), default=0) + 1)
     pad = " " if text.strip(" ") and (text[0] in "` " or text[-1] in "` ") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def data_age(cluster: str | None, seen: datetime | None = None) -> None:
+    """For a page that speaks of "now": how old the cluster's newest analyzed data are (or
+    `seen`, a later time the page's own rows reach), as a caption, or as a warning once they are
+    late (`freshness.lateness`)."""
+    newest = freshness.newest_data(data.cluster_freshness(), cluster)
+    if seen is not None:
+        seen = seen.astimezone(UTC)
+        newest = seen if newest is None else max(newest, seen)
+    late = freshness.lateness(newest, datetime.now(UTC), data.update_interval_s())
+    if late:
+        st.warning(late, icon=":material/update:")
+    elif newest is not None:
+        age = freshness.age_text((datetime.now(UTC) - newest).total_seconds())
+        st.caption(
+            f"Data up to {newest:%Y-%m-%d %H:%M} UTC ({age} ago); `gpuwaste ingest` and "
+            "`gpuwaste analyze` bring them up to date."
+        )
 
 
 def show_view(f: Filters) -> None:
@@ -219,7 +254,6 @@ def without_unpriced(df: pl.DataFrame) -> pl.DataFrame:
 def job_table(df: pl.DataFrame, key: str, height: int | Literal["auto"] = "auto") -> None:
     """A table of job_usage rows, readable; selecting a row opens the job on the Job page."""
     df = df.select(c for c in JOB_COLUMNS if c in df.columns)
-    df = without_unpriced(df)
     table(readable(df, titles={"util_mean": "Mean util. of its GPUs (%)"}),
           name=key.removesuffix("_table"), empty="No jobs match this view.", key=key,
           open_jobs=True, height=height)  # fmt: skip
@@ -227,7 +261,8 @@ def job_table(df: pl.DataFrame, key: str, height: int | Literal["auto"] = "auto"
 
 # Result columns' readable titles, and the factor that turns their unit into the shown one
 # (GPU seconds into GPU hours, seconds of delay into minutes). A page may override a title where a
-# column means something more precise (`readable(frame, titles=...)`).
+# column means something more precise (`readable(frame, titles=...)`). A column not named here
+# gets a title made from its name by `column_title`.
 H, MIN = 1 / 3600, 1 / 60
 COLUMNS: dict[str, tuple[str, float]] = {
     "cluster": ("Cluster", 1), "vc": ("VC", 1), "user": ("User", 1), "job_id": (JOB_ID, 1),
@@ -235,11 +270,16 @@ COLUMNS: dict[str, tuple[str, float]] = {
     "start_ts": ("Start (UTC)", 1), "end_ts": ("End (UTC)", 1), "jobs": ("Jobs", 1),
     "gpu_h": ("GPU hours", 1), "lost_gpu_h": ("GPU hours lost", 1),
     "idle_slot_gpu_h": ("Idle-slot GPU hours", 1), "never_used_gpu_h": ("Never-used GPU hours", 1),
+    "busy_gpu_h": ("Busy GPU hours", 1), "alloc_gpu_h": ("GPU hours allocated", 1),
+    "observed_gpu_h": ("Observed GPU hours", 1), "missing_gpu_h": ("No-data GPU hours", 1),
+    "lost_pct": ("Lost (% of GPU hours)", 1),
+    "gpu_util_pct": ("GPU utilization (time-weighted mean, %)", 1),
     "util_mean": ("GPU utilization, mean of its GPUs (%)", 1),
     "never_used_gpus": ("Never-used GPUs", 1), "idle_slots": ("Idle slots", 1),
     "is_debug": ("Debugging", 1), "diagnoses": ("Diagnoses", 1), "kind": ("Kind", 1),
     "gpu_s": ("GPU hours", H), "idle_slot_gpu_s": ("Idle-slot GPU hours", H),
     "never_used_gpu_s": ("Never-used GPU hours", H), "idle_gpu_s": ("Idle GPU hours", H),
+    "duration_s": ("Duration (hours)", H), "queue_delay_s": ("Queueing delay (min)", MIN),
     "idle_slot_pct_own": ("Idle slots (% of own GPU time)", 1),
     "never_used_pct_own": ("Never-used GPUs (% of own GPU time)", 1),
     "idle_slot_pct_all": ("Idle slots (% of all GPU time)", 1),
@@ -260,17 +300,52 @@ COLUMNS: dict[str, tuple[str, float]] = {
 }  # fmt: skip
 TIME_FORMAT = "%Y-%m-%d %H:%M"  # times are UTC; the column title says so once
 RUNNING = "running"
+# Columns whose values are codes (snake_case words): shown with spaces ("inferred debugging").
+CODES = ("kind", "diagnoses", "reason", "metric", "flag")
+# Words of a column name as a person writes them, and the unit its suffix names.
+_WORDS = {"gpu": "GPU", "gpus": "GPUs", "cpu": "CPU", "vc": "VC", "id": "id", "ts": "",
+          "util": "utilization", "mem": "memory", "mib": "", "pct": "", "h": "", "s": "",
+          "n": "number of", "mig": "MIG", "uuid": "UUID"}  # fmt: skip
+_UNITS: dict[str, tuple[str, float]] = {
+    "ts": ("UTC", 1),
+    "pct": ("%", 1),
+    "mib": ("MiB", 1),
+    "h": ("hours", 1),
+    "s": ("hours", H),
+}
+
+
+def column_title(name: str) -> tuple[str, float]:
+    """A result column's title for people and the factor to its shown unit: COLUMNS, else made
+    from its name (`mem_used_max_mib` -> "Memory used max (MiB)", `busy_s` -> "Busy (hours)")."""
+    if name in COLUMNS:
+        return COLUMNS[name]
+    parts = name.split("_")
+    unit, factor = _UNITS.get(parts[-1], ("", 1)) if len(parts) > 1 else ("", 1)
+    words = [_WORDS.get(w, w) for w in (parts[:-1] if unit else parts)]
+    text = " ".join(w for w in words if w) or name
+    if name.startswith("is_"):
+        text = text.removeprefix("is ")
+    text = text[0].upper() + text[1:]
+    return (f"{text} ({unit})" if unit else text), factor
+
+
+def _decimals(name: str) -> int:
+    """One rule per unit: money to the cent, every other measure to one decimal."""
+    return 2 if name in MONEY or name.endswith("_cost") else 1
 
 
 def readable(frame: pl.DataFrame, titles: dict[str, str] | None = None) -> pl.DataFrame:
     """A result frame as an operator reads it: GPU seconds as GPU hours (delays in minutes),
-    rounded; times as `YYYY-MM-DD HH:MM` in UTC; a running job's end as "running", other missing
-    text or time as empty (never "None"); readable column titles with their unit (COLUMNS, then
-    `titles` for this page's meaning of a column)."""
+    rounded (`_decimals`); times as `YYYY-MM-DD HH:MM` in UTC; a running job's end as "running",
+    other missing text or time as empty (never "None"); yes/no for booleans (a check box looks
+    like a control); codes with spaces (CODES); titles for people with their unit
+    (`column_title`, then `titles` for this page's meaning of a column)."""
+    frame = without_unpriced(frame)
     running = pl.col("state") == RUNNING if "state" in frame.columns else pl.lit(False)
     out = []
     for name, dtype in frame.schema.items():
-        title, factor = COLUMNS.get(name, (name.replace("_", " ").capitalize(), 1))
+        title, factor = column_title(name)
         col = pl.col(name)
         if isinstance(dtype, pl.Datetime):
             if dtype.time_zone:
@@ -279,14 +354,46 @@ def readable(frame: pl.DataFrame, titles: dict[str, str] | None = None) -> pl.Da
             if name == "end_ts":
                 col = pl.when(col.is_null() & running).then(pl.lit(RUNNING)).otherwise(col)
             col = col.fill_null("")
+        elif dtype == pl.Boolean:
+            col = pl.when(col).then(pl.lit("yes")).when(col.not_()).then(pl.lit("no"))
+            col = col.otherwise(pl.lit(""))
         elif dtype == pl.String:
+            if name in CODES:
+                col = col.str.replace_all("_", " ").str.replace_all(",", ", ")
             col = col.fill_null("")  # Streamlit shows a missing text as "None"
-        elif dtype.is_float():
-            col = (col * factor).round(2 if factor != 1 or name.endswith("_h") else 1)
-        elif factor != 1:
-            col = (col * factor).round(2)
+        elif dtype.is_float() or factor != 1:
+            col = (col * factor).round(_decimals(name))
         out.append(col.alias((titles or {}).get(name, title)))
     return frame.select(out)
+
+
+def number_formats(frame: pl.DataFrame) -> dict[str, Any]:
+    """st.dataframe's formats for `frame`'s numbers: thousands separated, the decimals of
+    `readable` always shown (0.5 and 110.0, not 0.5 and 110), so that a column reads evenly."""
+    out: dict[str, Any] = {}
+    for name, dtype in frame.schema.items():
+        if dtype.is_float():
+            money = name.startswith("Money") or name.endswith("_cost")
+            out[name] = st.column_config.NumberColumn(format="%,.2f" if money else "%,.1f")
+        elif dtype.is_integer():
+            out[name] = st.column_config.NumberColumn(format="%,d")
+    return out
+
+
+def _merged(default: Any, given: Any) -> Any:
+    """A page's column configuration over the default one: what it leaves unset (None) stays."""
+    if not isinstance(default, dict) or not isinstance(given, dict):
+        return given if given is not None else default
+    keys = default.keys() | given.keys()
+    return {k: _merged(default.get(k), given.get(k)) for k in keys}
+
+
+GPU_H = "GPU h"  # the unit on a figure tile of GPU hours ("30" alone read as 30 GPUs)
+
+
+def gpu_hours(value: float, decimals: int = 0) -> str:
+    """A figure tile's GPU hours, with their unit."""
+    return f"{value:,.{decimals}f} {GPU_H}"
 
 
 def csv_name(name: str, f: Filters) -> str:
@@ -323,9 +430,16 @@ def table(
     if frame.height == 0:
         st.info(empty)
         return
-    options: dict[str, Any] = {"hide_index": True, "height": height}
-    if column_config:
-        options["column_config"] = column_config
+    formats = number_formats(frame)
+    if JOB_ID in frame.columns:
+        # wide enough for the longest id: ids that share a long prefix (Philly's
+        # application_<cluster>_<n>) differ at their end, which a narrow column cut off
+        longest = frame[JOB_ID].cast(pl.String).str.len_chars().max()
+        longest = longest if isinstance(longest, int) else 0
+        formats[JOB_ID] = st.column_config.TextColumn(width=min(8 * longest + 24, 320))
+    for name, conf in (column_config or {}).items():
+        formats[name] = _merged(formats.get(name), conf)
+    options: dict[str, Any] = {"hide_index": True, "height": height, "column_config": formats}
     if open_jobs:
         if key is None:
             raise ValueError("a job table needs a key")
