@@ -208,6 +208,30 @@ def table_with(page: Any, column: str, timeout_s: float = 30.0) -> dict[str, Any
         page.wait_for_timeout(250)
 
 
+# What a page says in words: its captions, the column titles of its tables (those drawn, in
+# expanders too), and per chart how far its title's top lies above the chart's frame (> 0: cut).
+WORDS_JS = """
+() => ({
+  captions: Array.from(document.querySelectorAll('[data-testid="stCaptionContainer"]'))
+    .map(c => c.textContent),
+  headers: Array.from(document.querySelectorAll(
+      '[data-testid="stDataFrame"] table[role="grid"] thead th'))
+    .map(th => th.textContent.trim()).filter(t => t),
+  titles: Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]')).map(el => {
+    const frame = el.getBoundingClientRect();
+    const text = el.querySelector('g.role-title-text text');
+    const box = text ? text.getBoundingClientRect() : frame;
+    return {title: el.getAttribute('aria-label') || '', above: frame.top - box.top};
+  }),
+})
+"""
+
+
+def words(page: Any) -> dict[str, Any]:
+    """The page's captions, table column titles and chart title placements (WORDS_JS)."""
+    return dict(page.evaluate(WORDS_JS))
+
+
 def chart_layout(page: Any, title: str) -> dict[str, Any] | None:
     return page.evaluate(LAYOUT_JS, title)  # type: ignore[no-any-return]
 

@@ -86,18 +86,16 @@ st.caption(
     )
 )
 
-left, right = st.columns(2)
-if alloc:  # else the message above says why there is nothing to draw
+if jobs and alloc:  # else the message above says why there is nothing to draw
+    left, right = st.columns(2)
     with left:
         widgets.plot(charts.breakdown(pl.DataFrame([row])), key="breakdown")
-with right:
-    daily = data.fetch(q.gpu_hours_daily, f)
-    if daily.height:
-        widgets.plot(charts.trend(daily), key="trend")
-    if per_job:
-        st.caption(
-            "Per day, the cluster's VCs: the user, size and state filters do not apply here."
-        )
+    with right:
+        widgets.plot(charts.trend(data.fetch(q.gpu_hours_daily, f)), key="trend")
+        if per_job:
+            st.caption(
+                "Per day, the cluster's VCs: the user, size and state filters do not apply here."
+            )
 
 st.subheader("Who lost the most GPU hours")
 users = data.fetch(q.top_users, f)
