@@ -113,7 +113,7 @@ def sql(
         print("gpuwaste: query interrupted (Ctrl-C).", file=sys.stderr)
         raise typer.Exit(130) from None
     if df is not None:
-        render(df, fmt)
+        render(df, fmt, readable=False)  # the query's own column names
 
 
 @app.command()

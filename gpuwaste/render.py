@@ -1,4 +1,10 @@
-"""Print a table to the terminal (rich), or as CSV or JSON for scripts.
+"""Print a table to the terminal (rich), or as CSV or JSON for scripts: the one renderer of
+every table the command line prints.
+
+CSV and JSON are the frame as it is (raw column names and units, for scripts). The terminal table
+is for people (`render`): the titles and units of gpuwaste/columns.py, one number format per
+unit, as wide as the terminal (`COLUMNS` or its size): a table wider than that leaves out its
+least useful columns and says which and how to see them.
 
 Text from the data (job names, user names) is untrusted: it is shown as text, never as rich
 markup, and control characters are replaced by visible escapes so they cannot move the cursor,
@@ -8,13 +14,17 @@ clear the screen or forge lines.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import date, datetime
 from enum import StrEnum
 from typing import IO, Any
 
 import polars as pl
 
+from gpuwaste.columns import TIME_FORMAT, TRUE_FALSE, Column, Rank, column, number
 from gpuwaste.text import printable
 
 
@@ -28,8 +38,10 @@ def safe_text(value: object) -> str:
     """A cell as printable text: control and bidi characters become \\xNN / \\uNNNN escapes."""
     if value is None:
         return ""
+    if isinstance(value, bool):
+        return TRUE_FALSE[0] if value else TRUE_FALSE[1]
     if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
+        return number(value, "number")
     if isinstance(value, datetime):
         return value.isoformat(sep=" ", timespec="seconds")
     return printable(str(value))
@@ -55,6 +67,72 @@ def _flat(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+TEXT_WIDTH = 32  # a longer text cell (a job name, a reason) folds onto more lines, never cut
+LISTED = 6  # the columns a note names, at most
+FALLBACK_WIDTH = 120  # the width when the output is not a terminal and COLUMNS is unset
+
+
+def terminal_width() -> int:
+    """The width to fit: `COLUMNS`, else the terminal's, else FALLBACK_WIDTH."""
+    return shutil.get_terminal_size((FALLBACK_WIDTH, 24)).columns
+
+
+def _cells(series: pl.Series, spec: Column) -> list[str]:
+    """A column's values as shown: its unit's number format, times in UTC to the minute,
+    booleans as words, text made printable."""
+    dtype = series.dtype
+    if dtype.is_numeric() and not isinstance(dtype, pl.Boolean):
+        scaled = series if spec.factor == 1 else series.cast(pl.Float64) * spec.factor
+        unit = spec.unit or ("number" if dtype.is_float() or spec.factor != 1 else "count")
+        return ["" if v is None else number(v, unit) for v in scaled.to_list()]
+    if isinstance(dtype, pl.Datetime):
+        if dtype.time_zone:
+            series = series.dt.convert_time_zone("UTC")
+        return ["" if v is None else v.strftime(TIME_FORMAT) for v in series.to_list()]
+    return [safe_text(v) for v in series.to_list()]
+
+
+def single_member_rollups(df: pl.DataFrame, rollups: Mapping[str, str]) -> pl.DataFrame:
+    """`df` without the roll-up rows (column `c` = label `rollups[c]`, e.g. vc = '(all)') that
+    roll up one value only: with one VC (or one GPU model) in a cluster, its '(all)' row repeats
+    that VC's. The other roll-up columns and the cluster split the groups."""
+    for col, label in rollups.items():
+        if col not in df.columns:
+            continue
+        by = [c for c in ("cluster", *rollups) if c in df.columns and c != col]
+        members = pl.col(col).filter(pl.col(col) != label).n_unique()
+        single = members.over(by) == 1 if by else members == 1
+        df = df.filter(~((pl.col(col) == label) & single))
+    return df
+
+
+def _spec(name: str, readable: bool, key: Sequence[str] | None) -> Column:
+    """How column `name` is shown: its declaration (its raw name if not `readable`), ranked KEY
+    if it is one of `key`."""
+    spec = column(name) if readable else Column(name)
+    if key is None:
+        return spec
+    if name in key:
+        return replace(spec, rank=Rank.KEY)
+    return replace(spec, rank=Rank.FIGURE) if spec.rank == Rank.KEY else spec
+
+
+def _fit(specs: list[Column], widths: list[int], width: int) -> tuple[list[int], list[int]]:
+    """The indices of the columns kept to fit `width` (the table's borders and padding take 3 a
+    column and 1), and of those left out: DETAIL columns first, then FIGURE ones, each from the
+    right, then HEADLINE ones; KEY columns stay."""
+    kept = list(range(len(specs)))
+    dropped: list[int] = []
+    for rank in (Rank.DETAIL, Rank.FIGURE, Rank.HEADLINE):
+        for i in reversed(range(len(specs))):
+            if sum(widths[k] + 3 for k in kept) + 1 <= width:
+                return kept, sorted(dropped)
+            if specs[i].rank == rank and len(kept) > 1:
+                kept.remove(i)
+                dropped.append(i)
+    return kept, sorted(dropped)
+
+
 def render(
     df: pl.DataFrame,
     fmt: OutputFormat = OutputFormat.table,
@@ -62,7 +140,21 @@ def render(
     title: str | None = None,
     out: IO[str] | None = None,
     max_rows: int = 200,
+    readable: bool = True,
+    rollups: Mapping[str, str] | None = None,
+    key: Sequence[str] | None = None,
+    width: int | None = None,
 ) -> None:
+    """Print `df` as a table for people, or as CSV / JSON (the raw frame) for scripts.
+
+    - `readable=False` keeps the column names (`gpuwaste sql`: the query's own names) and
+      values, in the one number format.
+    - `rollups`: {column: label} of roll-up rows ('(all)'); the table leaves out those that
+      repeat their only member (`single_member_rollups`), CSV and JSON keep every row.
+    - `key`: the columns that say what a row is (a narrow terminal keeps them); default: those
+      COLUMNS ranks KEY.
+    - `width`: the width to fit (default: `terminal_width()`).
+    """
     stream = out or sys.stdout
     if fmt == OutputFormat.csv:
         try:
@@ -75,17 +167,65 @@ def render(
         stream.write("\n")
         return
     # rich here, not at the top: every command imports this module (`gpuwaste job` prints no table)
+    from rich import box
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=Text(title) if title else None, show_lines=False)
-    for name in df.columns:
-        numeric = df.schema[name].is_numeric()
-        table.add_column(Text(name), justify="right" if numeric else "left")
-    for row in df.head(max_rows).iter_rows():
-        table.add_row(*(Text(safe_text(v)) for v in row))
-    console = Console(file=stream, width=max(100, Console().width))
+    notes: list[str] = []
+    shown = df if rollups is None else single_member_rollups(df, rollups)
+    if rollups is not None and shown.height < df.height:
+        labels = " / ".join(sorted({f"{c} '{v}'" for c, v in rollups.items() if c in df.columns}))
+        notes.append(
+            f"{df.height - shown.height} roll-up rows ({labels}) left out: they repeat the only "
+            "value they roll up (--format csv keeps them)."
+        )
+    if readable and "cluster" in shown.columns and shown["cluster"].n_unique() == 1:
+        title = f"{title or ''} - cluster {safe_text(shown['cluster'][0])}".lstrip(" -")
+        shown = shown.drop("cluster")
+    empty = [c for c in shown.columns if shown[c].null_count() == shown.height > 0]
+    if readable and empty:
+        notes.append(f"No values: {', '.join(column(c).title for c in empty)}.")
+        shown = shown.drop(empty)
+    specs = [_spec(c, readable, key) for c in shown.columns]
+    head = shown.head(max_rows)
+    cells = [_cells(head[c], spec) for c, spec in zip(shown.columns, specs, strict=True)]
+    widths = []
+    for spec, values in zip(specs, cells, strict=True):
+        longest_word = max((len(w) for w in spec.title.split()), default=1)
+        value_w = min(max((len(v) for v in values), default=0), TEXT_WIDTH)
+        widths.append(max(longest_word, value_w))
+    total = width or terminal_width()
+    kept, dropped = _fit(specs, widths, total)
+    # spare width goes to the headers that wrap, a few lines less each
+    spare = total - (sum(widths[k] + 3 for k in kept) + 1)
+    for k in kept:
+        more = min(spare, len(specs[k].title) - widths[k])
+        if more > 0:
+            widths[k] += more
+            spare -= more
+    if dropped:
+        names = ", ".join(specs[i].title for i in dropped[:LISTED])
+        if len(dropped) > LISTED:
+            names += f" and {len(dropped) - LISTED} more"
+        notes.append(
+            f"Left out to fit {total} columns: {names} (a wider terminal, e.g. COLUMNS=200, or "
+            "--format csv shows every column)."
+        )
+    table = Table(title=Text(title) if title else None, box=box.HEAVY_HEAD)
+    for k in kept:
+        numeric = shown.dtypes[k].is_numeric() and not isinstance(shown.dtypes[k], pl.Boolean)
+        table.add_column(
+            Text(specs[k].title),
+            justify="right" if numeric else "left",
+            width=widths[k],  # at least its longest value: a number never wraps
+            overflow="fold",
+        )
+    for r in range(head.height):
+        table.add_row(*(Text(cells[k][r]) for k in kept))
+    console = Console(file=stream, width=max(total, sum(widths[k] + 3 for k in kept) + 1))
     console.print(table)
     if df.height > max_rows:
-        console.print(Text(f"... {df.height - max_rows} more rows (use --format csv for all)"))
+        notes.append(f"... {df.height - max_rows} more rows (use --format csv for all)")
+    for note in notes:
+        console.print(Text(note))

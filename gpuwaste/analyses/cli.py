@@ -14,6 +14,7 @@ from gpuwaste.analyses.registry import PER_JOB_TABLES, SUMMARY_TABLES
 from gpuwaste.cli_common import ClusterOpt, ConfigOpt, DataDirOpt, FormatOpt, QuietOpt, settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.render import OutputFormat, render
+from gpuwaste.warehouse.results import ROLLUP_COLUMNS
 
 if TYPE_CHECKING:
     from gpuwaste.analyses.engines import LocalEngine
@@ -212,14 +213,21 @@ def register(app: typer.Typer) -> None:
                     "--model applies to a report NAME; --by model splits the list by model."
                 )
             df = waste_by(s, by, cluster=cluster, vc=vc, since=start, until=now if start else None)
-            render(df, fmt, title=TITLE.format(by=by))
+            render(df, fmt, title=TITLE.format(by=by), rollups=ROLLUP_COLUMNS, key=("cluster", by))
         else:
             from gpuwaste.analyses.report import FRESHNESS, TITLES
             from gpuwaste.analyses.report import report as build_report
+            from gpuwaste.warehouse.schema import table
 
             name = name or SUMMARY_TABLES[0]
             df = build_report(s, name, cluster=cluster, vc=vc, since=start, model=model)
-            render(df, fmt, title=TITLES.get(name, name))
+            render(
+                df,
+                fmt,
+                title=TITLES.get(name, name),
+                rollups=ROLLUP_COLUMNS,
+                key=None if name == FRESHNESS else ("cluster", *table(name).key),
+            )
             if name == FRESHNESS:
                 return
         print_freshness(s.data_dir, cluster)

@@ -25,6 +25,9 @@ SUMMARY_GRAIN = ("vc", "gpu_model")  # the first columns of every summary's key
 # `getvariable('all_vcs')` where `cube(vc, gpu_model)` rolled the VC up. Whatever runs those files
 # sets them from here, so that the label is defined once.
 ROLLUP_LABELS: dict[str, str] = {"all_vcs": ALL_VCS, "all_models": ALL_MODELS}
+# The columns whose roll-up rows carry a label, and the label: a table for people leaves out the
+# roll-up rows that repeat their only member (gpuwaste.render.single_member_rollups).
+ROLLUP_COLUMNS: dict[str, str] = {"vc": ALL_VCS, "gpu_model": ALL_MODELS}
 SIZE_CLASSES = ("1", "2-4", "5-8", ">8")
 
 STRING, FLOAT, INT, BOOL = pl.String(), pl.Float64(), pl.Int64(), pl.Boolean()
@@ -355,6 +358,7 @@ __all__ = [
     "ALL_VCS",
     "MIXED_MODELS",
     "RESULT_TABLES",
+    "ROLLUP_COLUMNS",
     "ROLLUP_LABELS",
     "SIZE_CLASSES",
     "SUMMARY_GRAIN",

@@ -10,6 +10,7 @@ import typer
 from gpuwaste.cli_common import ClusterOpt, ConfigOpt, DataDirOpt, FormatOpt, settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.render import OutputFormat, render
+from gpuwaste.warehouse.results import ALL_VCS
 
 policy_app = typer.Typer(
     help="Replay enforcement rules (cancel idle jobs, cap interactive ones) over history.",
@@ -74,7 +75,7 @@ def replay(
 ) -> None:
     """Per threshold, per VC and in total: GPU hours reclaimed, jobs hit, wrongful hits (GPUs
     busy again after the cancel point) and the GPU hours of work they would have lost."""
-    from gpuwaste.act.policy.replay import open_warehouse, title
+    from gpuwaste.act.policy.replay import JOBS_KEY, KEY, open_warehouse, title
     from gpuwaste.act.policy.replay import replay as run_replay
     from gpuwaste.act.policy.rule import make_rule
 
@@ -89,7 +90,7 @@ def replay(
         df = run_replay(con, rule, cluster=cluster, since=start, until=end, jobs=jobs)
     finally:
         con.close()
-    render(df, fmt, title=title(rule))
+    render(df, fmt, title=title(rule), rollups={"vc": ALL_VCS}, key=JOBS_KEY if jobs else KEY)
 
 
 def register(app: typer.Typer) -> None:

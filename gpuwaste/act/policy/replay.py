@@ -24,6 +24,8 @@ NEEDED = ("job_usage", "job_gpu_usage")
 JOBS_SQL, HITS_SQL = "act/policy_jobs", "act/policy_hits"
 TABLE_SQL, JOBS_HIT_SQL = "act/policy_replay", "act/policy_jobs_hit"
 SQL_FILES = (JOBS_SQL, HITS_SQL, TABLE_SQL, JOBS_HIT_SQL)
+# What a row is: of the table, and of the `--jobs` list.
+KEY, JOBS_KEY = ("cluster", "idle_hours", "vc"), ("cluster", "idle_hours", "job_id")
 TITLE = "Replay of the cancel rule (grace {grace:g} min, only {only}{cap})"
 
 
@@ -98,4 +100,4 @@ def open_warehouse(data_dir: Path, cluster: str | None) -> duckdb.DuckDBPyConnec
     return connect(data_dir)
 
 
-__all__ = ["SQL_FILES", "open_warehouse", "replay", "title"]
+__all__ = ["JOBS_KEY", "KEY", "SQL_FILES", "open_warehouse", "replay", "title"]
