@@ -132,9 +132,12 @@ INTERNAL = re.compile(r"\b(" + "|".join(n for n in all_tables() if "_" in n) + r
 def _reads_as_words_for_people(page: Any) -> None:
     """No caption names an internal table, no column title is snake_case, and every chart's
     title lies inside its frame (a title above it is cut off)."""
+    grids = page.locator('[data-testid="stDataFrame"]:visible')
+    for i in range(grids.count()):  # a table draws its header once scrolled into view
+        grids.nth(i).scroll_into_view_if_needed()
     said = words(page)
-    for _ in range(60):  # the tables draw their headers after the charts
-        if said["headers"] or not page.locator('[data-testid="stDataFrame"]').count():
+    for _ in range(60):
+        if said["headers"] or not grids.count():
             break
         page.wait_for_timeout(250)
         said = words(page)

@@ -362,24 +362,23 @@ def test_readable_shows_hours_utc_minutes_and_running() -> None:
     out = readable(frame, titles={"state": "Final state"})
     assert out.columns == [
         "Job id", "Final state", "End (UTC)", "GPU hours", "Median delay (min)", "Diagnoses",
-        "Debug inferred", "Busy GPU hours", "Memory used max (MiB)", "Money lost",
+        "Inferred debugging", "Busy GPU hours", "Mem used max (MiB)", "Money lost",
     ]  # fmt: skip
     assert out["Diagnoses"].to_list() == ["", "gpu overallocated, slow start"]
     assert out["End (UTC)"].to_list() == ["running", "2026-10-02 03:04"]
     assert out["GPU hours"].to_list() == [2.0, 1.5]
     assert out["Median delay (min)"].to_list() == [1.5, 0.5]
-    assert out["Debug inferred"].to_list() == ["yes", ""]  # words, not a check box
+    assert out["Inferred debugging"].to_list() == ["yes", ""]  # words, not a check box
     assert out["Busy GPU hours"].to_list() == [1.3, 0.0]  # one decimal for hours
     assert out["Money lost"].to_list() == [1.23, None]  # money to the cent
 
 
 def test_every_result_column_has_a_title_for_people() -> None:
-    from gpuwaste.dashboard.widgets import column_title
+    from gpuwaste.columns import title
     from gpuwaste.warehouse.schema import all_tables
 
     names = {c for t in all_tables().values() for c in t.schema}
-    snake = {n: column_title(n)[0] for n in names if "_" in column_title(n)[0]}
-    assert snake == {}
+    assert {n: title(n) for n in names if "_" in title(n) or title(n).startswith("is ")} == {}
 
 
 def test_csv_file_name_names_the_table_and_the_view() -> None:

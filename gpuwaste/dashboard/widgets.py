@@ -13,6 +13,7 @@ from typing import Any, Literal
 import polars as pl
 import streamlit as st
 
+from gpuwaste import columns
 from gpuwaste.analyses import freshness
 from gpuwaste.dashboard import charts, data, queries
 from gpuwaste.dashboard.filters import (
@@ -33,7 +34,7 @@ from gpuwaste.warehouse.results import SIZE_CLASSES, UNKNOWN_MODEL
 
 JOB = "job"  # the Job page's job id, also its URL parameter
 OPEN_JOB = "_open_job"  # job id set by a table click: the app switches to the Job page
-JOB_ID = "Job id"  # the job_id column's readable title
+JOB_ID = columns.JOB_ID_TITLE  # the job_id column's readable title
 
 
 def _prune(key: str, allowed: Sequence[Any]) -> None:
@@ -259,93 +260,31 @@ def job_table(df: pl.DataFrame, key: str, height: int | Literal["auto"] = "auto"
           open_jobs=True, height=height)  # fmt: skip
 
 
-# Result columns' readable titles, and the factor that turns their unit into the shown one
-# (GPU seconds into GPU hours, seconds of delay into minutes). A page may override a title where a
-# column means something more precise (`readable(frame, titles=...)`). A column not named here
-# gets a title made from its name by `column_title`.
-H, MIN = 1 / 3600, 1 / 60
-COLUMNS: dict[str, tuple[str, float]] = {
-    "cluster": ("Cluster", 1), "vc": ("VC", 1), "user": ("User", 1), "job_id": (JOB_ID, 1),
-    "name": ("Job name", 1), "state": ("State", 1), "gpus": ("GPUs", 1),
-    "start_ts": ("Start (UTC)", 1), "end_ts": ("End (UTC)", 1), "jobs": ("Jobs", 1),
-    "gpu_h": ("GPU hours", 1), "lost_gpu_h": ("GPU hours lost", 1),
-    "idle_slot_gpu_h": ("Idle-slot GPU hours", 1), "never_used_gpu_h": ("Never-used GPU hours", 1),
-    "busy_gpu_h": ("Busy GPU hours", 1), "alloc_gpu_h": ("GPU hours allocated", 1),
-    "observed_gpu_h": ("Observed GPU hours", 1), "missing_gpu_h": ("No-data GPU hours", 1),
-    "lost_pct": ("Lost (% of GPU hours)", 1),
-    "gpu_util_pct": ("GPU utilization (time-weighted mean, %)", 1),
-    "util_mean": ("GPU utilization, mean of its GPUs (%)", 1),
-    "never_used_gpus": ("Never-used GPUs", 1), "idle_slots": ("Idle slots", 1),
-    "is_debug": ("Debugging", 1), "diagnoses": ("Diagnoses", 1), "kind": ("Kind", 1),
-    "gpu_s": ("GPU hours", H), "idle_slot_gpu_s": ("Idle-slot GPU hours", H),
-    "never_used_gpu_s": ("Never-used GPU hours", H), "idle_gpu_s": ("Idle GPU hours", H),
-    "duration_s": ("Duration (hours)", H), "queue_delay_s": ("Queueing delay (min)", MIN),
-    "idle_slot_pct_own": ("Idle slots (% of own GPU time)", 1),
-    "never_used_pct_own": ("Never-used GPUs (% of own GPU time)", 1),
-    "idle_slot_pct_all": ("Idle slots (% of all GPU time)", 1),
-    "never_used_pct_all": ("Never-used GPUs (% of all GPU time)", 1),
-    "gpus_requested": ("GPUs requested", 1), "jobs_with_never_used": ("Jobs with a never-used GPU", 1),
-    "share_pct": ("Share of jobs (%)", 1), "metric": ("Metric", 1), "value": ("Value", 1),
-    "hit_time_limit_pct": ("Hit the time limit (% of jobs)", 1),
-    "idle_ge_threshold_pct": ("Idle at or above the threshold (% of jobs)", 1),
-    "size": ("Size (GPUs)", 1), "size_class": ("Size (GPUs)", 1), "gpu_minutes": ("GPU hours", 1 / 60),
-    "servers": ("Servers", 1), "jobs_pct": ("Jobs (%)", 1), "gpu_time_pct": ("GPU time (%)", 1),
-    "delay_mean_s": ("Mean delay (min)", MIN), "delay_p50_s": ("Median delay (min)", MIN),
-    "delay_p90_s": ("p90 delay (min)", MIN), "delay_p99_s": ("p99 delay (min)", MIN),
-    "source": ("Source", 1), "watermark": ("Ingested up to (UTC)", 1),
-    "updated_at": ("Last ingest (UTC)", 1), "quarantined": ("Quarantined records", 1),
-    "reason": ("Reason", 1), "records": ("Records", 1), "last_seen": ("Last seen (UTC)", 1),
-    "example_location": ("Example location", 1),
-    "gpu_model": ("GPU model", 1), "cost": ("Money", 1), "lost_cost": ("Money lost", 1),
-}  # fmt: skip
-TIME_FORMAT = "%Y-%m-%d %H:%M"  # times are UTC; the column title says so once
+TIME_FORMAT = columns.TIME_FORMAT
 RUNNING = "running"
 # Columns whose values are codes (snake_case words): shown with spaces ("inferred debugging").
 CODES = ("kind", "diagnoses", "reason", "metric", "flag")
-# Words of a column name as a person writes them, and the unit its suffix names.
-_WORDS = {"gpu": "GPU", "gpus": "GPUs", "cpu": "CPU", "vc": "VC", "id": "id", "ts": "",
-          "util": "utilization", "mem": "memory", "mib": "", "pct": "", "h": "", "s": "",
-          "n": "number of", "mig": "MIG", "uuid": "UUID"}  # fmt: skip
-_UNITS: dict[str, tuple[str, float]] = {
-    "ts": ("UTC", 1),
-    "pct": ("%", 1),
-    "mib": ("MiB", 1),
-    "h": ("hours", 1),
-    "s": ("hours", H),
+# A shown title's decimals (gpuwaste.columns: one rule per unit), for the table's number format.
+_TITLE_DECIMALS = {
+    c.title: columns.DECIMALS[c.unit]
+    for c in columns.COLUMNS.values()
+    if c.unit in columns.DECIMALS
 }
 
 
-def column_title(name: str) -> tuple[str, float]:
-    """A result column's title for people and the factor to its shown unit: COLUMNS, else made
-    from its name (`mem_used_max_mib` -> "Memory used max (MiB)", `busy_s` -> "Busy (hours)")."""
-    if name in COLUMNS:
-        return COLUMNS[name]
-    parts = name.split("_")
-    unit, factor = _UNITS.get(parts[-1], ("", 1)) if len(parts) > 1 else ("", 1)
-    words = [_WORDS.get(w, w) for w in (parts[:-1] if unit else parts)]
-    text = " ".join(w for w in words if w) or name
-    if name.startswith("is_"):
-        text = text.removeprefix("is ")
-    text = text[0].upper() + text[1:]
-    return (f"{text} ({unit})" if unit else text), factor
-
-
-def _decimals(name: str) -> int:
-    """One rule per unit: money to the cent, every other measure to one decimal."""
-    return 2 if name in MONEY or name.endswith("_cost") else 1
-
-
 def readable(frame: pl.DataFrame, titles: dict[str, str] | None = None) -> pl.DataFrame:
-    """A result frame as an operator reads it: GPU seconds as GPU hours (delays in minutes),
-    rounded (`_decimals`); times as `YYYY-MM-DD HH:MM` in UTC; a running job's end as "running",
-    other missing text or time as empty (never "None"); yes/no for booleans (a check box looks
-    like a control); codes with spaces (CODES); titles for people with their unit
-    (`column_title`, then `titles` for this page's meaning of a column)."""
+    """A result frame as an operator reads it, by gpuwaste.columns (the terminal's titles and
+    units): GPU seconds as GPU hours (delays in minutes), rounded to their unit's decimals;
+    times as `YYYY-MM-DD HH:MM` in UTC; a running job's end as "running", other missing text or
+    time as empty (never "None"); yes/no for booleans (a check box looks like a control); codes
+    with spaces (CODES); money only where [cost] prices the GPUs; titles with their unit, then
+    `titles` for this page's meaning of a column."""
     frame = without_unpriced(frame)
     running = pl.col("state") == RUNNING if "state" in frame.columns else pl.lit(False)
+    yes, no = columns.TRUE_FALSE
     out = []
     for name, dtype in frame.schema.items():
-        title, factor = column_title(name)
+        spec = columns.column(name)
         col = pl.col(name)
         if isinstance(dtype, pl.Datetime):
             if dtype.time_zone:
@@ -355,26 +294,31 @@ def readable(frame: pl.DataFrame, titles: dict[str, str] | None = None) -> pl.Da
                 col = pl.when(col.is_null() & running).then(pl.lit(RUNNING)).otherwise(col)
             col = col.fill_null("")
         elif dtype == pl.Boolean:
-            col = pl.when(col).then(pl.lit("yes")).when(col.not_()).then(pl.lit("no"))
+            col = pl.when(col).then(pl.lit(yes)).when(col.not_()).then(pl.lit(no))
             col = col.otherwise(pl.lit(""))
         elif dtype == pl.String:
             if name in CODES:
                 col = col.str.replace_all("_", " ").str.replace_all(",", ", ")
             col = col.fill_null("")  # Streamlit shows a missing text as "None"
-        elif dtype.is_float() or factor != 1:
-            col = (col * factor).round(_decimals(name))
-        out.append(col.alias((titles or {}).get(name, title)))
+        elif dtype.is_float() or spec.factor != 1:
+            decimals = columns.DECIMALS.get(spec.unit or "number", columns.DECIMALS["number"])
+            col = (col * spec.factor).round(decimals)
+        out.append(col.alias((titles or {}).get(name, spec.title)))
     return frame.select(out)
 
 
 def number_formats(frame: pl.DataFrame) -> dict[str, Any]:
-    """st.dataframe's formats for `frame`'s numbers: thousands separated, the decimals of
-    `readable` always shown (0.5 and 110.0, not 0.5 and 110), so that a column reads evenly."""
+    """st.dataframe's formats for `frame`'s numbers (titled by `readable`): thousands separated,
+    a float column always with its unit's decimals (0.5 and 110.0, not 0.5 and 110); a title a
+    page chose itself keeps as many decimals as its values have."""
     out: dict[str, Any] = {}
     for name, dtype in frame.schema.items():
         if dtype.is_float():
-            money = name.startswith("Money") or name.endswith("_cost")
-            out[name] = st.column_config.NumberColumn(format="%,.2f" if money else "%,.1f")
+            decimals = _TITLE_DECIMALS.get(name)
+            if decimals is None:
+                text = [f"{v:.2f}".rstrip("0") for v in frame[name].drop_nulls().to_list()]
+                decimals = max((len(t.split(".")[1]) for t in text), default=1)
+            out[name] = st.column_config.NumberColumn(format=f"%,.{decimals}f")
         elif dtype.is_integer():
             out[name] = st.column_config.NumberColumn(format="%,d")
     return out
