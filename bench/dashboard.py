@@ -1,6 +1,7 @@
 """Benchmark: does every dashboard page render within 2 s on a warehouse of 1 M jobs?
 
     .venv/bin/python bench/dashboard.py [--jobs 1000000] [--data-dir D] [--keep] [--no-browser]
+        [--browser-only]
 
 1. writes a synthetic result warehouse of that many jobs (bench/harness/result_warehouse.py:
    every result table, ~3 GPUs per job, idle slots and phases for every GPU, samples for a few
@@ -247,6 +248,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", action="store_true", help="keep the warehouse")
     ap.add_argument("--no-browser", action="store_true")
+    ap.add_argument("--browser-only", action="store_true", help="skip steps 2-3")
     args = ap.parse_args()
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="gpuwaste-bench-")) / "data"
     try:
@@ -269,8 +271,12 @@ def main() -> None:
         print(f"load average at the start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         size = sum(p.stat().st_size for p in (data_dir / "parquet").rglob("*.parquet"))
         print(f"warehouse: {size / 1e6:.0f} MB of parquet")
-        qt = bench_queries(data_dir, job_id, args.repeat)
-        at = bench_apptest(data_dir, job_id, args.repeat)
+        pages = list(BROWSER_PAGES)
+        qt = dict.fromkeys(pages, float("nan"))
+        at = dict.fromkeys(pages, float("nan"))
+        if not args.browser_only:
+            qt = bench_queries(data_dir, job_id, args.repeat)
+            at = bench_apptest(data_dir, job_id, args.repeat)
         br = {} if args.no_browser else bench_browser(data_dir, job_id)
         print(f"\n{n:,} jobs; seconds; median of {args.repeat} for queries and page script\n")
         print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n")

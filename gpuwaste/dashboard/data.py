@@ -168,6 +168,18 @@ def fetch(fn: Callable[..., pl.DataFrame], *args: Any) -> pl.DataFrame:
     return _cached(str(root), _version(str(root)), fn.__module__, fn.__name__, args)
 
 
+def warm() -> None:
+    """Open the warehouse's connection and fill the caches that every page reads before its own
+    queries (the status, the sidebar's filter options, the freshness): called by the server once
+    it runs, so that the first visitor after a start finds them ready."""
+    if not current_status().ok:
+        return
+    connection().close()
+    fetch(queries.filter_options)
+    fetch(queries.model_options)
+    cluster_freshness()
+
+
 def current_status() -> Status:
     root = data_dir()
     return status(root, _version(str(root)))
