@@ -403,6 +403,19 @@ def test_the_stable_phase_heatmap_colors_span_its_cells() -> None:
     assert white == {"field": "pct", "gt": pytest.approx(84.0 + 0.7 * 15.7)}
 
 
+def test_the_phase_strip_is_drawn_only_where_it_distinguishes() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    t0, h = datetime(2026, 11, 1, tzinfo=UTC), timedelta(hours=1)
+    keys = pl.DataFrame({"row": [0, 1], "start_ts": [t0, t0], "end_ts": [t0 + 4 * h, t0 + 4 * h]})
+    # row 0: two phases back to back over its whole 4 h; row 1: one phase of 2 h
+    phases = pl.DataFrame(
+        {"row": [0, 0, 1], "start_ts": [t0, t0 + 2 * h, t0 + h],
+         "end_ts": [t0 + 2 * h, t0 + 4 * h, t0 + 3 * h]}
+    )  # fmt: skip
+    assert charts.distinguishing(phases, keys)["row"].to_list() == [1]
+
+
 def test_sizes_sort_as_numbers() -> None:
     hist = pl.DataFrame(
         {

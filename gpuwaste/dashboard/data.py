@@ -29,6 +29,7 @@ from gpuwaste.config import (
     load_settings,
 )
 from gpuwaste.dashboard import queries
+from gpuwaste.dashboard.filters import Filters
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.readonly import read_only_connection
 from gpuwaste.warehouse.schema import all_tables
@@ -168,16 +169,34 @@ def fetch(fn: Callable[..., pl.DataFrame], *args: Any) -> pl.DataFrame:
     return _cached(str(root), _version(str(root)), fn.__module__, fn.__name__, args)
 
 
+def overview(f: Filters) -> dict[str, pl.DataFrame]:
+    """The Overview's frames for view `f` (its page draws them; `warm` fetches them ahead)."""
+    per_job = bool(f.user or f.sizes or f.states)  # waste_daily cannot narrow to these
+    return {
+        "totals": fetch(queries.job_gpu_hours if per_job else queries.gpu_hours, f),
+        "counts": fetch(queries.job_counts, f),
+        "daily": fetch(queries.gpu_hours_daily, f),
+        "users": fetch(queries.top_users, f),
+        "vcs": fetch(queries.top_vcs, f),
+        "jobs": fetch(queries.top_jobs, f),
+        "sources": fetch(reads.source_states, f.cluster),
+        "reasons": fetch(queries.quarantine_reasons, f),
+    }
+
+
 def warm() -> None:
-    """Open the warehouse's connection and fill the caches that every page reads before its own
-    queries (the status, the sidebar's filter options, the freshness): called by the server once
-    it runs, so that the first visitor after a start finds them ready."""
+    """Open the warehouse's connection and fill the caches of the first page a visitor opens:
+    the status, the sidebar's filter options, the freshness and the Overview of the default
+    view (the first cluster, no other filter). Called by the server once it runs, so that the
+    first visitor after a start does not wait for them."""
     if not current_status().ok:
         return
     connection().close()
-    fetch(queries.filter_options)
+    clusters = fetch(queries.filter_options)["cluster"].unique(maintain_order=True).to_list()
     fetch(queries.model_options)
     cluster_freshness()
+    if clusters:
+        overview(Filters(cluster=clusters[0]))
 
 
 def current_status() -> Status:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from gpuwaste.analyses import reads
 from gpuwaste.dashboard import charts, data, widgets
 from gpuwaste.dashboard import queries as q
 
@@ -18,13 +17,14 @@ widgets.show_view(f)
 # With a user, size or state filter, waste_daily (per cluster, VC and day) cannot give the totals:
 # they come from the GPU rows of the jobs in view.
 per_job = bool(f.user or f.sizes or f.states)
-row = data.fetch(q.job_gpu_hours if per_job else q.gpu_hours, f).row(0, named=True)
+frames = data.overview(f)
+row = frames["totals"].row(0, named=True)
 if not row.get("observed_gpu_h"):  # a waste_daily written before it had utilization columns
     row = {
         **row,
         **data.fetch(q.job_gpu_hours, f).select("observed_gpu_h", "util_gpu_h").row(0, named=True),
     }
-jobs = int(data.fetch(q.job_counts, f)["jobs"][0])
+jobs = int(frames["counts"]["jobs"][0])
 alloc = float(row["alloc_gpu_h"] or 0.0)
 observed = float(row["observed_gpu_h"] or 0.0)
 
@@ -91,27 +91,27 @@ if jobs and alloc:  # else the message above says why there is nothing to draw
     with left:
         widgets.plot(charts.breakdown(pl.DataFrame([row])), key="breakdown")
     with right:
-        widgets.plot(charts.trend(data.fetch(q.gpu_hours_daily, f)), key="trend")
+        widgets.plot(charts.trend(frames["daily"]), key="trend")
         if per_job:
             st.caption(
                 "Per day, the cluster's VCs: the user, size and state filters do not apply here."
             )
 
 st.subheader("Who lost the most GPU hours")
-users = data.fetch(q.top_users, f)
+users = frames["users"]
 if users.height:
     widgets.plot(charts.top_bar(users, "user", "Top users by GPU hours lost"), key="top_users")
     st.caption("Ask the users at the top to release GPUs they do not use.")
 widgets.table(widgets.readable(users), "No jobs match this view.",
               name="top users")  # fmt: skip
-vcs = data.fetch(q.top_vcs, f)
+vcs = frames["vcs"]
 if widgets.priced(vcs):
     st.subheader("Money lost per VC")
     st.caption("Idle-slot and never-used GPU hours priced by `[cost]` (the GPUs of models it "
                "prices; the others count as nothing).")  # fmt: skip
     widgets.table(widgets.readable(vcs), "No jobs match this view.", name="money per vc")
 st.subheader("Jobs with the most GPU hours lost")
-widgets.job_table(data.fetch(q.top_jobs, f), key="top_jobs_table")
+widgets.job_table(frames["jobs"], key="top_jobs_table")
 
 st.subheader("Data freshness")
 fresh = data.cluster_freshness()
@@ -139,7 +139,7 @@ widgets.table(
     "No ingest or analysis recorded: run `gpuwaste ingest`, then `gpuwaste analyze`.",
     name="freshness",
 )  # fmt: skip
-quarantined = data.fetch(reads.source_states, f.cluster).filter(pl.col("quarantined") > 0)
+quarantined = frames["sources"].filter(pl.col("quarantined") > 0)
 if quarantined.height == 0:
     st.info("No record was quarantined.")
 else:
@@ -151,7 +151,7 @@ else:
     with right:
         st.caption("Quarantined records by reason (`gpuwaste sql` shows them whole).")
         widgets.table(
-            widgets.readable(data.fetch(q.quarantine_reasons, f)),
+            widgets.readable(frames["reasons"]),
             "No reason recorded for this cluster.",
             name="quarantine reasons",
         )
