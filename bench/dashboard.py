@@ -287,7 +287,8 @@ def main() -> None:
         for name in qt:
             b = br.get(name)
             bs = " | ".join(f"{x:.2f}" for x in b) if b else "- | - | - | - | -"
-            print(f"| {name} | {qt[name]:.2f} | {at[name]:.2f} | {bs} |")
+            q_, a_ = (f"{x:.2f}" if x == x else "-" for x in (qt[name], at[name]))  # nan: skipped
+            print(f"| {name} | {q_} | {a_} | {bs} |")
     finally:
         if not args.keep and args.data_dir is None:
             shutil.rmtree(data_dir.parent, ignore_errors=True)
