@@ -168,3 +168,22 @@ def test_running_now_page_with_none_idle(app: AppTest) -> None:
     at = _open(app, "now", user="bob")
     assert not at.dataframe
     assert "No running job is idle on all its GPUs" in str(at.info[0].value)
+
+
+def test_lateness_warns_past_three_scheduled_updates() -> None:
+    from gpuwaste.analyses.freshness import age_text, lateness, newest_data
+
+    newest = datetime(2026, 11, 1, 11, 59, tzinfo=UTC)
+    assert lateness(newest, newest + 15 * M, 300.0) is None  # 3 x 300 s: on time
+    late = lateness(newest, newest + 16 * M, 300.0)
+    assert late is not None and "16 min old" in late and "update_interval_s" in late
+    month = lateness(newest, datetime(2026, 11, 29, 4, 30, tzinfo=UTC), 300.0)
+    assert month is not None and "28 days old (up to 2026-11-01 11:59 UTC)" in month
+    assert "No GPU sample" in str(lateness(None, newest, 300.0))
+    assert [age_text(s) for s in (30, 5400, 3 * 86400)] == ["0 min", "1.5 h", "3 days"]
+    fresh = pl.DataFrame(
+        {"cluster": ["a", "a", "b"], "analyzed_up_to": [newest, newest - H, None],
+         "samples_newest": [None, None, newest + H]}
+    )  # fmt: skip
+    assert newest_data(fresh, "a") == newest and newest_data(fresh, "b") == newest + H
+    assert newest_data(fresh, "c") is None
