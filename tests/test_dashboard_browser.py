@@ -117,12 +117,12 @@ def test_every_page_renders_its_charts(
     if title == "SQL":
         grid = page.locator('[data-testid="stDataFrame"]')
         grid.first.wait_for(timeout=30_000)
-    else:
+    name = (path.split("?")[0] or "overview").replace("/", "_")
+    screenshot(page, shots, name)  # the page's top, before the checks below scroll it
+    if title != "SQL":
         _reads_as_words_for_people(page)
     if title == "Overview":
         _tiles_carry_their_unit(page)
-    name = (path.split("?")[0] or "overview").replace("/", "_")
-    screenshot(page, shots, name)
 
 
 # internal table names (util_minute_hist, job_usage, ...): a caption for people names none
