@@ -5,7 +5,9 @@ declare options and help only, and import what a command runs inside its functio
 (tests/test_cli_startup.py lists the packages `import gpuwaste.cli` must not load).
 
 Operator mistakes (a wrong file, an unreachable server, a bad key) raise GpuwasteError and are
-printed as one sentence on stderr with exit status 1, never as a traceback.
+printed as one sentence on stderr with exit status 1, never as a traceback; a wrong command line
+(a flag's value the flag never accepts, flags that do not go together: UsageError) exits with
+status 2, as click's own refusals do.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from typing import Annotated
 import typer
 from typer.core import TyperOption
 
+from gpuwaste import __version__
 from gpuwaste.act.cli import register as register_act
 from gpuwaste.act.policy.cli import register as register_policy
 from gpuwaste.analyses.cli import register as register_analyses
 from gpuwaste.cli_common import ConfigOpt, DataDirOpt, FormatOpt, settings
 from gpuwaste.config import DATA_DIR_ENV, DEFAULT_DATA_DIR
 from gpuwaste.dashboard.cli import register as register_dashboard
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import GpuwasteError, UsageError
 from gpuwaste.exporter.cli import register as register_exporter
 from gpuwaste.ingest.cli import ingest_app
 from gpuwaste.render import OutputFormat, render
@@ -54,6 +57,26 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"gpuwaste {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the version and stop."
+        ),
+    ] = False,
+) -> None:
+    """The options of `gpuwaste` itself, before a command."""
+
+
 app.add_typer(ingest_app, name="ingest")
 register_analyses(app)
 register_dashboard(app)
@@ -200,9 +223,15 @@ def demo(
     run_demo(data_dir, serve=not no_serve, port=port, host=host)
 
 
+USAGE_ERROR = 2  # click's exit status for a usage error
+
+
 def main() -> None:
     try:
         app()
+    except UsageError as exc:
+        print(f"gpuwaste: {exc}", file=sys.stderr)
+        sys.exit(USAGE_ERROR)
     except GpuwasteError as exc:
         print(f"gpuwaste: {exc}", file=sys.stderr)
         sys.exit(1)

@@ -15,8 +15,8 @@ from enum import IntEnum
 
 
 class Rank(IntEnum):
-    """Which columns a narrow terminal keeps: KEY never goes (it says what a row is), HEADLINE
-    (GPU hours, and those lost) goes last, DETAIL first, FIGURE between."""
+    """Which columns a narrow terminal keeps: DETAIL goes first, then FIGURE, then HEADLINE
+    (GPU hours, and those lost); KEY (what a row is) only when nothing else is left."""
 
     KEY = 0
     HEADLINE = 1
@@ -98,10 +98,10 @@ COLUMNS: dict[str, Column] = {
     "t_s": Column("Phase at least (min)", "min", MINUTES, Rank.KEY),
     "m_gib": Column("Memory band (GiB)", "GiB", rank=Rank.KEY),
     "idle_hours": Column("Idle threshold (h)", "h", rank=Rank.KEY),
-    "attempt": _key("Attempt"),
+    "attempt": Column("Attempt", rank=Rank.DETAIL),
     "host": _key("Host"),
     "gpu": _key("GPU"),
-    "gpu_instance": _key("MIG instance"),
+    "gpu_instance": Column("MIG instance", rank=Rank.DETAIL),
     # jobs and GPUs
     "name": _detail("Job name"),
     "jobs": _count("Jobs", Rank.HEADLINE),
@@ -263,6 +263,16 @@ def number(value: float | int, unit: str) -> str:
     return shown.lstrip("-") if not shown.strip("-0.,") else shown  # never "-0.0"
 
 
+def byte_size(n: int) -> str:
+    """A file's size for people: `512 B`, `638.8 KiB`, `535.5 MiB`, `1.2 GiB`."""
+    if n < 1024:
+        return f"{n} B"
+    value, units = n / 1024, ["KiB", "MiB", "GiB", "TiB"]
+    while value >= 1024 and len(units) > 1:
+        value, units = value / 1024, units[1:]
+    return f"{value:,.1f} {units[0]}"
+
+
 __all__ = [
     "COLUMNS",
     "DECIMALS",
@@ -271,6 +281,7 @@ __all__ = [
     "TRUE_FALSE",
     "Column",
     "Rank",
+    "byte_size",
     "column",
     "number",
     "title",

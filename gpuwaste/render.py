@@ -40,8 +40,9 @@ def safe_text(value: object) -> str:
         return ""
     if isinstance(value, bool):
         return TRUE_FALSE[0] if value else TRUE_FALSE[1]
-    if isinstance(value, float):
-        return number(value, "number")
+    if isinstance(value, float):  # a figure rounded by its caller: its digits, no exponent
+        text = f"{value:,.4f}".rstrip("0").rstrip(".") if value == value else str(value)
+        return "0" if text == "-0" else text
     if isinstance(value, datetime):
         return value.isoformat(sep=" ", timespec="seconds")
     return printable(str(value))
@@ -68,7 +69,6 @@ def _flat(df: pl.DataFrame) -> pl.DataFrame:
 
 
 TEXT_WIDTH = 32  # a longer text cell (a job name, a reason) folds onto more lines, never cut
-LISTED = 6  # the columns a note names, at most
 FALLBACK_WIDTH = 120  # the width when the output is not a terminal and COLUMNS is unset
 
 
@@ -112,18 +112,18 @@ def _spec(name: str, readable: bool, key: Sequence[str] | None) -> Column:
     spec = column(name) if readable else Column(name)
     if key is None:
         return spec
-    if name in key:
-        return replace(spec, rank=Rank.KEY)
+    if name in key:  # a key column of little use (an attempt, a MIG instance) may still go
+        return spec if spec.rank == Rank.DETAIL else replace(spec, rank=Rank.KEY)
     return replace(spec, rank=Rank.FIGURE) if spec.rank == Rank.KEY else spec
 
 
 def _fit(specs: list[Column], widths: list[int], width: int) -> tuple[list[int], list[int]]:
     """The indices of the columns kept to fit `width` (the table's borders and padding take 3 a
     column and 1), and of those left out: DETAIL columns first, then FIGURE ones, each from the
-    right, then HEADLINE ones; KEY columns stay."""
+    right, then HEADLINE ones, and KEY ones only when nothing else is left (the first stays)."""
     kept = list(range(len(specs)))
     dropped: list[int] = []
-    for rank in (Rank.DETAIL, Rank.FIGURE, Rank.HEADLINE):
+    for rank in (Rank.DETAIL, Rank.FIGURE, Rank.HEADLINE, Rank.KEY):
         for i in reversed(range(len(specs))):
             if sum(widths[k] + 3 for k in kept) + 1 <= width:
                 return kept, sorted(dropped)
@@ -185,7 +185,7 @@ def render(
         shown = shown.drop("cluster")
     empty = [c for c in shown.columns if shown[c].null_count() == shown.height > 0]
     if readable and empty:
-        notes.append(f"No values: {', '.join(column(c).title for c in empty)}.")
+        notes.append(f"No values: {'; '.join(column(c).title for c in empty)}.")
         shown = shown.drop(empty)
     specs = [_spec(c, readable, key) for c in shown.columns]
     head = shown.head(max_rows)
@@ -205,9 +205,7 @@ def render(
             widths[k] += more
             spare -= more
     if dropped:
-        names = ", ".join(specs[i].title for i in dropped[:LISTED])
-        if len(dropped) > LISTED:
-            names += f" and {len(dropped) - LISTED} more"
+        names = "; ".join(specs[i].title for i in dropped)
         notes.append(
             f"Left out to fit {total} columns: {names} (a wider terminal, e.g. COLUMNS=200, or "
             "--format csv shows every column)."

@@ -1,5 +1,6 @@
 """A refused flag value is one sentence naming the flag, the value and what it accepts; the
-command exits 1 and writes nothing."""
+command exits 2 (click's status for a usage error, whoever refuses the value) and writes
+nothing."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def test_a_refused_ingest_flag_is_named_with_its_value(
     data_dir = tmp_path / "wh"
     argv = [a.replace("{in}", str(inputs)) for a in args]
     run = gpuwaste("ingest", "--data-dir", str(data_dir), *argv, cwd=tmp_path)
-    assert run.returncode == 1, (run.stdout, run.stderr)
+    assert run.returncode == 2, (run.stdout, run.stderr)
     assert run.stderr == f"gpuwaste: {expected}\n"
     assert not data_dir.exists()  # refused before anything was written
 
@@ -122,6 +123,6 @@ def test_generate_refuses_bad_flags_in_one_line(
 ) -> None:
     out = tmp_path / "gen"
     run = gpuwaste("generate", "--out", str(out), *args, cwd=tmp_path)
-    assert run.returncode == 1
+    assert run.returncode == 2
     assert run.stderr == f"gpuwaste: {expected}\n"
     assert not out.exists()

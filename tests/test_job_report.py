@@ -85,7 +85,9 @@ def test_unknown_job_exits_2_with_the_closest_ids(two: Path) -> None:
     far = _job(two, "no-such-job-at-all")
     assert far.exit_code == 2
     assert far.stderr.strip() == "gpuwaste: no job no-such-job-at-all."
-    assert _job(two, "a", "--cluster", "nosuch").exit_code == 2
+    typo = _job(two, "a", "--cluster", "nosuch")  # a cluster, not a job, is unknown: listed
+    assert typo.exit_code == 1
+    assert str(typo.exception) == f"no analyzed jobs for cluster 'nosuch' in {two} (clusters: c)."
 
 
 def test_strip_cells() -> None:

@@ -31,6 +31,7 @@ CONFIG = """
 min_wasted_gpu_hours = 0.05
 min_waste_share = 0.2
 address_template = "{user}@example.org"
+dashboard_url = "https://gpuwaste.example.org"
 """
 
 
@@ -70,7 +71,7 @@ def test_dry_run_prints_each_message_and_writes_nothing(wh: Path) -> None:
     assert "* job a (no name, VC vision, passed, 1 GPU(s)): 0.08 of 0.33 GPU hours lost" in out
     assert "* job c " not in out
     assert "1 job(s) (0.33 GPU hours in the window) were left out: they have too little data" in out
-    assert "http://127.0.0.1:8501/job?job=a&cluster=c" in out
+    assert "https://gpuwaste.example.org/job?job=a&cluster=c" in out
     # bob's name is no address: no email, said in one line, his name escaped
     assert "user bob\\x1b[2J (c): no email address" in out and "\x1b" not in out
     assert "1 message(s) would be sent." in out
@@ -137,7 +138,7 @@ def test_refused_recipient_and_a_server_down_are_failed_and_retried(
     assert down.returncode == 1
     line = next(x for x in down.stderr.splitlines() if "ann@example.org" in x)
     assert line.startswith("gpuwaste: email to ann@example.org: failed: cannot talk to the SMTP ")
-    assert f"127.0.0.1:{smtp.port} (Connection refused)" in line
+    assert f"127.0.0.1:{smtp.port} (connection refused)" in line
     assert ledger(other)["status"].to_list() == ["failed"]
 
 
@@ -214,6 +215,39 @@ def test_the_urls_user_is_decoded_and_agrees_with_smtp_user() -> None:
         parse_smtp_url(url, "ops")
 
 
+def test_links_to_a_loopback_dashboard_are_refused_not_sent(wh: Path) -> None:
+    """Without `[notify] dashboard_url`, the links point at http://127.0.0.1:8501, which a
+    reader on another machine cannot open: --send refuses (the real SMTP server and HTTP
+    receiver get nothing, the ledger stays empty), the dry run prints and says so, and
+    --dashboard-url (or the key) makes the mail go out with that link."""
+    config = wh.parent / "gpuwaste.toml"
+    config.write_text(CONFIG.replace('dashboard_url = "https://gpuwaste.example.org"\n', ""))
+    dry = notify(wh)
+    assert dry.returncode == 0, dry.stderr
+    assert "http://127.0.0.1:8501/job?job=a&cluster=c" in dry.stdout
+    said = (
+        "the notices link to http://127.0.0.1:8501/job?..., a loopback address that their "
+        "readers cannot open: set [notify] dashboard_url in gpuwaste.toml (or give "
+        "--dashboard-url) to the dashboard's address as users reach it"
+    )
+    assert dry.stdout.endswith(f"note: {said}; --send refuses until then.\n")
+    with smtp_server() as smtp, http_receiver() as rx:
+        mail = ["--smtp", smtp.url, "--sender", "gpuwaste@example.org"]
+        for channel in (mail, ["--webhook", rx.url("/hooks/x")]):
+            refused = notify(wh, "--send", *channel)
+            assert refused.returncode == 1
+            assert refused.stderr == f"gpuwaste: nothing sent: {said}.\n"
+        assert smtp.handler.received == [] and rx.posts == []
+        assert not (wh / "parquet" / "notifications").exists()
+        for url in ("http://localhost:8501/", "http://[::1]:8501", "http://127.0.1.1"):
+            assert notify(wh, "--send", *mail, "--dashboard-url", url).returncode == 1
+        sent = notify(wh, "--send", *mail, "--dashboard-url", "https://gw.example.org/")
+        assert sent.returncode == 0, sent.stderr
+        (msg,) = smtp.to("ann@example.org")
+        assert "https://gw.example.org/job?job=a&cluster=c" in msg.get_content()
+        assert "127.0.0.1:8501" not in msg.get_content()
+
+
 def test_webhook_posts_slack_json_and_reports_http_500(wh: Path) -> None:
     with http_receiver() as rx:
         token = "/hooks/T0K3N-secret"
@@ -285,7 +319,10 @@ def test_vc_owners_get_the_vc_digest(wh: Path) -> None:
 )
 def test_mistakes_are_one_sentence(wh: Path, args: list[str], says: str) -> None:
     r = notify(wh, *args)
-    assert r.returncode == 1
+    # a wrong command line exits 2 (click's usage error); a value the config could give too, or
+    # a cluster this warehouse does not have, 1
+    usage = args[0] in ("--send", "--since", "--webhook") and "smtp://HOST" not in says
+    assert r.returncode == (2 if usage else 1), r.stderr
     assert says in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "Traceback" not in r.stderr
     assert not (wh / "parquet" / "notifications").exists()

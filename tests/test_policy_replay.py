@@ -270,14 +270,15 @@ def test_mistakes_are_one_sentence(warehouse: Path, args: list[str], says: str) 
     assert says in str(out.exception) and "\n" not in str(out.exception)
 
 
-def test_a_mistake_exits_1_with_one_line(warehouse: Path) -> None:
-    """Through the installed command: one line on stderr, exit status 1, no traceback."""
+def test_a_mistake_exits_2_with_one_line(warehouse: Path) -> None:
+    """Through the installed command: one line on stderr, exit status 2 (a usage error), no
+    traceback."""
     exe = Path(sys.executable).parent / "gpuwaste"
     done = subprocess.run(
         [str(exe), "policy", "replay", "--data-dir", str(warehouse), "--idle-hours", "-1"],
         capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
-    assert done.returncode == 1 and done.stdout == ""
+    assert done.returncode == 2 and done.stdout == ""
     assert (
         done.stderr == "gpuwaste: --idle-hours '-1' is not accepted: it must be a number "
         "greater than 0.\n"

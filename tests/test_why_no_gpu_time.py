@@ -70,3 +70,33 @@ def test_slurm_allocations_nothing_can_resolve_and_cpu_only_jobs(
     cpu.write_text(f"JobID|State|Start|End|AllocTRES|NodeList\n3|COMPLETED|{times}|cpu=4|c01\n")
     line = gpuwaste(data_dir, "ingest", "slurm", "--file", str(cpu), "--cluster", "c").stdout
     assert f"cluster 'c': none of its 1 jobs holds a GPU (gpus = 0: CPU-only jobs), {ZERO}" in line
+
+
+SHIFTED = "met no GPU sample of their job"
+
+
+def test_a_wrong_timezone_is_named_when_the_jobs_meet_their_samples_hours_off(
+    tmp_path: Path,
+) -> None:
+    """A generated cluster (sacct times in UTC, samples labelled with the job id) read with a
+    wrong --timezone: the short jobs meet none of their samples; the ingest line and analyze say
+    the times look shifted by whole hours and name --timezone. Read in UTC: no such line."""
+    from gpuwaste.generate.cli import generate_command
+
+    gen = tmp_path / "gen"
+    generate_command(gen, seed=7, gpus=16, days=1, interval_s=60)
+    sacct = str(gen / "sacct.txt")
+    data_dir = tmp_path / "wh"
+    gpuwaste(data_dir, "ingest", "openmetrics", "--file", str(gen / "metrics.om"),
+             "--cluster", "g", "--quiet")  # fmt: skip
+    # Berlin: UTC+1 in November; Sao Paulo: UTC-3, no summer time since 2019
+    for zone, hours, side in (("Europe/Berlin", 1, "after"), ("America/Sao_Paulo", 3, "before")):
+        line = gpuwaste(data_dir, "ingest", "slurm", "--file", sacct, "--cluster", "g",
+                        "--timezone", zone).stdout  # fmt: skip
+        assert SHIFTED in line, line
+        assert f"begin whole hours off its recorded start (most often {hours} h {side})" in line
+        assert "re-ingest the jobs with the right --timezone (the cluster's `timezone` key" in line
+    assert SHIFTED in gpuwaste(data_dir, "analyze", "--quiet").stderr  # analyze says it too
+    right = gpuwaste(data_dir, "ingest", "slurm", "--file", sacct, "--cluster", "g",
+                     "--timezone", "UTC").stdout  # fmt: skip
+    assert SHIFTED not in right and "GPU index unknown" not in right, right

@@ -82,6 +82,14 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(help='Slack/Mattermost incoming webhook URL (JSON {"text": ...}).'),
         ] = None,
+        dashboard_url: Annotated[
+            str | None,
+            typer.Option(
+                "--dashboard-url",
+                help="The dashboard's address as the readers reach it, the base of the job links "
+                "(default: [notify] dashboard_url; --send refuses a loopback one).",
+            ),
+        ] = None,
         send: Annotated[
             bool, typer.Option("--send", help="Send. Without it: print what would be sent.")
         ] = False,
@@ -101,7 +109,8 @@ def register(app: typer.Typer) -> None:
         opts = Options(
             since=since, until=until, cluster=cluster, smtp=smtp,
             smtp_password_env=smtp_password_env, sender=sender,
-            address_template=address_template, webhook=webhook, send=send,
+            address_template=address_template, webhook=webhook, dashboard_url=dashboard_url,
+            send=send,
             resend_unconfirmed=resend_unconfirmed,
         )  # fmt: skip
         status = run_notify(s, opts)

@@ -105,8 +105,15 @@ def gather(
 ) -> JobData:
     """Read one job's rows; UnknownJob when there is no such job (or it is ambiguous). Money is
     shown in `currency` (None: not shown)."""
-    if not Warehouse(data_dir).has_files("job_usage"):
+    wh = Warehouse(data_dir)
+    if not wh.has_files("job_usage"):
         raise GpuwasteError(f"no job_usage table in {data_dir}: run `gpuwaste analyze` first.")
+    known = wh.clusters("job_usage")
+    if cluster is not None and cluster not in known:
+        raise GpuwasteError(
+            f"no analyzed jobs for cluster '{safe_text(cluster)}' in {data_dir} "
+            f"(clusters: {', '.join(known)})."
+        )
     con = read_only_connection(data_dir)
     try:
         job = _find(con, job_id, cluster)

@@ -12,7 +12,7 @@ import typer
 from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES
 from gpuwaste.analyses.registry import PER_JOB_TABLES, SUMMARY_TABLES
 from gpuwaste.cli_common import ClusterOpt, ConfigOpt, DataDirOpt, FormatOpt, QuietOpt, settings
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import UsageError
 from gpuwaste.render import OutputFormat, render
 from gpuwaste.warehouse.results import ROLLUP_COLUMNS
 
@@ -30,14 +30,14 @@ def print_freshness(data_dir: Path, cluster: str | None) -> None:
 
 
 def print_why_no_gpu_time(data_dir: Path, clusters: list[str]) -> None:
-    """For each cluster whose jobs can give no GPU time, say why (stderr: a warning)."""
-    from gpuwaste.warehouse.diagnose import why_no_gpu_time
+    """For each cluster whose jobs can give no GPU time, or whose allocations meet no samples
+    as when its times were read in the wrong zone, say so (stderr: a warning)."""
+    from gpuwaste.warehouse.diagnose import problems
     from gpuwaste.warehouse.store import Warehouse
 
     wh = Warehouse(data_dir)
     for cluster in clusters:
-        why = why_no_gpu_time(wh, cluster)
-        if why is not None:
+        for why in problems(wh, cluster):
             print(f"gpuwaste: {why}", file=sys.stderr)
 
 
@@ -58,12 +58,12 @@ def chosen_engine(
     ]
     if engine is Engine.local:
         if given:
-            raise GpuwasteError(f"{given[0]} is for --engine spark; add --engine spark.")
+            raise UsageError(f"{given[0]} is for --engine spark; add --engine spark.")
         return LocalEngine()
     if len(given) > 1:
-        raise GpuwasteError("give either --spark-master or --spark-remote, not both.")
+        raise UsageError("give either --spark-master or --spark-remote, not both.")
     if spark_remote and "token=" in spark_remote.lower():
-        raise GpuwasteError(
+        raise UsageError(
             "--spark-remote must not carry a token (a command line is visible to every user of "
             "the machine): put it in the environment variable SPARK_CONNECT_AUTHENTICATE_TOKEN."
         )
@@ -205,11 +205,11 @@ def register(app: typer.Typer) -> None:
             from gpuwaste.analyses.waste_by import TITLE, waste_by
 
             if name is not None:
-                raise GpuwasteError(
+                raise UsageError(
                     f"--by {by} makes its own table: give either a report NAME or --by."
                 )
             if model is not None:
-                raise GpuwasteError(
+                raise UsageError(
                     "--model applies to a report NAME; --by model splits the list by model."
                 )
             df = waste_by(s, by, cluster=cluster, vc=vc, since=start, until=now if start else None)

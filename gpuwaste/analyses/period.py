@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import UsageError
 
 RELATIVE = re.compile(r"^(\d+)([hd])$")
 
@@ -22,7 +22,7 @@ def since_time(text: str | None, now: datetime) -> datetime | None:
     try:
         value = datetime.fromisoformat(text.strip())
     except ValueError:
-        raise GpuwasteError(
+        raise UsageError(
             f"--since '{text}' is not a period: give hours or days before now (24h, 7d, 30d) "
             "or a date (2026-11-01) or time (2026-11-01T08:00)."
         ) from None

@@ -23,7 +23,7 @@ from gpuwaste.analyses.freshness import freshness
 from gpuwaste.analyses.registry import ANALYSES, BY_NAME, PER_JOB_TABLES, SUMMARY_TABLES
 from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
 from gpuwaste.config import Settings
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import GpuwasteError, UsageError
 from gpuwaste.warehouse.catalog import connect, view_sql
 from gpuwaste.warehouse.reading import read_frame, read_rows, run
 from gpuwaste.warehouse.results import ALL_MODELS, ALL_VCS, SUMMARY_GRAIN, UNKNOWN_MODEL
@@ -65,7 +65,7 @@ def _known_values(
     """The values `flag` may take for table `name` (`sql`'s one column, with `params`), after
     refusing the flag for a table without `column`."""
     if column not in table(name).columns:
-        raise GpuwasteError(f"{flag} does not apply to {name}: it has no {column} column.")
+        raise UsageError(f"{flag} does not apply to {name}: it has no {column} column.")
     return [r[0] for r in read_rows(con, sql, params)]
 
 
@@ -151,7 +151,7 @@ def report(
     """The rows of result table `name` (optionally one cluster, one VC, one GPU model or
     EACH_MODEL, jobs since a time)."""
     if name not in REPORTS:
-        raise GpuwasteError(f"no report named '{name}' (known: {', '.join(REPORTS)}).")
+        raise UsageError(f"no report named '{name}' (known: {', '.join(REPORTS)}).")
     data_dir: Path = settings.data_dir
     if name == FRESHNESS:
         return _freshness(data_dir, cluster)

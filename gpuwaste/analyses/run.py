@@ -49,7 +49,7 @@ from gpuwaste.analyses.registry import summary_order
 from gpuwaste.analyses.sqlfiles import device_variables, set_variables, threshold_variables
 from gpuwaste.analyses.staging import FILE_KEY, commit, remove_staging, staging_dir
 from gpuwaste.config import Settings
-from gpuwaste.errors import DiskError, GpuwasteError
+from gpuwaste.errors import DiskError, GpuwasteError, UsageError
 from gpuwaste.warehouse.catalog import connect, refresh_catalog
 from gpuwaste.warehouse.host_blocks import BLOCK_HOSTS
 from gpuwaste.warehouse.lock import writer_lock
@@ -404,7 +404,7 @@ def since_date(text: str | None) -> date | None:
     try:
         return datetime.fromisoformat(text).date()
     except ValueError:
-        raise GpuwasteError(f"--since '{text}' is not a date such as 2026-11-01.") from None
+        raise UsageError(f"--since '{text}' is not a date such as 2026-11-01.") from None
 
 
 __all__ = ["SUMMARIES", "analyze", "analyze_cluster", "since_date"]

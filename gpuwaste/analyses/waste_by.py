@@ -15,7 +15,7 @@ import polars as pl
 from gpuwaste.analyses.report import check_vc
 from gpuwaste.analyses.sqlfiles import Scalar, load_sql, set_variables
 from gpuwaste.config import Settings
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import GpuwasteError, UsageError
 from gpuwaste.warehouse.catalog import connect
 from gpuwaste.warehouse.reading import read_frame
 from gpuwaste.warehouse.results import ALL_VCS
@@ -28,7 +28,7 @@ TITLE = "GPU hours lost per {by}, most first"
 def check_by(by: str) -> None:
     """Refuse a `--by` value that is not one of BY."""
     if by not in BY:
-        raise GpuwasteError(f"--by '{by}' is not one of: {', '.join(BY)}.")
+        raise UsageError(f"--by '{by}' is not one of: {', '.join(BY)}.")
 
 
 def waste_by(

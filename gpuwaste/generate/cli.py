@@ -7,8 +7,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from gpuwaste.columns import byte_size
 from gpuwaste.config import check_cluster_name
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import UsageError
 from gpuwaste.generate.model import GeneratorSpec
 from gpuwaste.generate.output import write_all
 
@@ -18,14 +19,14 @@ def parse_start(text: str) -> datetime:
     try:
         t = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise GpuwasteError(
+        raise UsageError(
             f"--start {text!r} is not accepted: expected an ISO 8601 time such as "
             "2026-10-31T12:00Z."
         ) from None
     if t.tzinfo is None:
         t = t.replace(tzinfo=UTC)
     if t.microsecond:
-        raise GpuwasteError(f"--start {text!r} is not accepted: it must be on a whole second.")
+        raise UsageError(f"--start {text!r} is not accepted: it must be on a whole second.")
     return t
 
 
@@ -33,7 +34,7 @@ def check_sizes(gpus: int, days: float, interval_s: int) -> None:
     """Each size flag must be a positive, finite number."""
     for flag, value in (("--gpus", gpus), ("--days", days), ("--interval-s", interval_s)):
         if not (math.isfinite(value) and value > 0):
-            raise GpuwasteError(
+            raise UsageError(
                 f"{flag} {value} is not accepted: it must be a finite number greater than 0."
             )
 
@@ -55,11 +56,11 @@ def generate_command(
     check_sizes(gpus, days, interval_s)
     for flag, n in (("--mig-hosts", mig_hosts), ("--shared-gpus", shared_gpus)):
         if n < 0:
-            raise GpuwasteError(f"{flag} {n} is not accepted: it must be 0 or more.")
+            raise UsageError(f"{flag} {n} is not accepted: it must be 0 or more.")
     try:
         check_cluster_name(cluster)
     except ValueError as exc:
-        raise GpuwasteError(f"--cluster {cluster!r} is not accepted: {exc}.") from None
+        raise UsageError(f"--cluster {cluster!r} is not accepted: {exc}.") from None
     spec = GeneratorSpec(
         seed=seed,
         gpus=gpus,
@@ -73,3 +74,28 @@ def generate_command(
     if start is not None:
         spec = replace(spec, start=parse_start(start))
     write_all(spec, Path(out), gzip=gzip)
+    print(what_was_written(spec, Path(out)))
+
+
+def what_was_written(spec: GeneratorSpec, out: Path) -> str:
+    """What `generate` wrote: the cluster, its size and window, each file (a folder: its files)
+    with its size."""
+    extra = [
+        f"{n} {what}"
+        for n, what in ((spec.mig_hosts, "MIG host(s)"), (spec.shared_gpus, "time-sliced GPU(s)"))
+        if n
+    ]
+    lines = [
+        f"gpuwaste generate: cluster '{spec.cluster}', {spec.gpus} GPUs"
+        + "".join(f" + {e}" for e in extra)
+        + f", {spec.days:g} day(s) from {spec.start:%Y-%m-%d %H:%M} UTC, a sample every "
+        f"{spec.interval_s} s (seed {spec.seed}), written to {out}:"
+    ]
+    for path in sorted(out.iterdir()):
+        if path.is_dir():
+            files = [f for f in path.rglob("*") if f.is_file()]
+            size = sum(f.stat().st_size for f in files)
+            lines.append(f"  {path.name}/  {len(files)} files, {byte_size(size)}")
+        else:
+            lines.append(f"  {path.name}  {byte_size(path.stat().st_size)}")
+    return "\n".join(lines)

@@ -12,8 +12,8 @@ import typer
 from pydantic import ValidationError
 
 from gpuwaste.cli_common import settings
-from gpuwaste.config import ClusterConfig, ConfigError, Settings, error_input, error_reason
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.config import ClusterConfig, Settings, error_input, error_reason
+from gpuwaste.errors import GpuwasteError, UsageError
 from gpuwaste.ingest.base import RunOptions, Source
 
 ClusterName = Annotated[
@@ -73,7 +73,7 @@ def one_off_cluster(
     """The cluster `name` with `source` (e.g. `slurm={...}`, a dict of the flags' values) set
     from flags. A configured cluster of that name keeps its other sources and time zone (they
     decide, e.g., where GPU indices come from); `timezone` overrides the zone. A refused value
-    is a ConfigError naming its flag, the value and what the flag accepts."""
+    is a UsageError naming its flag, the value and what the flag accepts."""
     if not name:
         raise GpuwasteError(f"{what} needs --cluster NAME to say which cluster the data is from.")
     known = [c for c in s.clusters if c.name == name]
@@ -83,7 +83,7 @@ def one_off_cluster(
     try:
         one_off = ClusterConfig.model_validate({**base, **source})
     except ValidationError as exc:
-        raise ConfigError(flag_problem(exc)) from None
+        raise UsageError(flag_problem(exc)) from None
     if not known:
         return one_off
     update = {k: getattr(one_off, k) for k in (*source, "timezone")}

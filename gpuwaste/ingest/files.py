@@ -102,6 +102,28 @@ def check_read_whole(path: Path, what: str, limits: FileLimits) -> None:
         )
 
 
+def read_whole(path: Path, what: str, limits: FileLimits) -> bytes:
+    """A file a source reads whole (a `.gz` decompressed as it is read), refused past `[files]
+    max_read_whole_mib`: its size on disk, then its text once decompressed (and a gzip bomb as
+    `_Bounded` refuses it)."""
+    check_read_whole(path, what, limits)
+    bound = int(limits.max_read_whole_mib * (1 << 20))
+    parts: list[bytes] = []
+    total = 0
+    with _open(path, what, limits) as reader:
+        while data := reader.read():
+            total += len(data)
+            if total > bound:
+                raise IngestError(
+                    f"{path} decompresses to more than the {bound:,} bytes that a {what} file "
+                    f"read whole may be ([files] max_read_whole_mib = "
+                    f"{limits.max_read_whole_mib:g}): split it or raise the bound; nothing was "
+                    "written."
+                )
+            parts.append(data)
+    return b"".join(parts)
+
+
 def _not_utf8(path: Path, what: str) -> IngestError:
     return IngestError(f"{path} is not {what} text (not UTF-8).")
 

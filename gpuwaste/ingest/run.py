@@ -9,6 +9,7 @@ configures the source. Each finished source prints one summary line: on stdout, 
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -20,19 +21,19 @@ from gpuwaste.ingest.base import IngestResult, RunOptions, Source
 from gpuwaste.ingest.progress import source_progress
 from gpuwaste.ingest.staging import remove_leftovers
 from gpuwaste.warehouse.catalog import refresh_catalog
-from gpuwaste.warehouse.diagnose import why_no_gpu_time
+from gpuwaste.warehouse.diagnose import problems
 from gpuwaste.warehouse.lock import writer_lock
 from gpuwaste.warehouse.schema import FACT_TABLES
 from gpuwaste.warehouse.store import Warehouse
 
 
 def explain_no_gpu_time(settings: Settings, result: IngestResult) -> None:
-    """After a run that wrote jobs: if the cluster's jobs can give no GPU time, the summary line
-    says why (`warehouse.diagnose`)."""
+    """After a run that wrote jobs: if the cluster's jobs can give no GPU time, or many of their
+    allocations meet no sample as when the times were read in the wrong zone, the summary line
+    says so (`warehouse.diagnose`)."""
     if not result.written.get("jobs"):
         return
-    why = why_no_gpu_time(Warehouse(settings.data_dir), result.cluster)
-    if why is not None:
+    for why in problems(Warehouse(settings.data_dir), result.cluster):
         result.note = f"{result.note}; {why}" if result.note else why
 
 
@@ -49,6 +50,30 @@ def _run_source(
     explain_no_gpu_time(settings, result)
     print(result.summary(), file=sys.stderr if options.quiet else sys.stdout)
     return result
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of `path` (itself included) that does not exist yet, or None."""
+    missing = None
+    for p in (path, *path.parents):
+        if p.exists():
+            break
+        missing = p
+    return missing
+
+
+@contextmanager
+def no_empty_warehouse_left(data_dir: Path) -> Iterator[None]:
+    """A run that fails removes the folders it created for a warehouse that holds no data then
+    (a first ingest from an unreachable server), so that the next command does not take an
+    empty warehouse for one; a folder that existed before is never touched."""
+    created = _first_missing(data_dir)
+    try:
+        yield
+    except BaseException:
+        if created is not None and not any((data_dir / "parquet").rglob("*.parquet")):
+            shutil.rmtree(created, ignore_errors=True)
+        raise
 
 
 @contextmanager
@@ -69,7 +94,11 @@ def run_one(
     settings: Settings, cluster: ClusterConfig, source: Source, options: RunOptions
 ) -> IngestResult:
     """One source for one cluster (the one-off form: `gpuwaste ingest SOURCE --flags`)."""
-    with writer_lock(settings.data_dir), catalog_refreshed(settings.data_dir):
+    with (
+        no_empty_warehouse_left(settings.data_dir),
+        writer_lock(settings.data_dir),
+        catalog_refreshed(settings.data_dir),
+    ):
         Warehouse(settings.data_dir).remove_temp_files(FACT_TABLES)
         remove_leftovers(settings.data_dir)
         return _run_source(settings, cluster, source, options)
@@ -113,22 +142,23 @@ def run_configured(
     clusters = _clusters(settings, sources, cluster)
     results: list[IngestResult] = []
     failures: list[str] = []
-    with writer_lock(settings.data_dir), catalog_refreshed(settings.data_dir):
-        Warehouse(settings.data_dir).remove_temp_files(FACT_TABLES)
-        remove_leftovers(settings.data_dir)
-        for c in clusters:
-            for source in sources:
-                if not source.configured(c):
-                    continue
-                try:
-                    results.append(_run_source(settings, c, source, options))
-                except DiskError as exc:  # every source after it would meet the same disk
-                    raise DiskError(f"ingest stopped at {c.name}/{source.name}: {exc}") from exc
-                except GpuwasteError as exc:
-                    failures.append(f"{c.name}/{source.name}: {exc}")
-                    print(f"gpuwaste: {c.name}/{source.name}: {exc}", file=sys.stderr)
-    if failures:
-        raise GpuwasteError(f"{len(failures)} source(s) failed; first: {failures[0]}")
+    with no_empty_warehouse_left(settings.data_dir):
+        with writer_lock(settings.data_dir), catalog_refreshed(settings.data_dir):
+            Warehouse(settings.data_dir).remove_temp_files(FACT_TABLES)
+            remove_leftovers(settings.data_dir)
+            for c in clusters:
+                for source in sources:
+                    if not source.configured(c):
+                        continue
+                    try:
+                        results.append(_run_source(settings, c, source, options))
+                    except DiskError as exc:  # every source after it would meet the same disk
+                        raise DiskError(f"ingest stopped at {c.name}/{source.name}: {exc}") from exc
+                    except GpuwasteError as exc:
+                        failures.append(f"{c.name}/{source.name}: {exc}")
+                        print(f"gpuwaste: {c.name}/{source.name}: {exc}", file=sys.stderr)
+        if failures:
+            raise GpuwasteError(f"{len(failures)} source(s) failed; first: {failures[0]}")
     if not results and not options.quiet:
         print("nothing to ingest: no configured source matched.")
     return results

@@ -182,3 +182,14 @@ def refuse_duplicates(
 
 def _show(value: object) -> str:
     return value.isoformat() if isinstance(value, datetime) else str(value)
+
+
+def latest_job_time(jobs: pl.DataFrame) -> datetime | None:
+    """The newest submit, start or end time of `jobs` (a `jobs` frame): how far a source of job
+    records has read, its watermark; None without jobs."""
+    if jobs.height == 0:
+        return None
+    stamps = jobs.select(
+        pl.max_horizontal(pl.col("submit_ts"), pl.col("start_ts"), pl.col("end_ts")).max()
+    ).item()
+    return stamps if isinstance(stamps, datetime) else None

@@ -5,6 +5,13 @@ allocation whose GPU index is unknown (gpu = -1) only once a GPU sample carrying
 (DCGM `hpc_job`) resolves it. So a cluster whose jobs hold no allocation, or only unresolvable
 ones, gives all-zero results however good its samples are. `why_no_gpu_time` says which of
 these it is, in one sentence with the fix, for the ingest summary line and for `analyze`.
+
+An allocation also stays unresolved when the scheduler's times were read in the wrong time zone
+(`--timezone`, the cluster's `timezone` key): every job then sits whole hours off its samples,
+and the short ones meet none. `time_zone_shift` tells that apart from missing telemetry by the
+samples that carry the job's id: if they begin the same whole number of hours after (or before)
+the recorded start of most such jobs, the times are shifted, and it says so.
+`problems` gives both, for the callers.
 """
 
 from __future__ import annotations
@@ -12,6 +19,13 @@ from __future__ import annotations
 import duckdb
 
 from gpuwaste.warehouse.store import Warehouse
+
+# An unresolved share worth a look (and a scan of the job-labelled samples): this many
+# allocations, and this share of them all
+SHIFT_MIN_UNRESOLVED, SHIFT_MIN_SHARE = 10, 0.1
+# A job "meets its samples h hours off" when its first labelled sample is within this of
+# start + h hours (a sampling interval and a scrape's delay are far less)
+SHIFT_TOLERANCE_S = 600
 
 # jobs.source -> where its allocations come from, and how to give them
 _ALLOCATION_HINTS = {
@@ -87,3 +101,73 @@ def _no_allocations(
         hints = [_ALLOCATION_HINTS[s] for s in sources if s in _ALLOCATION_HINTS]
         fix = f": {hints[0]}" if hints else ""
     return f"cluster '{cluster}': {what}, so the analyses find 0 GPU-seconds{fix}."
+
+
+def time_zone_shift(wh: Warehouse, cluster: str) -> str | None:
+    """One sentence when many of `cluster`'s allocations met no GPU sample of their job while
+    most of those jobs' labelled samples begin the same whole number of hours off their
+    recorded start (the scheduler's times read in the wrong zone; a zone that changes to or
+    from summer time inside the window shifts some jobs one hour more or less); else None."""
+    allocs = _glob(wh, "job_gpus", cluster, "*.parquet")
+    samples = _glob(wh, "gpu_samples", cluster, "date=*/*.parquet")
+    if allocs is None or samples is None:
+        return None
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute(
+            "create temp view allocs as select * "
+            f"from read_parquet('{allocs}', union_by_name = true)"
+        )
+        unresolved, total = con.execute(
+            "select count(*) filter (where gpu < 0), count(*) from allocs"
+        ).fetchall()[0]
+        if unresolved < max(SHIFT_MIN_UNRESOLVED, SHIFT_MIN_SHARE * total):
+            return None
+        rows = con.execute(
+            f"""
+            with unmet as (
+                select job_id, min(start_ts) as start_ts from allocs
+                where gpu < 0 and start_ts is not null group by job_id
+            ),
+            labelled as (
+                select job_id, min(ts) as first_ts
+                from read_parquet('{samples}', hive_partitioning = true, union_by_name = true)
+                where job_id in (select job_id from unmet)
+                group by job_id
+            ),
+            leads as (
+                select
+                    round((epoch(l.first_ts) - epoch(u.start_ts)) / 3600) as hours,
+                    abs(epoch(l.first_ts) - epoch(u.start_ts) - 3600 * hours) <= $1 as whole
+                from unmet as u join labelled as l using (job_id)
+            )
+            select
+                mode(hours) filter (where whole and hours != 0) as hours,
+                count(*) filter (where whole and hours != 0) as near,
+                (select count(*) from unmet) as unmet_jobs
+            from leads
+            """,
+            [SHIFT_TOLERANCE_S],
+        ).fetchall()
+    finally:
+        con.close()
+    hours, near, unmet_jobs = rows[0]
+    if hours is None or near < max(SHIFT_MIN_UNRESOLVED // 2, unmet_jobs / 2):
+        return None
+    h = int(abs(hours))
+    side, zone = ("after", "ahead of") if hours > 0 else ("before", "behind")
+    return (
+        f"cluster '{cluster}': {unresolved:,} of {total:,} job x host allocations met no GPU "
+        f"sample of their job, and for {near:,} of those {unmet_jobs:,} jobs the samples carrying "
+        f"the job's id begin whole hours off its recorded start (most often {h} h {side}), as "
+        f"when the scheduler's times are read in a time zone {h} h {zone} their own: re-ingest the jobs with the right "
+        "--timezone (the cluster's `timezone` key in gpuwaste.toml), e.g. --timezone UTC for "
+        "times written in UTC."
+    )
+
+
+def problems(wh: Warehouse, cluster: str) -> list[str]:
+    """Every sentence `why_no_gpu_time` and `time_zone_shift` have to say about `cluster`."""
+    found = (why_no_gpu_time(wh, cluster), time_zone_shift(wh, cluster))
+    return [p for p in found if p is not None]

@@ -27,7 +27,7 @@ from gpuwaste.act.money import amount
 from gpuwaste.analyses.period import since_time
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables
 from gpuwaste.config import NotifyConfig
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import UsageError
 from gpuwaste.text import printable
 from gpuwaste.warehouse.reading import read_frame, run
 
@@ -55,7 +55,7 @@ def resolve_window(since: str, until: str | None, now: datetime) -> Window:
     assert end is not None
     start = since_time(since, end)
     if start is None or start >= end:
-        raise GpuwasteError(f"--since '{since}' must be before --until ({end.isoformat()}).")
+        raise UsageError(f"--since '{since}' must be before --until ({end.isoformat()}).")
     return Window(start, end)
 
 

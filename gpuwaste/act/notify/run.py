@@ -10,6 +10,7 @@ Message-ID, so mail clients can drop a duplicate). Runs hold the warehouse's `no
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import sys
 from collections import Counter
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from email.utils import make_msgid
 from typing import IO
+from urllib.parse import urlsplit
 
 from gpuwaste.act.money import shown_currency
 from gpuwaste.act.notify import recipients as rcpt
@@ -41,7 +43,7 @@ from gpuwaste.act.notify.smtp import (
 )
 from gpuwaste.act.notify.webhook import apprise_url, escape, fingerprint, post, redacted
 from gpuwaste.config import NotifyConfig, Settings
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import GpuwasteError, UsageError
 from gpuwaste.text import printable
 from gpuwaste.warehouse.catalog import connect, refresh_catalog
 from gpuwaste.warehouse.lock import writer_lock
@@ -62,6 +64,7 @@ class Options:
     sender: str | None = None
     address_template: str | None = None
     webhook: str | None = None
+    dashboard_url: str | None = None
     send: bool = False
     resend_unconfirmed: bool = False
 
@@ -100,6 +103,7 @@ def effective_config(cfg: NotifyConfig, opts: Options) -> NotifyConfig:
             "smtp_password_env": opts.smtp_password_env,
             "sender": opts.sender,
             "address_template": opts.address_template,
+            "dashboard_url": opts.dashboard_url,
         }.items()
         if v is not None
     }
@@ -117,6 +121,25 @@ def webhook_url(cfg: NotifyConfig, opts: Options) -> str | None:
             )
         return url
     return None
+
+
+def loopback_links(p: Plan, cfg: NotifyConfig) -> str | None:
+    """When the planned messages link to the dashboard at a loopback address (the default
+    `http://127.0.0.1:8501`, which no reader on another machine can open): one sentence naming
+    the link and how to set the address; else None."""
+    base = cfg.dashboard_url.rstrip("/")
+    host = urlsplit(base).hostname or ""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback or not any(f"{base}/" in m.digest.body for m in p.messages):
+        return None
+    return (
+        f"the notices link to {base}/job?..., a loopback address that their readers cannot "
+        "open: set [notify] dashboard_url in gpuwaste.toml (or give --dashboard-url) to the "
+        "dashboard's address as users reach it"
+    )
 
 
 def _clusters(settings: Settings, cluster: str | None) -> list[str]:
@@ -245,13 +268,9 @@ def senders(cfg: NotifyConfig, hook: str | None, messages: list[Message]) -> Sen
     needs_email = any(m.channel == EMAIL for m in messages)
     server = parse_smtp_url(cfg.smtp, cfg.smtp_user) if cfg.smtp else None
     if needs_email and server is None and hook is None:
-        raise GpuwasteError(
-            "--send: nothing to send with; give --smtp smtp://HOST:PORT or --webhook."
-        )
+        raise UsageError("--send: nothing to send with; give --smtp smtp://HOST:PORT or --webhook.")
     if server is not None and not (cfg.sender and rcpt.valid_address(cfg.sender)):
-        raise GpuwasteError(
-            "--send with --smtp needs --sender ADDRESS (e.g. gpuwaste@example.org)."
-        )
+        raise UsageError("--send with --smtp needs --sender ADDRESS (e.g. gpuwaste@example.org).")
     password = None
     if cfg.smtp_password_env:
         password = os.environ.get(cfg.smtp_password_env)
@@ -349,9 +368,14 @@ def notify(
     now = datetime.now(UTC)
     p, cfg = plan(settings, opts, now)
     hook = webhook_url(cfg, opts)
+    loopback = loopback_links(p, cfg)
     if not opts.send:
         print_dry_run(p, hook, out)
+        if loopback:
+            out.write(f"note: {loopback}; --send refuses until then.\n")
         return 0
+    if loopback:
+        raise GpuwasteError(f"nothing sent: {loopback}.")
     s = senders(cfg, hook, p.messages)
     with writer_lock(settings.data_dir, "notify"):
         counts = deliver(p, cfg, s, opts, lambda c: Ledger(settings.data_dir, c), out, err, now)

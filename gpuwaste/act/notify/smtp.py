@@ -19,7 +19,7 @@ from email.policy import SMTP
 from email.utils import formatdate
 from urllib.parse import unquote, urlsplit
 
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import GpuwasteError, network_reason
 from gpuwaste.text import printable
 
 DEFAULT_PORT = 25
@@ -164,7 +164,7 @@ def send_email(
             f"the server {server.name} answered {_reply(exc.smtp_code, exc.smtp_error)}"
         ) from None
     except (smtplib.SMTPException, ssl.SSLError, OSError) as exc:
-        reason = printable(getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
+        reason = printable(network_reason(exc))
         raise DeliveryError(f"cannot talk to the SMTP server {server.name} ({reason})") from None
 
 

@@ -31,7 +31,7 @@ import re
 from urllib.parse import urlsplit
 
 from gpuwaste.act.notify.smtp import DeliveryError
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import UsageError
 from gpuwaste.text import printable
 
 PAYLOAD = ":version=&:title=&:type=&:attachments=&:message=text"
@@ -64,9 +64,9 @@ def apprise_url(url: str) -> str:
     """The apprise JSON-plugin URL that posts `{"text": body}` to `url`."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise GpuwasteError("--webhook must be an http:// or https:// URL.")
+        raise UsageError("--webhook must be an http:// or https:// URL.")
     if parts.query or parts.fragment or parts.username or parts.password:
-        raise GpuwasteError(
+        raise UsageError(
             f"--webhook {redacted(url)}: a URL with a query, fragment or credentials is not "
             "supported (Slack and Mattermost webhooks have none)."
         )

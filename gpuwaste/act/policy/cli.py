@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from gpuwaste.cli_common import ClusterOpt, ConfigOpt, DataDirOpt, FormatOpt, settings
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import UsageError
 from gpuwaste.render import OutputFormat, render
 from gpuwaste.warehouse.results import ALL_VCS
 
@@ -24,8 +24,8 @@ def period_time(flag: str, text: str | None, now: datetime) -> datetime | None:
 
     try:
         return since_time(text, now)
-    except GpuwasteError as exc:
-        raise GpuwasteError(str(exc).replace("--since", flag, 1)) from None
+    except UsageError as exc:
+        raise UsageError(str(exc).replace("--since", flag, 1)) from None
 
 
 @policy_app.command()
@@ -83,7 +83,7 @@ def replay(
     now = datetime.now(UTC)
     start, end = period_time("--since", since, now), period_time("--until", until, now)
     if start is not None and end is not None and start >= end:
-        raise GpuwasteError(f"--since {since} is not before --until {until}: the period is empty.")
+        raise UsageError(f"--since {since} is not before --until {until}: the period is empty.")
     s = settings(config, data_dir)
     con = open_warehouse(s.data_dir, cluster)
     try:

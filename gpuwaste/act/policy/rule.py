@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import UsageError
 
 MAX_THRESHOLDS = 50
 
@@ -47,7 +47,7 @@ def _positive(flag: str, text: str, *, zero_ok: bool = False) -> float:
         value = math.nan
     if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
         least = "0 or more" if zero_ok else "greater than 0"
-        raise GpuwasteError(f"{flag} '{text}' is not accepted: it must be a number {least}.")
+        raise UsageError(f"{flag} '{text}' is not accepted: it must be a number {least}.")
     return value
 
 
@@ -56,12 +56,12 @@ def parse_idle_hours(values: list[str]) -> tuple[float, ...]:
     distinct thresholds in hours."""
     parts = [p.strip() for v in values for p in v.split(",")]
     if not parts or any(p == "" for p in parts):
-        raise GpuwasteError(
+        raise UsageError(
             "--idle-hours is needed: give one or more numbers of hours, e.g. --idle-hours 1,2,4."
         )
     hours = sorted({_positive("--idle-hours", p) for p in parts})
     if len(hours) > MAX_THRESHOLDS:
-        raise GpuwasteError(
+        raise UsageError(
             f"--idle-hours gives {len(hours)} thresholds: at most {MAX_THRESHOLDS} are accepted."
         )
     return tuple(hours)
@@ -75,7 +75,7 @@ def make_rule(
 ) -> Rule:
     """A Rule from the command line's values; a wrong one is refused in one sentence."""
     if only not in Only.__members__:
-        raise GpuwasteError(
+        raise UsageError(
             f"--only '{only}' is not accepted: it must be one of {', '.join(Only.__members__)}."
         )
     grace = _positive("--grace-minutes", str(grace_minutes), zero_ok=True)

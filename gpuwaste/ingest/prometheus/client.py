@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import requests
 
 from gpuwaste.config import PrometheusSource
+from gpuwaste.errors import network_reason
 from gpuwaste.ingest.base import IngestError
 from gpuwaste.ingest.prometheus.parse import ResponseError, SeriesSet, parse_body
 from gpuwaste.ingest.secrets import credentials
@@ -97,7 +98,7 @@ class PrometheusClient:
                 cause = f"no answer within {self.source.timeout_s:g} s"
                 continue
             except requests.exceptions.ConnectionError as exc:
-                cause = f"cannot connect ({_short(exc)})"
+                cause = f"cannot connect: {network_reason(exc)}"
                 continue
             except (
                 requests.exceptions.ChunkedEncodingError,

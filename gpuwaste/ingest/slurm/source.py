@@ -39,7 +39,7 @@ import polars as pl
 
 from gpuwaste.config import ClusterConfig, FileLimits, Settings, SlurmSource
 from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
-from gpuwaste.ingest.files import check_read_whole
+from gpuwaste.ingest.files import read_whole
 from gpuwaste.ingest.gpu_indices import (
     JOB_GPUS_KEY,
     PAIRS_SCHEMA,
@@ -57,7 +57,7 @@ from gpuwaste.ingest.slurm.parse import (
     parse_sacct,
 )
 from gpuwaste.ingest.slurm.scontrol_parse import ScontrolFormatError, parse_scontrol
-from gpuwaste.ingest.times import TimeBounds
+from gpuwaste.ingest.times import TimeBounds, latest_job_time
 from gpuwaste.warehouse.bookkeeping import get_watermark, set_watermark, write_quarantine
 from gpuwaste.warehouse.store import Warehouse
 
@@ -82,17 +82,11 @@ def options_for(cfg: SlurmSource, cluster: ClusterConfig) -> SacctOptions:
 
 
 def read_text(path: Path, what: str, limits: FileLimits, escape_lines: bool = False) -> str:
-    """A whole input file as text (within `[files] max_read_whole_mib`), or IngestError naming
-    it. With `escape_lines`, bytes that are not UTF-8 after the first line are kept as lone
+    """A whole input file as text (within `[files] max_read_whole_mib`; a `.gz` decompressed),
+    or IngestError naming it. With `escape_lines`, bytes that are not UTF-8 after the first line are kept as lone
     surrogates (`surrogateescape`), for the parser to refuse their lines alone; in the first line
     they refuse the file."""
-    check_read_whole(path, what, limits)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise IngestError(f"{what} file {path} does not exist.") from None
-    except OSError as exc:
-        raise IngestError(f"could not read {what} file {path}: {exc.strerror or exc}.") from None
+    data = read_whole(path, what, limits)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -165,15 +159,6 @@ def write_slurm(
     return written
 
 
-def _latest(jobs: pl.DataFrame) -> datetime | None:
-    if jobs.height == 0:
-        return None
-    stamps = jobs.select(
-        pl.max_horizontal(pl.col("submit_ts"), pl.col("start_ts"), pl.col("end_ts")).max()
-    ).item()
-    return stamps if isinstance(stamps, datetime) else None
-
-
 def ingest_slurm(
     settings: Settings,
     cluster: ClusterConfig,
@@ -225,7 +210,7 @@ def ingest_slurm(
         raise IngestError(f"{where}: {exc}.") from None
     parsed = replace(parsed, refused=parsed.refused + refused_sc)
     written = write_slurm(wh, cluster.name, parsed, batch, scontrol_pairs)
-    mark = window_end or _latest(parsed.jobs)
+    mark = window_end or latest_job_time(parsed.jobs)
     if mark is not None:
         old = get_watermark(wh, cluster.name, SOURCE)
         if old is None or mark > old:

@@ -31,8 +31,13 @@ from gpuwaste.ingest.tabular.parse import (
     map_samples,
     split_csv,
 )
-from gpuwaste.ingest.times import TimeBounds, conflicting_duplicates, refuse_duplicates
-from gpuwaste.warehouse.bookkeeping import Refused, write_quarantine
+from gpuwaste.ingest.times import (
+    TimeBounds,
+    conflicting_duplicates,
+    latest_job_time,
+    refuse_duplicates,
+)
+from gpuwaste.warehouse.bookkeeping import Refused, get_watermark, set_watermark, write_quarantine
 from gpuwaste.warehouse.store import Warehouse
 
 BATCH_ROWS = 500_000  # samples mapped at once
@@ -189,6 +194,23 @@ def _ingest(
     for batch, r in refused.items():
         write_quarantine(wh, cluster.name, kind, batch, r)
         all_refused.extend(r)
+    # the run is recorded (freshness, the exporter's pipeline health): the watermark is the
+    # newest time read, never moved back by an older file
+    newest = [
+        t
+        for t in (
+            bounds[1] if bounds else None,
+            latest_job_time(jobs) if jobs is not None else None,
+        )
+        if t is not None
+    ]
+    old = get_watermark(wh, cluster.name, kind)
+    if old is not None:
+        newest.append(old)
+    if newest:
+        mark = max(newest)
+        files = {"samples": cfg.samples, "jobs": cfg.jobs}
+        set_watermark(wh, cluster.name, kind, mark, {k: str(v) for k, v in files.items() if v})
     note = ", ".join(f"{n} {t} rows written" for t, n in written.items())
     return IngestResult(
         source=kind,

@@ -1,0 +1,156 @@
+"""Every table the command line prints, through the real command (typer's runner on
+`gpuwaste.cli.app`) at 80 and 160 columns: every `report` name of the registry, `report --by`,
+`policy replay` and `sql`. No header and no value is cut (each shown header is a whole title of
+gpuwaste/columns.py, each value the whole formatted value), no number is in exponent form, no
+line is wider than the terminal, and a column left out is named under the table.
+
+The warehouse: a generated cluster ingested from its own formats (OpenMetrics, sacct, with a MIG
+host) and its Philly trace as a second cluster, analyzed with a price ([cost]) so that money
+columns have values. The frame each command prints is read through the same library call the
+command makes, with its types.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import Result
+from typer.testing import CliRunner
+
+from gpuwaste.act.policy.replay import open_warehouse, replay
+from gpuwaste.act.policy.rule import make_rule
+from gpuwaste.analyses.report import REPORTS, report
+from gpuwaste.analyses.waste_by import BY, waste_by
+from gpuwaste.cli import app
+from gpuwaste.columns import Column, column
+from gpuwaste.config import Settings, load_settings
+from gpuwaste.generate.cli import generate_command
+from gpuwaste.render import TEXT_WIDTH, _cells, single_member_rollups
+from gpuwaste.warehouse.bounded import Bounds, query_frame
+from gpuwaste.warehouse.results import ALL_VCS, ROLLUP_COLUMNS
+
+EXPONENT = re.compile(r"\d[eE][+-]?\d")
+WIDTHS = (80, 160)
+SQL = "select * from waste_by_vc where gpu_model = '(all)'"
+
+
+def invoke(*args: str, width: int) -> Result:
+    res = CliRunner().invoke(app, list(args), env={"COLUMNS": str(width), "NO_COLOR": "1"})
+    assert res.exit_code == 0, (args, res.output, res.exception)
+    return res
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of gpuwaste.toml (its data_dir: wh) and of the generated input (gen)."""
+    root = tmp_path_factory.mktemp("site")
+    gen = root / "gen"
+    generate_command(gen, seed=11, gpus=32, days=0.5, interval_s=60, mig_hosts=1)
+    (root / "gpuwaste.toml").write_text(
+        f'data_dir = "{root / "wh"}"\n[cost]\ncurrency = "EUR"\n[cost.gpu_hour]\n"*A100*" = 2.5\n'
+    )
+    config = ["--config", str(root / "gpuwaste.toml")]
+    for args in (
+        ["openmetrics", "--file", str(gen / "metrics.om"), "--cluster", "gen"],
+        ["slurm", "--file", str(gen / "sacct.txt"), "--cluster", "gen", "--timezone", "UTC"],
+        ["philly", str(gen / "philly"), "--cluster", "philly-gen"],
+    ):
+        invoke("ingest", *config, *args, "--quiet", width=160)
+    invoke("analyze", *config, "--quiet", width=160)
+    return root
+
+
+def settings_of(site: Path) -> Settings:
+    return load_settings(site / "gpuwaste.toml", None)
+
+
+def shown_by(site: Path, *args: str, width: int) -> str:
+    return invoke(*args, "--config", str(site / "gpuwaste.toml"), width=width).stdout
+
+
+def _table(text: str) -> tuple[list[str], list[list[str]], str]:
+    """(the header of each column, its wrapped lines joined; the cells of each body line; the
+    text under the table)."""
+    lines = text.splitlines()
+    top = next(i for i, line in enumerate(lines) if line.startswith("┏"))
+    rule = next(i for i, line in enumerate(lines) if line.startswith("┡"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("└"))
+    cells = [[c.strip() for c in line.strip("┃").split("┃")] for line in lines[top + 1 : rule]]
+    headers = [" ".join(filter(None, (row[k] for row in cells))) for k in range(len(cells[0]))]
+    body = [[c.strip() for c in line.strip("│").split("│")] for line in lines[rule + 1 : end]]
+    return headers, body, " ".join(" ".join(lines[end + 1 :]).split())
+
+
+def check_table(
+    text: str, width: int, frame: pl.DataFrame, rollups: dict[str, str], readable: bool = True
+) -> None:
+    """`text` shows `frame` whole: the asserts of the module's docstring."""
+    assert "…" not in text and not EXPONENT.search(text), text
+    assert all(len(line) <= width for line in text.splitlines()), text
+    headers, body, under = _table(text)
+    spec = {c: column(c) if readable else Column(c) for c in frame.columns}
+    name_of = {s.title: c for c, s in spec.items()}
+    assert len(name_of) == frame.width, "two columns share a title"
+    for h in headers:
+        assert h in name_of, f"header {h!r} is not a whole title ({sorted(name_of)})"
+    shown = [name_of[h] for h in headers]
+    one_cluster = "cluster" in frame.columns and frame["cluster"].n_unique() == 1
+    for c in frame.columns:
+        if c not in shown and not (c == "cluster" and one_cluster):
+            assert spec[c].title in under, f"{c} is left out without a word: {under!r}"
+    rows = single_member_rollups(frame, rollups).head(200)
+    for k, name in enumerate(shown):
+        printed = {row[k] for row in body if len(row) > k}
+        values = _cells(rows[name], spec[name])
+        missing = [v for v in values if len(v) <= TEXT_WIDTH and v not in printed]
+        assert not missing, (name, missing[:5], text)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("name", REPORTS)
+def test_every_report_fits_whole(site: Path, name: str, width: int) -> None:
+    frame = report(settings_of(site), name)
+    assert frame.height, f"the site has no {name} rows: the test would check nothing"
+    check_table(shown_by(site, "report", name, width=width), width, frame, ROLLUP_COLUMNS)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("by", BY)
+def test_every_waste_list_fits_whole(site: Path, by: str, width: int) -> None:
+    frame = waste_by(settings_of(site), by)
+    assert frame.height
+    check_table(shown_by(site, "report", "--by", by, width=width), width, frame, ROLLUP_COLUMNS)
+
+
+@pytest.mark.parametrize("jobs", [False, True])
+def test_the_policy_replay_fits_80_columns(site: Path, jobs: bool) -> None:
+    args = ["policy", "replay", "--idle-hours", "0.5,1,2", *(["--jobs"] if jobs else [])]
+    con = open_warehouse(settings_of(site).data_dir, None)
+    try:
+        frame = replay(con, make_rule(["0.5,1,2"]), jobs=jobs)
+    finally:
+        con.close()
+    assert frame.height
+    check_table(shown_by(site, *args, width=80), 80, frame, {"vc": ALL_VCS})
+
+
+def test_sql_fits_80_columns_with_its_own_names(site: Path) -> None:
+    frame = query_frame(settings_of(site).data_dir, SQL, Bounds(memory_mib=512, timeout_s=60))
+    assert frame is not None and frame.height
+    check_table(shown_by(site, "sql", SQL, width=80), 80, frame, {}, readable=False)
+
+
+def test_numbers_read_alike_everywhere(site: Path) -> None:
+    """GPU seconds are shown as GPU hours with one decimal and thousands separators; the raw
+    CSV keeps the seconds."""
+    frame = report(settings_of(site), "jobs_by_status")
+    total = frame.filter((pl.col("vc") == ALL_VCS) & (pl.col("cluster") == "gen"))["gpu_s"].sum()
+    text = shown_by(site, "report", "jobs_by_status", "--cluster", "gen", width=160)
+    assert "GPU hours" in text and "gpu_s" not in text
+    hours = [float(row[4].replace(",", "")) for row in _table(text)[1] if row[0] == ALL_VCS]
+    assert sum(hours) == pytest.approx(total / 3600, abs=0.05 * len(hours))
+    raw = shown_by(site, "report", "jobs_by_status", "--format", "csv", width=80)
+    assert raw.startswith("cluster,vc,state,jobs,jobs_pct,gpu_s,gpu_time_pct\n")
