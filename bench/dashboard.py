@@ -1,6 +1,7 @@
 """Benchmark: does every dashboard page render within 2 s on a warehouse of 1 M jobs?
 
     .venv/bin/python bench/dashboard.py [--jobs 1000000] [--data-dir D] [--keep] [--no-browser]
+        [--browser-only]
 
 1. writes a synthetic result warehouse of that many jobs (bench/harness/result_warehouse.py:
    every result table, ~3 GPUs per job, idle slots and phases for every GPU, samples for a few
@@ -10,6 +11,7 @@
 4. per page, times a real browser (Debian's chromium, against `gpuwaste dashboard`) from
    navigation until every expected chart has its traces and the app is idle: the first page of a
    fresh browser on a fresh server; the page in a new tab of a browser that has the app's files
+   cached, on a server just (re)started; the page in a new tab of a browser that has the app's files
    cached, on a running server, its queries not yet cached (an operator opening the dashboard in
    the morning); a switch to the page from the sidebar with its queries not yet cached; the same
    switch again (cached).
@@ -160,13 +162,15 @@ BROWSER_PAGES = {
 }  # fmt: skip
 
 
-def bench_browser(data_dir: Path, job_id: str) -> dict[str, tuple[float, float, float, float]]:
+def bench_browser(data_dir: Path, job_id: str) -> dict[str, tuple[float, ...]]:
     """Per page: (cold load: the first page a new browser opens on a fresh server, with the
-    server's and the browser's start-up work; new tab: the page in a new tab of a browser that
+    server's and the browser's start-up work; restarted server: a new tab of a browser that has
+    the app's files, on a server just started; new tab: the page in a new tab of a browser that
     has the app's files cached, on a running server, its queries not yet cached; cold switch: the
     page opened from the sidebar in an open dashboard, its queries not yet cached; warm switch:
     the same again, cached)."""
     from harness.browser import browser_page, dashboard_server, wait_for_charts
+    from harness.components import free_port
 
     out = {}
     log = Path(tempfile.mkdtemp()) / "dashboard.log"
@@ -209,6 +213,19 @@ def bench_browser(data_dir: Path, job_id: str) -> dict[str, tuple[float, float, 
             page.goto(f"{url}/{path}")
             until_drawn(page, titles)
             new_tab = time.perf_counter() - t0
+        # restart: the browser has the app's files (its cache is per address), the server has
+        # just started and run nothing: the first visit after `gpuwaste dashboard` is restarted
+        port = free_port()
+        with browser_page() as first:
+            with dashboard_server(data_dir, log, port=port) as url:
+                first.goto(f"{url}/sql")
+                until_drawn(first, [])
+            with dashboard_server(data_dir, log, port=port) as url:
+                page = first.context.new_page()
+                t0 = time.perf_counter()
+                page.goto(f"{url}/{path}")
+                until_drawn(page, titles)
+                restarted = time.perf_counter() - t0
         # switches: a fresh server; the session first opens another chart page (the browser
         # loads the chart library once per session), then the SQL page, then this one
         with dashboard_server(data_dir, log) as url, browser_page() as page:
@@ -220,7 +237,7 @@ def bench_browser(data_dir: Path, job_id: str) -> dict[str, tuple[float, float, 
             until_drawn(page, other_titles)
             cold = switch(page, url, path, title, titles)
             warm = switch(page, url, path, title, titles)
-        out[name] = (cold_load, new_tab, cold, warm)
+        out[name] = (cold_load, restarted, new_tab, cold, warm)
     return out
 
 
@@ -231,6 +248,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", action="store_true", help="keep the warehouse")
     ap.add_argument("--no-browser", action="store_true")
+    ap.add_argument("--browser-only", action="store_true", help="skip steps 2-3")
     args = ap.parse_args()
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="gpuwaste-bench-")) / "data"
     try:
@@ -253,19 +271,24 @@ def main() -> None:
         print(f"load average at the start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         size = sum(p.stat().st_size for p in (data_dir / "parquet").rglob("*.parquet"))
         print(f"warehouse: {size / 1e6:.0f} MB of parquet")
-        qt = bench_queries(data_dir, job_id, args.repeat)
-        at = bench_apptest(data_dir, job_id, args.repeat)
+        pages = list(BROWSER_PAGES)
+        qt = dict.fromkeys(pages, float("nan"))
+        at = dict.fromkeys(pages, float("nan"))
+        if not args.browser_only:
+            qt = bench_queries(data_dir, job_id, args.repeat)
+            at = bench_apptest(data_dir, job_id, args.repeat)
         br = {} if args.no_browser else bench_browser(data_dir, job_id)
         print(f"\n{n:,} jobs; seconds; median of {args.repeat} for queries and page script\n")
         print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n")
         print("| page | queries, cold | page script (AppTest), cold | browser: fresh browser, fresh "
-              "server | browser: new tab, running server | browser: page switch, cold cache | "
-              "browser: page switch, warm |")  # fmt: skip
-        print("| --- | --- | --- | --- | --- | --- | --- |")
+              "server | browser: new tab, server just started | browser: new tab, running server "
+              "| browser: page switch, cold cache | browser: page switch, warm |")  # fmt: skip
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
         for name in qt:
             b = br.get(name)
-            bs = " | ".join(f"{x:.2f}" for x in b) if b else "- | - | - | -"
-            print(f"| {name} | {qt[name]:.2f} | {at[name]:.2f} | {bs} |")
+            bs = " | ".join(f"{x:.2f}" for x in b) if b else "- | - | - | - | -"
+            q_, a_ = (f"{x:.2f}" if x == x else "-" for x in (qt[name], at[name]))  # nan: skipped
+            print(f"| {name} | {q_} | {a_} | {bs} |")
     finally:
         if not args.keep and args.data_dir is None:
             shutil.rmtree(data_dir.parent, ignore_errors=True)

@@ -145,6 +145,12 @@ COLUMNS: dict[str, Column] = {
     "failed_gpu_h": _gpu_h("Failed jobs' GPU hours"),
     "killed_gpu_h": _gpu_h("Killed jobs' GPU hours"),
     "idle_slots": _count("Idle slots"),
+    # flags (the Job page's; a name's words would read "is debug")
+    "is_debug": _detail("Debugging"),
+    "is_debug_declared": _detail("Declared debugging"),
+    "is_debug_inferred": _detail("Inferred debugging"),
+    "hit_time_limit": _detail("Hit the time limit"),
+    "low_data": _detail("Too little data"),
     "never_used": Column("Never used"),
     "never_used_gpus": _count("Never-used GPUs"),
     # shares

@@ -9,6 +9,7 @@ Which warehouse the pages read is decided by the `warehouse` fixture alone.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,12 @@ from harness.browser import (
     tables,
     visit,
     wait_for_charts,
+    words,
 )
 from harness.result_warehouse import build_demo_warehouse, build_result_warehouse
 
 from gpuwaste.warehouse.readonly import read_only_connection
+from gpuwaste.warehouse.schema import all_tables
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -115,7 +118,43 @@ def test_every_page_renders_its_charts(
         grid = page.locator('[data-testid="stDataFrame"]')
         grid.first.wait_for(timeout=30_000)
     name = (path.split("?")[0] or "overview").replace("/", "_")
-    screenshot(page, shots, name)
+    screenshot(page, shots, name)  # the page's top, before the checks below scroll it
+    if title != "SQL":
+        _reads_as_words_for_people(page)
+    if title == "Overview":
+        _tiles_carry_their_unit(page)
+
+
+# internal table names (util_minute_hist, job_usage, ...): a caption for people names none
+INTERNAL = re.compile(r"\b(" + "|".join(n for n in all_tables() if "_" in n) + r")\b")
+
+
+def _reads_as_words_for_people(page: Any) -> None:
+    """No caption names an internal table, no column title is snake_case, and every chart's
+    title lies inside its frame (a title above it is cut off)."""
+    grids = page.locator('[data-testid="stDataFrame"]:visible')
+    for i in range(grids.count()):  # a table draws its header once scrolled into view
+        grids.nth(i).scroll_into_view_if_needed()
+    said = words(page)
+    for _ in range(60):
+        if said["headers"] or not grids.count():
+            break
+        page.wait_for_timeout(250)
+        said = words(page)
+    assert [c for c in said["captions"] if INTERNAL.search(c)] == []
+    assert said["headers"] and [h for h in said["headers"] if "_" in h] == []
+    assert [t["title"] for t in said["titles"] if t["above"] > 0] == [], said["titles"]
+
+
+def _tiles_carry_their_unit(page: Any) -> None:
+    """GPU hours read as GPU hours ("30" alone read as 30 GPUs); busy vs utilization explained
+    next to them."""
+    tiles = metrics(page)
+    for label in ("GPU hours allocated", "Busy (not idle)", "Idle slots", "Never-used GPUs",
+                  "No data"):  # fmt: skip
+        assert re.fullmatch(r"[\d,]+ GPU h", tiles[label]), (label, tiles[label])
+    assert re.fullmatch(r"[\d.]+%", tiles["GPU utilization (time-weighted mean)"]), tiles
+    assert any("Busy" in c and "utilization" in c and "time" in c for c in words(page)["captions"])
 
 
 def _first_vc(warehouse: Path) -> str:
@@ -178,7 +217,7 @@ def _user_with_few_jobs(warehouse: Path) -> tuple[str, int, float]:
 
 
 def _number(text: str) -> float:
-    return float(text.replace(",", "").rstrip("%"))
+    return float(text.replace(",", "").removesuffix(" GPU h").rstrip("%"))
 
 
 def test_a_user_filter_sets_the_headline(session: tuple[str, Any], warehouse: Path) -> None:
@@ -195,6 +234,10 @@ def test_a_user_filter_sets_the_headline(session: tuple[str, Any], warehouse: Pa
     top_jobs = table_with(page, "Job id")
     assert top_jobs["rows"] == jobs
     assert {row[top_jobs["header"].index("User")] for row in top_jobs["cells"]} == {user}
+    # a filter matching no job says so, and draws no empty chart
+    visit(page, f"{url}/?user=nobody-has-this-name", "Overview", [])
+    page.get_by_text("No jobs match this view.").first.wait_for(timeout=30_000)
+    assert [c["title"] for c in charts(page)] == []
 
 
 def test_side_by_side_cdfs_have_an_axis_pair_per_panel(

@@ -58,7 +58,8 @@ def app(priced: Built, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[],
 
 
 def _metric(at: AppTest, label: str) -> float:
-    (value,) = [str(m.value).replace(",", "") for m in at.metric if m.label == label]
+    (value,) = [str(m.value).replace(",", "").removesuffix(" GPU h") for m in at.metric
+                if m.label == label]  # fmt: skip
     return float(value)
 
 

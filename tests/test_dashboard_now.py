@@ -152,13 +152,15 @@ def test_running_now_page_lists_them_ready_to_act_on(app: AppTest) -> None:
     assert table["GPUs"].to_list() == [4, 2]
     assert table["Idle for (hours)"].to_list() == [0.5, 2.0]
     assert table["All GPUs idle since (UTC)"].to_list() == ["2026-11-01 11:30", "2026-11-01 10:00"]
-    assert table["Idle GPU hours"].to_list() == [6.25, 5.0]
+    assert table["Idle GPU hours"].to_list() == [pytest.approx(6.25, abs=0.05), 5.0]
     (button,) = at.get("download_button")
     assert button.proto.label == "Download CSV"
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Jobs idle on all GPUs"] == "2" and metrics["GPUs held idle"] == "6"
-    assert metrics["GPU hours idle so far"] == "11.2"
-    assert any("Data up to 2026-11-01 12:00 UTC" in str(c.value) for c in at.caption)
+    assert metrics["GPU hours idle so far"] == "11.2 GPU h"
+    # the planted data end on 2026-11-01: late past 3 scheduled updates, said so with their age
+    (late,) = [str(w.value) for w in at.warning if "newest data" in str(w.value)]
+    assert "up to 2026-11-01 12:00 UTC" in late and "days old" in late
     assert "Select a row to open the job." in [str(c.value) for c in at.caption]
 
 
@@ -166,3 +168,22 @@ def test_running_now_page_with_none_idle(app: AppTest) -> None:
     at = _open(app, "now", user="bob")
     assert not at.dataframe
     assert "No running job is idle on all its GPUs" in str(at.info[0].value)
+
+
+def test_lateness_warns_past_three_scheduled_updates() -> None:
+    from gpuwaste.analyses.freshness import age_text, lateness, newest_data
+
+    newest = datetime(2026, 11, 1, 11, 59, tzinfo=UTC)
+    assert lateness(newest, newest + 15 * M, 300.0) is None  # 3 x 300 s: on time
+    late = lateness(newest, newest + 16 * M, 300.0)
+    assert late is not None and "16 min old" in late and "update_interval_s" in late
+    month = lateness(newest, datetime(2026, 11, 29, 4, 30, tzinfo=UTC), 300.0)
+    assert month is not None and "28 days old (up to 2026-11-01 11:59 UTC)" in month
+    assert "No GPU sample" in str(lateness(None, newest, 300.0))
+    assert [age_text(s) for s in (30, 5400, 3 * 86400)] == ["0 min", "1.5 h", "3 days"]
+    fresh = pl.DataFrame(
+        {"cluster": ["a", "a", "b"], "analyzed_up_to": [newest, newest - H, None],
+         "samples_newest": [None, None, newest + H]}
+    )  # fmt: skip
+    assert newest_data(fresh, "a") == newest and newest_data(fresh, "b") == newest + H
+    assert newest_data(fresh, "c") is None

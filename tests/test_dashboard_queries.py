@@ -352,17 +352,33 @@ def test_readable_shows_hours_utc_minutes_and_running() -> None:
             "end_ts": [None, datetime(2026, 10, 2, 3, 4, 5, tzinfo=UTC)],
             "gpu_s": [7200.0, 5400.0],
             "delay_p50_s": [90.0, 30.0],
-            "diagnoses": [None, "gpu_overallocated"],
+            "diagnoses": [None, "gpu_overallocated,slow_start"],
+            "is_debug_inferred": [True, None],
+            "busy_gpu_h": [1.26, 0.04],
+            "mem_used_max_mib": [1024.0, 2048.0],
+            "lost_cost": [1.234, None],
         }
     )
     out = readable(frame, titles={"state": "Final state"})
     assert out.columns == [
-        "Job id", "Final state", "End (UTC)", "GPU hours", "Median delay (min)", "Diagnoses"
+        "Job id", "Final state", "End (UTC)", "GPU hours", "Median delay (min)", "Diagnoses",
+        "Inferred debugging", "Busy GPU hours", "Mem used max (MiB)", "Money lost",
     ]  # fmt: skip
-    assert out["Diagnoses"].to_list() == ["", "gpu_overallocated"]
+    assert out["Diagnoses"].to_list() == ["", "gpu overallocated, slow start"]
     assert out["End (UTC)"].to_list() == ["running", "2026-10-02 03:04"]
     assert out["GPU hours"].to_list() == [2.0, 1.5]
     assert out["Median delay (min)"].to_list() == [1.5, 0.5]
+    assert out["Inferred debugging"].to_list() == ["yes", ""]  # words, not a check box
+    assert out["Busy GPU hours"].to_list() == [1.3, 0.0]  # one decimal for hours
+    assert out["Money lost"].to_list() == [1.23, None]  # money to the cent
+
+
+def test_every_result_column_has_a_title_for_people() -> None:
+    from gpuwaste.columns import title
+    from gpuwaste.warehouse.schema import all_tables
+
+    names = {c for t in all_tables().values() for c in t.schema}
+    assert {n: title(n) for n in names if "_" in title(n) or title(n).startswith("is ")} == {}
 
 
 def test_csv_file_name_names_the_table_and_the_view() -> None:
@@ -374,6 +390,30 @@ def test_csv_file_name_names_the_table_and_the_view() -> None:
     assert csv_name("top jobs", f) == (
         "top-jobs_cluster-demo_vc-nlp-cv_2026-10-01-to-2026-10-03_user-b-eve-b_size-8.csv"
     )
+
+
+def test_the_stable_phase_heatmap_colors_span_its_cells() -> None:
+    # CloudBrain Table III's cells lie at 84-100 %: on a 0-100 scale they were all one red
+    grid = pl.DataFrame(
+        {"t_s": [60, 120, 60, 120], "m_gib": [1, 1, 8, 8], "pct": [99.7, 96.0, 90.5, 84.0]}
+    )
+    spec = charts.heatmap(grid, "t x m")
+    assert spec["layer"][0]["encoding"]["color"]["scale"]["domain"] == [84.0, 99.7]
+    white = spec["layer"][1]["encoding"]["color"]["condition"]["test"]
+    assert white == {"field": "pct", "gt": pytest.approx(84.0 + 0.7 * 15.7)}
+
+
+def test_the_phase_strip_is_drawn_only_where_it_distinguishes() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    t0, h = datetime(2026, 11, 1, tzinfo=UTC), timedelta(hours=1)
+    keys = pl.DataFrame({"row": [0, 1], "start_ts": [t0, t0], "end_ts": [t0 + 4 * h, t0 + 4 * h]})
+    # row 0: two phases back to back over its whole 4 h; row 1: one phase of 2 h
+    phases = pl.DataFrame(
+        {"row": [0, 0, 1], "start_ts": [t0, t0 + 2 * h, t0 + h],
+         "end_ts": [t0 + 2 * h, t0 + 4 * h, t0 + 3 * h]}
+    )  # fmt: skip
+    assert charts.distinguishing(phases, keys)["row"].to_list() == [1]
 
 
 def test_sizes_sort_as_numbers() -> None:

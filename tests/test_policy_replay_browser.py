@@ -61,7 +61,8 @@ def test_the_sweep_matches_the_command_line(
         r = shown.get((e["idle_hours"], e["vc"]))
         if r is None:  # outside the rows in view
             continue
-        assert float(r[reclaimed].replace(",", "")) == pytest.approx(e["reclaimed_gpu_h"], abs=0.01)
+        # GPU hours show one decimal (gpuwaste/columns.py)
+        assert float(r[reclaimed].replace(",", "")) == pytest.approx(e["reclaimed_gpu_h"], abs=0.05)
         assert int(r[wrongful]) == e["wrongful_hits"]
     assert len(shown) >= 3
 

@@ -73,9 +73,12 @@ def healthy(url: str) -> bool:
 
 
 @contextmanager
-def dashboard_server(data_dir: Path, log: Path, timeout_s: float = 60.0) -> Iterator[str]:
-    """`gpuwaste dashboard --data-dir D --port P` on 127.0.0.1; yields its base URL."""
-    port = free_port()
+def dashboard_server(
+    data_dir: Path, log: Path, timeout_s: float = 60.0, port: int | None = None
+) -> Iterator[str]:
+    """`gpuwaste dashboard --data-dir D --port P` on 127.0.0.1 (P free, or `port`: a server
+    restarted on the same address, whose files a browser has cached); yields its base URL."""
+    port = port or free_port()
     gpuwaste = Path(sys.executable).with_name("gpuwaste")
     cmd = [str(gpuwaste), "dashboard", "--data-dir", str(data_dir), "--port", str(port)]
     env = {k: v for k, v in os.environ.items() if k not in ("PORT", "GPUWASTE_DATA_DIR")}
@@ -203,6 +206,30 @@ def table_with(page: Any, column: str, timeout_s: float = 30.0) -> dict[str, Any
         if time.monotonic() > deadline:
             raise AssertionError(f"no table with a column {column!r} after {timeout_s} s")
         page.wait_for_timeout(250)
+
+
+# What a page says in words: its captions, the column titles of its tables (those drawn, in
+# expanders too), and per chart how far its title's top lies above the chart's frame (> 0: cut).
+WORDS_JS = """
+() => ({
+  captions: Array.from(document.querySelectorAll('[data-testid="stCaptionContainer"]'))
+    .map(c => c.textContent),
+  headers: Array.from(document.querySelectorAll(
+      '[data-testid="stDataFrame"] table[role="grid"] thead th'))
+    .map(th => th.textContent.trim()).filter(t => t),
+  titles: Array.from(document.querySelectorAll('[data-testid="stVegaLiteChart"]')).map(el => {
+    const frame = el.getBoundingClientRect();
+    const text = el.querySelector('g.role-title-text text');
+    const box = text ? text.getBoundingClientRect() : frame;
+    return {title: el.getAttribute('aria-label') || '', above: frame.top - box.top};
+  }),
+})
+"""
+
+
+def words(page: Any) -> dict[str, Any]:
+    """The page's captions, table column titles and chart title placements (WORDS_JS)."""
+    return dict(page.evaluate(WORDS_JS))
 
 
 def chart_layout(page: Any, title: str) -> dict[str, Any] | None:

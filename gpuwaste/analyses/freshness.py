@@ -152,4 +152,54 @@ def freshness_lines(data_dir: Path, clusters: list[str] | None = None) -> list[s
     return lines
 
 
-__all__ = ["SCHEMA", "freshness", "freshness_lines", "newest_sample_ts"]
+# Data older than this many scheduled updates ([exporter] update_interval_s) is late: the
+# exporter's staleness alerts (deploy/prometheus/gpuwaste-rules.yml) fire at the same point.
+LATE_AFTER_UPDATES = 3
+
+
+def newest_data(fresh: pl.DataFrame, cluster: str | None = None) -> datetime | None:
+    """How far a cluster's results reach (`analyzed_up_to`, else its newest sample) in a
+    `freshness` frame: the "now" of the pages and reports about running jobs."""
+    rows = fresh if cluster is None else fresh.filter(pl.col("cluster") == cluster)
+    for column in ("analyzed_up_to", "samples_newest"):
+        value = rows[column].max() if rows.height else None
+        if isinstance(value, datetime):
+            return value.astimezone(UTC)
+    return None
+
+
+def age_text(seconds: float) -> str:
+    """An age in the largest unit that keeps it readable: "12 min", "5.5 h", "26 days"."""
+    if seconds < 3600:
+        return f"{max(seconds, 0) / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.0f} days"
+
+
+def lateness(newest: datetime | None, now: datetime, update_interval_s: float) -> str | None:
+    """One sentence when the data reach no later than LATE_AFTER_UPDATES scheduled updates ago
+    (or not at all), saying how old they are and what to run; None when they are recent."""
+    if newest is None:
+        return "No GPU sample has been analyzed: run `gpuwaste ingest`, then `gpuwaste analyze`."
+    age = (now - newest).total_seconds()
+    if age <= LATE_AFTER_UPDATES * update_interval_s:
+        return None
+    return (
+        f"The newest data are {age_text(age)} old (up to {newest:%Y-%m-%d %H:%M} UTC), more "
+        f"than {LATE_AFTER_UPDATES} scheduled updates ({LATE_AFTER_UPDATES} x "
+        f"{update_interval_s:g} s, [exporter] update_interval_s): what is shown as running may "
+        "have ended. Run `gpuwaste ingest` and `gpuwaste analyze`, or schedule them."
+    )
+
+
+__all__ = [
+    "LATE_AFTER_UPDATES",
+    "SCHEMA",
+    "age_text",
+    "freshness",
+    "freshness_lines",
+    "lateness",
+    "newest_data",
+    "newest_sample_ts",
+]

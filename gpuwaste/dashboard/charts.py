@@ -69,11 +69,19 @@ def title_of(spec: Spec) -> str:
     return str(title.get("text", "") if isinstance(title, dict) else title)
 
 
-def _chart(title: str, datasets: dict[str, pl.DataFrame], body: Spec, height: int = 330) -> Spec:
+def _chart(title: str, datasets: dict[str, pl.DataFrame], body: Spec, height: int = 200) -> Spec:
+    """A chart spec; `height` is its plot's (title, axes and legend come on top of it)."""
     spec: Spec = {"title": {"text": title, "anchor": "start"}, "datasets": datasets}
     if not any(k in body for k in ("facet", "vconcat", "hconcat", "concat")):
-        spec.update(width="container", height=height)
+        # Fitted to the container's width only: fitted in height too (Streamlit's default), a
+        # plot whose legend and axes took more than its height was drawn above the chart's
+        # frame, its title cut at the top.
+        spec.update(
+            width="container", height=height, autosize={"type": "fit-x", "contains": "padding"}
+        )
     spec.update(body)
+    # room above the title for its letters' ascent: with none, its top lay 3 px out of the frame
+    spec["padding"] = {"top": 6, "left": 0, "right": 0, "bottom": 0}
     # SVG: a few hundred marks per chart at most, and the page's text stays text
     spec["usermeta"] = {"embedOptions": {"renderer": "svg", "actions": False}}
     spec["config"] = {
@@ -91,7 +99,7 @@ def _chart(title: str, datasets: dict[str, pl.DataFrame], body: Spec, height: in
 
 
 def _view(
-    title: str, name: str, frame: pl.DataFrame, mark: Spec, encoding: Spec, height: int = 330
+    title: str, name: str, frame: pl.DataFrame, mark: Spec, encoding: Spec, height: int = 200
 ) -> Spec:
     """A single-mark chart over one dataset."""
     return _chart(
@@ -120,7 +128,7 @@ def _hbars(
     x_title: str,
     color: str,
     scale: Spec,
-    height: int = 330,
+    height: int = 200,
 ) -> Spec:
     """Horizontal bars of `gpu_h` per `who` in the given order, stacked and colored by `color`."""
     return _view(
@@ -221,7 +229,7 @@ def top_bar(df: pl.DataFrame, who: str, title: str) -> Spec:
         .with_columns(pl.col("kind").replace_strict(kinds), pl.col("gpu_h").cast(pl.Float64))
     )
     scale = _colors(list(kinds.values()), [PALETTE[3], PALETTE[4]])
-    height = max(220, 28 * len(names) + 120)
+    height = max(100, 28 * len(names))
     return _hbars(title, bars, who, names, "GPU hours lost", "kind", scale, height)
 
 
@@ -323,7 +331,7 @@ def cdf(
         layers = [{"data": {"name": "curves"}, **line}]
         if threshold is not None:
             layers.append({"data": {"values": [{}]}, **rule})
-        return _chart(title, {"curves": data}, {"layer": layers}, height=360)
+        return _chart(title, {"curves": data}, {"layer": layers}, height=220)
     # side by side: one panel per curve, headed by its legend text, two panels across (the
     # page shows two such charts next to each other). Each panel draws its own axes, without
     # titles (the subtitle names them once): axes shared along a row or column were drawn under
@@ -451,11 +459,13 @@ def heatmap(grid: pl.DataFrame, title: str) -> Spec:
         pl.col("m_gib").map_elements(lambda v: f"> {v:g} GiB", return_dtype=pl.String).alias("m"),
         pl.col("pct").cast(pl.Float64),
     ).with_columns(text=pl.format("{}%", pl.col("pct").round(1)).fill_null(""))
-    top = cells["pct"].max()
-    top = max(float(top), 1.0) if isinstance(top, int | float) else 1.0
-    # "reds" from 0 to the max: from 70 % of the way, white text reads better than black (WCAG
-    # contrast of the scheme's colors against each)
-    dark = 0.7 * top
+    top, low = cells["pct"].max(), cells["pct"].min()
+    top = float(top) if isinstance(top, int | float) else 1.0
+    low = float(low) if isinstance(low, int | float) else 0.0
+    low = min(low, top - 1.0)  # a scale of one value would color nothing
+    # "reds" over the cells' own range (on 0-100, cells of 84-100 % were all one red): from 70 %
+    # of the way, white text reads better than black (WCAG contrast of the scheme's colors)
+    dark = low + 0.7 * (top - low)
     x = {
         "field": "t",
         "type": "ordinal",
@@ -483,7 +493,7 @@ def heatmap(grid: pl.DataFrame, title: str) -> Spec:
                             "field": "pct",
                             "type": "quantitative",
                             "title": "% GPU time",
-                            "scale": {"scheme": "reds", "domain": [0, top]},
+                            "scale": {"scheme": "reds", "domain": [low, top]},
                             "legend": {"orient": "right"},
                         },
                         "tooltip": [
@@ -506,7 +516,7 @@ def heatmap(grid: pl.DataFrame, title: str) -> Spec:
                 },
             ],
         },
-        height=260,
+        height=max(100, 32 * len(ms)),
     )
 
 
@@ -562,6 +572,24 @@ def gpu_keys(gpus: pl.DataFrame, max_gpus: int | None = None) -> pl.DataFrame:
     return keys.with_row_index("row").with_columns(pl.col("row").cast(pl.Int32))
 
 
+# A GPU's stable phases are drawn only when they leave more than this share of its time
+# uncovered: a strip over the whole job tells nothing.
+PHASES_COVER_ALL = 0.95
+
+
+def distinguishing(phases: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
+    """The phases (with `row`) of the rows of `keys` whose phases cover less than
+    PHASES_COVER_ALL of that GPU's time (`start_ts`-`end_ts` of its row)."""
+    span = keys.select("row", (pl.col("end_ts") - pl.col("start_ts")).dt.total_seconds().alias("d"))
+    covered = (
+        phases.group_by("row")
+        .agg((pl.col("end_ts") - pl.col("start_ts")).dt.total_seconds().sum().alias("c"))
+        .join(span, on="row")
+        .filter(pl.col("c") >= PHASES_COVER_ALL * pl.col("d"))
+    )
+    return phases.filter(~pl.col("row").is_in(covered["row"].implode()))
+
+
 def timeline(
     samples: pl.DataFrame,
     gpus: pl.DataFrame,
@@ -571,7 +599,8 @@ def timeline(
     max_gpus: int = 16,
 ) -> Spec:
     """One row per GPU: utilization (left axis) and memory used (right axis) over time, idle
-    slots shaded red, stable phases as a green strip along the top, never-used GPUs shaded grey
+    slots shaded red, stable phases as a green strip along the top (where they do not cover the
+    GPU's whole time: `distinguishing`), never-used GPUs shaded grey
     and named so in their row title. Rows are numbered 0.. here; each layer selects its row by
     that number."""
     keys = gpu_keys(gpus, max_gpus)
@@ -590,9 +619,8 @@ def timeline(
     ]
     if phases.height:
         stable = phases.filter(pl.col("stable")) if "stable" in phases.columns else phases
-        spans.append(
-            by_device(stable, keys, "row").select("row", "start_ts", "end_ts", kind=pl.lit(PHASE))
-        )
+        spans.append(distinguishing(by_device(stable, keys, "row"), keys).select(
+            "row", "start_ts", "end_ts", kind=pl.lit(PHASE)))  # fmt: skip
     shaded = pl.concat(
         [s for s in spans if s.height]
         or [

@@ -21,8 +21,15 @@ import polars as pl
 import streamlit as st
 
 from gpuwaste.analyses import freshness, reads
-from gpuwaste.config import DATA_DIR_ENV, DEFAULT_DATA_DIR, SqlSettings, load_settings
+from gpuwaste.config import (
+    DATA_DIR_ENV,
+    DEFAULT_DATA_DIR,
+    ExporterSettings,
+    SqlSettings,
+    load_settings,
+)
 from gpuwaste.dashboard import queries
+from gpuwaste.dashboard.filters import Filters
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.readonly import read_only_connection
 from gpuwaste.warehouse.schema import all_tables
@@ -85,6 +92,15 @@ def warehouse_version(root: Path) -> tuple[tuple[str, float], ...]:
 def _version(root: str) -> tuple[tuple[str, float], ...]:
     """warehouse_version, looked at no more than every 5 s."""
     return warehouse_version(Path(root))
+
+
+def update_interval_s() -> float:
+    """How often ingest and analyze are scheduled ([exporter] update_interval_s of the
+    configuration, else its default): data older than a few of these are late."""
+    try:
+        return load_settings().exporter.update_interval_s
+    except GpuwasteError:
+        return ExporterSettings().update_interval_s
 
 
 @dataclass(frozen=True)
@@ -151,6 +167,36 @@ def fetch(fn: Callable[..., pl.DataFrame], *args: Any) -> pl.DataFrame:
     result cached until the warehouse changes."""
     root = data_dir()
     return _cached(str(root), _version(str(root)), fn.__module__, fn.__name__, args)
+
+
+def overview(f: Filters) -> dict[str, pl.DataFrame]:
+    """The Overview's frames for view `f` (its page draws them; `warm` fetches them ahead)."""
+    per_job = bool(f.user or f.sizes or f.states)  # waste_daily cannot narrow to these
+    return {
+        "totals": fetch(queries.job_gpu_hours if per_job else queries.gpu_hours, f),
+        "counts": fetch(queries.job_counts, f),
+        "daily": fetch(queries.gpu_hours_daily, f),
+        "users": fetch(queries.top_users, f),
+        "vcs": fetch(queries.top_vcs, f),
+        "jobs": fetch(queries.top_jobs, f),
+        "sources": fetch(reads.source_states, f.cluster),
+        "reasons": fetch(queries.quarantine_reasons, f),
+    }
+
+
+def warm() -> None:
+    """Open the warehouse's connection and fill the caches of the first page a visitor opens:
+    the status, the sidebar's filter options, the freshness and the Overview of the default
+    view (the first cluster, no other filter). Called by the server once it runs, so that the
+    first visitor after a start does not wait for them."""
+    if not current_status().ok:
+        return
+    connection().close()
+    clusters = fetch(queries.filter_options)["cluster"].unique(maintain_order=True).to_list()
+    fetch(queries.model_options)
+    cluster_freshness()
+    if clusters:
+        overview(Filters(cluster=clusters[0]))
 
 
 def current_status() -> Status:

@@ -5,7 +5,9 @@
 It imports what the app's pages run on (polars, DuckDB, the query and chart modules) before the
 server listens, then hands over to Streamlit's command line. Without it the first visitor after a
 start waits for those imports inside the first page run (the first visit's time with and without
-them: bench/RESULTS.md, "Dashboard on 1 M jobs").
+them: bench/RESULTS.md, "Dashboard on 1 M jobs"). Once the server runs, a thread opens the
+warehouse's connection and fills the caches every page's sidebar reads (`data.warm`), so that the
+first visitor does not wait for them either.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import contextlib
 import importlib
 import logging
 import sys
+import threading
+import time
 
 from gpuwaste.process import configure_process
 
@@ -52,9 +56,29 @@ def preload() -> None:
             importlib.import_module(name)
 
 
+def warm_when_running(timeout_s: float = 60.0) -> None:
+    """Once Streamlit's runtime runs (its caches exist), `data.warm`: best effort, a failure
+    only leaves the work to the first visitor, whose page then says what is wrong."""
+    from streamlit import runtime
+
+    from gpuwaste.dashboard import data
+
+    deadline = time.monotonic() + timeout_s
+    while not runtime.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not runtime.exists():
+        return
+    # a cached function called outside a page logs "missing ScriptRunContext": expected here
+    quiet = logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context")
+    quiet.setLevel(logging.ERROR)
+    with contextlib.suppress(Exception):
+        data.warm()
+
+
 def main(argv: list[str]) -> int:
     configure_process()  # the dashboard's own process: before preload imports polars
     preload()
+    threading.Thread(target=warm_when_running, name="gpuwaste-warm", daemon=True).start()
     from streamlit.web import cli
 
     sys.argv = ["streamlit", *argv]

@@ -6,13 +6,15 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Sequence
-from datetime import date
+from datetime import UTC, date, datetime
 from functools import partial
 from typing import Any, Literal
 
 import polars as pl
 import streamlit as st
 
+from gpuwaste import columns
+from gpuwaste.analyses import freshness
 from gpuwaste.dashboard import charts, data, queries
 from gpuwaste.dashboard.filters import (
     CLUSTER,
@@ -32,7 +34,7 @@ from gpuwaste.warehouse.results import SIZE_CLASSES, UNKNOWN_MODEL
 
 JOB = "job"  # the Job page's job id, also its URL parameter
 OPEN_JOB = "_open_job"  # job id set by a table click: the app switches to the Job page
-JOB_ID = "Job id"  # the job_id column's readable title
+JOB_ID = columns.JOB_ID_TITLE  # the job_id column's readable title
 
 
 def _prune(key: str, allowed: Sequence[Any]) -> None:
@@ -98,17 +100,7 @@ def sidebar_filters() -> Filters:
         _prune(VC, vcs)
         st.multiselect("Virtual cluster", vcs, key=VC, bind="query-params", placeholder="all VCs")
         model_filter(cluster)
-        first = mine["first_day"].min()
-        last = mine["last_day"].max()
-        st.date_input(
-            "Period (UTC days)",
-            value=[],
-            min_value=first if isinstance(first, date) else None,
-            max_value=last if isinstance(last, date) else None,
-            key=PERIOD,
-            bind="query-params",
-            help="Empty: the whole analyzed window.",
-        )
+        period_filter(mine["first_day"].min(), mine["last_day"].max())
         st.text_input("User", key=USER, bind="query-params", placeholder="all users")
         st.multiselect("Job size (GPUs)", SIZE_CLASSES, key=SIZE, bind="query-params",
                        placeholder="all sizes")  # fmt: skip
@@ -124,6 +116,24 @@ def sidebar_filters() -> Filters:
         SIZE: _listed("size", f.sizes, "all sizes"), STATE: _listed("state", f.states, "all states"),
     })  # fmt: skip
     return f
+
+
+def period_filter(first: object, last: object) -> None:
+    """The period: a range of UTC days over the cluster's window, applied as the handle is let
+    go (a typed date field applied only once it lost focus). Its whole range is no period."""
+    if not (isinstance(first, date) and isinstance(last, date) and first < last):
+        st.session_state.pop(PERIOD, None)
+        st.session_state.pop(PERIOD_BOUNDS, None)
+        return
+    st.session_state[PERIOD_BOUNDS] = (first, last)
+    asked = st.session_state.get(PERIOD)
+    if isinstance(asked, list | tuple) and not all(
+        isinstance(d, date) and first <= d <= last for d in asked
+    ):
+        del st.session_state[PERIOD]  # outside the window: the link's warning says so
+    st.slider("Period (UTC days)", min_value=first, max_value=last, value=(first, last),
+              key=PERIOD, bind="query-params", format="YYYY-MM-DD",
+              help="The whole range: the whole analyzed window.")  # fmt: skip
 
 
 def model_filter(cluster: str | None) -> None:
@@ -156,8 +166,15 @@ def open_requested_job(job_page: Any) -> None:
     st.switch_page(job_page, query_params={JOB: str(job_id)})
 
 
+PERIOD_BOUNDS = "_period_bounds"  # the period slider's ends: the whole window, no period
+
+
 def current_filters() -> Filters:
-    return Filters.from_state({k: st.session_state.get(k) for k in FILTER_KEYS})
+    state = {k: st.session_state.get(k) for k in FILTER_KEYS}
+    period = state[PERIOD]
+    if isinstance(period, list | tuple) and tuple(period) == st.session_state.get(PERIOD_BOUNDS):
+        state[PERIOD] = None
+    return Filters.from_state(state)
 
 
 _BACKTICKS = re.compile(r"`+")
@@ -181,6 +198,25 @@ def plain(value: object) -> str:
     fence = "`" * (max((len(m) for m in _BACKTICKS.findall(text)), default=0) + 1)
     pad = " " if text.strip(" ") and (text[0] in "` " or text[-1] in "` ") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def data_age(cluster: str | None, seen: datetime | None = None) -> None:
+    """For a page that speaks of "now": how old the cluster's newest analyzed data are (or
+    `seen`, a later time the page's own rows reach), as a caption, or as a warning once they are
+    late (`freshness.lateness`)."""
+    newest = freshness.newest_data(data.cluster_freshness(), cluster)
+    if seen is not None:
+        seen = seen.astimezone(UTC)
+        newest = seen if newest is None else max(newest, seen)
+    late = freshness.lateness(newest, datetime.now(UTC), data.update_interval_s())
+    if late:
+        st.warning(late, icon=":material/update:")
+    elif newest is not None:
+        age = freshness.age_text((datetime.now(UTC) - newest).total_seconds())
+        st.caption(
+            f"Data up to {newest:%Y-%m-%d %H:%M} UTC ({age} ago); `gpuwaste ingest` and "
+            "`gpuwaste analyze` bring them up to date."
+        )
 
 
 def show_view(f: Filters) -> None:
@@ -219,58 +255,36 @@ def without_unpriced(df: pl.DataFrame) -> pl.DataFrame:
 def job_table(df: pl.DataFrame, key: str, height: int | Literal["auto"] = "auto") -> None:
     """A table of job_usage rows, readable; selecting a row opens the job on the Job page."""
     df = df.select(c for c in JOB_COLUMNS if c in df.columns)
-    df = without_unpriced(df)
     table(readable(df, titles={"util_mean": "Mean util. of its GPUs (%)"}),
           name=key.removesuffix("_table"), empty="No jobs match this view.", key=key,
           open_jobs=True, height=height)  # fmt: skip
 
 
-# Result columns' readable titles, and the factor that turns their unit into the shown one
-# (GPU seconds into GPU hours, seconds of delay into minutes). A page may override a title where a
-# column means something more precise (`readable(frame, titles=...)`).
-H, MIN = 1 / 3600, 1 / 60
-COLUMNS: dict[str, tuple[str, float]] = {
-    "cluster": ("Cluster", 1), "vc": ("VC", 1), "user": ("User", 1), "job_id": (JOB_ID, 1),
-    "name": ("Job name", 1), "state": ("State", 1), "gpus": ("GPUs", 1),
-    "start_ts": ("Start (UTC)", 1), "end_ts": ("End (UTC)", 1), "jobs": ("Jobs", 1),
-    "gpu_h": ("GPU hours", 1), "lost_gpu_h": ("GPU hours lost", 1),
-    "idle_slot_gpu_h": ("Idle-slot GPU hours", 1), "never_used_gpu_h": ("Never-used GPU hours", 1),
-    "util_mean": ("GPU utilization, mean of its GPUs (%)", 1),
-    "never_used_gpus": ("Never-used GPUs", 1), "idle_slots": ("Idle slots", 1),
-    "is_debug": ("Debugging", 1), "diagnoses": ("Diagnoses", 1), "kind": ("Kind", 1),
-    "gpu_s": ("GPU hours", H), "idle_slot_gpu_s": ("Idle-slot GPU hours", H),
-    "never_used_gpu_s": ("Never-used GPU hours", H), "idle_gpu_s": ("Idle GPU hours", H),
-    "idle_slot_pct_own": ("Idle slots (% of own GPU time)", 1),
-    "never_used_pct_own": ("Never-used GPUs (% of own GPU time)", 1),
-    "idle_slot_pct_all": ("Idle slots (% of all GPU time)", 1),
-    "never_used_pct_all": ("Never-used GPUs (% of all GPU time)", 1),
-    "gpus_requested": ("GPUs requested", 1), "jobs_with_never_used": ("Jobs with a never-used GPU", 1),
-    "share_pct": ("Share of jobs (%)", 1), "metric": ("Metric", 1), "value": ("Value", 1),
-    "hit_time_limit_pct": ("Hit the time limit (% of jobs)", 1),
-    "idle_ge_threshold_pct": ("Idle at or above the threshold (% of jobs)", 1),
-    "size": ("Size (GPUs)", 1), "size_class": ("Size (GPUs)", 1), "gpu_minutes": ("GPU hours", 1 / 60),
-    "servers": ("Servers", 1), "jobs_pct": ("Jobs (%)", 1), "gpu_time_pct": ("GPU time (%)", 1),
-    "delay_mean_s": ("Mean delay (min)", MIN), "delay_p50_s": ("Median delay (min)", MIN),
-    "delay_p90_s": ("p90 delay (min)", MIN), "delay_p99_s": ("p99 delay (min)", MIN),
-    "source": ("Source", 1), "watermark": ("Ingested up to (UTC)", 1),
-    "updated_at": ("Last ingest (UTC)", 1), "quarantined": ("Quarantined records", 1),
-    "reason": ("Reason", 1), "records": ("Records", 1), "last_seen": ("Last seen (UTC)", 1),
-    "example_location": ("Example location", 1),
-    "gpu_model": ("GPU model", 1), "cost": ("Money", 1), "lost_cost": ("Money lost", 1),
-}  # fmt: skip
-TIME_FORMAT = "%Y-%m-%d %H:%M"  # times are UTC; the column title says so once
+TIME_FORMAT = columns.TIME_FORMAT
 RUNNING = "running"
+# Columns whose values are codes (snake_case words): shown with spaces ("inferred debugging").
+CODES = ("kind", "diagnoses", "reason", "metric", "flag")
+# A shown title's decimals (gpuwaste.columns: one rule per unit), for the table's number format.
+_TITLE_DECIMALS = {
+    c.title: columns.DECIMALS[c.unit]
+    for c in columns.COLUMNS.values()
+    if c.unit in columns.DECIMALS
+}
 
 
 def readable(frame: pl.DataFrame, titles: dict[str, str] | None = None) -> pl.DataFrame:
-    """A result frame as an operator reads it: GPU seconds as GPU hours (delays in minutes),
-    rounded; times as `YYYY-MM-DD HH:MM` in UTC; a running job's end as "running", other missing
-    text or time as empty (never "None"); readable column titles with their unit (COLUMNS, then
-    `titles` for this page's meaning of a column)."""
+    """A result frame as an operator reads it, by gpuwaste.columns (the terminal's titles and
+    units): GPU seconds as GPU hours (delays in minutes), rounded to their unit's decimals;
+    times as `YYYY-MM-DD HH:MM` in UTC; a running job's end as "running", other missing text or
+    time as empty (never "None"); yes/no for booleans (a check box looks like a control); codes
+    with spaces (CODES); money only where [cost] prices the GPUs; titles with their unit, then
+    `titles` for this page's meaning of a column."""
+    frame = without_unpriced(frame)
     running = pl.col("state") == RUNNING if "state" in frame.columns else pl.lit(False)
+    yes, no = columns.TRUE_FALSE
     out = []
     for name, dtype in frame.schema.items():
-        title, factor = COLUMNS.get(name, (name.replace("_", " ").capitalize(), 1))
+        spec = columns.column(name)
         col = pl.col(name)
         if isinstance(dtype, pl.Datetime):
             if dtype.time_zone:
@@ -279,14 +293,51 @@ def readable(frame: pl.DataFrame, titles: dict[str, str] | None = None) -> pl.Da
             if name == "end_ts":
                 col = pl.when(col.is_null() & running).then(pl.lit(RUNNING)).otherwise(col)
             col = col.fill_null("")
+        elif dtype == pl.Boolean:
+            col = pl.when(col).then(pl.lit(yes)).when(col.not_()).then(pl.lit(no))
+            col = col.otherwise(pl.lit(""))
         elif dtype == pl.String:
+            if name in CODES:
+                col = col.str.replace_all("_", " ").str.replace_all(",", ", ")
             col = col.fill_null("")  # Streamlit shows a missing text as "None"
-        elif dtype.is_float():
-            col = (col * factor).round(2 if factor != 1 or name.endswith("_h") else 1)
-        elif factor != 1:
-            col = (col * factor).round(2)
-        out.append(col.alias((titles or {}).get(name, title)))
+        elif dtype.is_float() or spec.factor != 1:
+            decimals = columns.DECIMALS.get(spec.unit or "number", columns.DECIMALS["number"])
+            col = (col * spec.factor).round(decimals)
+        out.append(col.alias((titles or {}).get(name, spec.title)))
     return frame.select(out)
+
+
+def number_formats(frame: pl.DataFrame) -> dict[str, Any]:
+    """st.dataframe's formats for `frame`'s numbers (titled by `readable`): thousands separated,
+    a float column always with its unit's decimals (0.5 and 110.0, not 0.5 and 110); a title a
+    page chose itself keeps as many decimals as its values have."""
+    out: dict[str, Any] = {}
+    for name, dtype in frame.schema.items():
+        if dtype.is_float():
+            decimals = _TITLE_DECIMALS.get(name)
+            if decimals is None:
+                text = [f"{v:.2f}".rstrip("0") for v in frame[name].drop_nulls().to_list()]
+                decimals = max((len(t.split(".")[1]) for t in text), default=1)
+            out[name] = st.column_config.NumberColumn(format=f"%,.{decimals}f")
+        elif dtype.is_integer():
+            out[name] = st.column_config.NumberColumn(format="%,d")
+    return out
+
+
+def _merged(default: Any, given: Any) -> Any:
+    """A page's column configuration over the default one: what it leaves unset (None) stays."""
+    if not isinstance(default, dict) or not isinstance(given, dict):
+        return given if given is not None else default
+    keys = default.keys() | given.keys()
+    return {k: _merged(default.get(k), given.get(k)) for k in keys}
+
+
+GPU_H = "GPU h"  # the unit on a figure tile of GPU hours ("30" alone read as 30 GPUs)
+
+
+def gpu_hours(value: float, decimals: int = 0) -> str:
+    """A figure tile's GPU hours, with their unit."""
+    return f"{value:,.{decimals}f} {GPU_H}"
 
 
 def csv_name(name: str, f: Filters) -> str:
@@ -323,9 +374,16 @@ def table(
     if frame.height == 0:
         st.info(empty)
         return
-    options: dict[str, Any] = {"hide_index": True, "height": height}
-    if column_config:
-        options["column_config"] = column_config
+    formats = number_formats(frame)
+    if JOB_ID in frame.columns:
+        # wide enough for the longest id: ids that share a long prefix (Philly's
+        # application_<cluster>_<n>) differ at their end, which a narrow column cut off
+        longest = frame[JOB_ID].cast(pl.String).str.len_chars().max()
+        longest = longest if isinstance(longest, int) else 0
+        formats[JOB_ID] = st.column_config.TextColumn(width=min(8 * longest + 24, 320))
+    for name, conf in (column_config or {}).items():
+        formats[name] = _merged(formats.get(name), conf)
+    options: dict[str, Any] = {"hide_index": True, "height": height, "column_config": formats}
     if open_jobs:
         if key is None:
             raise ValueError("a job table needs a key")

@@ -49,7 +49,7 @@ for col, kind in zip(cols, ("mean", "max"), strict=True):
     curves = data.fetch(q.job_cdf, f, column)
     with col:
         if curves.height == 0:
-            st.info(f"No job in this view has {column}.")
+            st.info(f"No job in this view has a {q.CDF_COLUMNS[column]}.")
             continue
         groups = curves["vc"].unique(maintain_order=True).to_list()
         groups = [g for g in groups if g != "(all)"] + (["(all)"] if "(all)" in groups else [])
@@ -66,13 +66,22 @@ for col, kind in zip(cols, ("mean", "max"), strict=True):
                  f"Jobs at or below {threshold}% (%)":
                      round(100 * charts.share_below(c, float(threshold)), 1)}
             )  # fmt: skip
+in_view = int(data.fetch(q.job_counts, f)["jobs"][0])
+measured = max((int(str(s["Jobs"])) for s in shares if s["VC"] == "(all)"), default=0)
+if shares and measured < in_view:
+    # the Overview and the Waste tables count every job in view
+    st.caption(
+        f"The curves count the {measured:,} of the {in_view:,} jobs in view that have a "
+        f"{resource or 'GPU utilization'} figure; the other {in_view - measured:,} have none "
+        "(no GPU allocated, or no sample of it)."
+    )
 if shares:
     st.caption("Share of jobs at or below the threshold, read off the curves above.")
     widgets.table(pl.DataFrame(shares), name="cdf shares")
 
 st.subheader("Per-minute GPU utilization")
-st.caption("From util_minute_hist, per cluster, VC and GPU model over the analyzed window: the "
-           "period and user filters do not apply; size and state do.")  # fmt: skip
+st.caption("Every GPU minute of the jobs, per cluster, VC and GPU model over the analyzed window: "
+           "the period and user filters do not apply; size and state do.")  # fmt: skip
 left, right = st.columns(2)
 with left:
     h = data.fetch(q.minute_cdf, f, "size")

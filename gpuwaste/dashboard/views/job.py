@@ -62,6 +62,8 @@ cluster = str(job["cluster"])
 
 st.text(f"Job {safe_text(job_id)}  ·  user {safe_text(job['user'])}  ·  VC {safe_text(job['vc'])}  ·  "
         f"{safe_text(job['name'])}")  # fmt: skip
+if job.get("running"):  # its figures reach as far as the data: say how old they are
+    widgets.data_age(cluster)
 c = st.columns(6)
 c[0].metric(
     "GPUs", f"{job['gpus']}", f"{job['n_hosts']} host(s)", delta_color="off", delta_arrow="off"
@@ -79,14 +81,14 @@ c[3].metric("GPU utilization", f"{job['util_mean'] or 0:.1f}%", f"max {job['util
 c[4].metric("Idle-slot GPU hours", f"{(job['idle_slot_gpu_s'] or 0) / 3600:,.2f}",
             f"{job['idle_slots']} slot(s)", delta_color="off", delta_arrow="off")  # fmt: skip
 c[5].metric("Never-used GPUs", f"{job['never_used_gpus']}",
-            f"{(job['never_used_gpu_s'] or 0) / 3600:,.2f} GPU h", delta_color="off", delta_arrow="off")  # fmt: skip
+            widgets.gpu_hours((job["never_used_gpu_s"] or 0) / 3600, 2), delta_color="off", delta_arrow="off")  # fmt: skip
 
 gpus = data.fetch(reads.job_rows, "job_gpu_usage", cluster, job_id)
 slots = data.fetch(reads.job_rows, "idle_slots", cluster, job_id)
 phases = data.fetch(reads.job_rows, "stable_phases", cluster, job_id)
 samples = data.fetch(reads.job_timeline, cluster, job_id)
 if gpus.height == 0:
-    st.info("No per-GPU rows (job_gpu_usage) for this job.")
+    st.info("No GPU of this job was measured (no allocation of GPUs recorded).")
 else:
     if samples.height == 0:
         st.info("No GPU samples in the warehouse for this job's GPUs and interval.")
@@ -107,33 +109,35 @@ else:
         title = f"GPU utilization and memory per GPU (job {charts.label(job_id)})"
         widgets.plot(charts.timeline(samples, detail, slots, phases, title), key="timeline")
         st.caption(
-            "Red: idle slots. Green strip above each GPU: stable memory phases. Grey: a GPU never "
-            "used during the job. Left axis: utilization (%); right axis: memory used (MiB)."
+            "Red: idle slots. Green strip above a GPU: its stable memory phases (not drawn when "
+            "they span its whole time). Grey: a GPU never used during the job. Left axis: utilization (%); right axis: memory used (MiB)."
         )
 
 flags = {
-    "debugging": job["is_debug"],
-    "declared debugging": job["is_debug_declared"],
-    "inferred debugging": job["is_debug_inferred"],
-    "hit the time limit": job["hit_time_limit"],
-    "fluctuating": job["fluctuating"],
-    "too little data": job["low_data"],
-    "diagnoses": job["diagnoses"],
+    "Debugging": job["is_debug"],
+    "Declared debugging": job["is_debug_declared"],
+    "Inferred debugging": job["is_debug_inferred"],
+    "Hit the time limit": job["hit_time_limit"],
+    "Fluctuating": job["fluctuating"],
+    "Too little data": job["low_data"],
 }
 left, right = st.columns(2)
 with left:
     st.caption("Flags and diagnoses")
+    shown = widgets.readable(pl.DataFrame([{**flags, "diagnoses": job["diagnoses"]}]))
     widgets.table(
-        pl.DataFrame({"flag": list(flags), "value": [safe_text(v) for v in flags.values()]}),
+        pl.DataFrame({"Flag": shown.columns, "Value": [str(v) for v in shown.row(0)]}),
         name=f"job {job_id} flags",
     )
 with right:
-    st.caption("All figures (job_usage)")
+    st.caption("All figures of the job")
+    figures = widgets.readable(rows.head(1))
     widgets.table(
-        pl.DataFrame({"field": list(job), "value": [safe_text(v) for v in job.values()]}),
+        pl.DataFrame({"Figure": figures.columns,
+                      "Value": [safe_text(v) for v in figures.row(0)]}),
         name=f"job {job_id} figures",
         height=300,
-    )
+    )  # fmt: skip
 with st.expander(f"Per GPU ({gpus.height})"):
     devices = pl.DataFrame(
         {"device": [reads.device_of(r) for r in gpus.iter_rows(named=True)]},

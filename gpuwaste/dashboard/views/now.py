@@ -3,7 +3,8 @@ GPUs, whose, and a way to the job: the list to act on (ask the user, or end the 
 
 from __future__ import annotations
 
-import polars as pl
+from datetime import datetime
+
 import streamlit as st
 
 from gpuwaste.analyses import reads
@@ -19,17 +20,17 @@ st.caption(
 )
 
 idle = data.fetch(reads.idle_now, *f.running_now().jobs_where("u"))
+as_of = idle["as_of"].max() if idle.height else None
+widgets.data_age(f.cluster, as_of if isinstance(as_of, datetime) else None)
 if idle.height == 0:
     st.info("No running job is idle on all its GPUs in this view.")
     st.stop()
 
-as_of = idle.select(pl.col("as_of").max().dt.strftime(widgets.TIME_FORMAT)).item()
 c = st.columns(3)
 c[0].metric("Jobs idle on all GPUs", f"{idle.height:,}")
 c[1].metric("GPUs held idle", f"{idle['gpus'].sum():,}")
-c[2].metric("GPU hours idle so far", f"{idle['idle_gpu_h'].sum():,.1f}",
+c[2].metric("GPU hours idle so far", widgets.gpu_hours(float(idle["idle_gpu_h"].sum()), 1),
             help="Summed over these jobs' GPUs since each GPU became idle.")  # fmt: skip
-st.caption(f"Data up to {as_of} UTC (rerun `gpuwaste ingest` and `gpuwaste analyze` to refresh).")
 
 widgets.table(
     widgets.readable(

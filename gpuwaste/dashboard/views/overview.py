@@ -5,7 +5,6 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from gpuwaste.analyses import reads
 from gpuwaste.dashboard import charts, data, widgets
 from gpuwaste.dashboard import queries as q
 
@@ -18,13 +17,14 @@ widgets.show_view(f)
 # With a user, size or state filter, waste_daily (per cluster, VC and day) cannot give the totals:
 # they come from the GPU rows of the jobs in view.
 per_job = bool(f.user or f.sizes or f.states)
-row = data.fetch(q.job_gpu_hours if per_job else q.gpu_hours, f).row(0, named=True)
+frames = data.overview(f)
+row = frames["totals"].row(0, named=True)
 if not row.get("observed_gpu_h"):  # a waste_daily written before it had utilization columns
     row = {
         **row,
         **data.fetch(q.job_gpu_hours, f).select("observed_gpu_h", "util_gpu_h").row(0, named=True),
     }
-jobs = int(data.fetch(q.job_counts, f)["jobs"][0])
+jobs = int(frames["counts"]["jobs"][0])
 alloc = float(row["alloc_gpu_h"] or 0.0)
 observed = float(row["observed_gpu_h"] or 0.0)
 
@@ -53,7 +53,7 @@ cols[0].metric(
     help="Each GPU's utilization weighted by the time it was observed, over every GPU of the jobs "
     "in view (Philly Table 3's mean utilization). Time without samples counts in neither part.",
 )
-cols[1].metric("GPU hours allocated", f"{alloc:,.0f}")
+cols[1].metric("GPU hours allocated", widgets.gpu_hours(alloc))
 for col, (field, name, help_text) in zip(
     cols[2:],
     (
@@ -66,10 +66,19 @@ for col, (field, name, help_text) in zip(
     strict=True,
 ):  # fmt: skip
     value = float(row[field] or 0.0)
-    col.metric(name, f"{value:,.0f}", pct(value), delta_color="off", delta_arrow="off",
+    col.metric(name, widgets.gpu_hours(value), pct(value), delta_color="off", delta_arrow="off",
                help=help_text)  # fmt: skip
+busy_vs_util = (
+    f"here {100 * float(row['busy_gpu_h'] or 0) / alloc:.1f}% busy at "
+    f"{100 * float(row['util_gpu_h']) / observed:.1f}% utilization"
+    if alloc and observed
+    else "so a GPU can be busy at a low utilization"
+)
 st.caption(
-    "GPU hours; days and times in UTC. "
+    "**Busy** counts time, not effort: every observed GPU hour outside idle slots and "
+    "never-used GPUs, however little the GPU did in it (a GPU at 5% utilization is busy). **GPU "
+    f"utilization** is how much the GPUs did in the time observed: {busy_vs_util}. "
+    "Days and times in UTC. "
     + (
         "The totals are those of the jobs in view (every filter applies)."
         if per_job
@@ -77,31 +86,32 @@ st.caption(
     )
 )
 
-left, right = st.columns(2)
-with left:
-    widgets.plot(charts.breakdown(pl.DataFrame([row])), key="breakdown")
-with right:
-    widgets.plot(charts.trend(data.fetch(q.gpu_hours_daily, f)), key="trend")
-    if per_job:
-        st.caption(
-            "Per day, the cluster's VCs: the user, size and state filters do not apply here."
-        )
+if jobs and alloc:  # else the message above says why there is nothing to draw
+    left, right = st.columns(2)
+    with left:
+        widgets.plot(charts.breakdown(pl.DataFrame([row])), key="breakdown")
+    with right:
+        widgets.plot(charts.trend(frames["daily"]), key="trend")
+        if per_job:
+            st.caption(
+                "Per day, the cluster's VCs: the user, size and state filters do not apply here."
+            )
 
 st.subheader("Who lost the most GPU hours")
-users = data.fetch(q.top_users, f)
+users = frames["users"]
 if users.height:
     widgets.plot(charts.top_bar(users, "user", "Top users by GPU hours lost"), key="top_users")
     st.caption("Ask the users at the top to release GPUs they do not use.")
-widgets.table(widgets.readable(widgets.without_unpriced(users)), "No jobs match this view.",
+widgets.table(widgets.readable(users), "No jobs match this view.",
               name="top users")  # fmt: skip
-vcs = data.fetch(q.top_vcs, f)
+vcs = frames["vcs"]
 if widgets.priced(vcs):
     st.subheader("Money lost per VC")
     st.caption("Idle-slot and never-used GPU hours priced by `[cost]` (the GPUs of models it "
                "prices; the others count as nothing).")  # fmt: skip
     widgets.table(widgets.readable(vcs), "No jobs match this view.", name="money per vc")
 st.subheader("Jobs with the most GPU hours lost")
-widgets.job_table(data.fetch(q.top_jobs, f), key="top_jobs_table")
+widgets.job_table(frames["jobs"], key="top_jobs_table")
 
 st.subheader("Data freshness")
 fresh = data.cluster_freshness()
@@ -129,16 +139,19 @@ widgets.table(
     "No ingest or analysis recorded: run `gpuwaste ingest`, then `gpuwaste analyze`.",
     name="freshness",
 )  # fmt: skip
-left, right = st.columns(2)
-with left:
-    st.caption("Quarantined records per source.")
-    quarantined = data.fetch(reads.source_states, f.cluster).filter(pl.col("quarantined") > 0)
-    widgets.table(widgets.readable(quarantined.select("cluster", "source", "quarantined")),
-                  "No record was quarantined.", name="quarantined per source")  # fmt: skip
-with right:
-    st.caption("Quarantined records by reason (`gpuwaste sql` shows them whole).")
-    widgets.table(
-        widgets.readable(data.fetch(q.quarantine_reasons, f)),
-        "No record was quarantined.",
-        name="quarantine reasons",
-    )
+quarantined = frames["sources"].filter(pl.col("quarantined") > 0)
+if quarantined.height == 0:
+    st.info("No record was quarantined.")
+else:
+    left, right = st.columns(2)
+    with left:
+        st.caption("Quarantined records per source.")
+        widgets.table(widgets.readable(quarantined.select("cluster", "source", "quarantined")),
+                      name="quarantined per source")  # fmt: skip
+    with right:
+        st.caption("Quarantined records by reason (`gpuwaste sql` shows them whole).")
+        widgets.table(
+            widgets.readable(frames["reasons"]),
+            "No reason recorded for this cluster.",
+            name="quarantine reasons",
+        )

@@ -15,6 +15,8 @@ import streamlit as st
 from gpuwaste.act.policy.replay import replay
 from gpuwaste.act.policy.rule import Only, Rule, make_rule
 from gpuwaste.dashboard import charts, data, widgets
+from gpuwaste.dashboard import queries as q
+from gpuwaste.dashboard.filters import Filters
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.results import ALL_VCS
 
@@ -130,6 +132,15 @@ if rows.height == 0 or rows["jobs"].sum() == 0:
     st.stop()
 
 widgets.plot(charts.policy_sweep(rows), key="policy_sweep")
+if f.start is None and rule.only == Only.all:  # count jobs as the other pages do, or say why not
+    replayed = max((int(v) for v in rows["jobs"].to_list()), default=0)
+    in_view = int(data.fetch(q.job_counts, Filters(cluster=f.cluster, vcs=f.vcs))["jobs"][0])
+    if replayed < in_view:
+        st.caption(
+            f"The replay counts the {replayed:,} jobs with GPU time; the other "
+            f"{in_view - replayed:,} of the {in_view:,} jobs in these VCs held no GPU (ended "
+            "before one was allocated), so no rule could cancel them."
+        )
 shown = sweep.drop("cluster") if f.cluster else sweep
 widgets.table(
     widgets.readable(shown, titles=TITLES),

@@ -14,7 +14,8 @@ from gpuwaste.warehouse.results import ALL_MODELS
 TIME_WEIGHTED = "GPU utilization (time-weighted mean, %)"
 # The study tables' own names for their figures, where the generic titles would be ambiguous.
 TITLES: dict[str, dict[str, str]] = {
-    "waste_by_vc": {"idle_slot_gpu_s": "Idle-slot GPU h", "never_used_gpu_s": "Never-used GPU h",
+    "waste_by_vc": {"idle_slot_gpu_s": "Idle-slot GPU hours",
+                    "never_used_gpu_s": "Never-used GPU hours",
                     "idle_slot_pct_own": "Idle slots (% own)", "never_used_pct_own": "Never-used (% own)",
                     "idle_slot_pct_all": "Idle slots (% all)", "never_used_pct_all": "Never-used (% all)"},
     "never_used_by_size": {"jobs_with_never_used": "With a never-used GPU", "share_pct": "Share (%)"},
@@ -78,7 +79,7 @@ if waste.height:
         variable_name="measure",
         value_name="pct",
     ).with_columns(
-        x=pl.col("group") + " / " + pl.col("kind"),
+        x=pl.col("group") + " / " + pl.col("kind").str.replace_all("_", " "),
         measure=pl.col("measure").replace(
             {
                 "idle_slot_pct_own": "idle slots, % of own GPU time",
@@ -90,7 +91,7 @@ if waste.height:
     )
     widgets.plot(charts.bars(long, "x", "pct", "measure", "Idle-slot and never-used GPU time",
                              "% of GPU time"), key="table4")  # fmt: skip
-study_table("waste_by_vc", "No rows in waste_by_vc for this view.")
+study_table("waste_by_vc", "No jobs in this view.")
 st.caption("% own: of the GPU time of that kind of job; % all: of all GPU time in the VC.")
 act("ask the owners of the jobs that lose the most to release GPUs they leave idle, or to request "
     "fewer.", "lost", "Jobs with the most GPU hours lost")  # fmt: skip
@@ -100,7 +101,7 @@ nus = with_group(data.fetch(q.summary, f, "never_used_by_size"))
 if nus.height:
     widgets.plot(charts.bars(nus, "gpus_requested", "share_pct", "group",
                              "Jobs with at least one never-used GPU", "% of jobs"), key="table5")  # fmt: skip
-study_table("never_used_by_size", "No rows in never_used_by_size for this view.")
+study_table("never_used_by_size", "No jobs in this view.")
 act("ask the owners of these jobs to request only the GPUs their code uses (a never-used GPU is "
     "held for the whole job).", "never_used", "Jobs with never-used GPUs")  # fmt: skip
 
@@ -108,7 +109,7 @@ st.subheader("Stable phases, t x m (CloudBrain Table III)")
 grid = with_group(data.fetch(q.summary, f, "stable_phase_grid"))
 vcs = grid["group"].unique(maintain_order=True).to_list() if grid.height else []
 if not vcs:
-    st.info("No rows in stable_phase_grid for this view.")
+    st.info("No stable phases in this view.")
 for i, tab in enumerate(
     st.tabs([widgets.plain(v) for v in vcs]) if len(vcs) > 1 else [st.container()] * len(vcs)
 ):
@@ -126,7 +127,7 @@ if models.height:
     widgets.plot(charts.bars(models, "gpu_model", "lost_gpu_h", "vc",
                              "Idle-slot + never-used GPU hours by GPU model", "GPU hours"),
                  key="by_model")  # fmt: skip
-study_table("waste_by_model", "No rows in waste_by_model for this view.")
+study_table("waste_by_model", "No GPU time in this view.")
 st.caption(
     "The model of each GPU: DCGM modelName, else the cluster's gpu_models host map, else the "
     "Slurm GRES type. GPU hours are slice-weighted on MIG (a 1g.10gb instance is 1/7 of a GPU). "
@@ -165,7 +166,7 @@ with st.expander("Cluster-level tables (Philly Tables 3, 5, 6; queueing; spatial
          "see the Utilization CDFs page for the distribution behind these shares.", None),
     ):  # fmt: skip
         st.caption(title)
-        study_table(name, f"No rows in {name} for this view.")
+        study_table(name, "Nothing measured in this view.")
         st.markdown(f":material/lightbulb: **What to do:** {what_to_do}")
         if jobs:
             cond, order = q.JOB_LISTS[jobs]
