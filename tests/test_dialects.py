@@ -20,10 +20,18 @@ import pytest
 from harness.prometheus import running_prometheus
 
 from gpuwaste import dialects
-from gpuwaste.config import ClusterConfig, PrometheusLabels, PrometheusSource, Settings
-from gpuwaste.ingest.base import IngestError, IngestResult
+from gpuwaste.config import (
+    ClusterConfig,
+    ConfigError,
+    OpenMetricsSource,
+    PrometheusLabels,
+    PrometheusSource,
+    Settings,
+    parse_settings,
+)
+from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
 from gpuwaste.ingest.prometheus.openmetrics_parse import parse_text
-from gpuwaste.ingest.prometheus.openmetrics_source import ingest_openmetrics
+from gpuwaste.ingest.prometheus.openmetrics_source import ingest_openmetrics, run_openmetrics
 from gpuwaste.ingest.prometheus.rows import gpu_rows
 from gpuwaste.ingest.prometheus.source import ingest_prometheus
 from gpuwaste.warehouse.catalog import connect
@@ -260,6 +268,22 @@ def test_cli_telemetry_and_host_flags(tmp_path: Path) -> None:
     )
 
 
+def test_the_cluster_s_telemetry_and_host_are_configuration(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    source = OpenMetricsSource(file=H100_LOAD, host="n1")
+    cluster = ClusterConfig(name="c", telemetry="nvidia-smi", openmetrics=source)
+    result = run_openmetrics(settings, cluster, RunOptions())
+    assert result.note.endswith("; telemetry nvidia-smi (configured)")
+    with pytest.raises(IngestError, match="holds no jobstats telemetry"):  # the flag wins
+        run_openmetrics(settings, cluster, RunOptions(telemetry="jobstats"))
+    with pytest.raises(ConfigError) as err:
+        parse_settings({"clusters": [{"name": "c", "telemetry": "nvml"}]}, "g.toml")
+    assert str(err.value) == (
+        "g.toml: key 'clusters.0.telemetry': unknown telemetry 'nvml': expected one of dcgm, "
+        "jobstats, amd, slurm-job-exporter, nvidia-smi, got 'nvml'."
+    )
+
+
 # One line of a dialect's series with the labels naming a GPU (and for nvidia-smi its info).
 _LABELS = {
     "jobstats": ('{minor_number="0",name="X",ordinal="0",uuid="GPU-a",instance="h:9445"}', ""),
@@ -329,6 +353,11 @@ def test_jobstats_gauge_through_a_real_prometheus(tmp_path: Path) -> None:
             until=datetime(2026, 10, 31, 12, 5, tzinfo=UTC),
             quiet=True,
         )
+        with pytest.raises(IngestError, match=r"Prometheus at .* holds no amd telemetry"):
+            ingest_prometheus(
+                Settings(data_dir=tmp_path / "none"), cluster, since=T0, quiet=True, telemetry="amd"
+            )
+    assert not list((tmp_path / "none").rglob("*.parquet"))
     assert "telemetry jobstats (recognised from its series)" in result.note
     with connect(tmp_path / "wh") as con:
         got = con.sql("select * from gpu_samples order by host, gpu, ts, job_id").pl()
