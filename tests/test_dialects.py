@@ -363,3 +363,28 @@ def test_jobstats_gauge_through_a_real_prometheus(tmp_path: Path) -> None:
         got = con.sql("select * from gpu_samples order by host, gpu, ts, job_id").pl()
     assert got.select(ROW).rows() == want.select(ROW).rows()
     assert got["util"].to_list() == want["util"].to_list()
+
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "ingest-prometheus.md"
+
+
+def _doc_line(start: str) -> str:
+    (line,) = [ln for ln in DOC.read_text().splitlines() if ln.startswith(start)]
+    return line.removeprefix("gpuwaste: ")
+
+
+def test_the_docs_show_the_sentences_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/ingest-prometheus.md's examples: a named dialect absent, and a slurm-job-exporter
+    scrape without its GPU series (its cgroup families only)."""
+    monkeypatch.chdir(tmp_path)
+    Path("l4.prom").write_text(DCGM_L4.read_text())
+    with pytest.raises(IngestError) as err:
+        ingest(Path("l4.prom"), tmp_path / "a", telemetry="amd")
+    assert str(err.value) == _doc_line("gpuwaste: l4.prom holds no amd telemetry")
+    lines = SLURM_JOB.read_text().splitlines()
+    Path("slurm_job_exporter.prom").write_text("\n".join(ln for ln in lines if "_gpu" not in ln))
+    with pytest.raises(IngestError) as err:
+        ingest(Path("slurm_job_exporter.prom"), tmp_path / "b")
+    assert str(err.value) == _doc_line("gpuwaste: slurm_job_exporter.prom holds")
