@@ -30,6 +30,7 @@ from gpuwaste.config import (
     parse_settings,
 )
 from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
+from gpuwaste.ingest.prometheus.dialect_choice import LeftOut, keep_preferred
 from gpuwaste.ingest.prometheus.openmetrics_parse import parse_text
 from gpuwaste.ingest.prometheus.openmetrics_source import ingest_openmetrics, run_openmetrics
 from gpuwaste.ingest.prometheus.rows import gpu_rows
@@ -388,3 +389,23 @@ def test_the_docs_show_the_sentences_as_written(
     with pytest.raises(IngestError) as err:
         ingest(Path("slurm_job_exporter.prom"), tmp_path / "b")
     assert str(err.value) == _doc_line("gpuwaste: slurm_job_exporter.prom holds")
+
+
+def test_keep_preferred_matches_by_index_uuid_or_host_for_job_local_indices() -> None:
+    """The same GPU: same host and index, or same uuid; a job-local index (slurm-job-exporter)
+    matches no index, so a host a preferred dialect gives leaves out all its rows there."""
+
+    def frame(rows: list[tuple[str, int, str | None]]) -> pl.DataFrame:
+        schema = {"host": pl.String, "gpu": pl.Int16, "uuid": pl.String}
+        return pl.DataFrame(rows, schema=schema, orient="row")
+
+    dcgm = frame([("a", 0, "GPU-1"), ("a", 1, "GPU-2")])
+    smi = frame([("a", 1, None), ("a", 5, "GPU-1"), ("a", 2, "GPU-3"), ("b", 0, None)])
+    sje = frame([("a", 7, None), ("c", 0, None)])
+    left_out = LeftOut()
+    kept = keep_preferred(
+        [(dialects.DCGM, dcgm), (dialects.NVIDIA_SMI, smi), (dialects.SLURM_JOB_EXPORTER, sje)],
+        left_out,
+    )
+    assert kept.rows() == [*dcgm.rows(), ("a", 2, "GPU-3"), ("b", 0, None), ("c", 0, None)]
+    assert left_out.samples == {"nvidia-smi": 2, "slurm-job-exporter": 1}
