@@ -1,21 +1,16 @@
 """Benchmark: `ingest openmetrics` of the same cluster in each telemetry dialect, against DCGM.
 
     .venv/bin/python bench/dialects.py [--gpus 32] [--days 0.5] [--repeat 3]
-        [--writer auto|generator|bench] [--work /tmp/gpuwaste-bench-dialects]
+        [--work /tmp/gpuwaste-bench-dialects]
 
-The same cluster in each dialect, written one of two ways (`--writer`; `auto`: the generator
-where `gpuwaste generate` has `--telemetry`, else the bench's own writer):
-
-- `generator`: `gpuwaste generate --telemetry NAME` for each dialect, same seed (the same planted
-  cluster; #43 item 3), and `--telemetry jobstats --no-job-labels` as `jobstats-gauge` (the job
-  only in the `nvidia_gpu_jobId` gauge);
-- `bench`: one generated DCGM cluster (with `hpc_job` labels) read once by gpuwaste (`gpu_rows`)
-  and written again in every other dialect from its declaration (`gpuwaste/dialects.py`): each
-  row's readings unscaled to the dialect's units, under its metric names and labels (the host
-  as its host label, else `instance`; nvidia-smi's index and name in `nvidia_smi_gpu_info`;
-  Jobstats' job both as a `jobid` label and, as `jobstats-gauge`, as the value of
-  `nvidia_gpu_jobId`; slurm-job-exporter's series only where a job runs), the node exporter
-  families copied as they are.
+One generated cluster (`gpuwaste generate`, DCGM with `hpc_job` labels) is read once by
+gpuwaste (`gpu_rows`, DCGM) and written again in every other dialect from its declaration
+(`gpuwaste/dialects.py`): each row's readings unscaled to the dialect's units, under its metric
+names and labels (the host as its host label, else `instance`; nvidia-smi's index and name in
+`nvidia_smi_gpu_info`; Jobstats' job both as a `jobid` label and, as `jobstats-gauge`, as the
+value of `nvidia_gpu_jobId`; slurm-job-exporter's series only where a job runs), the node
+exporter families copied as they are. The generator of issue #43 item 3 writes the dialects
+itself; until then this is the bench's own writer.
 
 Each file is ingested `--repeat` times into a fresh warehouse, alternating the dialects, in this
 process; the table gives each dialect's median time and its ratio to DCGM's (target: within
@@ -47,60 +42,15 @@ from gpuwaste.ingest.prometheus.rows import gpu_rows
 ROOT = Path(__file__).resolve().parent.parent
 
 
-_GPUWASTE = [sys.executable, "-c", "from gpuwaste.cli import main; main()"]
-
-
-def _generate(out: Path, gpus: int, days: float, *extra: str) -> Path:
+def _generate(out: Path, gpus: int, days: float) -> Path:
     path = out / "metrics.om"
     out.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
-        cmd = [*_GPUWASTE, "generate", "--out", str(out), "--gpus", str(gpus)]
-        cmd += ["--days", str(days), *extra]
+        cmd = [sys.executable, "-c", "from gpuwaste.cli import main; main()", "generate"]
+        cmd += ["--out", str(out), "--gpus", str(gpus), "--days", str(days)]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         subprocess.run(cmd, check=True, env=env, cwd=out.parent, stdout=subprocess.DEVNULL)
     return path
-
-
-def generator_writes_dialects() -> bool:
-    """Whether `gpuwaste generate` takes `--telemetry` (#43 item 3)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
-    done = subprocess.run(
-        [*_GPUWASTE, "generate", "--help"], capture_output=True, text=True, env=env, check=False
-    )
-    return "--telemetry" in done.stdout
-
-
-def generated_files(work: Path, gpus: int, days: float) -> dict[str, Path]:
-    """Each dialect written by the generator (same seed, so the same cluster)."""
-    files: dict[str, Path] = {}
-    for d in DIALECTS:
-        out = work / f"gen-{d.name}-{gpus}-{days}"
-        files[d.name] = _generate(out, gpus, days, "--telemetry", d.name)
-        if d.job.gauge is not None:
-            out = work / f"gen-{d.name}-gauge-{gpus}-{days}"
-            files[f"{d.name}-gauge"] = _generate(
-                out, gpus, days, "--telemetry", d.name, "--no-job-labels"
-            )
-    return files
-
-
-def bench_files(work: Path, gpus: int, days: float) -> dict[str, Path]:
-    """One DCGM cluster, and the others written from it by `write_dialect`."""
-    export = _generate(work / f"export-{gpus}-{days}", gpus, days)
-    text = export.read_text()
-    gpu = gpu_rows(parse_text(text).series, PrometheusLabels(), source="bench").frame
-    files: dict[str, Path] = {"dcgm": export}
-    node = _node_lines(text)
-    del text
-    for d in DIALECTS:
-        if d is DCGM:
-            continue
-        forms = [(d.name, False)] + ([(f"{d.name}-gauge", True)] if d.job.gauge else [])
-        for label, gauge in forms:
-            path = work / f"{label}.om"
-            write_dialect(d, gpu, node, path, gauge)
-            files[label] = path
-    return files
 
 
 def _quoted(col: str) -> pl.Expr:
@@ -196,17 +146,23 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=32)
     ap.add_argument("--days", type=float, default=0.5)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--writer", choices=("auto", "generator", "bench"), default="auto")
     ap.add_argument("--work", type=Path, default=Path("/tmp/gpuwaste-bench-dialects"))
     args = ap.parse_args()
     work: Path = args.work
-    writer = args.writer
-    if writer == "auto":
-        writer = "generator" if generator_writes_dialects() else "bench"
-    if writer == "generator":
-        files = generated_files(work, args.gpus, args.days)
-    else:
-        files = bench_files(work, args.gpus, args.days)
+    export = _generate(work / f"export-{args.gpus}-{args.days}", args.gpus, args.days)
+    text = export.read_text()
+    gpu = gpu_rows(parse_text(text).series, PrometheusLabels(), source="bench").frame
+    files: dict[str, Path] = {"dcgm": export}
+    node = _node_lines(text)
+    del text
+    for d in DIALECTS:
+        if d is DCGM:
+            continue
+        forms = [(d.name, False)] + ([(f"{d.name}-gauge", True)] if d.job.gauge else [])
+        for label, gauge in forms:
+            path = work / f"{label}.om"
+            write_dialect(d, gpu, node, path, gauge)
+            files[label] = path
     times: dict[str, list[float]] = {k: [] for k in files}
     written: dict[str, int] = {}
     mtime = datetime.now(UTC).timestamp()
@@ -226,7 +182,9 @@ def main() -> None:
             assert result is not None
             written[label] = result.written.get("gpu_samples", 0)
     base = statistics.median(times["dcgm"])
-    print(f"{args.gpus} GPUs x {args.days} days, written by the {writer}; median of {args.repeat}")
+    print(
+        f"{args.gpus} GPUs x {args.days} days, {gpu.height:,} GPU rows read from DCGM; median of {args.repeat}"
+    )
     print("| dialect | file MB | seconds | x dcgm | gpu_samples written |")
     print("| --- | --- | --- | --- | --- |")
     for label, path in files.items():
