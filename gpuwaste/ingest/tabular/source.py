@@ -37,6 +37,7 @@ from gpuwaste.ingest.times import (
     latest_job_time,
     refuse_duplicates,
 )
+from gpuwaste.warehouse import gpu_from
 from gpuwaste.warehouse.bookkeeping import Refused, get_watermark, set_watermark, write_quarantine
 from gpuwaste.warehouse.store import Warehouse
 
@@ -187,7 +188,12 @@ def _ingest(
             cluster.name,
             kind,
             pl.col("job_id").is_in(jobs["job_id"].implode()),
-            job_gpus,
+            job_gpus.with_columns(
+                pl.when(pl.col("gpu") >= 0)
+                .then(pl.lit(gpu_from.EXPORT))
+                .otherwise(pl.lit(gpu_from.UNKNOWN))
+                .alias("gpu_from")
+            ),
         )
         yield_label_jobs(wh, cluster.name)
     all_refused: list[Refused] = []
