@@ -7,8 +7,13 @@ job, in order of preference, the indices come from
 2. the DCGM `hpc_job` label of `gpu_samples` in the warehouse: every device (host, gpu, MIG
    instance) whose samples carry the job's id (or, for an array task, its raw id) inside the
    job's interval, with the instance's profile and the model;
-3. otherwise one row per host with **gpu = -1 (`UNKNOWN_GPU`), meaning "index unknown"**.
-`fill_unknown_gpus` resolves rows of the third kind when telemetry arrives after the jobs, so the
+3. the GPUs of the job's Jobstats summary (Slurm's AdminComment, `job_gpu_summaries`), named
+   by minor number: the NVML index where samples of the host map that minor number to one
+   (`gpu_samples.gpu_minor`), else **the minor number itself**, which equals the index where
+   the driver numbers the devices in PCI order as NVML does, and is at least the same GPU
+   every time on the same host (`minor_indices`);
+4. otherwise one row per host with **gpu = -1 (`UNKNOWN_GPU`), meaning "index unknown"**.
+`fill_unknown_gpus` resolves rows of the last kind when telemetry arrives after the jobs, so the
 indices are the same whichever source arrived first.
 """
 
@@ -92,10 +97,40 @@ def pairs_from_samples(
     return df.cast(PAIRS_SCHEMA) if df.height else pl.DataFrame(schema=PAIRS_SCHEMA)
 
 
+def minor_indices(wh: Warehouse, cluster: str, hosts: list[str]) -> pl.DataFrame:
+    """(host, gpu_minor, gpu): the NVML index of each GPU minor number of `hosts`, as the
+    samples show it (telemetry whose series carry both: the `gpu_minor` column of
+    `gpu_samples`). Empty where no sample file has that column."""
+    schema = {"host": pl.String(), "gpu_minor": pl.Int16(), "gpu": pl.Int16()}
+    files = sorted(wh.cluster_dir("gpu_samples", cluster).glob("date=*/*.parquet"))
+    if not hosts or "gpu_minor" not in stored_columns(GPU_SAMPLES, files):
+        return pl.DataFrame(schema=schema)
+    glob = str(wh.cluster_dir("gpu_samples", cluster) / "date=*" / "*.parquet").replace("'", "''")
+    con = duckdb.connect(":memory:")
+    try:
+        df = con.sql(
+            f"""
+            select distinct host, cast(gpu_minor as smallint) as gpu_minor,
+                   cast(gpu as smallint) as gpu
+            from read_parquet('{glob}', hive_partitioning = true, union_by_name = true)
+            where gpu_minor is not null and host in (select unnest($1::varchar[]))
+            """,
+            params=[hosts],
+        ).pl()
+    finally:
+        con.close()
+    # a minor number seen at two indices (a renumbering) ties nothing: the minor stays
+    return df.filter(pl.len().over("host", "gpu_minor") == 1).cast(schema)
+
+
 def build_job_gpus(
-    jobs: pl.DataFrame, scontrol_pairs: pl.DataFrame, sample_pairs: pl.DataFrame
+    jobs: pl.DataFrame,
+    scontrol_pairs: pl.DataFrame,
+    sample_pairs: pl.DataFrame,
+    summary_pairs: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    """job_gpus rows: indices from scontrol, else from samples, else one gpu=-1 row per host.
+    """job_gpus rows: indices from scontrol, else from samples, else from the job's Jobstats
+    summary (`summary_pairs`: job_id, host, gpu), else one gpu=-1 row per host.
     A job that holds no GPU (`gpus` = 0: no GPU in its TRES / GRES) has no rows.
 
     A job allocated MIG instances (`mig_profile` from its GRES, when `jobs` has the column)
@@ -125,6 +160,14 @@ def build_job_gpus(
     have = from_sc.select("job_id").unique()
     from_samples = sample_pairs.join(have, on="job_id", how="anti")
     have = pl.concat([have, from_samples.select("job_id").unique()])
+    from_summary = (
+        summary_pairs.select("job_id", "host", "gpu")
+        .join(whole_gpu_jobs, on="job_id", how="semi")
+        .join(have, on="job_id", how="anti")
+        if summary_pairs is not None
+        else pl.DataFrame(schema={k: PAIRS_SCHEMA[k] for k in ("job_id", "host", "gpu")})
+    )
+    have = pl.concat([have, from_summary.select("job_id").unique()])
     unknown = (
         started.join(have, on="job_id", how="anti")
         .select("job_id", pl.col("hosts").alias("host"))
@@ -138,6 +181,7 @@ def build_job_gpus(
         [
             from_sc.select(*device, no_instance).join(details, on="job_id", how="left"),
             from_samples.select(*device, "gpu_instance", "mig_profile", "gpu_model"),
+            from_summary.select(*device, no_instance).join(details, on="job_id", how="left"),
             unknown.select(*device, no_instance).join(details, on="job_id", how="left"),
         ],
         how="vertical_relaxed",

@@ -17,13 +17,19 @@ come from, in order of preference,
 1. `scontrol show job -d` output when supplied (`scontrol_file`, `--scontrol`);
 2. the DCGM `hpc_job` label of `gpu_samples` already in the warehouse: every (host, gpu) whose
    samples carry the job's id (or, for an array task, its raw id) inside the job's interval;
-3. otherwise one row per host of the job's NodeList with **gpu = -1, meaning "index unknown"**:
+3. the GPUs named by the job's Jobstats summary in the `AdminComment` column
+   (`job_gpu_summaries`, see `gpu_indices` for how a minor number becomes the index);
+4. otherwise one row per host of the job's NodeList with **gpu = -1, meaning "index unknown"**:
    the allocation is known per host but not per GPU, so such rows join to no GPU's samples.
 A job's rows are replaced whole on every run, and a telemetry ingest that comes later fills
 rows with gpu = -1 from the new samples' `hpc_job` labels (`fill_unknown_gpus`), so the indices
 are the same whichever source arrived first. A job that holds no GPU (`gpus` = 0) has no rows.
 Writing Slurm jobs removes the jobs derived from telemetry labels for the cluster
 (`job_precedence`).
+
+`job_gpu_summaries` (key `slurm`): the per-GPU figures of the jobs' Jobstats summaries, with the
+index each GPU is tied to in `job_gpus`; a job's rows are replaced whole on every run, like its
+`job_gpus` rows, so re-reading a file never duplicates them.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from gpuwaste.ingest.gpu_indices import (
     PAIRS_SCHEMA,
     UNKNOWN_GPU,
     build_job_gpus,
+    minor_indices,
     pairs_from_samples,
 )
 from gpuwaste.ingest.job_precedence import yield_label_jobs
@@ -61,8 +68,13 @@ from gpuwaste.ingest.times import TimeBounds
 from gpuwaste.warehouse.bookkeeping import get_watermark, set_watermark, write_quarantine
 from gpuwaste.warehouse.store import Warehouse
 
+SUMMARY_SOURCE = "jobstats-summary"  # job_gpu_summaries.source
 
-def options_for(cfg: SlurmSource, cluster: ClusterConfig) -> SacctOptions:
+
+def options_for(
+    cfg: SlurmSource, cluster: ClusterConfig, limits: FileLimits | None = None
+) -> SacctOptions:
+    limits = limits or FileLimits()
     try:
         re.compile(cfg.debug_name_pattern)
     except re.error as exc:
@@ -71,6 +83,7 @@ def options_for(cfg: SlurmSource, cluster: ClusterConfig) -> SacctOptions:
         ) from None
     columns = cfg.columns or (columns_from_command(cfg.command) if cfg.command else None)
     return SacctOptions(
+        max_gzip_ratio=limits.max_gzip_ratio,
         timezone=cluster.timezone,
         vc_from=cfg.vc_from,
         debug_partitions=tuple(cfg.debug_partitions),
@@ -153,16 +166,36 @@ def write_slurm(
     jobs = parsed.jobs
     written: dict[str, int] = {}
     sample_pairs = pairs_from_samples(wh, cluster, jobs)
-    job_gpus = build_job_gpus(jobs, scontrol_pairs, sample_pairs)
+    summaries = tie_summaries(wh, cluster, parsed.gpu_summaries)
+    job_gpus = build_job_gpus(jobs, scontrol_pairs, sample_pairs, summaries)
     written["jobs"] = wh.upsert("jobs", cluster, SOURCE, jobs) if jobs.height else 0
     if jobs.height:
         ids = jobs["job_id"].implode()
         written["job_gpus"] = wh.replace_rows_where(
             "job_gpus", cluster, JOB_GPUS_KEY, pl.col("job_id").is_in(ids), job_gpus
         )
+        stored = wh.cluster_dir("job_gpu_summaries", cluster) / f"{JOB_GPUS_KEY}.parquet"
+        if summaries.height or stored.exists():
+            written["job_gpu_summaries"] = wh.replace_rows_where(
+                "job_gpu_summaries", cluster, JOB_GPUS_KEY, pl.col("job_id").is_in(ids), summaries
+            )
         yield_label_jobs(wh, cluster)
     written["quarantine"] = write_quarantine(wh, cluster, SOURCE, batch, parsed.refused)
     return written
+
+
+def tie_summaries(wh: Warehouse, cluster: str, summaries: pl.DataFrame) -> pl.DataFrame:
+    """The Jobstats summaries' rows with `gpu`, the index each GPU is tied to: the samples'
+    index for its minor number where they map it, else the minor number (`gpu_indices`)."""
+    if summaries.height == 0:
+        return summaries.with_columns(pl.lit(None, dtype=pl.Int16()).alias("gpu"))
+    hosts = summaries["host"].unique().sort().to_list()
+    mapped = minor_indices(wh, cluster, hosts)
+    return (
+        summaries.join(mapped, on=["host", "gpu_minor"], how="left")
+        .with_columns(pl.coalesce("gpu", "gpu_minor").alias("gpu"))
+        .with_columns(pl.lit(SUMMARY_SOURCE).alias("source"))
+    )
 
 
 def _latest(jobs: pl.DataFrame) -> datetime | None:
@@ -189,7 +222,7 @@ def ingest_slurm(
             f"cluster '{cluster.name}': the slurm source needs a `file` or a `command`."
         )
     opts = replace(
-        options_for(cfg, cluster),
+        options_for(cfg, cluster, settings.files),
         times=TimeBounds.at(now or datetime.now(UTC), settings.ingest),
     )
     wh = Warehouse(settings.data_dir)
@@ -241,6 +274,8 @@ def ingest_slurm(
     note = f"{parsed.jobs.height} jobs"
     if parsed.pending:
         note += f", {parsed.pending} pending skipped"
+    if parsed.gpu_summaries.height:
+        note += f", {parsed.gpu_summaries.height} GPUs with a Jobstats summary"
     if unknown:
         note += f", {unknown} job x host rows with GPU index unknown (gpu=-1)"
     return IngestResult(
