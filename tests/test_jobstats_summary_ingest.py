@@ -17,6 +17,7 @@ from gpuwaste.analyses.run import analyze
 from gpuwaste.config import ClusterConfig, Settings, SlurmSource
 from gpuwaste.ingest.gpu_indices import UNKNOWN_GPU
 from gpuwaste.ingest.slurm.source import ingest_slurm
+from gpuwaste.ingest.slurm.summary_ties import summary_gpus
 from gpuwaste.jobstats_summary import GpuSummary, JobSummary, NodeSummary, encode_summary
 from gpuwaste.warehouse.store import Warehouse
 
@@ -128,6 +129,8 @@ def test_the_summaries_are_stored_per_gpu(ingested: tuple[Settings, Path, Any]) 
         ("502", "gpu-a2", 3),
         ("502", "gpu-a3", 2),
     ]
+    summarized = jg.filter(pl.col("job_id").is_in(["501", "502"]))
+    assert set(summarized["gpu_from"]) == {"jobstats-summary"}
     # the jobs without a summary keep a host-only allocation (index unknown)
     rest = jg.filter(~pl.col("job_id").is_in(["501", "502"]))
     assert set(rest["gpu"]) == {UNKNOWN_GPU} and rest.height == 7
@@ -242,3 +245,24 @@ def test_a_summary_that_changes_recomputes_its_job(tmp_path: Path) -> None:
     assert analyze(settings, quiet=True)[0].jobs_recomputed == 1
     row = usage(settings).row(0, named=True)
     assert (row["util_mean"], row["never_used"], row["never_used_s"]) == (0.0, True, 3600.0)
+
+
+def test_minor_numbers_become_indices_only_where_nothing_contradicts() -> None:
+    """summary_ties' three rules: the samples' index for a minor number they carry; no tie where
+    the host's samples carry no minor numbers (unless gres_idx = "index"); the minor number on a
+    host without samples."""
+    host_gpus = pl.DataFrame(
+        {
+            "host": ["m", "m", "n", "n"],
+            "gpu": [0, 1, 0, 1],
+            "gpu_minor": [1, 0, None, None],  # host m: minor 1 is index 0
+            "mig": [False] * 4,
+        },
+        schema={"host": pl.String, "gpu": pl.Int16, "gpu_minor": pl.Int16, "mig": pl.Boolean},
+    )
+    rows = pl.DataFrame(
+        {"host": ["m", "m", "m", "n", "x"], "gpu_minor": [0, 1, 5, 1, 3]},
+        schema={"host": pl.String, "gpu_minor": pl.Int16},
+    )
+    assert summary_gpus(rows, host_gpus, "minor").to_list() == [1, 0, None, None, 3]
+    assert summary_gpus(rows, host_gpus, "index").to_list() == [1, 0, None, 1, 3]

@@ -12,15 +12,10 @@ host-only allocation in `gpu_indices`.
 
 Jobs are upserted by `job_id`: a job seen running and later completed is updated in place.
 
-`job_gpus` (attempt 0, [start_ts, end_ts]; end null while running): the GPU indices of each job
-come from, in order of preference,
-1. `scontrol show job -d` output when supplied (`scontrol_file`, `--scontrol`);
-2. the DCGM `hpc_job` label of `gpu_samples` already in the warehouse: every (host, gpu) whose
-   samples carry the job's id (or, for an array task, its raw id) inside the job's interval;
-3. the GPUs named by the job's Jobstats summary in the `AdminComment` column
-   (`job_gpu_summaries`, see `gpu_indices` for how a minor number becomes the index);
-4. otherwise one row per host of the job's NodeList with **gpu = -1, meaning "index unknown"**:
-   the allocation is known per host but not per GPU, so such rows join to no GPU's samples.
+`job_gpus` (attempt 0, [start_ts, end_ts]; end null while running): the GPUs of each job come
+from the evidence `gpu_indices` lists, in its order (a whole host, scontrol's IDX, the job's
+Jobstats summary in the `AdminComment` column, whose minor numbers `summary_ties` maps to
+indices, the samples' job labels), else one row per host with **gpu = -1, "index unknown"**.
 A job's rows are replaced whole on every run, and a telemetry ingest that comes later fills
 rows with gpu = -1 from the new samples' `hpc_job` labels (`fill_unknown_gpus`), so the indices
 are the same whichever source arrived first. A job that holds no GPU (`gpus` = 0) has no rows.
@@ -36,7 +31,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -46,15 +40,17 @@ import polars as pl
 from gpuwaste.config import ClusterConfig, FileLimits, Settings, SlurmSource
 from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
 from gpuwaste.ingest.files import check_read_whole
+from gpuwaste.ingest.gpu_evidence import GresIdx
 from gpuwaste.ingest.gpu_indices import (
     JOB_GPUS_KEY,
-    PAIRS_SCHEMA,
-    UNKNOWN_GPU,
-    build_job_gpus,
-    minor_indices,
-    pairs_from_samples,
+    Ties,
+    host_gpus_from_samples,
+    prune_minors,
+    tie_jobs,
 )
 from gpuwaste.ingest.job_precedence import yield_label_jobs
+from gpuwaste.ingest.slurm.captures import prune_captures, read_scontrol
+from gpuwaste.ingest.slurm.command import run_command
 from gpuwaste.ingest.slurm.parse import (
     SOURCE,
     SacctFormatError,
@@ -63,12 +59,11 @@ from gpuwaste.ingest.slurm.parse import (
     columns_from_command,
     parse_sacct,
 )
-from gpuwaste.ingest.slurm.scontrol_parse import ScontrolFormatError, parse_scontrol
+from gpuwaste.ingest.slurm.summary_ties import summary_gpus
 from gpuwaste.ingest.times import TimeBounds
 from gpuwaste.warehouse.bookkeeping import get_watermark, set_watermark, write_quarantine
+from gpuwaste.warehouse.gpu_from import GPU_FROM_VALUES, JOBSTATS_SUMMARY, UNKNOWN
 from gpuwaste.warehouse.store import Warehouse
-
-SUMMARY_SOURCE = "jobstats-summary"  # job_gpu_summaries.source
 
 
 def options_for(
@@ -131,28 +126,7 @@ def run_sacct(command: list[str], start: datetime, end: datetime, timeout: float
         end.astimezone(UTC).strftime(fmt),
     ]
     env = {**os.environ, "TZ": "UTC", "SLURM_TIME_FORMAT": "standard"}
-    try:
-        proc = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            encoding="utf-8",
-            errors="surrogateescape",  # a line that is not UTF-8 is refused alone (parse)
-            timeout=timeout,
-            env=env,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise IngestError(f"the sacct command {command[0]!r} was not found on PATH.") from None
-    except subprocess.TimeoutExpired:
-        raise IngestError(
-            f"the sacct command {command[0]!r} did not finish in {timeout:g} s."
-        ) from None
-    if proc.returncode != 0:
-        detail = (proc.stderr or "").strip().splitlines()
-        why = detail[-1][:300] if detail else f"exit status {proc.returncode}"
-        raise IngestError(f"the sacct command {command[0]!r} failed: {why}")
-    return proc.stdout
+    return run_command(argv, "sacct", timeout, env)
 
 
 def write_slurm(
@@ -160,19 +134,24 @@ def write_slurm(
     cluster: str,
     parsed: SacctParse,
     batch: str,
-    scontrol_pairs: pl.DataFrame,
-) -> dict[str, int]:
-    """Upsert jobs, replace their job_gpus rows, replace the batch's quarantine rows."""
+    gres_idx: GresIdx = "minor",
+) -> tuple[dict[str, int], Ties | None]:
+    """Upsert jobs, replace their job_gpus rows, replace the batch's quarantine rows (with the
+    IDX that name no GPU of their host)."""
     jobs = parsed.jobs
     written: dict[str, int] = {}
-    sample_pairs = pairs_from_samples(wh, cluster, jobs)
-    summaries = tie_summaries(wh, cluster, parsed.gpu_summaries)
-    job_gpus = build_job_gpus(jobs, scontrol_pairs, sample_pairs, summaries)
+    summaries = tie_summaries(wh, cluster, parsed.gpu_summaries, gres_idx)
+    extra = [
+        summaries.drop_nulls("gpu")
+        .select("job_id", "host", "gpu")
+        .with_columns(pl.lit(JOBSTATS_SUMMARY).alias("gpu_from"))
+    ]
+    ties = tie_jobs(wh, cluster, jobs, gres_idx=gres_idx, extra=extra) if jobs.height else None
     written["jobs"] = wh.upsert("jobs", cluster, SOURCE, jobs) if jobs.height else 0
-    if jobs.height:
+    if ties is not None:
         ids = jobs["job_id"].implode()
         written["job_gpus"] = wh.replace_rows_where(
-            "job_gpus", cluster, JOB_GPUS_KEY, pl.col("job_id").is_in(ids), job_gpus
+            "job_gpus", cluster, JOB_GPUS_KEY, pl.col("job_id").is_in(ids), ties.rows
         )
         stored = wh.cluster_dir("job_gpu_summaries", cluster) / f"{JOB_GPUS_KEY}.parquet"
         if summaries.height or stored.exists():
@@ -180,21 +159,43 @@ def write_slurm(
                 "job_gpu_summaries", cluster, JOB_GPUS_KEY, pl.col("job_id").is_in(ids), summaries
             )
         yield_label_jobs(wh, cluster)
-    written["quarantine"] = write_quarantine(wh, cluster, SOURCE, batch, parsed.refused)
-    return written
+    refused = parsed.refused + (ties.minors.refused if ties is not None else [])
+    written["quarantine"] = write_quarantine(wh, cluster, SOURCE, batch, refused)
+    return written, ties
 
 
-def tie_summaries(wh: Warehouse, cluster: str, summaries: pl.DataFrame) -> pl.DataFrame:
-    """The Jobstats summaries' rows with `gpu`, the index each GPU is tied to: the samples'
-    index for its minor number where they map it, else the minor number (`gpu_indices`)."""
-    if summaries.height == 0:
-        return summaries.with_columns(pl.lit(None, dtype=pl.Int16()).alias("gpu"))
+def _tie_note(ties: Ties | None) -> str:
+    """How this run's jobs were tied to their GPUs, for the summary line."""
+    if ties is None or ties.rows.height == 0:
+        return ""
+    by = ties.rows.group_by("gpu_from").agg(pl.len().alias("n"))
+    counts = dict(by.iter_rows())
+    parts = [f"{counts[k]} {k}" for k in GPU_FROM_VALUES if k in counts and k != UNKNOWN]
+    note = f", job x GPU rows from {', '.join(parts)}" if parts else ""
+    if counts.get(UNKNOWN):
+        note += f", {counts[UNKNOWN]} job x host rows with GPU index unknown (gpu=-1)"
+    waiting = ties.minors.no_minor
+    if waiting.height:
+        hosts = sorted(set(waiting["host"].to_list()))
+        note += (
+            f"; {waiting['job_id'].n_unique()} job(s) captured by scontrol stay unresolved: the "
+            f"samples of {', '.join(hosts[:3])}{' ...' if len(hosts) > 3 else ''} carry no GPU "
+            'minor number to join Slurm\'s IDX to (set [clusters.slurm] gres_idx = "index" '
+            "where IDX is the NVML index)"
+        )
+    return note
+
+
+def tie_summaries(
+    wh: Warehouse, cluster: str, summaries: pl.DataFrame, gres_idx: GresIdx
+) -> pl.DataFrame:
+    """The Jobstats summaries' rows with `gpu`, the index each GPU is tied to (null: none), by
+    the rule of `summary_ties` over the GPUs the hosts' samples show."""
     hosts = summaries["host"].unique().sort().to_list()
-    mapped = minor_indices(wh, cluster, hosts)
-    return (
-        summaries.join(mapped, on=["host", "gpu_minor"], how="left")
-        .with_columns(pl.coalesce("gpu", "gpu_minor").alias("gpu"))
-        .with_columns(pl.lit(SUMMARY_SOURCE).alias("source"))
+    host_gpus = host_gpus_from_samples(wh, cluster, hosts)
+    return summaries.with_columns(
+        summary_gpus(summaries, host_gpus, gres_idx).alias("gpu"),
+        pl.lit(JOBSTATS_SUMMARY).alias("source"),
     )
 
 
@@ -226,16 +227,7 @@ def ingest_slurm(
         times=TimeBounds.at(now or datetime.now(UTC), settings.ingest),
     )
     wh = Warehouse(settings.data_dir)
-    scontrol_pairs = pl.DataFrame(schema={**PAIRS_SCHEMA, "job_id_raw": pl.String()})
-    refused_sc = []
-    if cfg.scontrol_file is not None:
-        sc_text = read_text(cfg.scontrol_file, "scontrol show job -d", settings.files)
-        try:
-            sc = parse_scontrol(sc_text, str(cfg.scontrol_file))
-        except ScontrolFormatError as exc:
-            raise IngestError(f"{cfg.scontrol_file}: {exc}.") from None
-        scontrol_pairs = sc.gpus
-        refused_sc = sc.refused
+    moment = (now or datetime.now(UTC)).replace(microsecond=0)
     window_end: datetime | None = None
     if cfg.file is not None:
         text = read_text(cfg.file, "sacct", settings.files, escape_lines=True)
@@ -243,7 +235,7 @@ def ingest_slurm(
         location = str(cfg.file)
     else:
         assert cfg.command is not None
-        window_end = (now or datetime.now(UTC)).replace(microsecond=0)
+        window_end = moment
         start = get_watermark(wh, cluster.name, SOURCE) or (
             window_end - timedelta(days=cfg.first_window_days)
         )
@@ -256,33 +248,29 @@ def ingest_slurm(
     except SacctFormatError as exc:
         where = cfg.file if cfg.file is not None else f"the output of {cfg.command[0]!r}"  # type: ignore[index]
         raise IngestError(f"{where}: {exc}.") from None
-    parsed = replace(parsed, refused=parsed.refused + refused_sc)
-    written = write_slurm(wh, cluster.name, parsed, batch, scontrol_pairs)
+    sc = read_scontrol(wh, cluster.name, cfg, settings.files, moment)
+    parsed = replace(parsed, refused=parsed.refused + sc.refused)
+    written, ties = write_slurm(wh, cluster.name, parsed, batch, cfg.gres_idx)
+    prune_minors(wh, cluster.name, older_than=moment - timedelta(days=cfg.scontrol_keep_days))
+    prune_captures(wh, cluster.name, cfg.scontrol_keep_days, moment)
     mark = window_end or _latest(parsed.jobs)
     if mark is not None:
         old = get_watermark(wh, cluster.name, SOURCE)
         if old is None or mark > old:
             set_watermark(wh, cluster.name, SOURCE, mark, {"batch": batch})
-    unknown = 0
-    if written.get("job_gpus"):
-        unknown = (
-            wh.read("job_gpus", cluster.name, JOB_GPUS_KEY)
-            .filter(pl.col("job_id").is_in(parsed.jobs["job_id"].implode()))
-            .filter(pl.col("gpu") == UNKNOWN_GPU)
-            .height
-        )
     note = f"{parsed.jobs.height} jobs"
     if parsed.pending:
         note += f", {parsed.pending} pending skipped"
     if parsed.gpu_summaries.height:
         note += f", {parsed.gpu_summaries.height} GPUs with a Jobstats summary"
-    if unknown:
-        note += f", {unknown} job x host rows with GPU index unknown (gpu=-1)"
+    if sc.files:
+        note += f", {sc.records} scontrol records from {len(sc.files)} file(s)"
+    note += _tie_note(ties)
     return IngestResult(
         source=SOURCE,
         cluster=cluster.name,
         accepted=parsed.accepted,
-        refused=parsed.refused,
+        refused=parsed.refused + (ties.minors.refused if ties is not None else []),
         written=written,
         note=note,
     )
