@@ -101,6 +101,7 @@ def _imports(path: Path) -> list[str]:
 SHARED = {
     "gpuwaste",
     "config",
+    "dialects",
     "errors",
     "text",
     "render",

@@ -74,12 +74,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
 
 
 def write_samples(wh: Warehouse, c: Cluster, minors: bool = False) -> None:
-    wh.replace_window("gpu_samples", SPEC.cluster, SPEC.start, END, c.samples, source="gen")
-    if minors:  # the column gpu_samples gains for DCGM's device="nvidiaN" (#43 item 1)
-        for f in wh.cluster_dir("gpu_samples", SPEC.cluster).glob("date=*/*.parquet"):
-            df = pl.read_parquet(f)
-            minor = [minor_of(h, g) for h, g in zip(df["host"], df["gpu"], strict=True)]
-            df.with_columns(pl.Series("gpu_minor", minor, dtype=pl.Int16())).write_parquet(f)
+    """The samples, with the GPUs' minor numbers (as DCGM's device="nvidiaN" gives them) or
+    without (as the nvidia-smi exporter's)."""
+    rows = c.samples
+    if minors:
+        minor = [minor_of(h, g) for h, g in zip(rows["host"], rows["gpu"], strict=True)]
+        rows = rows.with_columns(pl.Series("gpu_minor", minor, dtype=pl.Int16()))
+    wh.replace_window("gpu_samples", SPEC.cluster, SPEC.start, END, rows, source="gen")
 
 
 def slurm(**kw: object) -> ClusterConfig:
@@ -301,3 +302,38 @@ def test_a_failing_scontrol_command_is_one_sentence_naming_it(tmp_path: Path) ->
         ingest_slurm(s, slurm(file=sacct, scontrol_command=[str(bad)]))
     with pytest.raises(IngestError, match="the scontrol command 'no-such-scontrol' was not found"):
         ingest_slurm(s, slurm(file=sacct, scontrol_command=["no-such-scontrol"]))
+
+
+def test_the_overview_figure_of_gpu_hours_not_tied_to_a_gpu(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    """The jobs left unknown (never idle, left out of the analyses) in GPU hours, as the
+    Overview shows them: each such job's GPUs x its run time, hand-computed from the truth."""
+    from gpuwaste.dashboard import queries as q
+    from gpuwaste.dashboard.filters import Filters
+    from gpuwaste.warehouse.catalog import connect
+
+    wh = Warehouse(tmp_path / "wh")
+    write_samples(wh, cluster)
+    ingest_slurm(Settings(data_dir=wh.data_dir), slurm(file=cluster.sacct))
+    res = CliRunner().invoke(app, ["analyze", "--data-dir", str(wh.data_dir)])
+    assert res.exit_code == 0, res.output
+    left = cluster.jobs.filter(~pl.col("job_id").is_in(cluster.whole))
+    # a job still running at the end of the sacct file counts up to the newest time it shows
+    reach = cluster.jobs.select(pl.max_horizontal("submit_ts", "start_ts", "end_ts").max()).item()
+    end = pl.col("end_ts").fill_null(reach)
+    assert left["end_ts"].null_count() > 0
+    want = left.select((pl.col("gpus") * (end - pl.col("start_ts")).dt.total_seconds()).sum())
+    want = want.item() / 3600
+    con = connect(wh.data_dir)
+    try:
+        row = q.unresolved_gpu_hours(con, Filters()).row(0, named=True)
+        assert row["jobs"] == left.height
+        assert row["unresolved_gpu_h"] == pytest.approx(want)
+        # the period filter counts each job's time within the period only
+        day = Filters(start=SPEC.start.date(), end=SPEC.start.date())
+        assert q.unresolved_gpu_hours(con, day)["unresolved_gpu_h"][0] == pytest.approx(want)
+        other = Filters(cluster="elsewhere")
+        assert q.unresolved_gpu_hours(con, other).row(0) == (0.0, 0)
+    finally:
+        con.close()
