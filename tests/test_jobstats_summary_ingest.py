@@ -266,3 +266,37 @@ def test_minor_numbers_become_indices_only_where_nothing_contradicts() -> None:
     )
     assert summary_gpus(rows, host_gpus, "minor").to_list() == [1, 0, None, None, 3]
     assert summary_gpus(rows, host_gpus, "index").to_list() == [1, 0, None, 1, 3]
+
+
+def test_a_summary_minor_number_is_joined_to_the_index_its_samples_show(tmp_path: Path) -> None:
+    """Telemetry whose samples carry minor numbers, no job label: on gpu-e1 index 0 is minor 1.
+    The job's summary names minor 1, so the job holds index 0, whose samples then win."""
+    settings = Settings(data_dir=tmp_path / "warehouse")
+    wh = Warehouse(settings.data_dir)
+    ts = [T0 + timedelta(seconds=30 * i) for i in range(121)]
+    frames = [
+        pl.DataFrame(
+            {
+                "host": "gpu-e1",
+                "gpu": gpu,
+                "gpu_minor": minor,
+                "ts": ts,
+                "util": util,
+                "mem_used_mib": 5000.0,
+                "mem_total_mib": 40960.0,
+            }
+        )
+        for gpu, minor, util in ((0, 1, 70.0), (1, 0, 0.0))
+    ]
+    samples = pl.concat(frames).with_columns(
+        pl.col("ts").dt.cast_time_unit("us"), pl.col("gpu", "gpu_minor").cast(pl.Int16)
+    )
+    wh.replace_window("gpu_samples", "c", ts[0], ts[-1] + timedelta(seconds=1), samples)
+    f = _write(tmp_path, [line("801", "gpu-e1", 1, summary(("gpu-e1", [(1, 10.0, 1.0)])))])
+    ingest_slurm(settings, cluster(f))
+    jg = wh.read("job_gpus", "c")
+    assert jg.select("host", "gpu", "gpu_from").rows() == [("gpu-e1", 0, "jobstats-summary")]
+    assert wh.read("job_gpu_summaries", "c").select("gpu_minor", "gpu").rows() == [(1, 0)]
+    analyze(settings, quiet=True)
+    row = usage(settings).row(0, named=True)
+    assert (row["gpu"], row["figures_from"], row["util_mean"]) == (0, "samples", 70.0)
