@@ -161,7 +161,16 @@ class PrometheusSource(_Strict):
 class SlurmSource(_Strict):
     file: Path | None = None
     command: list[str] | None = None  # e.g. ["sacct", "--parsable2", "--allocations", ...]
+    # `scontrol show job -d` output: a file, or a folder of captures (every file in it)
     scontrol_file: Path | None = None
+    # run at every `ingest slurm` to capture the running jobs' GPU indices, e.g.
+    # ["scontrol", "show", "job", "-d"]; each capture is kept under data_dir/captures/
+    scontrol_command: list[str] | None = None
+    # how long a capture (and the device numbers read from it) waits for its jobs' GPUs
+    scontrol_keep_days: PositiveFloat = 7.0
+    # what Slurm's IDX is where the telemetry names no minor number: "minor" (wait for one) or
+    # "index" (the NVML index: say so only where gres.conf numbers GPUs that way)
+    gres_idx: Literal["minor", "index"] = "minor"
     vc_from: Literal["partition", "account"] = "account"
     debug_partitions: list[str] = Field(default_factory=lambda: ["debug", "interactive"])
     debug_qos: list[str] = Field(default_factory=list)

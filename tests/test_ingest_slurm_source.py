@@ -84,11 +84,20 @@ def test_running_job_seen_again_completed_is_updated_not_duplicated(
 
 
 def test_gpu_indices_from_scontrol(data_dir: Path) -> None:
+    """With no telemetry yet, scontrol's IDX gives the GPU only where the operator says IDX is
+    the index (gres_idx = "index"); by default (a minor number) the job waits for samples that
+    carry minor numbers, its IDX kept in job_gpu_minors."""
     s = Settings(data_dir=data_dir)
-    ingest_slurm(
-        s, cluster(file=BERLIN, scontrol_file=DATA / "scontrol" / "two_jobs_show_job_d.txt")
-    )
+    sc_file = DATA / "scontrol" / "two_jobs_show_job_d.txt"
+    ingest_slurm(s, cluster(file=BERLIN, scontrol_file=sc_file))
+    wh = Warehouse(data_dir)
+    waiting = wh.read("job_gpus", "c1").filter(pl.col("job_id") == "1001")
+    assert waiting.select("gpu", "gpu_from").rows() == [(UNKNOWN_GPU, "unknown")]
+    kept = wh.read("job_gpu_minors", "c1").filter(pl.col("job_id") == "1001")
+    assert sorted(kept["minor"].to_list()) == [0, 2, 3, 5]
+    ingest_slurm(s, cluster(file=BERLIN, scontrol_file=sc_file, gres_idx="index"))
     jg = Warehouse(data_dir).read("job_gpus", "c1")
+    assert set(jg.filter(pl.col("gpu") >= 0)["gpu_from"]) == {"scontrol"}
     got = {(h, g) for h, g in jg.filter(pl.col("job_id") == "1001").select("host", "gpu").rows()}
     assert got == {("node07", 0), ("node07", 2), ("node07", 3), ("node07", 5)}
     arr = jg.filter(

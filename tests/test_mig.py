@@ -423,7 +423,7 @@ def test_sacct_with_mig_gres_and_scontrol_indices() -> None:
         ("12", None, "a100", 1),
     ]
     scontrol = pl.DataFrame(
-        {"job_id": ["11", "12"], "job_id_raw": ["11", "12"], "host": ["n1", "n1"], "gpu": [0, 1]}
+        {"job_id": ["11", "12"], "host": ["n1", "n1"], "gpu": [0, 1], "gpu_from": "scontrol"}
     )
     empty = pl.DataFrame(
         schema={
@@ -435,7 +435,7 @@ def test_sacct_with_mig_gres_and_scontrol_indices() -> None:
             "gpu_model": pl.String,
         }
     )
-    rows = build_job_gpus(jobs, scontrol, empty)
+    rows = build_job_gpus(jobs, [scontrol, empty.with_columns(gpu_from=pl.lit("telemetry-label"))])
     assert rows.select("job_id", "gpu", "gpu_instance", "mig_profile", "gpu_model").rows() == [
         ("11", -1, None, "1g.5gb", "a100"),
         ("12", 1, None, None, "a100"),
@@ -447,7 +447,9 @@ def test_sacct_with_mig_gres_and_scontrol_indices() -> None:
             orient="row",
         )
     )
-    rows = build_job_gpus(jobs, scontrol, labelled)
+    rows = build_job_gpus(
+        jobs, [scontrol, labelled.with_columns(gpu_from=pl.lit("telemetry-label"))]
+    )
     assert rows.filter(pl.col("job_id") == "11").select("gpu", "gpu_instance").rows() == [(0, 9)]
 
 

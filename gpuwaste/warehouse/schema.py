@@ -102,12 +102,33 @@ JOB_GPUS = Table(
         "gpu_model": pl.String(),  # from the scheduler (Slurm GRES type), when it names one
         "start_ts": UTC_TS,
         "end_ts": UTC_TS,
+        "gpu_from": pl.String(),  # which evidence named the GPU (warehouse/gpu_from.py)
     },
     layout="cluster",
     key=("job_id", "attempt", "host", "gpu", "gpu_instance"),
     sort=("job_id", "attempt", "host", "gpu", "gpu_instance"),
     doc="One row per job x attempt x device (a GPU or a MIG instance): the allocation "
     "intervals that join jobs to samples.",
+)
+
+JOB_GPU_MINORS = Table(
+    "job_gpu_minors",
+    {
+        "cluster": pl.String(),
+        "job_id": pl.String(),  # Slurm's JobId (JobIDRaw)
+        "slurm_job_id": pl.String(),  # as displayed: `123_4` (array task), `123+1` (het)
+        "host": pl.String(),
+        "minor": pl.Int16(),  # the device number Slurm names (scontrol `IDX`)
+        "gpu_from": pl.String(),  # the evidence (warehouse/gpu_from.py): scontrol, ...
+        "capture": pl.String(),  # the file it was read from (a stored capture's name)
+        "seen_ts": UTC_TS,  # when it was read
+    },
+    layout="cluster",
+    key=("job_id", "host", "minor", "gpu_from"),
+    sort=("job_id", "host", "minor"),
+    doc="The GPU device numbers a scheduler record names per job x host (Slurm IDX: the "
+    "device minor number), kept until samples say which GPU each one is; removed once the "
+    "job's GPUs are resolved or after [clusters.slurm] scontrol_keep_days.",
 )
 
 INGEST_STATE = Table(
@@ -143,7 +164,16 @@ QUARANTINE = Table(
 )
 
 FACT_TABLES: dict[str, Table] = {
-    t.name: t for t in (GPU_SAMPLES, HOST_SAMPLES, JOBS, JOB_GPUS, INGEST_STATE, QUARANTINE)
+    t.name: t
+    for t in (
+        GPU_SAMPLES,
+        HOST_SAMPLES,
+        JOBS,
+        JOB_GPUS,
+        JOB_GPU_MINORS,
+        INGEST_STATE,
+        QUARANTINE,
+    )
 }
 
 NOTIFICATIONS = Table(

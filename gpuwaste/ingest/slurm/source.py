@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -40,14 +39,11 @@ import polars as pl
 from gpuwaste.config import ClusterConfig, FileLimits, Settings, SlurmSource
 from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
 from gpuwaste.ingest.files import check_read_whole
-from gpuwaste.ingest.gpu_indices import (
-    JOB_GPUS_KEY,
-    PAIRS_SCHEMA,
-    UNKNOWN_GPU,
-    build_job_gpus,
-    pairs_from_samples,
-)
+from gpuwaste.ingest.gpu_evidence import GresIdx
+from gpuwaste.ingest.gpu_indices import JOB_GPUS_KEY, Ties, prune_minors, tie_jobs
 from gpuwaste.ingest.job_precedence import yield_label_jobs
+from gpuwaste.ingest.slurm.captures import prune_captures, read_scontrol
+from gpuwaste.ingest.slurm.command import run_command
 from gpuwaste.ingest.slurm.parse import (
     SOURCE,
     SacctFormatError,
@@ -56,9 +52,9 @@ from gpuwaste.ingest.slurm.parse import (
     columns_from_command,
     parse_sacct,
 )
-from gpuwaste.ingest.slurm.scontrol_parse import ScontrolFormatError, parse_scontrol
 from gpuwaste.ingest.times import TimeBounds
 from gpuwaste.warehouse.bookkeeping import get_watermark, set_watermark, write_quarantine
+from gpuwaste.warehouse.gpu_from import GPU_FROM_VALUES, UNKNOWN
 from gpuwaste.warehouse.store import Warehouse
 
 
@@ -118,28 +114,7 @@ def run_sacct(command: list[str], start: datetime, end: datetime, timeout: float
         end.astimezone(UTC).strftime(fmt),
     ]
     env = {**os.environ, "TZ": "UTC", "SLURM_TIME_FORMAT": "standard"}
-    try:
-        proc = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            encoding="utf-8",
-            errors="surrogateescape",  # a line that is not UTF-8 is refused alone (parse)
-            timeout=timeout,
-            env=env,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise IngestError(f"the sacct command {command[0]!r} was not found on PATH.") from None
-    except subprocess.TimeoutExpired:
-        raise IngestError(
-            f"the sacct command {command[0]!r} did not finish in {timeout:g} s."
-        ) from None
-    if proc.returncode != 0:
-        detail = (proc.stderr or "").strip().splitlines()
-        why = detail[-1][:300] if detail else f"exit status {proc.returncode}"
-        raise IngestError(f"the sacct command {command[0]!r} failed: {why}")
-    return proc.stdout
+    return run_command(argv, "sacct", timeout, env)
 
 
 def write_slurm(
@@ -147,22 +122,45 @@ def write_slurm(
     cluster: str,
     parsed: SacctParse,
     batch: str,
-    scontrol_pairs: pl.DataFrame,
-) -> dict[str, int]:
-    """Upsert jobs, replace their job_gpus rows, replace the batch's quarantine rows."""
+    gres_idx: GresIdx = "minor",
+) -> tuple[dict[str, int], Ties | None]:
+    """Upsert jobs, replace their job_gpus rows, replace the batch's quarantine rows (with the
+    IDX that name no GPU of their host)."""
     jobs = parsed.jobs
     written: dict[str, int] = {}
-    sample_pairs = pairs_from_samples(wh, cluster, jobs)
-    job_gpus = build_job_gpus(jobs, scontrol_pairs, sample_pairs)
+    ties = tie_jobs(wh, cluster, jobs, gres_idx=gres_idx) if jobs.height else None
     written["jobs"] = wh.upsert("jobs", cluster, SOURCE, jobs) if jobs.height else 0
-    if jobs.height:
+    if ties is not None:
         ids = jobs["job_id"].implode()
         written["job_gpus"] = wh.replace_rows_where(
-            "job_gpus", cluster, JOB_GPUS_KEY, pl.col("job_id").is_in(ids), job_gpus
+            "job_gpus", cluster, JOB_GPUS_KEY, pl.col("job_id").is_in(ids), ties.rows
         )
         yield_label_jobs(wh, cluster)
-    written["quarantine"] = write_quarantine(wh, cluster, SOURCE, batch, parsed.refused)
-    return written
+    refused = parsed.refused + (ties.minors.refused if ties is not None else [])
+    written["quarantine"] = write_quarantine(wh, cluster, SOURCE, batch, refused)
+    return written, ties
+
+
+def _tie_note(ties: Ties | None) -> str:
+    """How this run's jobs were tied to their GPUs, for the summary line."""
+    if ties is None or ties.rows.height == 0:
+        return ""
+    by = ties.rows.group_by("gpu_from").agg(pl.len().alias("n"))
+    counts = dict(by.iter_rows())
+    parts = [f"{counts[k]} {k}" for k in GPU_FROM_VALUES if k in counts and k != UNKNOWN]
+    note = f", job x GPU rows from {', '.join(parts)}" if parts else ""
+    if counts.get(UNKNOWN):
+        note += f", {counts[UNKNOWN]} job x host rows with GPU index unknown (gpu=-1)"
+    waiting = ties.minors.no_minor
+    if waiting.height:
+        hosts = sorted(set(waiting["host"].to_list()))
+        note += (
+            f"; {waiting['job_id'].n_unique()} job(s) captured by scontrol stay unresolved: the "
+            f"samples of {', '.join(hosts[:3])}{' ...' if len(hosts) > 3 else ''} carry no GPU "
+            'minor number to join Slurm\'s IDX to (set [clusters.slurm] gres_idx = "index" '
+            "where IDX is the NVML index)"
+        )
+    return note
 
 
 def _latest(jobs: pl.DataFrame) -> datetime | None:
@@ -193,16 +191,7 @@ def ingest_slurm(
         times=TimeBounds.at(now or datetime.now(UTC), settings.ingest),
     )
     wh = Warehouse(settings.data_dir)
-    scontrol_pairs = pl.DataFrame(schema={**PAIRS_SCHEMA, "job_id_raw": pl.String()})
-    refused_sc = []
-    if cfg.scontrol_file is not None:
-        sc_text = read_text(cfg.scontrol_file, "scontrol show job -d", settings.files)
-        try:
-            sc = parse_scontrol(sc_text, str(cfg.scontrol_file))
-        except ScontrolFormatError as exc:
-            raise IngestError(f"{cfg.scontrol_file}: {exc}.") from None
-        scontrol_pairs = sc.gpus
-        refused_sc = sc.refused
+    moment = (now or datetime.now(UTC)).replace(microsecond=0)
     window_end: datetime | None = None
     if cfg.file is not None:
         text = read_text(cfg.file, "sacct", settings.files, escape_lines=True)
@@ -210,7 +199,7 @@ def ingest_slurm(
         location = str(cfg.file)
     else:
         assert cfg.command is not None
-        window_end = (now or datetime.now(UTC)).replace(microsecond=0)
+        window_end = moment
         start = get_watermark(wh, cluster.name, SOURCE) or (
             window_end - timedelta(days=cfg.first_window_days)
         )
@@ -223,26 +212,22 @@ def ingest_slurm(
     except SacctFormatError as exc:
         where = cfg.file if cfg.file is not None else f"the output of {cfg.command[0]!r}"  # type: ignore[index]
         raise IngestError(f"{where}: {exc}.") from None
-    parsed = replace(parsed, refused=parsed.refused + refused_sc)
-    written = write_slurm(wh, cluster.name, parsed, batch, scontrol_pairs)
+    sc = read_scontrol(wh, cluster.name, cfg, settings.files, moment)
+    parsed = replace(parsed, refused=parsed.refused + sc.refused)
+    written, ties = write_slurm(wh, cluster.name, parsed, batch, cfg.gres_idx)
+    prune_minors(wh, cluster.name, older_than=moment - timedelta(days=cfg.scontrol_keep_days))
+    prune_captures(wh, cluster.name, cfg.scontrol_keep_days, moment)
     mark = window_end or _latest(parsed.jobs)
     if mark is not None:
         old = get_watermark(wh, cluster.name, SOURCE)
         if old is None or mark > old:
             set_watermark(wh, cluster.name, SOURCE, mark, {"batch": batch})
-    unknown = 0
-    if written.get("job_gpus"):
-        unknown = (
-            wh.read("job_gpus", cluster.name, JOB_GPUS_KEY)
-            .filter(pl.col("job_id").is_in(parsed.jobs["job_id"].implode()))
-            .filter(pl.col("gpu") == UNKNOWN_GPU)
-            .height
-        )
     note = f"{parsed.jobs.height} jobs"
     if parsed.pending:
         note += f", {parsed.pending} pending skipped"
-    if unknown:
-        note += f", {unknown} job x host rows with GPU index unknown (gpu=-1)"
+    if sc.files:
+        note += f", {sc.records} scontrol records from {len(sc.files)} file(s)"
+    note += _tie_note(ties)
     return IngestResult(
         source=SOURCE,
         cluster=cluster.name,
