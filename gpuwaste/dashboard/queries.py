@@ -345,6 +345,47 @@ def table_counts(
 
 
 # ----------------------------------------------------------------- overview, per job
+def unresolved_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
+    """GPU hours of the jobs whose GPUs stayed unknown (`job_gpus.gpu` = -1, `gpu_from` =
+    `unknown`) and that analyze therefore left out (no `job_gpu_usage` row): their GPU count
+    (else one per host) x their time within the period; a running job counts up to how far its
+    cluster's data reach (the newest ingest watermark), as analyze bounds it. One row:
+    `unresolved_gpu_h`, `jobs`. Cluster, VC and period filters apply (the others are columns of
+    job_usage, which these jobs are not in)."""
+    lo, hi = f.period_start, f.period_end
+    where: list[str] = ["true"]
+    params: list[object] = []
+    if f.cluster:
+        where.append("j.cluster = ?")
+        params.append(f.cluster)
+    if f.vcs:
+        where.append(f"j.vc IN ({', '.join('?' * len(f.vcs))})")
+        params.extend(f.vcs)
+    span = (
+        "epoch(least(coalesce(j.end_ts, w.reach, now()), coalesce(?::timestamptz, 'infinity')) "
+        "- greatest(j.start_ts, coalesce(?::timestamptz, '-infinity')))"
+    )
+    return _pl(
+        con,
+        f"""
+        WITH u AS (
+            SELECT cluster, job_id, count(*) AS hosts FROM job_gpus WHERE gpu < 0
+            GROUP BY cluster, job_id
+        ), w AS (
+            SELECT cluster, max(watermark) AS reach FROM ingest_state GROUP BY cluster
+        )
+        SELECT coalesce(sum(coalesce(j.gpus, u.hosts) * greatest({span}, 0)), 0) / 3600
+                   AS unresolved_gpu_h,
+               count(*) AS jobs
+        FROM jobs AS j JOIN u USING (cluster, job_id) LEFT JOIN w USING (cluster)
+        WHERE j.start_ts IS NOT NULL AND {" AND ".join(where)}
+          AND NOT EXISTS (SELECT 1 FROM job_gpu_usage AS x
+                          WHERE x.cluster = j.cluster AND x.job_id = j.job_id)
+        """,
+        [hi, lo, *params],
+    )
+
+
 def job_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
     """gpu_hours' row for the jobs in the view, every filter applied (user, size and state too,
     which waste_daily cannot honor): job_gpu_usage of those jobs summed, each GPU allocation

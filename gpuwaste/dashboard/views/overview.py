@@ -77,6 +77,21 @@ st.caption(
     )
 )
 
+# Jobs whose GPUs nothing named count no GPU time above (never as idle): say how much that is.
+unresolved = float(data.fetch(q.unresolved_gpu_hours, f)["unresolved_gpu_h"][0])
+if unresolved:
+    st.metric(
+        "GPU hours not tied to a GPU",
+        f"{unresolved:,.0f}",
+        f"{100 * unresolved / (alloc + unresolved):.1f}% of scheduled GPU hours",
+        delta_color="off",
+        delta_arrow="off",
+        help="GPU hours of jobs whose scheduler named their hosts but nothing named their GPUs "
+        "(no job label on the telemetry, no scontrol capture while they ran, not holding whole "
+        "hosts): left out of every figure above, neither busy nor idle. docs/ingest-files.md "
+        "says how to tie them (scontrol captures, the deploy/slurm prolog).",
+    )
+
 left, right = st.columns(2)
 with left:
     widgets.plot(charts.breakdown(pl.DataFrame([row])), key="breakdown")

@@ -232,7 +232,7 @@ def ingest_slurm(
         source=SOURCE,
         cluster=cluster.name,
         accepted=parsed.accepted,
-        refused=parsed.refused,
+        refused=parsed.refused + (ties.minors.refused if ties is not None else []),
         written=written,
         note=note,
     )
