@@ -37,6 +37,14 @@ def register(app: typer.Typer, source: Source) -> None:
             Path | None,
             typer.Option("--scontrol", help="`scontrol show job -d` output: GPU indices per node."),
         ] = None,
+        gres_idx: Annotated[
+            str,
+            typer.Option(
+                "--gres-idx",
+                help="What scontrol's IDX is: the device 'minor' number (gres.conf naming "
+                "/dev/nvidiaN) or the NVML 'index' (gres.conf in NVML order, AutoDetect=nvml).",
+            ),
+        ] = "minor",
         columns: Annotated[
             str | None,
             typer.Option("--columns", help="Comma-separated columns of output without a header."),
@@ -57,6 +65,7 @@ def register(app: typer.Typer, source: Source) -> None:
             inputs = {
                 "file": file,
                 "scontrol_file": scontrol,
+                "gres_idx": gres_idx,
                 "columns": [c.strip() for c in columns.split(",")] if columns else None,
                 "vc_from": vc_from,
             }
