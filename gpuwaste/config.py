@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from gpuwaste.dialects import dialect
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.text import printable
 
@@ -194,6 +195,15 @@ class PhillySource(_Strict):
 
 class OpenMetricsSource(_Strict):
     file: Path
+    # the host of a scrape whose series carry no host label (one host's /metrics saved to a file)
+    host: str | None = None
+
+
+def check_telemetry(name: str | None) -> str | None:
+    """A telemetry dialect's name (gpuwaste.dialects), or None (recognised from the series)."""
+    if name is not None:
+        dialect(name)  # ValueError naming the accepted ones
+    return name
 
 
 class CsvSource(_Strict):
@@ -214,11 +224,19 @@ class ClusterConfig(_Strict):
     # GPU model by host glob (`"gpu-a100-*" = "NVIDIA A100-SXM4-80GB"`), for devices whose samples
     # carry no DCGM modelName; the first matching pattern wins
     gpu_models: dict[str, str] = Field(default_factory=dict)
+    # the GPU telemetry dialect of its Prometheus / OpenMetrics series (gpuwaste.dialects.NAMES);
+    # None: recognised from the series present
+    telemetry: str | None = None
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
         return check_cluster_name(v)
+
+    @field_validator("telemetry")
+    @classmethod
+    def _telemetry(cls, v: str | None) -> str | None:
+        return check_telemetry(v)
 
     @field_validator("timezone")
     @classmethod

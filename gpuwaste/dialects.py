@@ -207,8 +207,7 @@ JOBSTATS = Dialect(
         gpu="ordinal",
         minor="minor_number",
         uuid="uuid",
-        model="name",
-        gpu_instance="GPU_I_ID",
+        model="name",  # no MIG instance label: MIG devices share their parent's ordinal
     ),
     job=Job(
         "label",

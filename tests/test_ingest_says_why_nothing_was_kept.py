@@ -57,10 +57,29 @@ def refused_scrape(scrape: Path, data_dir: Path) -> str:
     return line
 
 
-def test_a_slurm_job_exporter_scrape_says_what_it_is(data_dir: Path) -> None:
+def test_a_slurm_job_exporter_scrape_is_recognised_and_asks_for_its_host(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    """The scrape is read as the slurm-job-exporter dialect (#43); saved from one host, its
+    series have no host label, which --host gives."""
     line = refused_scrape(EXPORTER, data_dir)
+    assert "holds slurm-job-exporter GPU series without a host label" in line, line
+    assert "--host NAME" in line, line
+    args = ("--file", str(EXPORTER), "--cluster", "x", "--data-dir", str(data_dir))
+    done = gpuwaste("ingest", "openmetrics", *args, "--host", "gpu-node-1")
+    assert done.returncode == 0, done.stderr
+    assert "telemetry slurm-job-exporter (recognised from its series)" in done.stdout
+
+
+def test_a_slurm_job_exporter_scrape_without_gpu_series_says_what_it_is(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    cgroup_only = tmp_path / "cgroup_only.prom"
+    lines = EXPORTER.read_text().splitlines()
+    cgroup_only.write_text("\n".join(ln for ln in lines if "_gpu" not in ln) + "\n")
+    line = refused_scrape(cgroup_only, data_dir)
     assert "holds a per-Slurm-job exporter's series" in line, line
-    assert "26 metric families: slurm_job_core_usage_total" in line, line
+    assert "--telemetry slurm-job-exporter" in line, line
     assert "DCGM_FI_DEV_GPU_UTIL" in line, line
 
 

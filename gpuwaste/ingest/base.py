@@ -49,11 +49,13 @@ class RunOptions:
 
     `quiet`: no progress display (the summary line goes to stderr). `since` / `until` bound the
     time range of a source that reads one (Prometheus); the file sources read their whole input
-    and ignore them."""
+    and ignore them. `telemetry`: the GPU telemetry dialect the telemetry sources read
+    (`--telemetry`, over the cluster's `telemetry`)."""
 
     quiet: bool = False
     since: datetime | None = None
     until: datetime | None = None
+    telemetry: str | None = None
 
 
 Runner = Callable[[Settings, ClusterConfig, RunOptions], IngestResult]

@@ -40,6 +40,10 @@ GPU_SAMPLES = Table(
         "util_source": pl.String(),
         "uuid": pl.String(),
         "source": pl.String(),
+        # the device minor number (/dev/nvidiaN, Slurm's gres IDX) where the telemetry dialect
+        # gives it (DCGM `device`, Jobstats `minor_number`); never the NVML index. Files written
+        # before it read it as null.
+        "gpu_minor": pl.Int16(),
     },
     layout="dated",
     key=("host", "gpu", "gpu_instance", "ts", "job_id"),

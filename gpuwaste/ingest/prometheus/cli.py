@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuwaste.cli_common import ConfigOpt, DataDirOpt, QuietOpt
+from gpuwaste.dialects import NAMES
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.ingest.cli_options import ClusterName, common, run_subcommand
 
@@ -33,6 +34,16 @@ def parse_when(text: str | None, flag: str) -> datetime | None:
             f"{flag} {text!r} is not an ISO 8601 time such as 2026-11-01 or 2026-11-01T12:00Z."
         ) from None
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+TelemetryOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--telemetry",
+        help=f"GPU telemetry dialect: {', '.join(NAMES)} (default: the cluster's `telemetry`, "
+        "else recognised from the series present).",
+    ),
+]
 
 
 def register_prometheus(app: typer.Typer, source: Source) -> None:
@@ -70,6 +81,7 @@ def register_prometheus(app: typer.Typer, source: Source) -> None:
             bool,
             typer.Option("--kubernetes", help="Also read pods from kube-state-metrics as jobs."),
         ] = False,
+        telemetry: TelemetryOpt = None,
         insecure: Annotated[
             bool, typer.Option("--insecure", help="Do not verify the server's TLS certificate.")
         ] = False,
@@ -78,8 +90,15 @@ def register_prometheus(app: typer.Typer, source: Source) -> None:
         quiet: QuietOpt = False,
     ) -> None:
         """DCGM GPU series, node-exporter host series and (optionally) Kubernetes pods."""
-        window = {"since": parse_when(since, "--since"), "until": parse_when(until, "--until")}
-        s, options = common(ctx, config, data_dir, quiet, **window)
+        s, options = common(
+            ctx,
+            config,
+            data_dir,
+            quiet,
+            since=parse_when(since, "--since"),
+            until=parse_when(until, "--until"),
+            telemetry=telemetry,
+        )
         inputs: dict[str, Any] | None = None
         if url is not None:
             inputs = {
@@ -106,12 +125,26 @@ def register_openmetrics(app: typer.Typer, source: Source) -> None:
             typer.Option("--file", help="OpenMetrics / Prometheus text file (.om, .om.gz, .prom)."),
         ] = None,
         cluster: ClusterName = None,
+        telemetry: TelemetryOpt = None,
+        host: Annotated[
+            str | None,
+            typer.Option(
+                "--host",
+                help="Host of the series without a host label (one host's /metrics saved to "
+                "a file has no `instance`).",
+            ),
+        ] = None,
         config: ConfigOpt = None,
         data_dir: DataDirOpt = None,
         quiet: QuietOpt = False,
     ) -> None:
-        """Saved DCGM / node-exporter samples from a file, with no server (the demo's path)."""
-        s, options = common(ctx, config, data_dir, quiet)
-        inputs = {"file": file} if file is not None else None
+        """Saved GPU (DCGM or another dialect) / node-exporter samples from a file, with no
+        server (the demo's path)."""
+        s, options = common(ctx, config, data_dir, quiet, telemetry=telemetry)
+        inputs: dict[str, Any] | None = None
+        if file is not None:
+            inputs = {"file": file, **({"host": host} if host else {})}
+        elif host is not None:
+            raise GpuwasteError("--host is given with --file (the scrape it names the host of).")
         what = "gpuwaste ingest openmetrics --file"
         run_subcommand(s, options, source, cluster, inputs, what=what)

@@ -35,6 +35,7 @@ from gpuwaste.config import (
     PrometheusSource,
     Settings,
 )
+from gpuwaste.dialects import Dialect, dialect
 from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
 from gpuwaste.ingest.files import CHUNK_BYTES, text_blocks, text_tail
 from gpuwaste.ingest.gpu_indices import fill_unknown_gpus
@@ -46,14 +47,23 @@ from gpuwaste.ingest.job_precedence import (
     label_jobs_wanted,
 )
 from gpuwaste.ingest.prometheus import kube, telemetry_jobs
+from gpuwaste.ingest.prometheus.dialect_choice import (
+    DialectAbsent,
+    LeftOut,
+    choose,
+    keep_preferred,
+    telemetry_note,
+)
 from gpuwaste.ingest.prometheus.openmetrics_parse import Chunk, TextParser, samples_frame
 from gpuwaste.ingest.prometheus.parse import SAMPLE_SCHEMA, SeriesSet
 from gpuwaste.ingest.prometheus.rows import (
-    GPU_METRICS,
+    ALL_GPU_METRICS,
     HOST_METRICS,
     NODE_CPU,
     gpu_rows,
+    host_of,
     host_rows,
+    labels_for,
     none_read,
 )
 from gpuwaste.ingest.prometheus.source import scheduler_configured
@@ -72,7 +82,7 @@ from gpuwaste.warehouse.store import Warehouse
 OPENMETRICS = "openmetrics"
 FORMAT = "OpenMetrics"
 # Families staged apart: a day's GPU rows and host rows are built one after the other.
-_GROUPS = (("gpu", GPU_METRICS), ("host", HOST_METRICS), ("kube", kube.KUBE_METRICS))
+_GROUPS = (("gpu", ALL_GPU_METRICS), ("host", HOST_METRICS), ("kube", kube.KUBE_METRICS))
 _EVER = (datetime.min.replace(tzinfo=UTC), datetime.max.replace(tzinfo=UTC))
 _REFUSED_SCHEMA = {"location": pl.String, "reason": pl.String, "raw": pl.String}
 RAW_KEPT = 4096  # characters of a refused record's text that the quarantine keeps
@@ -237,7 +247,10 @@ def _with_carry(s: SeriesSet, carry: pl.DataFrame) -> tuple[SeriesSet, pl.DataFr
 
 
 def _series_refused(
-    fams: dict[str, _Family], labels: PrometheusLabels, counts: dict[str, list[int]]
+    fams: dict[str, _Family],
+    labels: PrometheusLabels,
+    counts: dict[str, list[int]],
+    chosen: list[Dialect],
 ) -> list[Refused]:
     """The series that cannot be read (no host, no GPU index, unusable MIG labels), refused once
     for the whole file with their samples in it. The builders judge a series by its labels, and
@@ -248,8 +261,11 @@ def _series_refused(
         schema={"sid": pl.UInt32, "ts": pl.Int64, "value": pl.Float64, "text": pl.String},
     ).cast(SAMPLE_SCHEMA)
     sets = {n: SeriesSet(f.labels, one if any(f.samples) else one.clear()) for n, f in fams.items()}
-    gpu = gpu_rows(sets, labels, source=OPENMETRICS, series_samples=counts)
-    return gpu.refused + host_rows(sets, labels, source=OPENMETRICS).refused
+    refused: list[Refused] = []
+    for d in chosen:
+        gpu = gpu_rows(sets, labels, source=OPENMETRICS, series_samples=counts, dialect=d)
+        refused += gpu.refused
+    return refused + host_rows(sets, labels, source=OPENMETRICS).refused
 
 
 def ingest_openmetrics(
@@ -258,14 +274,24 @@ def ingest_openmetrics(
     path: Path,
     *,
     chunk_bytes: int = CHUNK_BYTES,
+    telemetry: str | None = None,
+    host: str | None = None,
 ) -> IngestResult:
-    """Load one text file; re-loading it replaces its time range (source `openmetrics`)."""
+    """Load one text file; re-loading it replaces its time range (source `openmetrics`).
+
+    `telemetry` names the dialect (default: the cluster's, else recognised from the families);
+    `host` is the host of series without a host label (default: the source's `host`)."""
     limits = settings.files
     openmetrics = text_tail(path, FORMAT, limits).endswith("# EOF")
     mtime = datetime.fromtimestamp(path.stat().st_mtime, UTC)
     prom = cluster.prometheus
     kube_on = prom is not None and prom.kubernetes.enabled
-    read_families = {*GPU_METRICS, *HOST_METRICS, *(kube.KUBE_METRICS if kube_on else ())}
+    named = telemetry or cluster.telemetry
+    how = "--telemetry" if telemetry else "configured" if named else "recognised from its series"
+    if host is None and cluster.openmetrics is not None:
+        host = cluster.openmetrics.host
+    gpu_families = dialect(named).families() if named else ALL_GPU_METRICS
+    read_families = {*gpu_families, *HOST_METRICS, *(kube.KUBE_METRICS if kube_on else ())}
     parser = TextParser(
         openmetrics=openmetrics, location=str(path), default_ts=mtime, metrics=read_families
     )
@@ -283,11 +309,18 @@ def ingest_openmetrics(
                     f"(first refused: line {read.first_refused.location.rsplit(':', 1)[-1]})."
                 )
             raise IngestError(f"{path} holds no metric samples.")
-        if not parser.names & {*GPU_METRICS, *HOST_METRICS}:
+        try:
+            chosen = choose(named, parser.names)
+        except DialectAbsent as exc:
+            raise IngestError(f"{path} {exc}; nothing was written.") from None
+        if not chosen and not parser.names & set(HOST_METRICS):
             held = none_read(sorted(parser.names), at_least=parser.names_capped)
             raise IngestError(f"{path} holds {held}; nothing was written.")
+        _give_host(path, parser, chosen, labels, host)
         jobs_wanted = not scheduler_configured(cluster) and label_jobs_wanted(wh, cluster.name)
-        built = _build_rows(staged, parser, read, labels, refusals, jobs_wanted, prom, times)
+        built = _build_rows(
+            staged, parser, read, labels, refusals, jobs_wanted, prom, times, chosen
+        )
         bounds = built.bounds
         if bounds is not None:
             for name in ("gpu_samples", "host_samples"):
@@ -306,8 +339,43 @@ def ingest_openmetrics(
     result.accepted = built.accepted
     result.refused = refusals.first
     result.refused_by_reason = refusals.by_reason
-    result.note = f"{path.name}"
+    result.note = f"{path.name}" + telemetry_note(chosen, how, built.left_out)
     return result
+
+
+def _give_host(
+    path: Path,
+    parser: TextParser,
+    chosen: list[Dialect],
+    labels: PrometheusLabels,
+    host: str | None,
+) -> None:
+    """Series without a host label take `host` (a single host's scrape saved to a file: its
+    series have no `instance`, which Prometheus adds when it scrapes). Without `host`, a file
+    whose GPU series all lack one is refused in one sentence, before anything is written."""
+    names = [labels, *(labels_for(d, labels) for d in chosen)]
+
+    def hostless(lb: dict[str, str]) -> bool:
+        return all(host_of(lb, n) is None for n in names)
+
+    markers = {m for d in chosen for m in d.markers()}
+    if host is None:
+        gpu = [
+            lb
+            for m, lb in zip(parser.series_metric, parser.series_labels, strict=True)
+            if m in markers
+        ]
+        if gpu and all(hostless(lb) for lb in gpu):
+            tried = sorted({*(h for n in names for h in n.host), "nodename", "instance"})
+            what = " and ".join(d.name for d in chosen)
+            raise IngestError(
+                f"{path} holds {what} GPU series without a host label ({', '.join(tried)}): "
+                "a single host's scrape is read with --host NAME; nothing was written."
+            )
+        return
+    for i, lb in enumerate(parser.series_labels):
+        if hostless(lb):
+            parser.series_labels[i] = {**lb, "nodename": host}
 
 
 @dataclass
@@ -318,6 +386,7 @@ class _Built:
     accepted: int
     spans: pl.DataFrame | None
     newest: datetime | None
+    left_out: LeftOut
 
 
 def _build_rows(
@@ -329,6 +398,7 @@ def _build_rows(
     jobs_wanted: bool,
     prom: PrometheusSource | None,
     times: TimeBounds,
+    chosen: list[Dialect],
 ) -> _Built:
     """Day by day: staged samples -> gpu and host rows (times `times` does not believe refused),
     staged; their bounds, count and spans."""
@@ -346,20 +416,33 @@ def _build_rows(
     staged_on: list[str] = sorted({*staged_days(gpu_dir), *staged_days(host_dir)})
     days: list[str | None] = [*staged_on] or [None]
     # a series that cannot be read is refused once, not once a day
-    refusals.add(_series_refused(fams, labels, counts))
+    refusals.add(_series_refused(fams, labels, counts, chosen))
+    left_out = LeftOut()
     for i, day in enumerate(days):
-        sets = _day_sets(_read(gpu_dir, day), fams, lookup, GPU_METRICS)
-        gpu = gpu_rows(sets, labels, source=OPENMETRICS, refuse_series=False, times=times)
-        del sets
-        if jobs_wanted and gpu.frame.height:
-            b = gpu.frame["ts"].max()
+        day_samples = _read(gpu_dir, day)
+        frames: list[tuple[Dialect, pl.DataFrame]] = []
+        for d in chosen:
+            sets = _day_sets(day_samples, fams, lookup, d.families())
+            gpu = gpu_rows(
+                sets, labels, source=OPENMETRICS, dialect=d, refuse_series=False, times=times
+            )
+            del sets
+            refusals.add(gpu.refused)
+            frames.append((d, gpu.frame))
+            del gpu
+        del day_samples
+        gpu_frame = keep_preferred(frames, left_out) if frames else None
+        del frames
+        if jobs_wanted and gpu_frame is not None and gpu_frame.height:
+            b = gpu_frame["ts"].max()
             assert isinstance(b, datetime)
             newest = b if newest is None else max(newest, b)
-            new = telemetry_jobs.spans_from_samples(gpu.frame, interval)
+            new = telemetry_jobs.spans_from_samples(gpu_frame, interval)
             spans = new if spans is None else telemetry_jobs.merge_spans(spans, new)
-        refusals.add(gpu.refused)
-        stats = [_stage_rows(gpu.frame, staged / "gpu_samples", i)]
-        del gpu
+        stats = []
+        if gpu_frame is not None:
+            stats.append(_stage_rows(gpu_frame, staged / "gpu_samples", i))
+        del gpu_frame
         sets = _day_sets(_read(host_dir, day), fams, lookup, HOST_METRICS)
         if NODE_CPU in sets:
             sets[NODE_CPU], carry = _with_carry(sets[NODE_CPU], carry)
@@ -379,7 +462,7 @@ def _build_rows(
                 hi = b if hi is None else max(hi, b)
                 accepted += n
     bounds = None if lo is None or hi is None else (lo, hi + timedelta(microseconds=1))
-    return _Built(bounds, accepted, spans, newest)
+    return _Built(bounds, accepted, spans, newest, left_out)
 
 
 def _read(folder: Path, day: str | None) -> pl.DataFrame | None:
@@ -438,4 +521,6 @@ def run_openmetrics(
 ) -> IngestResult:
     """The configured file of `cluster` (its runner in `ingest.sources`)."""
     assert cluster.openmetrics is not None
-    return ingest_openmetrics(settings, cluster, cluster.openmetrics.file)
+    return ingest_openmetrics(
+        settings, cluster, cluster.openmetrics.file, telemetry=options.telemetry
+    )

@@ -39,6 +39,7 @@ from datetime import datetime
 import polars as pl
 
 from gpuwaste.config import PrometheusLabels
+from gpuwaste.dialects import DCGM, DIALECTS, SLURM_JOB_EXPORTER, Dialect, Series
 from gpuwaste.ingest.prometheus.parse import SeriesSet
 from gpuwaste.ingest.times import (
     TimeBounds,
@@ -51,16 +52,25 @@ from gpuwaste.warehouse.bookkeeping import Refused
 from gpuwaste.warehouse.mig import MAX_INSTANCE_ID, profile_problem
 from gpuwaste.warehouse.schema import GPU_SAMPLES, HOST_SAMPLES, UTC_TS, conform
 
-SM_ACTIVE = "DCGM_FI_PROF_SM_ACTIVE"
-GR_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
-GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
-FB_USED = "DCGM_FI_DEV_FB_USED"
-FB_FREE = "DCGM_FI_DEV_FB_FREE"
-FB_RESERVED = "DCGM_FI_DEV_FB_RESERVED"
-TENSOR_ACTIVE = "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
-POWER = "DCGM_FI_DEV_POWER_USAGE"
+
+def _name(s: Series | None) -> str:
+    assert s is not None
+    return s.name
+
+
+# DCGM's series, named by its declaration (gpuwaste.dialects.DCGM)
+SM_ACTIVE = DCGM.util[0].name
+GR_ACTIVE = DCGM.util[1].name
+GPU_UTIL = DCGM.util[2].name
+FB_USED = DCGM.mem_used.name
+FB_FREE = _name(DCGM.mem_free)
+FB_RESERVED = _name(DCGM.mem_reserved)
+TENSOR_ACTIVE = _name(DCGM.tensor_active)
+POWER = _name(DCGM.power)
 UTIL_METRICS = (SM_ACTIVE, GR_ACTIVE, GPU_UTIL)
-GPU_METRICS = (*UTIL_METRICS, FB_USED, FB_FREE, FB_RESERVED, TENSOR_ACTIVE, POWER)
+GPU_METRICS = DCGM.families()
+# every dialect's series: what a source asks for or stages before it knows the dialect
+ALL_GPU_METRICS = tuple(dict.fromkeys(n for d in DIALECTS for n in d.families()))
 
 NODE_CPU = "node_cpu_seconds_total"
 NODE_MEM_AVAILABLE = "node_memory_MemAvailable_bytes"
@@ -70,14 +80,19 @@ IDLE_MODES = ("idle", "iowait")
 
 # metric-name prefix -> (what such series are, what gpuwaste does instead)
 _OTHER_SERIES = {
-    "slurm_job_": ("a per-Slurm-job exporter's series", ", and takes jobs from sacct"),
+    "slurm_job_": (
+        "a per-Slurm-job exporter's series",
+        ", and takes jobs from sacct; slurm-job-exporter's GPU series "
+        f"({', '.join(SLURM_JOB_EXPORTER.markers())}) are read where a scrape has them "
+        "(recognised, or with `--telemetry slurm-job-exporter`), and this one has none",
+    ),
     "kube_": ("kube-state-metrics series", ", and kube-state-metrics pods only alongside those"),
 }
 
 
 def none_read(families: list[str], *, at_least: bool = False) -> str:
-    """What these metric names are (sorted, none of them in GPU_METRICS or HOST_METRICS) and
-    what gpuwaste reads instead: the end of a sentence saying why nothing was kept.
+    """What these metric names are (sorted, none of them a dialect's marker or in HOST_METRICS)
+    and what gpuwaste reads instead: the end of a sentence saying why nothing was kept.
     `at_least`: `families` are only the first names of more."""
     more = len(families) - 3
     shown = ", ".join(families[:3]) + (
@@ -85,8 +100,10 @@ def none_read(families: list[str], *, at_least: bool = False) -> str:
     )
     n = f"{'at least ' if at_least else ''}{len(families)} metric famil"
     n += f"{'y' if len(families) == 1 else 'ies'}: {shown}"
+    others = ", ".join(d.name for d in DIALECTS[1:])
     needs = (
         f"gpuwaste reads per-GPU DCGM exporter series ({', '.join(UTIL_METRICS)}, {FB_USED}) "
+        f"or another telemetry dialect's ({others}: docs/ingest-prometheus.md) "
         f"and node exporter series ({', '.join(HOST_METRICS)})"
     )
     for prefix, (what, instead) in _OTHER_SERIES.items():
@@ -95,19 +112,6 @@ def none_read(families: list[str], *, at_least: bool = False) -> str:
     return f"none of the series gpuwaste reads ({n}): {needs}"
 
 
-MAX_MIB = 16 * 1024 * 1024  # 16 TiB of GPU memory: anything above is a sentinel, not a reading
-
-# metric -> (column, scale, maximum of the raw value)
-_GPU_COLUMNS: dict[str, tuple[str, float, float]] = {
-    SM_ACTIVE: ("sm_active", 100.0, 1.0),
-    GR_ACTIVE: ("gr_active", 100.0, 1.0),
-    GPU_UTIL: ("gpu_util", 1.0, 100.0),
-    FB_USED: ("mem_used_mib", 1.0, MAX_MIB),
-    FB_FREE: ("fb_free", 1.0, MAX_MIB),
-    FB_RESERVED: ("fb_reserved", 1.0, MAX_MIB),
-    TENSOR_ACTIVE: ("tensor_active", 100.0, 1.0),
-    POWER: ("power_w", 1.0, 100_000.0),
-}
 _RATIO_SLACK = 1e-6  # DCGM ratios are printed with six decimals; 1.000001 is still 100 %
 
 
@@ -296,36 +300,132 @@ def _in_window(df: pl.DataFrame, window: tuple[datetime, datetime] | None) -> pl
     return df.filter((pl.col("ts") >= start) & (pl.col("ts") < end))
 
 
+def labels_for(dialect: Dialect, cfg: PrometheusLabels) -> PrometheusLabels:
+    """The label names to read `dialect` with: `cfg` (`[clusters.prometheus.labels]`) for DCGM,
+    whose labels it configures; else the dialect's own, with "" for a label it does not have
+    (no series has a label named "": absent)."""
+    if dialect.labels_configurable:
+        return cfg
+    lb, info = dialect.labels, dialect.info
+    return PrometheusLabels(
+        host=list(lb.host),
+        gpu=lb.gpu or (info.gpu if info and info.gpu else ""),
+        uuid=lb.uuid or "",
+        job=dialect.job.labels[0] if dialect.job.labels else "",
+        pod=[],
+        namespace=[],
+        node_instance=lb.node_instance,
+        gpu_instance=lb.gpu_instance or "",
+        mig_profile=lb.mig_profile or "",
+        model=lb.model or (info.model if info and info.model else ""),
+    )
+
+
+def minor_of(labels: Mapping[str, str], dialect: Dialect) -> int | None:
+    """The device minor number a series names (DCGM `device="nvidia3"` -> 3), or None."""
+    name, prefix = dialect.labels.minor, dialect.labels.minor_prefix
+    text = _present(labels, name) if name else None
+    if text is None or not text.startswith(prefix):
+        return None
+    try:
+        minor = int(text[len(prefix) :])
+    except ValueError:
+        return None
+    return minor if 0 <= minor < 32768 else None
+
+
+def _columns(dialect: Dialect, sets: Mapping[str, SeriesSet]) -> list[tuple[str, str, Series]]:
+    """(column, metric present, series) of each quantity the dialect gives, utilization first;
+    a series read once though it gives two columns (DCGM's SM_ACTIVE: a utilization and the
+    profiling metric)."""
+    named: list[tuple[str, Series | None]] = [(u.column, u) for u in dialect.util]
+    named += [
+        ("mem_used_mib", dialect.mem_used),
+        ("mem_total_mib", dialect.mem_total),
+        ("fb_free", dialect.mem_free),
+        ("fb_reserved", dialect.mem_reserved),
+        ("sm_active", dialect.sm_active),
+        ("tensor_active", dialect.tensor_active),
+        ("power_w", dialect.power),
+    ]
+    out: list[tuple[str, str, Series]] = []
+    for column, series in named:
+        if series is None or any(c == column or s.names == series.names for c, _, s in out):
+            continue
+        metric = next((n for n in series.names if n in sets), series.name)
+        out.append((column, metric, series))
+    return out
+
+
+def _with_info(
+    sets: Mapping[str, SeriesSet], dialect: Dialect, cfg: PrometheusLabels
+) -> Mapping[str, SeriesSet]:
+    """The value series with the index and model labels of the dialect's info series (nvidia-smi:
+    `nvidia_smi_gpu_info{uuid,index,name} 1`) joined on the host and `info.on`."""
+    info = dialect.info
+    if info is None or info.name not in sets:
+        return sets
+    wanted = [n for n in (info.gpu, info.model) if n]
+    found: dict[tuple[str | None, str | None], dict[str, str]] = {}
+    for lb in sets[info.name].labels:
+        extra = {n: lb[n] for n in wanted if _present(lb, n)}
+        found.setdefault((host_of(lb, cfg), _present(lb, info.on)), extra)
+    out = dict(sets)
+    for metric in dialect.families():
+        s = sets.get(metric)
+        if s is None or metric == info.name:
+            continue
+        labels = []
+        for lb in s.labels:
+            joined = found.get((host_of(lb, cfg), _present(lb, info.on)))
+            labels.append({**joined, **lb} if joined else lb)
+        out[metric] = SeriesSet(labels, s.samples, s.result_type)
+    return out
+
+
 def gpu_rows(
     sets: Mapping[str, SeriesSet],
     cfg: PrometheusLabels,
     *,
     source: str,
+    dialect: Dialect = DCGM,
     window: tuple[datetime, datetime] | None = None,
     times: TimeBounds = TimeBounds(),
     refuse_series: bool = True,
     series_samples: Mapping[str, Sequence[int]] | None = None,
 ) -> Rows:
-    """DCGM series by metric name -> `gpu_samples` rows (stored columns + cluster-free); samples
-    at a time `times` does not believe are refused.
+    """The series of one telemetry `dialect` by metric name -> `gpu_samples` rows (stored
+    columns + cluster-free); samples at a time `times` does not believe are refused. `cfg`
+    names DCGM's labels (`labels_for`).
 
     For input read in parts (the days of a file): `refuse_series=False` drops the series that
     cannot be read without refusing them (the caller refuses them once for the whole input), and
     `series_samples` (per metric, by series) gives a refused series' samples in the whole input
     when `sets` hold one sample standing for them."""
+    names = labels_for(dialect, cfg)
+    sets = _with_info(sets, dialect, names)
     refused: list[Refused] = []
     keys: dict[tuple[str, int, int | None, str | None, str | None], int] = {}
-    details: dict[int, tuple[str | None, str | None]] = {}  # gid -> (mig_profile, gpu_model)
+    # gid -> (mig_profile, gpu_model, gpu_minor)
+    details: dict[int, tuple[str | None, str | None, int | None]] = {}
     per_metric: list[tuple[str, pl.DataFrame]] = []
-    for metric in GPU_METRICS:
+    util_names: dict[str, str] = {}  # utilization column -> the metric read
+    no_index = (
+        f"no GPU index: no {dialect.info.name} series with its {dialect.info.on}"
+        if dialect.info is not None
+        else f"no GPU index in label '{names.gpu}'"
+    )
+    for column, metric, series in _columns(dialect, sets):
         s = sets.get(metric)
         if s is None or not s.labels:
             continue
-        column, scale, maximum = _GPU_COLUMNS[metric]
+        if column in {u.column for u in dialect.util}:
+            util_names[column] = metric
+        scale, maximum = series.scale, series.maximum
         gid_of_sid: list[int | None] = []
         for labels in s.labels:
-            host = host_of(labels, cfg)
-            gpu_text = _present(labels, cfg.gpu)
+            host = host_of(labels, names)
+            gpu_text = _present(labels, names.gpu)
             gpu: int | None = None
             if gpu_text is not None:
                 try:
@@ -337,10 +437,10 @@ def gpu_rows(
             if host is None:
                 what = "no host label"
             elif gpu is None or not 0 <= gpu < 32768:
-                what = f"no GPU index in label '{cfg.gpu}'"
+                what = no_index
             else:
                 try:
-                    instance, profile = device_of(labels, cfg)
+                    instance, profile = device_of(labels, names)
                 except ValueError as exc:
                     what = str(exc)
             if what and not refuse_series:
@@ -363,16 +463,18 @@ def gpu_rows(
                 gid_of_sid.append(None)
                 continue
             assert gpu is not None and host is not None
-            key = (host, gpu, instance, job_of(labels, cfg), _present(labels, cfg.uuid))
+            key = (host, gpu, instance, job_of(labels, names), _present(labels, names.uuid))
             device_id = keys.setdefault(key, len(keys))
-            details.setdefault(device_id, (profile, _present(labels, cfg.model)))
+            details.setdefault(
+                device_id, (profile, _present(labels, names.model), minor_of(labels, dialect))
+            )
             gid_of_sid.append(device_id)
         samples = _in_window(s.samples, window)
         gid = pl.Series("gid", gid_of_sid, dtype=pl.UInt32).gather(samples["sid"])
         samples = samples.with_columns(gid)
         if None in gid_of_sid:
             samples = samples.filter(pl.col("gid").is_not_null())
-        samples = _believed(samples, times, metric, s.labels, cfg, source, refused)
+        samples = _believed(samples, times, metric, s.labels, names, source, refused)
         slack = _RATIO_SLACK if maximum == 1.0 else 0.0
         good, bad = _bad_value_rows(samples, maximum, slack)
         refused.extend(_refuse_samples(bad, metric, s.labels, source))
@@ -397,7 +499,10 @@ def gpu_rows(
         else:
             merged = merged.join(frame, on=["gid", "ts"], how="full", coalesce=True)
     have = {c for c, _ in per_metric}
-    col = {c: (pl.col(c) if c in have else pl.lit(None, dtype=pl.Float64)) for c in _COLS}
+
+    def col(c: str) -> pl.Expr:
+        return pl.col(c) if c in have else pl.lit(None, dtype=pl.Float64)
+
     key_frame = pl.DataFrame(
         {
             "gid": list(keys.values()),
@@ -408,6 +513,7 @@ def gpu_rows(
             "uuid": [k[4] for k in keys],
             "mig_profile": [details[g][0] for g in keys.values()],
             "gpu_model": [details[g][1] for g in keys.values()],
+            "gpu_minor": [details[g][2] for g in keys.values()],
         },
         schema={
             "gid": pl.UInt32,
@@ -418,30 +524,41 @@ def gpu_rows(
             "uuid": pl.String,
             "mig_profile": pl.String,
             "gpu_model": pl.String,
+            "gpu_minor": pl.Int16,
         },
     )
     merged = merged.join(key_frame.select("gid", "gpu_instance"), on="gid", how="left")
-    # GPU_UTIL reads 0 on a MIG instance (dcgm-exporter#216): never its utilization there
+    # a series that is not a MIG instance's utilization (DCGM's GPU_UTIL reads 0 on one,
+    # dcgm-exporter#216) is never its utilization there
     whole_gpu = pl.col("gpu_instance").is_null()
-    gpu_util = pl.when(whole_gpu).then(col["gpu_util"])
-    util_order = [("sm_active", SM_ACTIVE), ("gr_active", GR_ACTIVE)]
-    util_source: pl.Expr = pl.when(gpu_util.is_not_null()).then(pl.lit(GPU_UTIL))
-    for c, name in reversed(util_order):
-        util_source = pl.when(col[c].is_not_null()).then(pl.lit(name)).otherwise(util_source)
+    utils = [
+        (col(u.column) if u.on_mig else pl.when(whole_gpu).then(col(u.column)), u)
+        for u in dialect.util
+    ]
+    util_source: pl.Expr = pl.lit(None, dtype=pl.String)
+    for expr, u in reversed(utils):
+        name = util_names.get(u.column, u.name)
+        util_source = pl.when(expr.is_not_null()).then(pl.lit(name)).otherwise(util_source)
+    if dialect.mem_total is not None:
+        total = col("mem_total_mib")
+    else:
+        total = col("mem_used_mib") + col("fb_free") + col("fb_reserved").fill_null(0.0)
     out = merged.select(
         "gid",
         pl.col("ts").cast(UTC_TS),
-        pl.coalesce(col["sm_active"], col["gr_active"], gpu_util).alias("util"),
-        col["mem_used_mib"].alias("mem_used_mib"),
-        (col["mem_used_mib"] + col["fb_free"] + col["fb_reserved"].fill_null(0.0)).alias(
-            "mem_total_mib"
-        ),
-        col["sm_active"].alias("sm_active"),
-        col["tensor_active"].alias("tensor_active"),
-        col["power_w"].alias("power_w"),
+        pl.coalesce(*(e for e, _ in utils)).alias("util"),
+        col("mem_used_mib").alias("mem_used_mib"),
+        total.alias("mem_total_mib"),
+        col("sm_active").alias("sm_active"),
+        col("tensor_active").alias("tensor_active"),
+        col("power_w").alias("power_w"),
         util_source.alias("util_source"),
     ).join(key_frame, on="gid", how="left")
     out = out.with_columns(pl.lit(source).alias("source"))
+    gauge = dialect.job.gauge
+    if gauge is not None and gauge.name in sets and out.height:
+        jobs = _gauge_jobs(sets[gauge.name], dialect, names, source, window, times, refused)
+        out = _join_gauge_jobs(out, jobs)
     # One row per (host, gpu, ts, job): a file with repeated samples, or a replaced GPU whose
     # old and new UUID report at the same instant, must not count twice (tests/reliability);
     # a repeat with other values is refused, so that the choice of the first is said.
@@ -450,20 +567,51 @@ def gpu_rows(
     return Rows(conform(out, GPU_SAMPLES, stored=True), refused)
 
 
+def _gauge_jobs(
+    s: SeriesSet,
+    dialect: Dialect,
+    names: PrometheusLabels,
+    source: str,
+    window: tuple[datetime, datetime] | None,
+    times: TimeBounds,
+    refused: list[Refused],
+) -> pl.DataFrame:
+    """A companion gauge whose value is the job on a GPU (older Jobstats' `nvidia_gpu_jobId`) ->
+    (host, gpu_minor, ts, gauge_job), the job null where the value says none. Its bad values
+    are refused as any series'; a series without host or minor number names no GPU."""
+    gauge = dialect.job.gauge
+    assert gauge is not None
+    hosts: list[str | None] = []
+    minors: list[int | None] = []
+    for labels in s.labels:
+        hosts.append(host_of(labels, names))
+        minors.append(minor_of(labels, dialect))
+    samples = _in_window(s.samples, window)
+    samples = _believed(samples, times, gauge.name, s.labels, names, source, refused)
+    good, bad = _bad_value_rows(samples, float("inf"), 0.0)
+    refused.extend(_refuse_samples(bad, gauge.name, s.labels, source))
+    v = pl.col("value")
+    frame = good.select(
+        pl.Series("host", hosts, dtype=pl.String).gather(good["sid"]).alias("host"),
+        pl.Series("gpu_minor", minors, dtype=pl.Int16).gather(good["sid"]).alias("gpu_minor"),
+        pl.col("ts").cast(UTC_TS),
+        pl.when(v != gauge.none)
+        .then(v.round().cast(pl.Int64).cast(pl.String))
+        .otherwise(None)
+        .alias("gauge_job"),
+    )
+    frame = frame.filter(pl.col("host").is_not_null() & pl.col("gpu_minor").is_not_null())
+    return frame.unique(subset=["host", "gpu_minor", "ts"], keep="first", maintain_order=True)
+
+
+def _join_gauge_jobs(out: pl.DataFrame, jobs: pl.DataFrame) -> pl.DataFrame:
+    """Rows without a job label take the gauge's job of their GPU (host, minor) at their time."""
+    joined = out.join(jobs, on=["host", "gpu_minor", "ts"], how="left", maintain_order="left")
+    return joined.with_columns(pl.coalesce("job_id", "gauge_job").alias("job_id")).drop("gauge_job")
+
+
 _ROW_KEY = ["host", "gpu", "gpu_instance", "job_id", "ts"]
 _READINGS = ["util", "mem_used_mib", "mem_total_mib", "sm_active", "tensor_active", "power_w"]
-
-
-_COLS = (
-    "sm_active",
-    "gr_active",
-    "gpu_util",
-    "mem_used_mib",
-    "fb_free",
-    "fb_reserved",
-    "tensor_active",
-    "power_w",
-)
 
 
 def _host_series(

@@ -28,15 +28,23 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 
 from gpuwaste.config import ClusterConfig, PrometheusSource, Settings
+from gpuwaste.dialects import Dialect, dialect
 from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
 from gpuwaste.ingest.gpu_indices import fill_unknown_gpus
 from gpuwaste.ingest.job_precedence import KUBE_KEY, SPANS_KEY, TELEMETRY_KEY, label_jobs_wanted
 from gpuwaste.ingest.progress import window_progress
 from gpuwaste.ingest.prometheus import kube, telemetry_jobs
 from gpuwaste.ingest.prometheus.client import PrometheusClient, TooManySamples
+from gpuwaste.ingest.prometheus.dialect_choice import (
+    DialectAbsent,
+    LeftOut,
+    choose,
+    keep_preferred,
+    telemetry_note,
+)
 from gpuwaste.ingest.prometheus.parse import SeriesSet, concat_sets
 from gpuwaste.ingest.prometheus.rows import (
-    GPU_METRICS,
+    ALL_GPU_METRICS,
     HOST_METRICS,
     NODE_CPU,
     gpu_rows,
@@ -170,8 +178,12 @@ def ingest_prometheus(
     window_s: float | None = None,
     after_window: AfterWindow | None = None,
     now: datetime | None = None,
+    telemetry: str | None = None,
 ) -> IngestResult:
-    """Ingest [watermark or since, until) of one cluster's Prometheus; see the module docstring."""
+    """Ingest [watermark or since, until) of one cluster's Prometheus; see the module docstring.
+
+    `telemetry` names the GPU dialect (default: the cluster's `telemetry`, else the dialects
+    recognised from the GPU series the server holds over the whole range: one request more)."""
     src = cluster.prometheus
     if src is None:
         raise ValueError(f"cluster {cluster.name} has no prometheus source")
@@ -196,16 +208,21 @@ def ingest_prometheus(
     times = TimeBounds.at(now, settings.ingest)
     written: dict[str, int] = {}
     seen: set[str] = set()  # metrics present in any window
+    named = telemetry or cluster.telemetry
+    how = "--telemetry" if telemetry else "configured" if named else "recognised from its series"
+    left_out = LeftOut()
     t0 = time.perf_counter()
     with PrometheusClient(src) as client, window_progress(quiet) as progress:
+        chosen = _dialects(client, inner, named, start, end)
+        gpu_metrics = tuple(dict.fromkeys(m for d in chosen for m in d.families()))
         fetcher = Fetcher(client, inner)
         task = progress.add_task(f"{cluster.name} prometheus", total=len(windows), rate="")
         for i, (ws, we) in enumerate(windows):
-            wanted = GPU_METRICS + HOST_METRICS + (kube.KUBE_METRICS if kube_on else ())
+            wanted = gpu_metrics + HOST_METRICS + (kube.KUBE_METRICS if kube_on else ())
             present = client.metric_names(_names_match(wanted, inner), ws, we)
             seen |= present
             sets: dict[str, SeriesSet] = {}
-            for metric in GPU_METRICS:
+            for metric in gpu_metrics:
                 if metric in present:
                     sets[metric] = fetcher.raw(metric, ws, we)
             for metric in HOST_METRICS:
@@ -213,7 +230,19 @@ def ingest_prometheus(
                     lead = 2 * interval if metric == NODE_CPU else timedelta(0)
                     sets[metric] = fetcher.raw(metric, ws - lead, we)
             window = (ws, we)
-            gpu = gpu_rows(sets, src.labels, source=SOURCE, window=window, times=times)
+            gpu_refused: list[Refused] = []
+            frames: list[tuple[Dialect, pl.DataFrame]] = []
+            for d in chosen:
+                rows = gpu_rows(
+                    sets, src.labels, source=SOURCE, dialect=d, window=window, times=times
+                )
+                gpu_refused += rows.refused
+                frames.append((d, rows.frame))
+            gpu_frame = (
+                keep_preferred(frames, left_out)
+                if frames
+                else gpu_rows({}, src.labels, source=SOURCE).frame
+            )
             host = host_rows(sets, src.labels, source=SOURCE, window=window, times=times)
             kube_sets: dict[str, SeriesSet] = {}
             if kube_on:
@@ -226,14 +255,14 @@ def ingest_prometheus(
                         )
                         kube_sets[metric] = fetcher.raw(metric, ws - KUBE_LOOKBACK, we, extra)
             # ---- writes: samples, quarantine, jobs; then the watermark
-            n = wh.replace_window("gpu_samples", cluster.name, ws, we, gpu.frame, source=SOURCE)
+            n = wh.replace_window("gpu_samples", cluster.name, ws, we, gpu_frame, source=SOURCE)
             written["gpu_samples"] = written.get("gpu_samples", 0) + n
             n = wh.replace_window("host_samples", cluster.name, ws, we, host.frame, source=SOURCE)
             written["host_samples"] = written.get("host_samples", 0) + n
-            refused: list[Refused] = gpu.refused + host.refused
+            refused: list[Refused] = gpu_refused + host.refused
             _write_window_quarantine(wh, cluster.name, ws, we, refused)
             if kube_on or telemetry_on:
-                _write_jobs(wh, cluster.name, gpu.frame, kube_sets, src, we, slack, kube_on)
+                _write_jobs(wh, cluster.name, gpu_frame, kube_sets, src, we, slack, kube_on)
             set_watermark(
                 wh,
                 cluster.name,
@@ -241,7 +270,7 @@ def ingest_prometheus(
                 we,
                 {"url": src.url, "window": [ws.isoformat(), we.isoformat()]},
             )
-            result.accepted += gpu.frame.height + host.frame.height
+            result.accepted += gpu_frame.height + host.frame.height
             result.refused.extend(refused)
             elapsed = max(time.perf_counter() - t0, 1e-9)
             progress.update(task, advance=1, rate=f"{fetcher.samples / elapsed:,.0f} samples/s")
@@ -252,8 +281,8 @@ def ingest_prometheus(
         result.note = (
             f"{len(windows)} window(s) to {end.isoformat()}, {fetcher.samples:,} samples fetched "
             f"in {client.requests_made} request(s)"
-        )
-        if not seen & {*GPU_METRICS, *HOST_METRICS}:  # not an error: data may come later
+        ) + telemetry_note(chosen, how, left_out)
+        if not seen & {*ALL_GPU_METRICS, *HOST_METRICS}:  # not an error: data may come later
             result.note += f"; {_nothing_to_read(client, inner, src.label_filter, start, end)}"
     return result
 
@@ -261,8 +290,29 @@ def ingest_prometheus(
 def run_prometheus(settings: Settings, cluster: ClusterConfig, options: RunOptions) -> IngestResult:
     """The configured server of `cluster` over the run's window (its runner in `ingest.sources`)."""
     return ingest_prometheus(
-        settings, cluster, since=options.since, until=options.until, quiet=options.quiet
+        settings,
+        cluster,
+        since=options.since,
+        until=options.until,
+        quiet=options.quiet,
+        telemetry=options.telemetry,
     )
+
+
+def _dialects(
+    client: PrometheusClient, inner: str, named: str | None, start: datetime, end: datetime
+) -> list[Dialect]:
+    """The dialects to read over [start, end): the named one, else those whose series the
+    server holds (`dialect_choice.choose`). A named dialect absent while the server holds
+    another's GPU series is one sentence, before anything is written; with no GPU series at
+    all the run goes on (its note says what the server holds)."""
+    held = client.metric_names(_names_match(ALL_GPU_METRICS, inner), start, end)
+    try:
+        return choose(named, held)
+    except DialectAbsent as exc:
+        if not held:
+            return [dialect(named)] if named else []
+        raise IngestError(f"Prometheus at {client.url} {exc}; nothing was written.") from None
 
 
 def _names_match(names: tuple[str, ...], inner: str) -> str:
