@@ -307,6 +307,47 @@ def test_overview_says_why_no_gpu_hours(tmp_path: Path, monkeypatch: pytest.Monk
     assert "job_gpus" in why and "allocation" in why
 
 
+def test_overview_shows_gpu_hours_not_tied_to_a_gpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two Slurm jobs, no job label on the samples: the one holding both GPUs of n1 is tied
+    (whole host), the one holding 1 of n2's 2 GPUs is not: 1 GPU hour not tied, beside the 2
+    allocated, so 33.3% of the 3 scheduled GPU hours."""
+    from typer.testing import CliRunner
+
+    from gpuwaste.cli import app as cli
+
+    (tmp_path / "s.csv").write_text(
+        "timestamp,node,gpu_index,gpu_util\n"
+        + "".join(f"2026-10-01T00:{m:02d}:00Z,{h},{g},50\n" for m in range(60)
+                  for h in ("n1", "n2") for g in (0, 1))
+    )  # fmt: skip
+    (tmp_path / "m.toml").write_text(
+        '[samples]\ntime = "timestamp"\nhost = "node"\ngpu = "gpu_index"\nutil = "gpu_util"\n'
+    )
+    times = "2026-10-01T00:00:00|2026-10-01T01:00:00"
+    (tmp_path / "sacct.txt").write_text(
+        "JobID|State|Start|End|AllocTRES|NodeList\n"
+        f"1|COMPLETED|{times}|gres/gpu=2|n1\n2|COMPLETED|{times}|gres/gpu=1|n2\n"
+    )
+    data_dir = tmp_path / "data"
+    for args in (
+        ["ingest", "csv", "--samples", str(tmp_path / "s.csv"), "--mapping",
+         str(tmp_path / "m.toml"), "--cluster", "c1", "--data-dir", str(data_dir)],
+        ["ingest", "slurm", "--file", str(tmp_path / "sacct.txt"), "--cluster", "c1",
+         "--data-dir", str(data_dir)],
+        ["analyze", "--data-dir", str(data_dir)],
+    ):  # fmt: skip
+        done = CliRunner().invoke(cli, args)
+        assert done.exit_code == 0, done.output
+    monkeypatch.setenv(DATA_DIR_ENV, str(data_dir))
+    at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT))
+    metrics = {m.label: m for m in at.metric}
+    assert metrics["GPU hours allocated"].value == "2"
+    untied = metrics["GPU hours not tied to a GPU"]
+    assert untied.value == "1" and untied.delta == "33.3% of scheduled GPU hours"
+
+
 def test_cdf_legend_stays_out_of_the_curves_and_panels_have_their_own_axes(app: AppTest) -> None:
     at = _open(app, "cdfs")
     overlay = _charts(at)["CDF of job GPU utilization (mean)"].spec

@@ -74,12 +74,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
 
 
 def write_samples(wh: Warehouse, c: Cluster, minors: bool = False) -> None:
-    wh.replace_window("gpu_samples", SPEC.cluster, SPEC.start, END, c.samples, source="gen")
-    if minors:  # the column gpu_samples gains for DCGM's device="nvidiaN" (#43 item 1)
-        for f in wh.cluster_dir("gpu_samples", SPEC.cluster).glob("date=*/*.parquet"):
-            df = pl.read_parquet(f)
-            minor = [minor_of(h, g) for h, g in zip(df["host"], df["gpu"], strict=True)]
-            df.with_columns(pl.Series("gpu_minor", minor, dtype=pl.Int16())).write_parquet(f)
+    """The samples, with the GPUs' minor numbers (as DCGM's device="nvidiaN" gives them) or
+    without (as the nvidia-smi exporter's)."""
+    rows = c.samples
+    if minors:
+        minor = [minor_of(h, g) for h, g in zip(rows["host"], rows["gpu"], strict=True)]
+        rows = rows.with_columns(pl.Series("gpu_minor", minor, dtype=pl.Int16()))
+    wh.replace_window("gpu_samples", SPEC.cluster, SPEC.start, END, rows, source="gen")
 
 
 def slurm(**kw: object) -> ClusterConfig:

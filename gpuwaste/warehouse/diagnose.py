@@ -1,8 +1,9 @@
 """Why the analyses will find no GPU time for a cluster, read from the fact tables alone.
 
 GPU time is allocation time: a job counts GPU-seconds only through its `job_gpus` rows, and an
-allocation whose GPU index is unknown (gpu = -1) only once a GPU sample carrying the job's id
-(DCGM `hpc_job`) resolves it. So a cluster whose jobs hold no allocation, or only unresolvable
+allocation whose GPU index is unknown (gpu = -1) only once other evidence resolves it: the job
+holds whole hosts, an scontrol capture names its GPUs, or a GPU sample carries the job's id
+(DCGM `hpc_job`; `gpuwaste/warehouse/gpu_from.py`). So a cluster whose jobs hold no allocation, or only unresolvable
 ones, gives all-zero results however good its samples are. `why_no_gpu_time` says which of
 these it is, in one sentence with the fix, for the ingest summary line and for `analyze`.
 """
@@ -69,8 +70,10 @@ def why_no_gpu_time(wh: Warehouse, cluster: str) -> str | None:
         f"cluster '{cluster}': the GPU index of all {unknown} job x host allocations is unknown "
         f"(gpu = -1) and no GPU sample {seen} to resolve them, so the analyses find 0 "
         "GPU-seconds; "
-        "give `scontrol show job -d` output (--scontrol), per-host GPU indices (`allocation`), "
-        "or telemetry whose samples carry the job id."
+        "give `scontrol show job -d` captures (--scontrol FILE or FOLDER, or "
+        "[clusters.slurm] scontrol_command at every ingest), per-host GPU indices "
+        "(`allocation`), or telemetry whose samples carry the job id (deploy/slurm's prolog "
+        "names it for the DCGM exporter)."
     )
 
 

@@ -39,6 +39,7 @@ import numpy as np
 import polars as pl
 
 from gpuwaste.ingest.times import TimeBounds
+from gpuwaste.warehouse import gpu_from
 from gpuwaste.warehouse.bookkeeping import Refused
 from gpuwaste.warehouse.schema import JOB_GPUS, JOBS, UTC_TS, conform
 
@@ -61,11 +62,12 @@ HEADERS: dict[str, tuple[str, ...]] = {
 
 # The warehouse's own column lists (without the partition column), in the same order.
 JOBS_SCHEMA: dict[str, pl.DataType] = dict(JOBS.stored_columns)
-# Philly's GPUs are whole GPUs of no recorded model: no MIG instance, profile or model columns.
+# Philly's GPUs are whole GPUs of no recorded model: no MIG instance, profile or model columns;
+# the trace names them itself (gpu_from = trace).
 JOB_GPUS_SCHEMA: dict[str, pl.DataType] = {
     k: v
     for k, v in JOB_GPUS.stored_columns.items()
-    if k not in ("gpu_instance", "mig_profile", "gpu_model")
+    if k not in ("gpu_instance", "mig_profile", "gpu_model", "gpu_from")
 }
 REFUSED_SCHEMA: dict[str, pl.DataType] = {
     "location": pl.String(),
@@ -228,7 +230,11 @@ def parse_job_log(
         gpu_rows.extend((job["job_id"], *r) for r in rows)
     jobs_df = pl.DataFrame(jobs, schema=JOBS_SCHEMA) if jobs else pl.DataFrame(schema=JOBS_SCHEMA)
     gpus_df = conform(
-        pl.DataFrame(gpu_rows, schema=JOB_GPUS_SCHEMA, orient="row"), JOB_GPUS, stored=True
+        pl.DataFrame(gpu_rows, schema=JOB_GPUS_SCHEMA, orient="row").with_columns(
+            pl.lit(gpu_from.TRACE).alias("gpu_from")
+        ),
+        JOB_GPUS,
+        stored=True,
     )
     return PhillyJobs(
         jobs=jobs_df,

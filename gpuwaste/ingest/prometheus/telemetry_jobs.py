@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
+from gpuwaste.warehouse import gpu_from
 from gpuwaste.warehouse.schema import JOB_GPUS, JOBS, UTC_TS, conform
 
 
@@ -37,7 +38,10 @@ def spans_from_samples(gpu_rows: pl.DataFrame, interval_s: float) -> pl.DataFram
             pl.col("mig_profile").drop_nulls().first(),
             pl.col("gpu_model").drop_nulls().first(),
         )
-        .with_columns(pl.lit(0, dtype=pl.Int16).alias("attempt"))
+        .with_columns(
+            pl.lit(0, dtype=pl.Int16).alias("attempt"),
+            pl.lit(gpu_from.TELEMETRY_LABEL).alias("gpu_from"),
+        )
     )
     return conform(spans, JOB_GPUS, stored=True)
 

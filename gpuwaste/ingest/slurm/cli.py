@@ -35,14 +35,18 @@ def register(app: typer.Typer, source: Source) -> None:
         ] = None,
         scontrol: Annotated[
             Path | None,
-            typer.Option("--scontrol", help="`scontrol show job -d` output: GPU indices per node."),
+            typer.Option(
+                "--scontrol",
+                help="`scontrol show job -d` output, or a folder of such captures: GPU indices "
+                "(IDX) per node.",
+            ),
         ] = None,
         gres_idx: Annotated[
             str,
             typer.Option(
                 "--gres-idx",
-                help="What scontrol's IDX is: the device 'minor' number (gres.conf naming "
-                "/dev/nvidiaN) or the NVML 'index' (gres.conf in NVML order, AutoDetect=nvml).",
+                help="What scontrol's IDX is where the telemetry names no minor number: "
+                "'minor' (wait for one) or 'index' (the NVML index).",
             ),
         ] = "minor",
         columns: Annotated[
@@ -65,9 +69,9 @@ def register(app: typer.Typer, source: Source) -> None:
             inputs = {
                 "file": file,
                 "scontrol_file": scontrol,
-                "gres_idx": gres_idx,
                 "columns": [c.strip() for c in columns.split(",")] if columns else None,
                 "vc_from": vc_from,
+                "gres_idx": gres_idx,
             }
         what = "ingest slurm --file"
         run_subcommand(s, options, source, cluster, inputs, what=what, timezone=timezone)

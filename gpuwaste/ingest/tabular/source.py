@@ -32,6 +32,7 @@ from gpuwaste.ingest.tabular.parse import (
     split_csv,
 )
 from gpuwaste.ingest.times import TimeBounds, conflicting_duplicates, refuse_duplicates
+from gpuwaste.warehouse import gpu_from
 from gpuwaste.warehouse.bookkeeping import Refused, write_quarantine
 from gpuwaste.warehouse.store import Warehouse
 
@@ -182,7 +183,12 @@ def _ingest(
             cluster.name,
             kind,
             pl.col("job_id").is_in(jobs["job_id"].implode()),
-            job_gpus,
+            job_gpus.with_columns(
+                pl.when(pl.col("gpu") >= 0)
+                .then(pl.lit(gpu_from.EXPORT))
+                .otherwise(pl.lit(gpu_from.UNKNOWN))
+                .alias("gpu_from")
+            ),
         )
         yield_label_jobs(wh, cluster.name)
     all_refused: list[Refused] = []
