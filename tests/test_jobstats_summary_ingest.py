@@ -160,6 +160,8 @@ def test_analyze_gives_the_summary_figures_with_no_telemetry(
     j501 = jobs.filter(pl.col("job_id") == "501").row(0, named=True)
     assert j501["util_mean"] == pytest.approx(31.25)
     assert j501["never_used_gpus"] == 1 and j501["never_used_gpu_s"] == 3600.0
+    assert j501["idle_slots"] is None and j501["n_phases"] is None  # a mean tells none
+    assert j501["is_debug"] is False and j501["low_data"] is False
 
 
 def test_bad_summaries_are_quarantined_with_reasons_and_their_jobs_kept(
