@@ -55,6 +55,8 @@ summaries as (
     from job_gpu_summaries
     where cluster = getvariable('cluster')
       and job_id in (select job_id from allocations)
+    -- one summary GPU per device, should two minor numbers ever be tied to one index
+    qualify row_number() over (partition by job_id, host, gpu order by gpu_minor) = 1
 ),
 
 figures as (
@@ -69,7 +71,7 @@ figures as (
              when js.job_id is not null then js.util_pct <= 0
                  and coalesce(js.mem_used_mib, 0) <= getvariable('idle_mem_floor_mib')::double
         end as never_used,
-        coalesce(s.util_mean, js.util_pct) as util_mean,
+        case when s.alloc_id is not null then s.util_mean else js.util_pct end as util_mean,
         s.util_max,
         s.mem_used_mean_mib,
         case when s.alloc_id is not null then s.mem_used_max_mib else js.mem_used_mib end
