@@ -302,3 +302,32 @@ def test_a_summary_minor_number_is_joined_to_the_index_its_samples_show(tmp_path
     analyze(settings, quiet=True)
     row = usage(settings).row(0, named=True)
     assert (row["gpu"], row["figures_from"], row["util_mean"]) == (0, "samples", 70.0)
+
+
+def test_summary_hosts_are_named_as_the_nodelist_names_them() -> None:
+    """Jobstats names a node as Prometheus' instance label does: a domain is dropped where the
+    short name is the job's; a node that is not the job's is quarantined, the others kept."""
+    from gpuwaste.ingest.slurm.parse import parse_sacct
+
+    text = "\n".join(
+        [
+            HEADER,
+            line(
+                "901",
+                "gpu-f[1-2]",
+                2,
+                summary(
+                    ("gpu-f1.example.org", [(0, 50.0, 1.0)]),
+                    ("gpu-f2", [(1, 60.0, 1.0)]),
+                    ("gpu-z9", [(0, 70.0, 1.0)]),
+                ),
+            ),
+        ]
+    )
+    p = parse_sacct(text)
+    assert p.gpu_summaries.select("host", "gpu_minor").rows() == [("gpu-f1", 0), ("gpu-f2", 1)]
+    assert [r.reason for r in p.refused] == [
+        "Jobstats summary in AdminComment names hosts not in the job's NodeList: gpu-z9 "
+        "(their GPUs left out)"
+    ]
+    assert p.jobs["job_id"].to_list() == ["901"]

@@ -44,7 +44,8 @@ What real output contains, and what this parser does with it:
   and text of other tools give none. A summary that does not decode (bad base64, bad gzip, a
   gzip bomb past `[files] max_gzip_ratio`, not JSON, wrong shape, a GPU key that is not a minor
   number) is refused with its reason while its job is kept: the line counts as accepted and its
-  summary as quarantined.
+  summary as quarantined. A summary's node is named as NodeList names it (`gpu1.example.org` is
+  `gpu1`); a node that is not the job's is refused, its GPUs left out.
 - **Refused** (to quarantine, with file:line and reason): wrong field count, an unknown state,
   an unparseable time, a time no source believes (`ingest.times`: outside the warehouse's
   days, from the future, before `[ingest] earliest_time`; not checked for pending jobs, whose
@@ -55,7 +56,7 @@ What real output contains, and what this parser does with it:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 from zoneinfo import ZoneInfo
@@ -560,9 +561,16 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
         accepted += 1
         if step is None and c.admincomment is not None:
             try:
-                row.summary = decode_summary(fields[c.admincomment], opts.max_gzip_ratio)
+                summary = decode_summary(fields[c.admincomment], opts.max_gzip_ratio)
             except SummaryError as exc:  # the job is kept; its summary is quarantined
                 refuse(f"Jobstats summary in AdminComment not decoded: {exc}")
+            else:
+                row.summary, strangers = _on_job_hosts(summary, hosts)
+                if strangers:
+                    refuse(
+                        f"Jobstats summary in AdminComment names hosts not in the job's NodeList: "
+                        f"{', '.join(strangers)} (their GPUs left out)"
+                    )
         if step is None:
             jobs[job_id] = row  # a job printed twice (--duplicates, requeue): the last wins
         else:
@@ -608,6 +616,26 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
         columns=cols,
         gpu_summaries=_summary_rows(out),
     )
+
+
+def _on_job_hosts(
+    summary: JobSummary | None, hosts: list[str]
+) -> tuple[JobSummary | None, list[str]]:
+    """The summary with its nodes named as the job's NodeList names them (Jobstats names a node
+    as Prometheus' `instance` label does, which may carry the domain: `gpu1.example.org` is
+    NodeList's `gpu1`), and the names of its nodes that are not the job's. Without a NodeList,
+    as it is."""
+    if summary is None or not hosts:
+        return summary, []
+    known = set(hosts)
+    kept, strangers = [], []
+    for node in summary.nodes:
+        name = node.host if node.host in known else node.host.split(".", 1)[0]
+        if name in known:
+            kept.append(replace(node, host=name))
+        else:
+            strangers.append(node.host)
+    return replace(summary, nodes=tuple(kept)), strangers
 
 
 def _summary_rows(rows: list[_Row]) -> pl.DataFrame:
