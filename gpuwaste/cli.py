@@ -26,6 +26,7 @@ from gpuwaste.analyses.cli import register as register_analyses
 from gpuwaste.cli_common import ConfigOpt, DataDirOpt, FormatOpt, settings
 from gpuwaste.config import DATA_DIR_ENV, DEFAULT_DATA_DIR
 from gpuwaste.dashboard.cli import register as register_dashboard
+from gpuwaste.dialects import NAMES as TELEMETRY_NAMES
 from gpuwaste.errors import GpuwasteError, UsageError
 from gpuwaste.exporter.cli import register as register_exporter
 from gpuwaste.ingest.cli import ingest_app
@@ -181,6 +182,23 @@ def generate(
             "job's share in truth.json's 'mig'.",
         ),
     ] = 0,
+    telemetry: Annotated[
+        str,
+        typer.Option(
+            "--telemetry",
+            help=f"The GPU exporter metrics.om is written in: {', '.join(TELEMETRY_NAMES)} (the "
+            "same cluster and truth in each).",
+        ),
+    ] = "dcgm",
+    no_job_labels: Annotated[
+        bool,
+        typer.Option(
+            "--no-job-labels",
+            help="Leave the job off the GPU series (DCGM's default, no hpc_job; older Jobstats: "
+            "only its job gauge); writes the scontrol captures a 5-minute ingest "
+            "would take (scontrol/*.txt) where nothing names the job.",
+        ),
+    ] = False,
 ) -> None:
     """Write a synthetic multi-tenant cluster in the sources' own formats, with its planted truth."""
     from gpuwaste.generate.cli import generate_command
@@ -197,6 +215,8 @@ def generate(
         policy_cases,
         mig_hosts,
         shared_gpus,
+        telemetry,
+        no_job_labels,
     )
 
 

@@ -100,7 +100,7 @@ def _imports(path: Path) -> list[str]:
 # import them all.
 SHARED = {
     *("gpuwaste", "config", "dialects", "errors", "text", "columns", "render", "cli_common"),
-    "process",
+    *("process", "jobstats_summary"),
 }
 ENTRIES = {"cli", "__main__", "demo"}
 LAYERS: dict[str, set[str]] = {

@@ -332,7 +332,9 @@ def test_openmetrics_layout(
     hpc_series = set()
     for head, lab in labels_of.items():
         if head.startswith("DCGM"):
-            assert lab["device"] == f"nvidia{lab['gpu']}" and lab["UUID"].startswith("GPU-")
+            host = next(h for h in cluster.hosts if h.name == lab["Hostname"])
+            assert lab["device"] == f"nvidia{host.minors[int(lab['gpu'])]}"
+            assert lab["UUID"].startswith("GPU-")
             assert lab["modelName"] == "NVIDIA A100-SXM4-80GB"
             if "hpc_job" in lab:
                 job = jobs_by_id[lab["hpc_job"]]

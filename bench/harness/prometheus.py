@@ -8,7 +8,9 @@
 `PrometheusServer` backfills into a temporary folder (Prometheus compacts and rewrites its data
 folder, so never point it at a checked-in one), starts on a free loopback port with no scrape
 targets and a 100-year retention (retention counts from the newest block, so a short one deletes
-backfilled data), waits for `/-/ready`, and stops with SIGTERM (SIGKILL after 10 s).
+backfilled data), waits for `/-/ready`, and stops with SIGTERM (SIGKILL after 10 s). Given a
+list of files, it backfills each into the one data folder (one server for several clusters, told
+apart by a label of their own).
 
 `write_synthetic_openmetrics` writes a small DCGM + node-exporter (+ kube-state-metrics) cluster
 with known contents (gaps, label variants), for tests and for the benchmark while the project's
@@ -36,8 +38,12 @@ READY_TIMEOUT_S = 30.0
 class PrometheusServer:
     """One Prometheus process over a backfilled data folder under `workdir`."""
 
-    def __init__(self, openmetrics: Path, workdir: Path, *, max_samples: int | None = None) -> None:
-        self.openmetrics = Path(openmetrics)
+    def __init__(
+        self, openmetrics: Path | list[Path], workdir: Path, *, max_samples: int | None = None
+    ) -> None:
+        # several files backfill into one data folder (Prometheus merges overlapping blocks)
+        files = openmetrics if isinstance(openmetrics, list) else [openmetrics]
+        self.files = [Path(f) for f in files]
         self.workdir = Path(workdir)
         self.data_dir = self.workdir / "data"
         self.config = self.workdir / "prometheus.yml"
@@ -59,25 +65,27 @@ class PrometheusServer:
         return self.proc is not None and self.proc.poll() is None
 
     def backfill(self) -> float:
-        """`promtool tsdb create-blocks-from openmetrics` into the data folder; seconds taken."""
+        """`promtool tsdb create-blocks-from openmetrics` of each file into the data folder;
+        seconds taken."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        done = subprocess.run(
-            [
-                self.promtool,
-                "tsdb",
-                "create-blocks-from",
-                "openmetrics",
-                "--max-block-duration=24h",
-                str(self.openmetrics),
-                str(self.data_dir),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"promtool failed: {done.stderr.strip()[-2000:]}")
+        for path in self.files:
+            done = subprocess.run(
+                [
+                    self.promtool,
+                    "tsdb",
+                    "create-blocks-from",
+                    "openmetrics",
+                    "--max-block-duration=24h",
+                    str(path),
+                    str(self.data_dir),
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"promtool failed on {path}: {done.stderr.strip()[-2000:]}")
         return time.perf_counter() - t0
 
     def start(self) -> str:
@@ -142,7 +150,7 @@ class PrometheusServer:
 
 @contextmanager
 def running_prometheus(
-    openmetrics: Path, workdir: Path, *, max_samples: int | None = None
+    openmetrics: Path | list[Path], workdir: Path, *, max_samples: int | None = None
 ) -> Iterator[PrometheusServer]:
     server = PrometheusServer(openmetrics, workdir, max_samples=max_samples)
     server.backfill()

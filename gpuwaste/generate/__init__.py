@@ -13,6 +13,13 @@ Sampling and time conventions (analyses must recover the truth within one sampli
 - Job times are whole seconds, not aligned to samples. A sample at time t belongs to a job when
   start <= t < end (for a job running at the window end: start <= t). Its DCGM series then has
   `hpc_job="<JobIDRaw>"`; unallocated samples have util 0, memory 0 and no `hpc_job`.
+- `spec.telemetry` names the GPU exporter's dialect metrics.om is written in (gpuwaste/dialects.py,
+  generate/telemetry.py): the same samples, jobs and truth in every dialect. Where the series
+  do not name the job (`job_labels=False` for DCGM, nvidia-smi), `scontrol/*.txt` holds the
+  `scontrol show job -d` captures of a 5-minute scheduled ingest (generate/scontrol.py); for
+  Jobstats, sacct.txt has an AdminComment column with each ended job's `JS1:` summary.
+- A GPU's `gpu` is its NVML index; its `minor` (/dev/nvidiaN: DCGM's `device`, Jobstats'
+  `minor_number`, Slurm's `IDX`) differs from the index on every second host, from the first.
 - `job_id` is JobIDRaw everywhere (truth, frames, DCGM `hpc_job`, parquet `job_id`);
   `slurm_job_id` is the JobID column as sacct prints it (`1200_3` for array tasks).
 - The cluster is empty at the window start; jobs still queued at the window end are left out;
@@ -22,7 +29,7 @@ truth.json (sorted keys; times ISO 8601 UTC with `Z`)
 -----------------------------------------------------
 - `jobs`: every Slurm job: job_id, job_id_raw, slurm_job_id, array_job_id, array_task,
   philly_jobid, philly_attempt, user, vc, name, partition, qos, state, raw_state, exit_code,
-  is_debug, submit, start, end, timelimit_s, gpus, alloc [{host, gpu, uuid}], attempts (the
+  is_debug, submit, start, end, timelimit_s, gpus, alloc [{host, gpu, minor, uuid}], attempts (the
   Philly job's attempts as written: start/end null where the file says "None"), planted (tags:
   slow_start[_long], unreleased[_long], mid_idle, short_zero, stall, checkpointing, fluctuating,
   non_dl, oversubscription, never_used, debug), first_sample, n_samples.
@@ -48,7 +55,8 @@ truth.json (sorted keys; times ISO 8601 UTC with `Z`)
   `timeouts`: debug jobs that hit the 8 h limit (state TIMEOUT, end - start == 8 h exactly).
 - `hosts`, `philly_machine_map` (host -> m<N>), `philly_vc_map`, `philly_user_map` (name -> the
   6-hex hash), `philly_quirks` (where the planted format quirks are), `users`, `spec`, `window`,
-  `openmetrics_samples` (samples written per family).
+  `openmetrics_samples` (samples written per family), `telemetry` ({dialect, job_labels,
+  captured_jobs: the jobs some scontrol capture saw running, null without captures}).
 """
 
 from gpuwaste.generate.cli import generate_command

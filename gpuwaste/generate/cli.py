@@ -51,8 +51,11 @@ def generate_command(
     policy_cases: bool = False,
     mig_hosts: int = 0,
     shared_gpus: int = 0,
+    telemetry: str = "dcgm",
+    no_job_labels: bool = False,
 ) -> None:
-    """Generate a synthetic cluster in DIR: metrics.om, sacct.txt, philly/, truth.json."""
+    """Generate a synthetic cluster in DIR: metrics.om, sacct.txt, philly/, truth.json (and
+    scontrol/ where the telemetry does not name the job)."""
     check_sizes(gpus, days, interval_s)
     for flag, n in (("--mig-hosts", mig_hosts), ("--shared-gpus", shared_gpus)):
         if n < 0:
@@ -61,16 +64,30 @@ def generate_command(
         check_cluster_name(cluster)
     except ValueError as exc:
         raise UsageError(f"--cluster {cluster!r} is not accepted: {exc}.") from None
-    spec = GeneratorSpec(
-        seed=seed,
-        gpus=gpus,
-        days=days,
-        interval_s=interval_s,
-        cluster=cluster,
-        policy_cases=policy_cases,
-        mig_hosts=mig_hosts,
-        shared_gpus=shared_gpus,
-    )
+    try:
+        spec = GeneratorSpec(
+            seed=seed,
+            gpus=gpus,
+            days=days,
+            interval_s=interval_s,
+            cluster=cluster,
+            policy_cases=policy_cases,
+            mig_hosts=mig_hosts,
+            shared_gpus=shared_gpus,
+            telemetry=telemetry,
+            job_labels=not no_job_labels,
+        )
+    except ValueError as exc:
+        given = [f"--telemetry {telemetry}"] + [
+            flag
+            for flag, on in (
+                ("--no-job-labels", no_job_labels),
+                (f"--mig-hosts {mig_hosts}", mig_hosts),
+                (f"--shared-gpus {shared_gpus}", shared_gpus),
+            )
+            if on
+        ]
+        raise UsageError(f"{' '.join(given)} is not accepted: {exc}.") from None
     if start is not None:
         spec = replace(spec, start=parse_start(start))
     write_all(spec, Path(out), gzip=gzip)

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 import numpy as np
 import numpy.typing as npt
 
+from gpuwaste.dialects import dialect
 from gpuwaste.generate import params
 
 # Sample modes of a plan segment.
@@ -43,6 +44,8 @@ class GeneratorSpec:
     policy_cases: bool = False  # plant busy-then-idle and idle-then-busy jobs (policy_cases.py)
     mig_hosts: int = 0  # extra MIG hosts (gpuwaste/generate/mig.py); 0 keeps the output as it was
     shared_gpus: int = 0  # extra hosts with one time-sliced GPU (gpuwaste/generate/mig.py)
+    telemetry: str = "dcgm"  # the GPU exporter's dialect (gpuwaste/dialects.py) metrics.om is in
+    job_labels: bool = True  # False: the job is not on the GPU series (DCGM's default)
 
     def __post_init__(self) -> None:
         if self.start.tzinfo is None:
@@ -53,6 +56,11 @@ class GeneratorSpec:
             raise ValueError("gpus, days and interval_s must be positive")
         if self.gpu_mem_mib < 4 * params.MIN_LEVEL_JUMP_MIB:
             raise ValueError("gpu_mem_mib is too small for distinct memory phases")
+        dialect(self.telemetry)  # ValueError naming the accepted ones
+        if self.telemetry != "dcgm" and (self.mig_hosts or self.shared_gpus):
+            raise ValueError("MIG and shared GPUs are generated in the dcgm telemetry only")
+        if not self.job_labels and self.telemetry == "slurm-job-exporter":
+            raise ValueError("slurm-job-exporter's series are per job: they always name it")
 
     @property
     def n_hosts(self) -> int:
@@ -83,6 +91,7 @@ class Host:
     name: str  # gpu-node-001
     philly_machine: str  # m17
     uuids: tuple[str, ...]
+    minors: tuple[int, ...]  # device minor number (/dev/nvidiaN) of each NVML index
 
 
 @dataclass(frozen=True)

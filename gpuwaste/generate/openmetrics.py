@@ -15,33 +15,19 @@ The counter is written the OpenMetrics way: `# TYPE node_cpu_seconds counter` an
 
 from __future__ import annotations
 
-from operator import itemgetter
 from typing import TextIO
 
 import numpy as np
 
+from gpuwaste.dialects import dialect
 from gpuwaste.generate import params
 from gpuwaste.generate.mig import MigWriter
 from gpuwaste.generate.model import Cluster, Window
+from gpuwaste.generate.telemetry import families, gpu_series, pick
 
-# PCI bus ids of the eight GPUs of a DGX A100, for the pci_bus_id label
-PCI_BUS = ("07", "0F", "47", "4E", "87", "90", "B7", "BD")
-
-DCGM_FAMILIES = (
-    ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "gauge"),
-    ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "gauge"),
-    ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "gauge"),
-)
 CPU_MODES = ("idle", "iowait", "system", "user")
 # share of busy CPU time per mode (user, system, iowait)
 BUSY_SPLIT = {"user": 0.8, "system": 0.15, "iowait": 0.05}
-
-
-def _pick(table: list[str], idx: list[int]) -> tuple[str, ...]:
-    if not idx:
-        return ()
-    got = itemgetter(*idx)(table)
-    return got if isinstance(got, tuple) else (got,)
 
 
 def _series(
@@ -51,15 +37,6 @@ def _series(
     if values:
         fh.write(prefix)
         fh.write(prefix.join(map(str.__add__, values, stamps)))
-
-
-def gpu_labels(cluster: Cluster, g: int) -> str:
-    host = cluster.host_of(g)
-    i = g % params.GPUS_PER_HOST
-    return (
-        f'gpu="{i}",UUID="{host.uuids[i]}",pci_bus_id="00000000:{PCI_BUS[i]}:00.0",'
-        f'device="nvidia{i}",modelName="{params.MODEL_NAME}",Hostname="{host.name}"'
-    )
 
 
 def write_openmetrics(
@@ -77,36 +54,20 @@ def write_openmetrics(
         raise ValueError("write_openmetrics needs a window starting at sample 0")
     n = win.k1 - win.k0
     stamps = [f"{spec.t0 + (win.k0 + k) * spec.interval_s}\n" for k in range(n)]
-    small = [f"{v} " for v in range(101)]
-    big = [f"{v} " for v in range(spec.gpu_mem_mib + 1)]
     counts: dict[str, int] = {}
-    job_ids = [j.job_id for j in cluster.jobs]
-
-    for family, help_text, kind in DCGM_FAMILIES:
-        fh.write(f"# HELP {family} {help_text}\n# TYPE {family} {kind}\n")
+    d = dialect(spec.telemetry)
+    for fam in families(d):
+        fh.write(f"# HELP {fam.name} {fam.help}\n# TYPE {fam.name} gauge\n")
         written = 0
         for g in range(spec.n_gpus):
-            labels = gpu_labels(cluster, g)
-            if family == "DCGM_FI_DEV_GPU_UTIL":
-                values, table = win.util[g], small
-            elif family == "DCGM_FI_DEV_FB_USED":
-                values, table = win.mem[g], big
-            else:
-                values, table = spec.gpu_mem_mib - win.mem[g], big
-            jobs_row = win.job[g]
-            present = win.present[g]
-            for key in _series_keys(jobs_row):
-                idx = np.nonzero((jobs_row == key) & present)[0]
-                if key >= 0:
-                    prefix = f'{family}{{{labels},hpc_job="{job_ids[key]}"}} '
-                else:
-                    prefix = f"{family}{{{labels}}} "
+            for labels, idx, values in gpu_series(cluster, win, d, fam, g):
                 il = idx.tolist()
-                _series(fh, prefix, _pick(table, values[idx].tolist()), _pick(stamps, il))
+                texts = [values] * len(il) if isinstance(values, str) else values
+                _series(fh, f"{fam.name}{{{labels}}} ", texts, tuple(pick(stamps, il)))
                 written += len(il)
         if mig is not None:
-            written += mig.family(fh, family)
-        counts[family] = written
+            written += mig.family(fh, fam.name)
+        counts[fam.name] = written
     if mig is not None:
         counts.update(mig.new_families(fh))
 
@@ -164,15 +125,3 @@ def mem_available_bytes(used_frac: np.ndarray) -> np.ndarray:
     """MemAvailable in bytes (a multiple of 4 KiB) from the used fraction."""
     pages = np.floor(params.HOST_MEM_BYTES * (1.0 - used_frac) / 4096.0)
     return (pages * 4096).astype(np.int64)
-
-
-def _series_keys(jobs_row: np.ndarray) -> list[int]:
-    """The series of one GPU in order of first appearance: job indices, -1 for unallocated."""
-    if jobs_row.size == 0:
-        return []
-    change = np.nonzero(np.diff(jobs_row))[0] + 1
-    firsts = jobs_row[np.concatenate(([0], change))].tolist()
-    seen: dict[int, None] = {}
-    for k in firsts:
-        seen.setdefault(int(k), None)
-    return list(seen)

@@ -7,18 +7,22 @@ import io
 from pathlib import Path
 
 from gpuwaste.generate import mig as mig_hosts
+from gpuwaste.generate.jobstats import admin_comments
 from gpuwaste.generate.model import Cluster, GeneratorSpec
 from gpuwaste.generate.openmetrics import write_openmetrics
 from gpuwaste.generate.philly import job_log_text, machine_list_text, philly_view, write_util_files
 from gpuwaste.generate.sacct import sacct_text
+from gpuwaste.generate.scontrol import write_captures
 from gpuwaste.generate.series import gpu_window, host_window
 from gpuwaste.generate.simulate import simulate
+from gpuwaste.generate.telemetry import names_job
 from gpuwaste.generate.truth import truth_dict, truth_text
 
 
 def write_all(spec: GeneratorSpec, out: Path, *, gzip: bool = False) -> None:
-    """Write out/metrics.om (or metrics.om.gz), out/sacct.txt, out/philly/* and out/truth.json.
-    Same spec, same bytes."""
+    """Write out/metrics.om (or metrics.om.gz) in spec.telemetry's dialect, out/sacct.txt,
+    out/philly/*, out/truth.json, and out/scontrol/*.txt where the GPU series do not name the
+    job. Same spec, same bytes."""
     write_cluster(simulate(spec), Path(out), gzip=gzip)
 
 
@@ -44,7 +48,8 @@ def write_cluster(cluster: Cluster, out: Path, *, gzip: bool = False) -> dict[st
             "w", encoding="utf-8", newline="\n", buffering=1 << 22
         ) as fh:
             counts = write_openmetrics(cluster, fh, win, host_cpu, host_mem, writer)
-    sacct = sacct_text(cluster)
+    comments = admin_comments(cluster, win) if spec.telemetry == "jobstats" else None
+    sacct = sacct_text(cluster, comments)
     if mig is not None:
         sacct += "\n".join(mig_hosts.sacct_lines(mig)) + "\n"
     (out / "sacct.txt").write_text(sacct, encoding="utf-8")
@@ -58,6 +63,13 @@ def write_cluster(cluster: Cluster, out: Path, *, gzip: bool = False) -> dict[st
     extra: dict[str, object] = {**row_quirks, "machine_list_wrong_gpu_count": wrong}
     truth = truth_dict(cluster, view, extra)
     truth["openmetrics_samples"] = counts
+    captured = None if names_job(spec) else write_captures(cluster, out)
+    truth["telemetry"] = {
+        "dialect": spec.telemetry,
+        "job_labels": spec.job_labels,
+        # the jobs seen running by at least one scontrol capture (null: no captures written)
+        "captured_jobs": captured,
+    }
     if mig is not None:
         truth["mig"] = mig_hosts.truth(mig)
     (out / "truth.json").write_text(truth_text(truth), encoding="utf-8")

@@ -24,6 +24,10 @@ HOME_VC_SHARE = 0.9  # share of a user's jobs submitted in the user's home VC
 MODEL_NAME = "NVIDIA A100-SXM4-80GB"
 HOST_MEM_BYTES = 1_082_135_379_968  # MemTotal of a "1 TiB" node as the kernel reports it
 HOST_CPUS_EXPORTED = 2  # node_cpu_seconds_total is written for cpu="0" and cpu="1" only
+# Device minor numbers (/dev/nvidiaN) by NVML index on every second host, from the first: they
+# need not follow the index on a real machine, and a reader that assumes they do must fail.
+SWAPPED_MINORS = (2, 3, 0, 1, 6, 7, 4, 5)
+SCONTROL_INTERVAL_S = 300  # `scontrol show job -d` captured at every 5-minute scheduled ingest
 
 # --- offered load ----------------------------------------------------------------------------------
 TARGET_LOAD = 0.95  # offered GPU-seconds / capacity; the queue absorbs bursts

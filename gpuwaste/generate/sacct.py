@@ -6,6 +6,8 @@ JobID `<array id>_<task>` with their own JobIDRaw. Step rows (`.batch`, `.extern
 their job for the jobs that have them, with an empty User, Partition and QOS. A job still running
 at the window end has End `Unknown` and Elapsed counted to the window end; a job cancelled before
 it started has Start == End, Elapsed 00:00:00, no AllocTRES and NodeList `None assigned`.
+For `--telemetry jobstats` a last column AdminComment holds each ended job's Jobstats summary
+(gpuwaste/generate/jobstats.py).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ HEADER = (
 )
 
 
-def _tres(job: Job, n_nodes: int, gpus: int, billing: bool) -> str:
+def alloc_tres(job: Job, n_nodes: int, gpus: int, billing: bool) -> str:
+    """AllocTRES as sacct prints it (scontrol's TRES= too)."""
     per_cpu = 8 if job.is_debug else 16
     per_mem = 64 if job.is_debug else 120
     cpus = per_cpu * gpus
@@ -74,7 +77,8 @@ def job_rows(cluster: Cluster, job: Job) -> list[str]:
         "|".join([
             job.slurm_job_id, job.job_id, job.name, job.user, job.vc, job.partition, job.qos,
             job.raw_state, job.exit_code, ts(job.submit), ts(job.start), end, elapsed,
-            slurm_duration(job.timelimit_s), _tres(job, len(hosts), len(job.alloc), True), nodelist,
+            slurm_duration(job.timelimit_s), alloc_tres(job, len(hosts), len(job.alloc), True),
+            nodelist,
         ])
     ]  # fmt: skip
     if not job.steps:
@@ -94,19 +98,19 @@ def job_rows(cluster: Cluster, job: Job) -> list[str]:
         late = int(rng.integers(0, 3)) if job.end is not None else 0  # steps can outlive the job
         if step == "batch":
             state, code = b_state, b_exit
-            tres = _tres(job, 1, first_host_gpus, False)
+            tres = alloc_tres(job, 1, first_host_gpus, False)
             nodes = hosts[0]
             name = "batch"
             s_end_rel += late
         elif step == "extern":
             state, code = ("RUNNING", "0:0") if job.end is None else ("COMPLETED", "0:0")
-            tres = _tres(job, len(hosts), len(job.alloc), True)
+            tres = alloc_tres(job, len(hosts), len(job.alloc), True)
             nodes = nodelist
             name = "extern"
             s_end_rel += late
         else:
             state, code = s_state, s_exit
-            tres = _tres(job, len(hosts), len(job.alloc), False)
+            tres = alloc_tres(job, len(hosts), len(job.alloc), False)
             nodes = nodelist
             name = (
                 "python"
@@ -124,8 +128,17 @@ def job_rows(cluster: Cluster, job: Job) -> list[str]:
     return rows
 
 
-def sacct_text(cluster: Cluster) -> str:
-    lines = [HEADER]
+def sacct_text(cluster: Cluster, admin_comments: dict[str, str] | None = None) -> str:
+    """With `admin_comments` (job id -> text), a last column AdminComment: the job row's text,
+    empty for its steps and for jobs without one."""
+    if admin_comments is None:
+        lines = [HEADER]
+        for job in cluster.jobs:
+            lines += job_rows(cluster, job)
+        return "\n".join(lines) + "\n"
+    lines = [HEADER + "|AdminComment"]
     for job in cluster.jobs:
-        lines += job_rows(cluster, job)
+        rows = job_rows(cluster, job)
+        lines.append(rows[0] + "|" + admin_comments.get(job.job_id, ""))
+        lines += [r + "|" for r in rows[1:]]
     return "\n".join(lines) + "\n"

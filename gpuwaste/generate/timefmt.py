@@ -63,14 +63,19 @@ def compress_hostlist(hosts: list[str]) -> str:
         if len(nums) == 1:
             parts.append(f"{prefix}{nums[0]:0{width}d}")
             continue
-        ranges: list[str] = []
-        a = b = nums[0]
-        for x in [*nums[1:], None]:
-            if x is not None and x == b + 1:
-                b = x
-                continue
-            ranges.append(f"{a:0{width}d}" if a == b else f"{a:0{width}d}-{b:0{width}d}")
-            if x is not None:
-                a = b = x
-        parts.append(f"{prefix}[{','.join(ranges)}]")
+        parts.append(f"{prefix}[{compress_ints(nums, width)}]")
     return ",".join(parts)
+
+
+def compress_ints(nums: list[int], width: int = 0) -> str:
+    """Slurm's range list of sorted distinct numbers: 0-2,5 (zero-padded to `width`)."""
+    ranges: list[str] = []
+    a = b = nums[0]
+    for x in [*nums[1:], None]:
+        if x is not None and x == b + 1:
+            b = x
+            continue
+        ranges.append(f"{a:0{width}d}" if a == b else f"{a:0{width}d}-{b:0{width}d}")
+        if x is not None:
+            a = b = x
+    return ",".join(ranges)

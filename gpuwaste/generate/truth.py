@@ -120,7 +120,12 @@ def truth_dict(cluster: Cluster, philly: PhillyView, extra: dict[str, Any]) -> d
                 "timelimit_s": job.timelimit_s,
                 "gpus": job.gpus,
                 "alloc": [
-                    {"host": hosts[h].name, "gpu": g, "uuid": hosts[h].uuids[g]}
+                    {
+                        "host": hosts[h].name,
+                        "gpu": g,
+                        "minor": hosts[h].minors[g],
+                        "uuid": hosts[h].uuids[g],
+                    }
                     for h, g in job.alloc
                 ],
                 "attempts": attempts_of.get(pid, []) if pid else [],
@@ -170,7 +175,7 @@ def truth_dict(cluster: Cluster, philly: PhillyView, extra: dict[str, Any]) -> d
             {
                 "name": h.name,
                 "philly_machine": h.philly_machine,
-                "gpus": [{"gpu": i, "uuid": h.uuids[i]} for i in range(g8)],
+                "gpus": [{"gpu": i, "minor": h.minors[i], "uuid": h.uuids[i]} for i in range(g8)],
             }
             for h in hosts
         ],

@@ -33,7 +33,8 @@ def make_hosts(spec: GeneratorSpec, rng: np.random.Generator) -> list[Host]:
     for h in range(n):
         name = f"gpu-node-{h + 1:0{width}d}"
         uuids = tuple(_uuid(spec.seed, name, g) for g in range(params.GPUS_PER_HOST))
-        hosts.append(Host(h, name, f"m{machine_numbers[order[h]]}", uuids))
+        minors = params.SWAPPED_MINORS if h % 2 == 0 else tuple(range(params.GPUS_PER_HOST))
+        hosts.append(Host(h, name, f"m{machine_numbers[order[h]]}", uuids, minors))
     return hosts
 
 
