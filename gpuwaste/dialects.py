@@ -233,8 +233,11 @@ SLURM_JOB_EXPORTER = Dialect(
     gpu_is_job_local=True,
     notes=(
         "`gpu` is the index among the job's own GPUs (nvidia-smi run in the job's cgroup), not "
-        "the host's: stored as given, so two jobs on one host may both have a GPU 0",
+        "the host's: stored as given, so two jobs running at once on one host may both have a "
+        "GPU 0, which the analyses take for one shared GPU",
         "a GPU no job holds has no series: idle unallocated GPUs are not seen",
+        "on a MIG GPU `gpu` is the MIG device's uuid, not an index: such series are refused "
+        "(no GPU index)",
         "utilization is DCGM's SM_ACTIVE x 100 where DCGM runs, else NVML's GPU utilization",
     ),
 )

@@ -1,7 +1,14 @@
-"""Series of DCGM and node-exporter metrics -> `gpu_samples` / `host_samples` rows (pure).
+"""Series of GPU telemetry and node-exporter metrics -> `gpu_samples` / `host_samples` rows (pure).
 
 Shared by the Prometheus source (JSON answers) and the `openmetrics` file source (text), so both
 give identical rows for identical series.
+
+GPU series are read through a telemetry dialect's declaration (`gpuwaste.dialects`; DCGM by
+default, described below): its series, scales, maxima and labels. Another dialect's utilization
+series are its own (no MIG rule unless declared: `UtilSeries.on_mig`); its index may come from an
+info series joined on the uuid (nvidia-smi) and its job from a companion gauge whose value is the
+job, joined on (host, device minor number, time) (older Jobstats). `gpu_minor` is the device
+minor number where the dialect names it (DCGM `device="nvidiaN"`, Jobstats `minor_number`).
 
 GPU rows. One row per (host, gpu, gpu_instance, job_id, ts); several jobs on one GPU repeat the
 series (DCGM `hpc_job`), so `job_id` is part of the key. A MIG instance (labels `GPU_I_ID` and
@@ -10,8 +17,8 @@ series (DCGM `hpc_job`), so `job_id` is part of the key. A MIG instance (labels 
 from the best metric present *for that series*, in the order of `UTIL_METRICS`, except that a
 MIG instance never takes `DCGM_FI_DEV_GPU_UTIL` (it reads 0 on MIG, dcgm-exporter#216): only
 SM_ACTIVE, then GR_ENGINE_ACTIVE. The ratios (`DCGM_FI_PROF_*`, 0-1) are scaled to 0-100 and
-`util_source` names the metric used. `gpu_model` is the `modelName` label. `sm_active` and `tensor_active` are percent (0-100),
-`power_w` watts. Memory total is used + free + reserved (reserved counts as 0 when not exported).
+`util_source` names the metric used. `gpu_model` is the `modelName` label. `sm_active` and
+`tensor_active` are percent (0-100), `power_w` watts. Memory total is used + free + reserved (reserved counts as 0 when not exported).
 
 Label variants: host from the first of `labels.host` present (`Hostname`, `hostname`), else the
 `instance` label without its port. job from `labels.job` (`hpc_job`), else the pod: a ServiceMonitor
