@@ -29,7 +29,6 @@ backfilled with a label naming its variant.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -38,7 +37,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from harness.prometheus import running_prometheus
+from harness.prometheus import running_prometheus, with_label
 
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import (
@@ -98,17 +97,6 @@ def _iso(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
-def _labelled(src: Path, dst: Path, variant: str) -> Path:
-    """A copy of an OpenMetrics file whose every sample carries LABEL="variant"."""
-    sample = re.compile(r"^([A-Za-z_:][\w:]*)\{")
-    with src.open() as fin, dst.open("w") as fout:
-        for line in fin:
-            if not line.startswith("#"):
-                line = sample.sub(rf'\1{{{LABEL}="{variant}",', line, count=1)
-            fout.write(line)
-    return dst
-
-
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("dialects")
@@ -160,7 +148,8 @@ def prometheus_site(
     """One Prometheus for every variant: each file backfilled with LABEL naming its variant."""
     base = tmp_path_factory.mktemp("prom")
     files = [
-        _labelled(generated[v.name] / "metrics.om", base / f"{v.name}.om", v.name) for v in VARIANTS
+        with_label(generated[v.name] / "metrics.om", base / f"{v.name}.om", LABEL, v.name)
+        for v in VARIANTS
     ]
     with running_prometheus(files, base / "prom") as server:
         yield _build(generated, "prometheus", base / "data", server.url)

@@ -25,10 +25,15 @@ from typing import Any
 
 import polars as pl
 import pytest
-from harness.prometheus import Synthetic, running_prometheus, write_synthetic_openmetrics
+from harness.prometheus import (
+    Synthetic,
+    running_prometheus,
+    with_label,
+    write_synthetic_openmetrics,
+)
 
 from gpuwaste.warehouse.store import Warehouse
-from tests.test_dialects_e2e import JOB_LOCAL, LABEL, MISS_MAX, _labelled
+from tests.test_dialects_e2e import JOB_LOCAL, LABEL, MISS_MAX
 from tests.test_readme_examples import README, shell
 
 pytestmark = [pytest.mark.slow, pytest.mark.prometheus]
@@ -80,7 +85,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Any:
         else:
             done = shell(f"{GENERATE} {_generate_flags(row)}", folder)
             assert done.returncode == 0, done.stderr
-        files.append(_labelled(folder / "metrics.om", base / f"row{n}.om", f"row{n}"))
+        files.append(with_label(folder / "metrics.om", base / f"row{n}.om", LABEL, f"row{n}"))
     with running_prometheus(files, base / "prom") as prom:
         yield prom, base
 
