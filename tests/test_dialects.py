@@ -30,6 +30,7 @@ from gpuwaste.config import (
     parse_settings,
 )
 from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
+from gpuwaste.ingest.prometheus.dialect_choice import LeftOut, keep_preferred
 from gpuwaste.ingest.prometheus.openmetrics_parse import parse_text
 from gpuwaste.ingest.prometheus.openmetrics_source import ingest_openmetrics, run_openmetrics
 from gpuwaste.ingest.prometheus.rows import gpu_rows
@@ -388,3 +389,66 @@ def test_the_docs_show_the_sentences_as_written(
     with pytest.raises(IngestError) as err:
         ingest(Path("slurm_job_exporter.prom"), tmp_path / "b")
     assert str(err.value) == _doc_line("gpuwaste: slurm_job_exporter.prom holds")
+
+
+def test_keep_preferred_matches_by_index_uuid_or_host_for_job_local_indices() -> None:
+    """The same GPU: same host and index, or same uuid; a job-local index (slurm-job-exporter)
+    matches no index, so a host a preferred dialect gives leaves out all its rows there."""
+
+    def frame(rows: list[tuple[str, int, str | None]]) -> pl.DataFrame:
+        schema = {"host": pl.String, "gpu": pl.Int16, "uuid": pl.String}
+        return pl.DataFrame(rows, schema=schema, orient="row")
+
+    dcgm = frame([("a", 0, "GPU-1"), ("a", 1, "GPU-2")])
+    smi = frame([("a", 1, None), ("a", 5, "GPU-1"), ("a", 2, "GPU-3"), ("b", 0, None)])
+    sje = frame([("a", 7, None), ("c", 0, None)])
+    left_out = LeftOut()
+    kept = keep_preferred(
+        [(dialects.DCGM, dcgm), (dialects.NVIDIA_SMI, smi), (dialects.SLURM_JOB_EXPORTER, sje)],
+        left_out,
+    )
+    assert kept.rows() == [*dcgm.rows(), ("a", 2, "GPU-3"), ("b", 0, None), ("c", 0, None)]
+    assert left_out.samples == {"nvidia-smi": 2, "slurm-job-exporter": 1}
+
+
+def test_jobstats_current_exporter_mig_devices_and_gpm(tmp_path: Path) -> None:
+    """The exporter's current labels (`GPU_I_ID`, `jobid`, `userid`): a GPU in MIG mode has no
+    duty cycle; its MIG devices (NVML names them "<model> MIG <profile>") are devices of their
+    own with GPM's sm_util_percent as utilization; a whole GPU prefers GPM over the duty cycle."""
+
+    def line(metric: str, ordinal: int, inst: str, name: str, job: str, value: float) -> str:
+        labels = (
+            f'GPU_I_ID="{inst}",instance="della-l01g1:9445",jobid="{job}",'
+            f'minor_number="{ordinal}",name="{name}",ordinal="{ordinal}",'
+            f'userid="",uuid="GPU-{ordinal}-{inst}"'
+        )
+        return f"nvidia_gpu_{metric}{{{labels}}} {value} 1793448000000"
+
+    a100 = "NVIDIA A100-SXM4-80GB"
+    text = "\n".join(
+        [
+            line("memory_used_bytes", 0, "", a100, "", 20 * MIB),  # the MIG-mode parent
+            line("memory_used_bytes", 0, "2", f"{a100} MIG 3g.40gb", "71", 1024 * MIB),
+            line("sm_util_percent", 0, "2", f"{a100} MIG 3g.40gb", "71", 42.5),
+            line("memory_used_bytes", 0, "9", f"{a100} MIG 1g.10gb", "", 0),
+            line("memory_used_bytes", 1, "", a100, "72", 2048 * MIB),
+            line("duty_cycle", 1, "", a100, "72", 88),
+            line("sm_util_percent", 1, "", a100, "72", 61.25),
+            line("any_tensor_util_percent", 1, "", a100, "72", 12.5),
+        ]
+    )
+    rows = gpu_rows(
+        parse_text(text + "\n").series, PrometheusLabels(), source="t", dialect=dialects.JOBSTATS
+    )
+    assert rows.refused == []
+    got = rows.frame.sort("gpu", "gpu_instance", nulls_last=False)
+    cols = ["gpu", "gpu_instance", "mig_profile", "gpu_model", "job_id", "util", "util_source"]
+    assert got.select(cols).rows() == [
+        (0, None, None, a100, None, None, None),
+        (0, 2, "3g.40gb", a100, "71", 42.5, "nvidia_gpu_sm_util_percent"),
+        (0, 9, "1g.10gb", a100, None, None, None),
+        (1, None, None, a100, "72", 61.25, "nvidia_gpu_sm_util_percent"),
+    ]
+    assert got["sm_active"].to_list() == [None, 42.5, None, 61.25]
+    assert got["tensor_active"].to_list() == [None, None, None, 12.5]
+    assert got["gpu_minor"].to_list() == [0, 0, 0, 1]

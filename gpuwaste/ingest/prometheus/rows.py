@@ -323,9 +323,24 @@ def labels_for(dialect: Dialect, cfg: PrometheusLabels) -> PrometheusLabels:
         namespace=[],
         node_instance=lb.node_instance,
         gpu_instance=lb.gpu_instance or "",
-        mig_profile=lb.mig_profile or "",
+        mig_profile=lb.mig_profile or (_PROFILE_IN_MODEL if lb.mig_profile_in_model else ""),
         model=lb.model or (info.model if info and info.model else ""),
     )
+
+
+# the label a MIG profile read from the model label is put under (`Labels.mig_profile_in_model`;
+# Prometheus reserves names starting with "__", so no series has it)
+_PROFILE_IN_MODEL = "__mig_profile__"
+
+
+def _profile_from_model(labels: dict[str, str], model: str) -> dict[str, str]:
+    """NVML names a MIG device "<its GPU's model> MIG <profile>": the GPU's model and the
+    profile, as DCGM's `modelName` and `GPU_I_PROFILE` give them."""
+    name = labels.get(model, "")
+    parent, sep, profile = name.rpartition(" MIG ")
+    if not sep:
+        return labels
+    return {**labels, model: parent, _PROFILE_IN_MODEL: profile}
 
 
 def minor_of(labels: Mapping[str, str], dialect: Dialect) -> int | None:
@@ -368,8 +383,18 @@ def _with_info(
     sets: Mapping[str, SeriesSet], dialect: Dialect, cfg: PrometheusLabels
 ) -> Mapping[str, SeriesSet]:
     """The value series with the index and model labels of the dialect's info series (nvidia-smi:
-    `nvidia_smi_gpu_info{uuid,index,name} 1`) joined on the host and `info.on`."""
+    `nvidia_smi_gpu_info{uuid,index,name} 1`) joined on the host and `info.on`, and with the MIG
+    profile read from the model label where the dialect says so (`mig_profile_in_model`)."""
     info = dialect.info
+    if dialect.labels.mig_profile_in_model and cfg.model:
+        sets = {
+            m: SeriesSet(
+                [_profile_from_model(lb, cfg.model) for lb in s.labels], s.samples, s.result_type
+            )
+            if m in dialect.families()
+            else s
+            for m, s in sets.items()
+        }
     if info is None or info.name not in sets:
         return sets
     wanted = [n for n in (info.gpu, info.model) if n]
