@@ -78,3 +78,45 @@ def test_never_crashes(text: str) -> None:
     except ScontrolFormatError:
         return
     assert p.accepted + len(p.refused) >= 1
+
+
+# `scontrol --json show job`, written from Slurm's source (not captured): the fields
+# parse_scontrol_json reads, in data_parser v0.0.40's shape (ids as {"set", "infinite",
+# "number"}; gres_detail one string per node of `nodes`: SchedMD/slurm src/api/job_info.c and
+# src/plugins/data_parser/v0.0.40/parsers.c, tests/fixtures/README.md).
+SCONTROL_JSON = """{"jobs": [
+ {"job_id": 1001, "nodes": "node07", "gres_detail": ["gpu:4(IDX:0,2-3,5)"],
+  "array_job_id": {"set": true, "infinite": false, "number": 0},
+  "array_task_id": {"set": false, "infinite": false, "number": 0},
+  "het_job_id": {"set": true, "infinite": false, "number": 0},
+  "het_job_offset": {"set": true, "infinite": false, "number": 0}},
+ {"job_id": 1007, "nodes": "gpu-a[1-2],gpu-b3",
+  "gres_detail": ["gpu:a100:2(IDX:0-1)", "gpu:a100:2(IDX:0-1)", "gpu:a100:2(IDX:6-7)"],
+  "array_job_id": {"set": true, "infinite": false, "number": 1003},
+  "array_task_id": {"set": true, "infinite": false, "number": 4}},
+ {"job_id": 1011, "nodes": "node[02-03]", "gres_detail": ["gpu:1(IDX:4)", "gpu:1(IDX:5)"],
+  "het_job_id": 1010, "het_job_offset": 1},
+ {"job_id": 1012, "nodes": "", "gres_detail": [], "job_state": ["PENDING"]},
+ {"job_id": 1099, "nodes": "node[09-07]", "gres_detail": ["gpu:4(IDX:0-3)"]}
+]}"""
+
+
+def test_json_output_gives_the_same_pairs_per_node() -> None:
+    from gpuwaste.ingest.slurm.scontrol_parse import parse_any
+
+    p = parse_any(SCONTROL_JSON, "sc.json")
+    assert p.accepted == 4
+    assert [(r.location, r.reason[:22]) for r in p.refused] == [
+        ("sc.json:job 4", "bad node detail: desce")
+    ]
+    assert pairs(p.gpus) == {
+        *(("1001", "node07", g) for g in (0, 2, 3, 5)),
+        *(("1003_4", h, g) for h in ("gpu-a1", "gpu-a2") for g in (0, 1)),
+        ("1003_4", "gpu-b3", 6),
+        ("1003_4", "gpu-b3", 7),
+        ("1010+1", "node02", 4),
+        ("1010+1", "node03", 5),
+    }
+    assert set(p.gpus.filter(p.gpus["job_id"] == "1003_4")["job_id_raw"]) == {"1007"}
+    with pytest.raises(ScontrolFormatError, match='no "jobs" list'):
+        parse_any('{"nodes": []}')

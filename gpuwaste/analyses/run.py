@@ -89,8 +89,9 @@ class ClusterRun:
         )
         if self.unresolved_gpus:
             line += (
-                f"; {self.unresolved_gpus} allocation(s) without GPU index and without labelled "
-                "samples skipped"
+                f"; {self.unresolved_gpus} job x host allocation(s) not tied to a GPU (no whole "
+                "host, scontrol capture or job label names it) skipped, counted neither busy nor "
+                "idle"
             )
         if self.failed_jobs:
             first, why = next(iter(self.failed_jobs.items()))

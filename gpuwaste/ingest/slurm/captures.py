@@ -1,5 +1,6 @@
 """`scontrol show job -d` captures: read from a file, a folder of captures, or taken by running
 the configured command at every `ingest slurm`; their per-node `IDX` kept in `job_gpu_minors`.
+Each may be the text output or `scontrol --json show job` (told apart by its first character).
 
 slurmctld forgets a job `MinJobAge` (300 s by default) after it ends, and sacct does not keep
 the GPU indices, so the only record of which GPUs a job held (where no telemetry label names the
@@ -25,7 +26,7 @@ from gpuwaste.ingest.base import IngestError
 from gpuwaste.ingest.files import check_read_whole
 from gpuwaste.ingest.gpu_indices import JOB_GPUS_KEY, stored_minors
 from gpuwaste.ingest.slurm.command import run_command
-from gpuwaste.ingest.slurm.scontrol_parse import ScontrolFormatError, parse_scontrol
+from gpuwaste.ingest.slurm.scontrol_parse import ScontrolFormatError, parse_any
 from gpuwaste.warehouse import gpu_from
 from gpuwaste.warehouse.bookkeeping import Refused
 from gpuwaste.warehouse.schema import UTC_TS
@@ -112,7 +113,7 @@ def read_scontrol(
     frames = []
     for location, text in texts:
         try:
-            sc = parse_scontrol(text, location)
+            sc = parse_any(text, location)
         except ScontrolFormatError as exc:
             raise IngestError(f"{location}: {exc}.") from None
         out.records += sc.accepted

@@ -13,10 +13,18 @@ component, else `JobId`; `job_id_raw` is `JobId`.
 
 Refused (per record, with file:line): a detail line whose host list or GRES index list does not
 parse; text before the first `JobId=` line.
+
+`scontrol --json show job` (`parse_scontrol_json`) gives the same per node: each job's
+`gres_detail` list holds one `gpu:4(IDX:0-3)` string per node of its `nodes` host list, in that
+order (Slurm fills `gres_detail_str[i]` for the job's i-th node: src/api/job_info.c, dumped as
+is by src/plugins/data_parser/*/parsers.c `JOB_INFO_GRES_DETAIL`). Ids are numbers, or
+`{"set": true, "number": N}` since data_parser v0.0.39. Refused (per job, `file:job N`): a host
+list or index list that does not parse, more `gres_detail` entries than nodes.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -57,6 +65,84 @@ def _display_id(kv: dict[str, str]) -> str:
     if het and offset is not None and offset != "N/A":
         return f"{het}+{offset}"
     return job
+
+
+def _number(value: object) -> int | None:
+    """A JSON id: a number, or data_parser's {"set": bool, "number": N} (None when not set)."""
+    if isinstance(value, dict):
+        value = value.get("number") if value.get("set", True) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def parse_scontrol_json(text: str, location: str = "scontrol") -> ScontrolParse:
+    """Per-node GPU indices of every job of `scontrol --json show job` output."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ScontrolFormatError(f"not JSON ({exc.msg} at line {exc.lineno})") from None
+    jobs = doc.get("jobs") if isinstance(doc, dict) else None
+    if not isinstance(jobs, list):
+        raise ScontrolFormatError('not `scontrol --json show job` output: no "jobs" list')
+    rows: list[tuple[str, str, str, int]] = []
+    refused: list[Refused] = []
+    accepted = 0
+    for n, job in enumerate(jobs):
+        if not isinstance(job, dict) or _number(job.get("job_id")) is None:
+            refused.append(Refused(f"{location}:job {n}", "no job_id", json.dumps(job)[:4096]))
+            continue
+        kv = {"JobId": str(_number(job["job_id"]))}
+        for key, name in (
+            ("array_job_id", "ArrayJobId"),
+            ("array_task_id", "ArrayTaskId"),
+            ("het_job_id", "HetJobId"),
+            ("het_job_offset", "HetJobOffset"),
+        ):
+            value = _number(job.get(key))
+            if value is not None and (value != 0 or key == "het_job_offset"):
+                kv[name] = str(value)
+        if "HetJobId" not in kv:
+            kv.pop("HetJobOffset", None)
+        details = job.get("gres_detail") or []
+        try:
+            hosts = expand_hostlist(str(job.get("nodes") or ""))
+            if len(details) > len(hosts):
+                raise ValueError(f"{len(details)} gres_detail entries for {len(hosts)} nodes")
+            pairs = [
+                (host, i)
+                for host, detail in zip(hosts, details, strict=False)
+                for m in _GPU_IDX.finditer(str(detail))
+                for i in expand_indices(m.group("idx"))
+            ]
+        except (HostListError, ValueError) as exc:
+            refused.append(
+                Refused(f"{location}:job {n}", f"bad node detail: {exc}", json.dumps(job)[:4096])
+            )
+            continue
+        job_id = _display_id(kv)
+        for h, i in dict.fromkeys(pairs):
+            rows.append((job_id, kv["JobId"], h, i))
+        accepted += 1
+    return ScontrolParse(gpus=_frame(rows), refused=refused, accepted=accepted)
+
+
+def _frame(rows: list[tuple[str, str, str, int]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "job_id": [r[0] for r in rows],
+            "job_id_raw": [r[1] for r in rows],
+            "host": [r[2] for r in rows],
+            "gpu": [r[3] for r in rows],
+        },
+        schema=SCHEMA,
+    )
+
+
+def parse_any(text: str, location: str = "scontrol") -> ScontrolParse:
+    """`scontrol show job -d` text or `scontrol --json show job` output, told apart by the
+    first character."""
+    if text.lstrip().startswith("{"):
+        return parse_scontrol_json(text, location)
+    return parse_scontrol(text, location)
 
 
 def parse_scontrol(text: str, location: str = "scontrol") -> ScontrolParse:
@@ -117,13 +203,4 @@ def parse_scontrol(text: str, location: str = "scontrol") -> ScontrolParse:
         elif ln.strip():
             refused.append(Refused(f"{location}:{no}", "text before the first JobId= record", ln))
     flush()
-    frame = pl.DataFrame(
-        {
-            "job_id": [r[0] for r in rows],
-            "job_id_raw": [r[1] for r in rows],
-            "host": [r[2] for r in rows],
-            "gpu": [r[3] for r in rows],
-        },
-        schema=SCHEMA,
-    )
-    return ScontrolParse(gpus=frame, refused=refused, accepted=accepted)
+    return ScontrolParse(gpus=_frame(rows), refused=refused, accepted=accepted)
