@@ -67,6 +67,9 @@ class Labels:
     gpu_instance: str | None = None
     mig_profile: str | None = None
     node_instance: str = "instance"
+    # the MIG profile is the end of the model label ("NVIDIA A100-SXM4-80GB MIG 1g.10gb": NVML's
+    # name of a MIG device), the model before " MIG " (Jobstats' exporter has no profile label)
+    mig_profile_in_model: bool = False
 
 
 @dataclass(frozen=True)
@@ -199,15 +202,24 @@ DCGM = Dialect(
 JOBSTATS = Dialect(
     name="jobstats",
     title="Princeton Jobstats' NVML exporter (nvidia_gpu_prometheus_exporter)",
-    util=(UtilSeries(("nvidia_gpu_duty_cycle",), 1.0, 100.0, column="gpu_util", on_mig=False),),
+    util=(
+        # GPM (Hopper and newer, MIG instances too): the share of SMs busy, as DCGM's SM_ACTIVE
+        UtilSeries(("nvidia_gpu_sm_util_percent",), 1.0, 100.0, column="sm_active"),
+        # NVML's utilization, never written for a GPU in MIG mode
+        UtilSeries(("nvidia_gpu_duty_cycle",), 1.0, 100.0, column="gpu_util", on_mig=False),
+    ),
     mem_used=Series(("nvidia_gpu_memory_used_bytes",), 1.0 / MIB, MAX_MIB * MIB),
     mem_total=Series(("nvidia_gpu_memory_total_bytes",), 1.0 / MIB, MAX_MIB * MIB),
     power=Series(("nvidia_gpu_power_usage_milliwatts",), 1e-3, MAX_W * 1e3),  # mW
+    sm_active=Series(("nvidia_gpu_sm_util_percent",), 1.0, 100.0),
+    tensor_active=Series(("nvidia_gpu_any_tensor_util_percent",), 1.0, 100.0),
     labels=Labels(
         gpu="ordinal",
         minor="minor_number",
         uuid="uuid",
-        model="name",  # no MIG instance label: MIG devices share their parent's ordinal
+        model="name",
+        gpu_instance="GPU_I_ID",  # a MIG device: its parent's ordinal and minor number
+        mig_profile_in_model=True,
     ),
     job=Job(
         "label",
@@ -215,8 +227,11 @@ JOBSTATS = Dialect(
         gauge=JobGauge("nvidia_gpu_jobId", on=("minor_number",)),
     ),
     notes=(
-        "the exporter writes no utilization for a GPU in MIG mode (its own comment: MIG cards "
-        "cannot report it): such a device has memory and power only",
+        "a GPU in MIG mode has no duty cycle (the exporter's comment: MIG cards cannot report "
+        "it); its MIG devices have a utilization only where GPM gives sm_util_percent (Hopper "
+        "and newer), else memory and power only",
+        "older versions have no GPU_I_ID: their MIG devices, with their parent's ordinal, are "
+        "quarantined as second readings of the parent GPU",
     ),
 )
 
@@ -233,8 +248,11 @@ SLURM_JOB_EXPORTER = Dialect(
     gpu_is_job_local=True,
     notes=(
         "`gpu` is the index among the job's own GPUs (nvidia-smi run in the job's cgroup), not "
-        "the host's: stored as given, so two jobs on one host may both have a GPU 0",
+        "the host's: stored as given, so two jobs running at once on one host may both have a "
+        "GPU 0, which the analyses take for one shared GPU",
         "a GPU no job holds has no series: idle unallocated GPUs are not seen",
+        "on a MIG GPU `gpu` is the MIG device's uuid, not an index: such series are refused "
+        "(no GPU index)",
         "utilization is DCGM's SM_ACTIVE x 100 where DCGM runs, else NVML's GPU utilization",
     ),
 )

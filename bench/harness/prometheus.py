@@ -161,6 +161,18 @@ def running_prometheus(
         server.stop()
 
 
+def with_label(src: Path, dst: Path, name: str, value: str) -> Path:
+    """A copy of an OpenMetrics file whose every sample carries `name="value"` first, so that
+    several clusters backfilled into one server stay apart (select with `label_filter`)."""
+    with src.open() as fin, dst.open("w") as fout:
+        for line in fin:
+            if not line.startswith("#"):
+                metric, sep, rest = line.partition("{")
+                line = f'{metric}{{{name}="{value}",{rest}' if sep else line
+            fout.write(line)
+    return dst
+
+
 # ------------------------------------------------------------------------------------------------
 # A small synthetic cluster in OpenMetrics, with what it planted.
 

@@ -1,7 +1,14 @@
-"""Series of DCGM and node-exporter metrics -> `gpu_samples` / `host_samples` rows (pure).
+"""Series of GPU telemetry and node-exporter metrics -> `gpu_samples` / `host_samples` rows (pure).
 
 Shared by the Prometheus source (JSON answers) and the `openmetrics` file source (text), so both
 give identical rows for identical series.
+
+GPU series are read through a telemetry dialect's declaration (`gpuwaste.dialects`; DCGM by
+default, described below): its series, scales, maxima and labels. Another dialect's utilization
+series are its own (no MIG rule unless declared: `UtilSeries.on_mig`); its index may come from an
+info series joined on the uuid (nvidia-smi) and its job from a companion gauge whose value is the
+job, joined on (host, device minor number, time) (older Jobstats). `gpu_minor` is the device
+minor number where the dialect names it (DCGM `device="nvidiaN"`, Jobstats `minor_number`).
 
 GPU rows. One row per (host, gpu, gpu_instance, job_id, ts); several jobs on one GPU repeat the
 series (DCGM `hpc_job`), so `job_id` is part of the key. A MIG instance (labels `GPU_I_ID` and
@@ -10,8 +17,8 @@ series (DCGM `hpc_job`), so `job_id` is part of the key. A MIG instance (labels 
 from the best metric present *for that series*, in the order of `UTIL_METRICS`, except that a
 MIG instance never takes `DCGM_FI_DEV_GPU_UTIL` (it reads 0 on MIG, dcgm-exporter#216): only
 SM_ACTIVE, then GR_ENGINE_ACTIVE. The ratios (`DCGM_FI_PROF_*`, 0-1) are scaled to 0-100 and
-`util_source` names the metric used. `gpu_model` is the `modelName` label. `sm_active` and `tensor_active` are percent (0-100),
-`power_w` watts. Memory total is used + free + reserved (reserved counts as 0 when not exported).
+`util_source` names the metric used. `gpu_model` is the `modelName` label. `sm_active` and
+`tensor_active` are percent (0-100), `power_w` watts. Memory total is used + free + reserved (reserved counts as 0 when not exported).
 
 Label variants: host from the first of `labels.host` present (`Hostname`, `hostname`), else the
 `instance` label without its port. job from `labels.job` (`hpc_job`), else the pod: a ServiceMonitor
@@ -316,9 +323,24 @@ def labels_for(dialect: Dialect, cfg: PrometheusLabels) -> PrometheusLabels:
         namespace=[],
         node_instance=lb.node_instance,
         gpu_instance=lb.gpu_instance or "",
-        mig_profile=lb.mig_profile or "",
+        mig_profile=lb.mig_profile or (_PROFILE_IN_MODEL if lb.mig_profile_in_model else ""),
         model=lb.model or (info.model if info and info.model else ""),
     )
+
+
+# the label a MIG profile read from the model label is put under (`Labels.mig_profile_in_model`;
+# Prometheus reserves names starting with "__", so no series has it)
+_PROFILE_IN_MODEL = "__mig_profile__"
+
+
+def _profile_from_model(labels: dict[str, str], model: str) -> dict[str, str]:
+    """NVML names a MIG device "<its GPU's model> MIG <profile>": the GPU's model and the
+    profile, as DCGM's `modelName` and `GPU_I_PROFILE` give them."""
+    name = labels.get(model, "")
+    parent, sep, profile = name.rpartition(" MIG ")
+    if not sep:
+        return labels
+    return {**labels, model: parent, _PROFILE_IN_MODEL: profile}
 
 
 def minor_of(labels: Mapping[str, str], dialect: Dialect) -> int | None:
@@ -361,8 +383,18 @@ def _with_info(
     sets: Mapping[str, SeriesSet], dialect: Dialect, cfg: PrometheusLabels
 ) -> Mapping[str, SeriesSet]:
     """The value series with the index and model labels of the dialect's info series (nvidia-smi:
-    `nvidia_smi_gpu_info{uuid,index,name} 1`) joined on the host and `info.on`."""
+    `nvidia_smi_gpu_info{uuid,index,name} 1`) joined on the host and `info.on`, and with the MIG
+    profile read from the model label where the dialect says so (`mig_profile_in_model`)."""
     info = dialect.info
+    if dialect.labels.mig_profile_in_model and cfg.model:
+        sets = {
+            m: SeriesSet(
+                [_profile_from_model(lb, cfg.model) for lb in s.labels], s.samples, s.result_type
+            )
+            if m in dialect.families()
+            else s
+            for m, s in sets.items()
+        }
     if info is None or info.name not in sets:
         return sets
     wanted = [n for n in (info.gpu, info.model) if n]
