@@ -25,7 +25,7 @@ from gpuwaste.act.policy.rule import make_rule
 from gpuwaste.analyses.report import REPORTS, report
 from gpuwaste.analyses.waste_by import BY, waste_by
 from gpuwaste.cli import app
-from gpuwaste.columns import Column, column
+from gpuwaste.columns import Column, byte_size, column, number
 from gpuwaste.config import Settings, load_settings
 from gpuwaste.generate.cli import generate_command
 from gpuwaste.render import TEXT_WIDTH, _cells, single_member_rollups
@@ -154,3 +154,45 @@ def test_numbers_read_alike_everywhere(site: Path) -> None:
     assert sum(hours) == pytest.approx(total / 3600, abs=0.05 * len(hours))
     raw = shown_by(site, "report", "jobs_by_status", "--format", "csv", width=80)
     assert raw.startswith("cluster,vc,state,jobs,jobs_pct,gpu_s,gpu_time_pct\n")
+
+
+def test_a_roll_up_row_that_repeats_its_only_member_is_left_out() -> None:
+    """Cluster a has one VC, '(none)' (no scheduler names one): its '(all)' row would repeat
+    it. Cluster b has two VCs on one GPU model: every VC's '(all)' model row repeats its model
+    row, the VC roll-up stays."""
+    df = pl.DataFrame(
+        {
+            "cluster": ["a", "a", "b", "b", "b", "b", "b", "b"],
+            "vc": ["(all)", "(none)", "(all)", "(all)", "x", "x", "y", "y"],
+            "gpu_model": ["(all)", "(all)", "(all)", "A100", "(all)", "A100", "(all)", "A100"],
+            "gpu_h": [1.0, 1.0, 5.0, 5.0, 2.0, 2.0, 3.0, 3.0],
+        }
+    )
+    kept = single_member_rollups(df, ROLLUP_COLUMNS)
+    assert kept.select("cluster", "vc", "gpu_model").rows() == [
+        ("a", "(none)", "(all)"),
+        ("b", "(all)", "A100"),
+        ("b", "x", "A100"),
+        ("b", "y", "A100"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "unit", "shown"),
+    [
+        (462500.0, "GPU h", "462,500.0"),
+        (4.625e-07, "%", "0.0"),
+        (-0.0001, "GPU h", "0.0"),
+        (1234567, "count", "1,234,567"),
+        (2.5, "money", "2.50"),
+        (1e20, "number", "100,000,000,000,000,000,000.00"),
+        (True, "", "yes"),
+    ],
+)
+def test_one_number_format_per_unit(value: float, unit: str, shown: str) -> None:
+    assert number(value, unit) == shown
+
+
+def test_file_sizes_read_alike() -> None:
+    sizes = (5, 654_000, 561_512_141, 5 * 1024**3)
+    assert [byte_size(n) for n in sizes] == ["5 B", "638.7 KiB", "535.5 MiB", "5.0 GiB"]

@@ -67,7 +67,7 @@ def test_webhook_escapes_names_and_mail_keeps_them_as_plain_text(hostile: Path) 
     assert "Hello &lt;!here&gt; bob\\x1b[2J," in posted and "\x1b" not in posted
     # gpuwaste's own formatting and links are left as they are: the subject in bold, the link
     assert all(t.startswith("*gpuwaste: ") for t in texts)
-    assert "http://127.0.0.1:8501/job?job=a&cluster=c" in posted
+    assert "https://gpuwaste.example.org/job?job=a&cluster=c" in posted
 
     # mail: text/plain, the name as typed (nothing to escape there)
     for address, got in mails.items():
