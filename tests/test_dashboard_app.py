@@ -344,9 +344,9 @@ def test_overview_shows_gpu_hours_not_tied_to_a_gpu(
     monkeypatch.setenv(DATA_DIR_ENV, str(data_dir))
     at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT))
     metrics = {m.label: m for m in at.metric}
-    assert metrics["GPU hours allocated"].value == "2"
+    assert metrics["GPU hours allocated"].value == "2 GPU h"
     untied = metrics["GPU hours not tied to a GPU"]
-    assert untied.value == "1" and untied.delta == "33.3% of scheduled GPU hours"
+    assert untied.value == "1 GPU h" and untied.delta == "33.3% of scheduled GPU hours"
 
 
 def test_cdf_legend_stays_out_of_the_curves_and_panels_have_their_own_axes(app: AppTest) -> None:

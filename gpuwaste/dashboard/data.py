@@ -181,6 +181,7 @@ def overview(f: Filters) -> dict[str, pl.DataFrame]:
         "jobs": fetch(queries.top_jobs, f),
         "sources": fetch(reads.source_states, f.cluster),
         "reasons": fetch(queries.quarantine_reasons, f),
+        "unresolved": fetch(queries.unresolved_gpu_hours, f),
     }
 
 

@@ -87,11 +87,11 @@ st.caption(
 )
 
 # Jobs whose GPUs nothing named count no GPU time above (never as idle): say how much that is.
-unresolved = float(data.fetch(q.unresolved_gpu_hours, f)["unresolved_gpu_h"][0])
+unresolved = float(frames["unresolved"]["unresolved_gpu_h"][0])
 if unresolved:
     st.metric(
         "GPU hours not tied to a GPU",
-        f"{unresolved:,.0f} GPU h",
+        widgets.gpu_hours(unresolved),
         f"{100 * unresolved / (alloc + unresolved):.1f}% of scheduled GPU hours",
         delta_color="off",
         delta_arrow="off",
