@@ -12,14 +12,7 @@ import typer
 from pydantic import ValidationError
 
 from gpuwaste.cli_common import settings
-from gpuwaste.config import (
-    ClusterConfig,
-    ConfigError,
-    Settings,
-    check_telemetry,
-    error_input,
-    error_reason,
-)
+from gpuwaste.config import ClusterConfig, ConfigError, Settings, error_input, error_reason
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.ingest.base import RunOptions, Source
 
@@ -41,19 +34,11 @@ def common(
     *,
     since: datetime | None = None,
     until: datetime | None = None,
-    telemetry: str | None = None,
 ) -> tuple[Settings, RunOptions]:
-    """Settings and run options: the subcommand's own options, else those of `gpuwaste ingest`.
-    A `telemetry` that names no dialect is one sentence listing those accepted."""
+    """Settings and run options: the subcommand's own options, else those of `gpuwaste ingest`."""
     obj: dict[str, Any] = ctx.obj or {}
-    if telemetry is not None:
-        try:
-            check_telemetry(telemetry)
-        except ValueError as exc:
-            raise GpuwasteError(f"--telemetry: {exc}.") from None
     s = settings(config or obj.get("config"), data_dir or obj.get("data_dir"))
-    quiet = quiet or bool(obj.get("quiet"))
-    return s, RunOptions(quiet=quiet, since=since, until=until, telemetry=telemetry)
+    return s, RunOptions(quiet=quiet or bool(obj.get("quiet")), since=since, until=until)
 
 
 # The flag (or argument) that sets a field of a one-off cluster, where it is not `--field-name`.

@@ -8,6 +8,7 @@ never flags: `--token-env NAME` names the environment variable that holds a bear
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -15,12 +16,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from gpuwaste.cli_common import ConfigOpt, DataDirOpt, QuietOpt
-from gpuwaste.dialects import NAMES
+from gpuwaste.dialects import NAMES, dialect
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.ingest.cli_options import ClusterName, common, run_subcommand
 
 if TYPE_CHECKING:
-    from gpuwaste.ingest.base import Source
+    from gpuwaste.ingest.base import RunOptions, Source
 
 
 def parse_when(text: str | None, flag: str) -> datetime | None:
@@ -44,6 +45,18 @@ TelemetryOpt = Annotated[
         "else recognised from the series present).",
     ),
 ]
+
+
+def with_telemetry(options: RunOptions, telemetry: str | None) -> RunOptions:
+    """The run's options with `--telemetry`; a name that is no dialect is one sentence listing
+    those accepted."""
+    if telemetry is None:
+        return options
+    try:
+        dialect(telemetry)
+    except ValueError as exc:
+        raise GpuwasteError(f"--telemetry: {exc}.") from None
+    return replace(options, telemetry=telemetry)
 
 
 def register_prometheus(app: typer.Typer, source: Source) -> None:
@@ -90,15 +103,9 @@ def register_prometheus(app: typer.Typer, source: Source) -> None:
         quiet: QuietOpt = False,
     ) -> None:
         """DCGM GPU series, node-exporter host series and (optionally) Kubernetes pods."""
-        s, options = common(
-            ctx,
-            config,
-            data_dir,
-            quiet,
-            since=parse_when(since, "--since"),
-            until=parse_when(until, "--until"),
-            telemetry=telemetry,
-        )
+        window = {"since": parse_when(since, "--since"), "until": parse_when(until, "--until")}
+        s, options = common(ctx, config, data_dir, quiet, **window)
+        options = with_telemetry(options, telemetry)
         inputs: dict[str, Any] | None = None
         if url is not None:
             inputs = {
@@ -140,7 +147,8 @@ def register_openmetrics(app: typer.Typer, source: Source) -> None:
     ) -> None:
         """Saved GPU (DCGM or another dialect) / node-exporter samples from a file, with no
         server (the demo's path)."""
-        s, options = common(ctx, config, data_dir, quiet, telemetry=telemetry)
+        s, options = common(ctx, config, data_dir, quiet)
+        options = with_telemetry(options, telemetry)
         inputs: dict[str, Any] | None = None
         if file is not None:
             inputs = {"file": file, **({"host": host} if host else {})}
