@@ -134,7 +134,9 @@ def test_failed_jobs_are_not_recorded_and_a_damaged_record_means_a_full_run(
 # --- the allocations that may share a device (plan/shared_spans.sql) -----------------------
 
 T = datetime(2026, 3, 1, tzinfo=UTC)
-SPAN_SCHEMA = {k: v for k, v in JOB_GPUS.columns.items() if k not in ("mig_profile", "gpu_model")}
+SPAN_SCHEMA = {
+    k: v for k, v in JOB_GPUS.columns.items() if k not in ("mig_profile", "gpu_model", "gpu_from")
+}
 
 
 def _shared_spans(rows: list[tuple[str, int, int | None, int | None, int | None]]) -> set[str]:

@@ -155,3 +155,27 @@ def test_a_gzip_bomb_is_refused_in_bounded_memory() -> None:
     finally:
         tracemalloc.stop()
     assert peak < 3 * MAX_BOUND  # the bound, the compressed bytes, and little else
+
+
+def test_sacct_admincomment_in_the_princeton_caret_format() -> None:
+    """The real `^|^` sacct output of reportseff's Princeton test (AdminComment first, empty on
+    every line) gives no summary; the same job's line with the real GPU summary in that column
+    gives its four GPUs, and the step lines below it are read as before."""
+    from gpuwaste.ingest.slurm.parse import SacctOptions, parse_sacct
+    from tests.conftest import FIXTURES
+    from tests.test_ingest_slurm_parse import REPORTSEFF_COLS
+
+    text = (FIXTURES / "sacct" / "reportseff_princeton_steps_caret_delim.txt").read_text()
+    opts = SacctOptions(columns=tuple(REPORTSEFF_COLS))
+    plain = parse_sacct(text, opts)
+    assert plain.gpu_summaries.height == 0 and plain.refused == []
+    lines = text.split("\n")
+    job = next(i for i, ln in enumerate(lines) if "^|^65638294^|^" in ln)
+    lines[job] = REAL_GPU + lines[job]  # the AdminComment field is the first, empty
+    p = parse_sacct("\n".join(lines), opts)
+    assert p.accepted == plain.accepted and p.refused == []
+    rows = p.gpu_summaries.sort("host").rows()
+    assert rows == [
+        ("65638294", host, 0, 0.0, 638058496 / 2**20, 40960.0)
+        for host in ("della-i14g11", "della-i14g13", "della-i14g4", "della-i14g6")
+    ]

@@ -86,6 +86,7 @@ ANALYSES: tuple[Analysis, ...] = (
             "batch_idle_slots",
             "batch_phase_counts",
             "device_models",
+            "job_gpu_summaries",
         ),
         "Definitions (docs/definitions.md#gpu-utilization): for GPU i of a job with samples u_ij at times t_j, "
         "U_i = sum_j u_ij (t_j - t_(j-1)) / (t_K - t_0), time-weighted; **choice**: a gap between "
@@ -99,7 +100,11 @@ ANALYSES: tuple[Analysis, ...] = (
         "idle_slot_s + never_used_s + busy_s + missing_s = alloc_s, where busy is observed time "
         "outside idle slots (idle runs of 60 s or less count as busy). `low_data` marks a GPU "
         "observed for less than `min_observed_share` of its allocation: it is flagged, not "
-        "judged. Units: seconds, percent 0-100, MiB.",
+        "judged. A GPU with no sample but a Jobstats end-of-job summary (Slurm's AdminComment) "
+        "takes the summary's mean utilization and peak memory over its whole allocation, and "
+        "is never used when that mean is 0 and the peak at most `idle_mem_floor_mib` "
+        "(`figures_from` = 'jobstats-summary'; no idle slots or phases from a mean). "
+        "Units: seconds, percent 0-100, MiB.",
     ),
     Analysis(
         "idle_slots",

@@ -90,8 +90,8 @@ class ClusterRun:
         if self.unresolved_gpus:
             line += (
                 f"; {self.unresolved_gpus} job x host allocation(s) not tied to a GPU (no whole "
-                "host, scontrol capture or job label names it) skipped, counted neither busy nor "
-                "idle"
+                "host, scontrol capture, Jobstats summary or job label names it) skipped, counted "
+                "neither busy nor idle"
             )
         if self.failed_jobs:
             first, why = next(iter(self.failed_jobs.items()))

@@ -74,6 +74,7 @@ JOB_GPU_USAGE = _result(
     n_phases=INT,
     n_stable_phases=INT,
     interval_s=FLOAT,  # the sampling interval the gaps were judged by
+    figures_from=STRING,  # "samples", "jobstats-summary" (no sample: the job's summary), null
     low_data=BOOL,
     gpu_cost=FLOAT,  # [cost] price x GPU hours (null without a price for its model)
     lost_cost=FLOAT,  # the same for idle-slot + never-used GPU hours

@@ -115,6 +115,28 @@ JOB_GPUS = Table(
     "intervals that join jobs to samples.",
 )
 
+JOB_GPU_SUMMARIES = Table(
+    "job_gpu_summaries",
+    {
+        "cluster": pl.String(),
+        "job_id": pl.String(),
+        "host": pl.String(),
+        "gpu_minor": pl.Int16(),  # the device minor number (/dev/nvidiaN) the summary names
+        "gpu": pl.Int16(),  # the job_gpus device it is tied to (see doc)
+        "util_pct": pl.Float64(),  # mean utilization over the job, 0-100
+        "mem_used_mib": pl.Float64(),  # the most memory used over the job
+        "mem_total_mib": pl.Float64(),
+        "source": pl.String(),  # "jobstats-summary"
+    },
+    layout="cluster",
+    key=("job_id", "host", "gpu_minor"),
+    sort=("job_id", "host", "gpu_minor"),
+    doc="One row per job x host x GPU of a scheduler's end-of-job summary (Princeton Jobstats' "
+    "AdminComment, read by the Slurm source): the GPU's mean utilization and largest memory used "
+    "over the job. gpu is the NVML index where telemetry maps the minor number to one (the "
+    "samples' gpu_minor), else the minor number itself. Replaced per job on every Slurm ingest.",
+)
+
 JOB_GPU_MINORS = Table(
     "job_gpu_minors",
     {
@@ -174,6 +196,7 @@ FACT_TABLES: dict[str, Table] = {
         HOST_SAMPLES,
         JOBS,
         JOB_GPUS,
+        JOB_GPU_SUMMARIES,
         JOB_GPU_MINORS,
         INGEST_STATE,
         QUARANTINE,

@@ -57,6 +57,16 @@ def as_stored(name: str, frame: pl.DataFrame) -> pl.DataFrame:
     return frame
 
 
+def before_summaries(name: str, frame: pl.DataFrame) -> pl.DataFrame:
+    """The rows a table had before Jobstats summaries could give a GPU its figures (issue 43):
+    job_gpu_usage without its `figures_from` column, which must then say no row took them
+    from a summary (these warehouses hold none)."""
+    if name != "job_gpu_usage" or "figures_from" not in frame.columns:
+        return frame
+    assert set(frame["figures_from"].drop_nulls()) <= {"samples"}, "a summary's figures"
+    return frame.drop("figures_from")
+
+
 def before_model_split(name: str, frame: pl.DataFrame) -> pl.DataFrame:
     """The rows a table had before the summaries were split by GPU model: each summary's rows of
     model '(all)' without the `gpu_model` column (waste_by_model, split by model from the start:

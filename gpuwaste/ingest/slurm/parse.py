@@ -38,6 +38,14 @@ What real output contains, and what this parser does with it:
   are not UTF-8 (a Latin-1 `é` in a job name) is refused alone: the caller decodes with
   `surrogateescape`, and such a line holds lone surrogates; its raw text keeps the bytes as
   `\xe9`.
+- **Jobstats summaries** (`jobstats_summary`): an `AdminComment` column holding Princeton
+  Jobstats' `JS1:` summary gives the job's per-GPU mean utilization and memory
+  (`gpu_summaries`, one row per job x host x GPU minor number). Empty, `JS1:Short`, `JS1:None`
+  and text of other tools give none. A summary that does not decode (bad base64, bad gzip, a
+  gzip bomb past `[files] max_gzip_ratio`, not JSON, wrong shape, a GPU key that is not a minor
+  number) is refused with its reason while its job is kept: the line counts as accepted and its
+  summary as quarantined. A summary's node is named as NodeList names it (`gpu1.example.org` is
+  `gpu1`); a node that is not the job's is refused, its GPUs left out.
 - **Refused** (to quarantine, with file:line and reason): wrong field count, an unknown state,
   an unparseable time, a time no source believes (`ingest.times`: outside the warehouse's
   days, from the future, before `[ingest] earliest_time`; not checked for pending jobs, whose
@@ -48,7 +56,7 @@ What real output contains, and what this parser does with it:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 from zoneinfo import ZoneInfo
@@ -63,6 +71,7 @@ from gpuwaste.ingest.slurm_notation import (
     map_state,
 )
 from gpuwaste.ingest.times import TimeBounds
+from gpuwaste.jobstats_summary import JobSummary, SummaryError, decode_summary
 from gpuwaste.warehouse.bookkeeping import Refused
 from gpuwaste.warehouse.schema import UTC_TS
 
@@ -100,6 +109,17 @@ JOB_SCHEMA: dict[str, pl.DataType] = {
     "gpu_model": pl.String(),
 }
 
+# Jobstats' per-GPU figures (gpuwaste.jobstats_summary), one row per job x host x GPU minor.
+SUMMARY_SCHEMA: dict[str, pl.DataType] = {
+    "job_id": pl.String(),
+    "host": pl.String(),
+    "gpu_minor": pl.Int16(),
+    "util_pct": pl.Float64(),
+    "mem_used_mib": pl.Float64(),
+    "mem_total_mib": pl.Float64(),
+}
+MIB = float(1 << 20)
+
 
 class SacctFormatError(ValueError):
     """The text is not sacct parsable output at all (message: one sentence, no file name)."""
@@ -119,6 +139,7 @@ class SacctOptions:
     times: TimeBounds = field(
         default_factory=TimeBounds
     )  # the times believed (the ingest's, `ingest.times`)
+    max_gzip_ratio: float = 200.0  # `[files]`: how far a Jobstats summary may decompress
 
 
 @dataclass
@@ -131,6 +152,7 @@ class SacctParse:
     pending: int = 0  # pending jobs skipped
     delimiter: str = "|"
     columns: tuple[str, ...] = ()
+    gpu_summaries: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=SUMMARY_SCHEMA))
 
 
 @dataclass
@@ -150,6 +172,7 @@ class _Row:
     hosts: list[str]
     mig_profile: str | None = None
     gpu_model: str | None = None
+    summary: JobSummary | None = None
 
 
 def detect_delimiter(first_line: str) -> str | None:
@@ -325,6 +348,7 @@ class _Columns:
         self.reqtres = idx("reqtres")
         self.reqgres = idx("reqgres")
         self.nodelist = idx("nodelist")
+        self.admincomment = idx("admincomment")
 
 
 def _job_gpus(fields: list[str], c: _Columns) -> int | None:
@@ -535,6 +559,18 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
             gpu_model=model,
         )
         accepted += 1
+        if step is None and c.admincomment is not None:
+            try:
+                summary = decode_summary(fields[c.admincomment], opts.max_gzip_ratio)
+            except SummaryError as exc:  # the job is kept; its summary is quarantined
+                refuse(f"Jobstats summary in AdminComment not decoded: {exc}")
+            else:
+                row.summary, strangers = _on_job_hosts(summary, hosts)
+                if strangers:
+                    refuse(
+                        f"Jobstats summary in AdminComment names hosts not in the job's NodeList: "
+                        f"{', '.join(strangers)} (their GPUs left out)"
+                    )
         if step is None:
             jobs[job_id] = row  # a job printed twice (--duplicates, requeue): the last wins
         else:
@@ -578,7 +614,51 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
         pending=len(pending_ids),
         delimiter=delim,
         columns=cols,
+        gpu_summaries=_summary_rows(out),
     )
+
+
+def _on_job_hosts(
+    summary: JobSummary | None, hosts: list[str]
+) -> tuple[JobSummary | None, list[str]]:
+    """The summary with its nodes named as the job's NodeList names them (Jobstats names a node
+    as Prometheus' `instance` label does, which may carry the domain: `gpu1.example.org` is
+    NodeList's `gpu1`), and the names of its nodes that are not the job's. Without a NodeList,
+    as it is."""
+    if summary is None or not hosts:
+        return summary, []
+    known = set(hosts)
+    kept, strangers = [], []
+    for node in summary.nodes:
+        name = node.host if node.host in known else node.host.split(".", 1)[0]
+        if name in known:
+            kept.append(replace(node, host=name))
+        else:
+            strangers.append(node.host)
+    return replace(summary, nodes=tuple(kept)), strangers
+
+
+def _summary_rows(rows: list[_Row]) -> pl.DataFrame:
+    """One row per job x host x GPU minor number of the jobs' Jobstats summaries (MiB)."""
+
+    def mib(b: float | None) -> float | None:
+        return None if b is None else b / MIB
+
+    out = [
+        (
+            r.job_id_raw or r.job_id,
+            node.host,
+            g.minor,
+            g.util_pct,
+            mib(g.mem_used_bytes),
+            mib(g.mem_total_bytes),
+        )
+        for r in rows
+        if r.summary is not None
+        for node in r.summary.nodes
+        for g in node.gpus
+    ]
+    return pl.DataFrame(out, schema=SUMMARY_SCHEMA, orient="row")
 
 
 def _job_from_steps(rows: list[_Row]) -> _Row:

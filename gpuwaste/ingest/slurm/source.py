@@ -12,18 +12,19 @@ host-only allocation in `gpu_indices`.
 
 Jobs are upserted by `job_id`: a job seen running and later completed is updated in place.
 
-`job_gpus` (attempt 0, [start_ts, end_ts]; end null while running): the GPU indices of each job
-come from, in order of preference,
-1. `scontrol show job -d` output when supplied (`scontrol_file`, `--scontrol`);
-2. the DCGM `hpc_job` label of `gpu_samples` already in the warehouse: every (host, gpu) whose
-   samples carry the job's id (or, for an array task, its raw id) inside the job's interval;
-3. otherwise one row per host of the job's NodeList with **gpu = -1, meaning "index unknown"**:
-   the allocation is known per host but not per GPU, so such rows join to no GPU's samples.
+`job_gpus` (attempt 0, [start_ts, end_ts]; end null while running): the GPUs of each job come
+from the evidence `gpu_indices` lists, in its order (a whole host, scontrol's IDX, the job's
+Jobstats summary in the `AdminComment` column, whose minor numbers `summary_ties` maps to
+indices, the samples' job labels), else one row per host with **gpu = -1, "index unknown"**.
 A job's rows are replaced whole on every run, and a telemetry ingest that comes later fills
 rows with gpu = -1 from the new samples' `hpc_job` labels (`fill_unknown_gpus`), so the indices
 are the same whichever source arrived first. A job that holds no GPU (`gpus` = 0) has no rows.
 Writing Slurm jobs removes the jobs derived from telemetry labels for the cluster
 (`job_precedence`).
+
+`job_gpu_summaries` (key `slurm`): the per-GPU figures of the jobs' Jobstats summaries, with the
+index each GPU is tied to in `job_gpus`; a job's rows are replaced whole on every run, like its
+`job_gpus` rows, so re-reading a file never duplicates them.
 """
 
 from __future__ import annotations
@@ -40,7 +41,13 @@ from gpuwaste.config import ClusterConfig, FileLimits, Settings, SlurmSource
 from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
 from gpuwaste.ingest.files import check_read_whole
 from gpuwaste.ingest.gpu_evidence import GresIdx
-from gpuwaste.ingest.gpu_indices import JOB_GPUS_KEY, Ties, prune_minors, tie_jobs
+from gpuwaste.ingest.gpu_indices import (
+    JOB_GPUS_KEY,
+    Ties,
+    host_gpus_from_samples,
+    prune_minors,
+    tie_jobs,
+)
 from gpuwaste.ingest.job_precedence import yield_label_jobs
 from gpuwaste.ingest.slurm.captures import prune_captures, read_scontrol
 from gpuwaste.ingest.slurm.command import run_command
@@ -52,13 +59,17 @@ from gpuwaste.ingest.slurm.parse import (
     columns_from_command,
     parse_sacct,
 )
+from gpuwaste.ingest.slurm.summary_ties import summary_gpus
 from gpuwaste.ingest.times import TimeBounds
 from gpuwaste.warehouse.bookkeeping import get_watermark, set_watermark, write_quarantine
-from gpuwaste.warehouse.gpu_from import GPU_FROM_VALUES, UNKNOWN
+from gpuwaste.warehouse.gpu_from import GPU_FROM_VALUES, JOBSTATS_SUMMARY, UNKNOWN
 from gpuwaste.warehouse.store import Warehouse
 
 
-def options_for(cfg: SlurmSource, cluster: ClusterConfig) -> SacctOptions:
+def options_for(
+    cfg: SlurmSource, cluster: ClusterConfig, limits: FileLimits | None = None
+) -> SacctOptions:
+    limits = limits or FileLimits()
     try:
         re.compile(cfg.debug_name_pattern)
     except re.error as exc:
@@ -67,6 +78,7 @@ def options_for(cfg: SlurmSource, cluster: ClusterConfig) -> SacctOptions:
         ) from None
     columns = cfg.columns or (columns_from_command(cfg.command) if cfg.command else None)
     return SacctOptions(
+        max_gzip_ratio=limits.max_gzip_ratio,
         timezone=cluster.timezone,
         vc_from=cfg.vc_from,
         debug_partitions=tuple(cfg.debug_partitions),
@@ -128,13 +140,24 @@ def write_slurm(
     IDX that name no GPU of their host)."""
     jobs = parsed.jobs
     written: dict[str, int] = {}
-    ties = tie_jobs(wh, cluster, jobs, gres_idx=gres_idx) if jobs.height else None
+    summaries = tie_summaries(wh, cluster, parsed.gpu_summaries, gres_idx)
+    extra = [
+        summaries.drop_nulls("gpu")
+        .select("job_id", "host", "gpu")
+        .with_columns(pl.lit(JOBSTATS_SUMMARY).alias("gpu_from"))
+    ]
+    ties = tie_jobs(wh, cluster, jobs, gres_idx=gres_idx, extra=extra) if jobs.height else None
     written["jobs"] = wh.upsert("jobs", cluster, SOURCE, jobs) if jobs.height else 0
     if ties is not None:
         ids = jobs["job_id"].implode()
         written["job_gpus"] = wh.replace_rows_where(
             "job_gpus", cluster, JOB_GPUS_KEY, pl.col("job_id").is_in(ids), ties.rows
         )
+        stored = wh.cluster_dir("job_gpu_summaries", cluster) / f"{JOB_GPUS_KEY}.parquet"
+        if summaries.height or stored.exists():
+            written["job_gpu_summaries"] = wh.replace_rows_where(
+                "job_gpu_summaries", cluster, JOB_GPUS_KEY, pl.col("job_id").is_in(ids), summaries
+            )
         yield_label_jobs(wh, cluster)
     refused = parsed.refused + (ties.minors.refused if ties is not None else [])
     written["quarantine"] = write_quarantine(wh, cluster, SOURCE, batch, refused)
@@ -163,6 +186,19 @@ def _tie_note(ties: Ties | None) -> str:
     return note
 
 
+def tie_summaries(
+    wh: Warehouse, cluster: str, summaries: pl.DataFrame, gres_idx: GresIdx
+) -> pl.DataFrame:
+    """The Jobstats summaries' rows with `gpu`, the index each GPU is tied to (null: none), by
+    the rule of `summary_ties` over the GPUs the hosts' samples show."""
+    hosts = summaries["host"].unique().sort().to_list()
+    host_gpus = host_gpus_from_samples(wh, cluster, hosts)
+    return summaries.with_columns(
+        summary_gpus(summaries, host_gpus, gres_idx).alias("gpu"),
+        pl.lit(JOBSTATS_SUMMARY).alias("source"),
+    )
+
+
 def _latest(jobs: pl.DataFrame) -> datetime | None:
     if jobs.height == 0:
         return None
@@ -187,7 +223,7 @@ def ingest_slurm(
             f"cluster '{cluster.name}': the slurm source needs a `file` or a `command`."
         )
     opts = replace(
-        options_for(cfg, cluster),
+        options_for(cfg, cluster, settings.files),
         times=TimeBounds.at(now or datetime.now(UTC), settings.ingest),
     )
     wh = Warehouse(settings.data_dir)
@@ -225,6 +261,8 @@ def ingest_slurm(
     note = f"{parsed.jobs.height} jobs"
     if parsed.pending:
         note += f", {parsed.pending} pending skipped"
+    if parsed.gpu_summaries.height:
+        note += f", {parsed.gpu_summaries.height} GPUs with a Jobstats summary"
     if sc.files:
         note += f", {sc.records} scontrol records from {len(sc.files)} file(s)"
     note += _tie_note(ties)

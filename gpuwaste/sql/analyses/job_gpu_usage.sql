@@ -1,12 +1,22 @@
 -- grain: one row per job x attempt x allocated GPU [ICSE24 §3.2, CloudBrain §IV-B/C].
 -- sources: analyze_alloc (staging/allocations.sql), gpu_sample_stats, batch_idle_slots (this
 --          batch's idle_slots), batch_phase_counts (phases per GPU from stable_phases.py),
---          device_models (staging/device_models.sql).
--- variables: fallback_interval_s, min_observed_share, gpu_model_patterns and gpu_model_names
+--          device_models (staging/device_models.sql), job_gpu_summaries (facts: Jobstats'
+--          end-of-job summaries).
+-- variables: cluster, fallback_interval_s, min_observed_share, idle_mem_floor_mib,
+--            gpu_model_patterns and gpu_model_names
 --            (the cluster's `gpu_models` map: host glob -> model; unset: none).
 -- cost_patterns and cost_prices: `[cost.gpu_hour]` (model glob -> price of a whole-GPU hour;
 -- unset: no prices). gpu_cost = GPU hours (slice-weighted) x the model's price; lost_cost the
 -- same for idle-slot + never-used GPU hours (docs/analyses.md#money).
+-- choice: a whole GPU with no sample but a Jobstats summary (figures_from = 'jobstats-summary')
+-- takes what the summary knows, over its whole allocation (Jobstats averaged the job's whole
+-- life): util_mean = the summary's mean, mem_used_max_mib and mem_total_mib its figures; it is
+-- never used when that mean is 0 and the most memory it used is at most idle_mem_floor_mib
+-- (the rule of an idle sample, applied to the job's mean and peak), its allocated time then
+-- never-used time, else busy time. What a mean cannot tell stays null: util_max, the mean
+-- memory, idle slots, phases, the sampling interval. Samples, when a GPU has any, win
+-- (figures_from = 'samples'); with neither, figures_from is null and the time is missing.
 -- gpu_model: DCGM modelName of the device's samples, else the first host pattern that matches,
 -- else the scheduler's GPU type (Slurm GRES type).
 -- Every allocated second is exactly one of: idle slot, never used, busy (observed and not in an
@@ -40,6 +50,42 @@ phases as (
     from batch_phase_counts
 ),
 
+summaries as (
+    select job_id, host, gpu, util_pct, mem_used_mib, mem_total_mib
+    from job_gpu_summaries
+    where cluster = getvariable('cluster')
+      and job_id in (select job_id from allocations)
+    -- one summary GPU per device, should two minor numbers ever be tied to one index
+    qualify row_number() over (partition by job_id, host, gpu order by gpu_minor) = 1
+),
+
+figures as (
+    -- each allocation's samples' statistics, else its summary's figures (see the choice above)
+    select
+        a.alloc_id,
+        s.alloc_id is not null as sampled,
+        s.alloc_id is null and js.job_id is not null as summarized,
+        case when s.alloc_id is not null then s.observed_s
+             when js.job_id is not null then epoch(a.end_ts - a.start_ts) end as observed_s,
+        case when s.alloc_id is not null then s.never_used
+             when js.job_id is not null then js.util_pct <= 0
+                 and coalesce(js.mem_used_mib, 0) <= getvariable('idle_mem_floor_mib')::double
+        end as never_used,
+        case when s.alloc_id is not null then s.util_mean else js.util_pct end as util_mean,
+        s.util_max,
+        s.mem_used_mean_mib,
+        case when s.alloc_id is not null then s.mem_used_max_mib else js.mem_used_mib end
+            as mem_used_max_mib,
+        case when s.alloc_id is not null then s.mem_total_mib else js.mem_total_mib end
+            as mem_total_mib,
+        s.interval_s
+    from allocations as a
+    left join stats as s using (alloc_id)
+    left join summaries as js
+      on js.job_id = a.job_id and js.host = a.host and js.gpu = a.gpu
+     and a.gpu_instance is null
+),
+
 joined as (
     select
         a.job_id,
@@ -69,17 +115,21 @@ joined as (
             as observed_s,
         coalesce(s.never_used, false) as never_used,
         coalesce(sl.idle_slot_s, 0) * a.gpu_weight as idle_slot_s,
-        coalesce(sl.idle_slots, 0) as idle_slots,
+        case when not s.summarized then coalesce(sl.idle_slots, 0) end as idle_slots,
         s.util_mean,
         s.util_max,
         s.mem_used_mean_mib,
         s.mem_used_max_mib,
         s.mem_total_mib,
-        coalesce(p.n_phases, 0) as n_phases,
-        coalesce(p.n_stable_phases, 0) as n_stable_phases,
-        coalesce(s.interval_s, getvariable('fallback_interval_s')::double) as interval_s
+        case when not s.summarized then coalesce(p.n_phases, 0) end as n_phases,
+        case when not s.summarized then coalesce(p.n_stable_phases, 0) end as n_stable_phases,
+        case when not s.summarized
+            then coalesce(s.interval_s, getvariable('fallback_interval_s')::double) end
+            as interval_s,
+        case when s.sampled then 'samples' when s.summarized then 'jobstats-summary' end
+            as figures_from
     from allocations as a
-    left join stats as s using (alloc_id)
+    left join figures as s using (alloc_id)
     left join device_models as dm
       on dm.host = a.host and dm.gpu = a.gpu and dm.gpu_instance is not distinct from a.gpu_instance
     left join slots as sl
@@ -118,7 +168,7 @@ final as (
         never_used,
         case when never_used then observed_s else 0 end as never_used_s,
         util_mean, util_max, mem_used_mean_mib, mem_used_max_mib, mem_total_mib,
-        n_phases, n_stable_phases, interval_s,
+        n_phases, n_stable_phases, interval_s, figures_from,
         observed_s < getvariable('min_observed_share')::double * alloc_s as low_data,
         alloc_s / 3600 * price_per_gpu_h as gpu_cost,
         (idle_slot_s + case when never_used then observed_s else 0 end) / 3600 * price_per_gpu_h

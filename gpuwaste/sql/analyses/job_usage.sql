@@ -10,7 +10,8 @@
 -- Job U = mean over its GPUs of U_i; GPU memory utilization = memory used / capacity, per GPU,
 -- then mean (and max) over GPUs. A job with less than min_observed_share of its GPU time observed
 -- is flagged low_data and given no diagnosis. gpu_model: the model its devices name, 'mixed'
--- when they name several, '(unknown)' when none does.
+-- when they name several, '(unknown)' when none does. A job whose GPUs are all known only from
+-- a Jobstats summary (figures_from) has no idle-slot or phase counts (null): a mean tells none.
 with
 
 batch_jobs as (
@@ -68,6 +69,7 @@ per_job_gpu as (
         count(*) filter (where not never_used and observed_s > 0) as used_gpus,
         sum(n_phases) as n_phases,
         sum(n_stable_phases) as n_stable_phases,
+        bool_and(coalesce(figures_from = 'jobstats-summary', false)) as summary_only,
         sum(gpu_cost) as gpu_cost,
         sum(lost_cost) as lost_cost,
         -- the job's GPU model: the one model its devices name, 'mixed' when they name two or
@@ -163,12 +165,15 @@ joined as (
         g.util_mean, g.util_max, g.mem_util_mean, g.mem_util_max,
         h.cpu_util_mean, h.cpu_util_max, h.host_mem_util_mean, h.host_mem_util_max,
         coalesce(g.idle_slot_gpu_s, 0) as idle_slot_gpu_s,
-        coalesce(g.idle_slots, 0) as idle_slots,
+        case when not coalesce(g.summary_only, false) then coalesce(g.idle_slots, 0) end
+            as idle_slots,
         coalesce(g.never_used_gpu_s, 0) as never_used_gpu_s,
         coalesce(g.never_used_gpus, 0) as never_used_gpus,
         coalesce(g.used_gpus, 0) as used_gpus,
-        coalesce(g.n_phases, 0) as n_phases,
-        coalesce(g.n_stable_phases, 0) as n_stable_phases,
+        case when not coalesce(g.summary_only, false) then coalesce(g.n_phases, 0) end
+            as n_phases,
+        case when not coalesce(g.summary_only, false) then coalesce(g.n_stable_phases, 0) end
+            as n_stable_phases,
         p.phase_level_spread_mib,
         coalesce(f.fluctuating, false) as fluctuating,
         coalesce(k.checkpointing_gpus, 0) > 0 as checkpointing,
