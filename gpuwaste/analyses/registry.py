@@ -310,6 +310,44 @@ ANALYSES: tuple[Analysis, ...] = (
         "[ICSE24 §3.2]. Grain: one row per VC (and '(all)') x GPU model of each GPU (and '(all)'). Units: GPU hours, "
         "percent 0-100.",
     ),
+    _summary(
+        "failure_attempts",
+        "Failed attempts with their reason and matched log line (Philly §4.2)",
+        "Philly §4.2, Table 7",
+        ("jobs", "job_gpus", "job_logs", "job_usage"),
+        "Definition (docs/definitions.md#failures): an attempt (a job's allocation in job_gpus) "
+        "failed when it ended and was retried, or is the last attempt of a job that ended "
+        "unsuccessful or killed. Its reason comes from the scheduler first (NODE_FAIL, "
+        "BOOT_FAIL, OUT_OF_MEMORY, TIMEOUT, DEADLINE, PREEMPTED, CANCELLED by an admin uid in "
+        "`[failures] admin_uids` or by a user), then from the job's logs (the most specific "
+        "signature rule matched, root causes before implicit ones), then from the signal of a "
+        "FAILED job (core dump, killed by a signal), else 'no signature'. Grain: one row per "
+        "failed attempt x VC x GPU model of the job (each with '(all)'). Units: seconds.",
+    ),
+    _summary(
+        "failure_reasons",
+        "Failures by reason (Philly Table 7)",
+        "Philly §4.2, Table 7",
+        ("failure_attempts",),
+        "Definition (docs/definitions.md#failures): per reason, its sources (IF, AE, U), trials "
+        "(failed attempts), jobs, users, runtime to failure (50th, 90th, 95th percentiles and "
+        "share of the total), trials by GPU demand (1, 2-4, >4), RTF x demand (GPU hours "
+        "burned) and its share, and repetitions per job (trials / jobs) and per user (trials / "
+        "users); the 'all' row repeats per (job, reason) and (user, reason). Grain: one row per "
+        "VC x GPU model of the job (each with '(all)') x reason (and 'all'). Units: seconds, "
+        "GPU hours, percent 0-100.",
+    ),
+    _summary(
+        "failure_retries",
+        "Retries and failed attempts by job size (Philly Figure 9a)",
+        "Philly §4.2, Figure 9a",
+        ("job_gpus", "job_usage", "failure_attempts"),
+        "Definition (docs/definitions.md#failures): by size class, the jobs that ran, those "
+        "with more than one attempt and their share, retries (attempts after the first: total, "
+        "mean, maximum), failed attempts and the GPU hours they burned. Grain: one row per VC x "
+        "GPU model of the job (each with '(all)') x size class (and 'all'). Units: GPU hours, "
+        "percent 0-100.",
+    ),
 )
 
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}

@@ -46,11 +46,16 @@ from gpuwaste.analyses.plan import (
     make_plan,
 )
 from gpuwaste.analyses.registry import summary_order
-from gpuwaste.analyses.sqlfiles import device_variables, set_variables, threshold_variables
+from gpuwaste.analyses.sqlfiles import (
+    device_variables,
+    failure_variables,
+    set_variables,
+    threshold_variables,
+)
 from gpuwaste.analyses.staging import FILE_KEY, commit, remove_staging, staging_dir
 from gpuwaste.config import Settings
 from gpuwaste.errors import DiskError, GpuwasteError
-from gpuwaste.warehouse.catalog import connect, refresh_catalog
+from gpuwaste.warehouse.catalog import connect, refresh_catalog, refresh_view
 from gpuwaste.warehouse.host_blocks import BLOCK_HOSTS
 from gpuwaste.warehouse.lock import writer_lock
 from gpuwaste.warehouse.results import RESULT_TABLES
@@ -60,6 +65,7 @@ from gpuwaste.warehouse.store import Warehouse
 SUMMARIES: dict[str, Callable[[duckdb.DuckDBPyConnection], pl.DataFrame]] = {
     a.name: a.compute for a in summary_order()
 }
+READ_BY_SUMMARIES = {i for a in summary_order() for i in a.inputs} & set(SUMMARIES)
 
 
 @dataclass
@@ -232,7 +238,8 @@ def analyze_cluster(
 ) -> ClusterRun:
     wh = Warehouse(settings.data_dir)
     t = settings.thresholds
-    variables = device_variables(settings, cluster)  # #14: models, MIG slices, prices
+    # #14: models, MIG slices, prices; #45: admin uids
+    variables = {**device_variables(settings, cluster), **failure_variables(settings)}
     thresholds_json = t.model_dump_json() + json.dumps(variables, sort_keys=True)
     schema_now = state.results_schema(tuple(RESULT_TABLES))
     staging = staging_dir(settings.data_dir, cluster)
@@ -243,6 +250,7 @@ def analyze_cluster(
             as_of = _as_of(con, cluster)
             samples_until = newest_sample_ts(wh, cluster)
             parts = state.partition_signatures(wh, cluster)
+            inputs = state.summary_inputs(wh, cluster)
             previous = (
                 None
                 if rebuild
@@ -265,7 +273,9 @@ def analyze_cluster(
             jobs_removed=counts.removed,
             rebuilt=previous is None,
         )
-        if counts.recomputed or counts.removed or run.rebuilt:
+        jobs_changed = bool(counts.recomputed or counts.removed or run.rebuilt)
+        last = state.load_meta(settings.data_dir, cluster)
+        if jobs_changed:
             template = BatchSpec(
                 cluster=cluster,
                 thresholds=t,
@@ -285,6 +295,7 @@ def analyze_cluster(
                 None if run.rebuilt else staging / TOUCHED_FILE,  # rebuilt: every row
                 memory_limit,
             )
+        if jobs_changed or last is None or last.inputs != inputs:  # new job logs: summaries
             refresh_catalog(settings.data_dir)
             with connect(settings.data_dir) as con:
                 # bounded as every other step: a summary over the cluster's samples spills
@@ -292,6 +303,8 @@ def analyze_cluster(
                 set_variables(con, {**variables, **threshold_variables(t), "cluster": cluster})
                 for name, compute in SUMMARIES.items():
                     run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, stable(compute(con)))
+                    if name in READ_BY_SUMMARIES:  # its view may have named no file yet
+                        refresh_view(con, settings.data_dir, name)
         state.save(
             settings.data_dir,
             cluster,
@@ -302,6 +315,7 @@ def analyze_cluster(
                 results_schema=schema_now,
                 ran_at=datetime.now(UTC).isoformat(),
                 samples_until=samples_until.isoformat() if samples_until else "",
+                inputs=inputs,
             ),
             staging / FINGERPRINTS_FILE,
             list(run.failed_jobs),  # failed: retried next run

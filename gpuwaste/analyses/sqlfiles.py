@@ -80,3 +80,9 @@ def device_variables(settings: Settings, cluster: str) -> dict[str, Scalar]:
         out["gpu_model_patterns"] = list(config.gpu_models)
         out["gpu_model_names"] = list(config.gpu_models.values())
     return out
+
+
+def failure_variables(settings: Settings) -> dict[str, Scalar]:
+    """What failure_attempts.sql reads of `[failures]`: the uids whose cancellations are an
+    admin's."""
+    return {"admin_uids": [str(uid) for uid in settings.failures.admin_uids]}

@@ -327,6 +327,73 @@ WASTE_BY_MODEL = _summary(
     lost_cost=FLOAT,
 )
 
+FAILURE_ATTEMPTS = _summary(
+    "failure_attempts",
+    "Philly §4.2: one row per failed attempt (each also under the '(all)' VC and model): its "
+    "reason, where the reason came from (scheduler | log | exit status | none), the matched log "
+    "line, runtime to failure and GPU time burned.",
+    ("job_id", "attempt"),
+    job_id=STRING,
+    attempt=pl.Int16(),
+    user=STRING,
+    job_vc=STRING,  # the job's own VC and model (vc, gpu_model are '(all)' on roll-up rows)
+    job_gpu_model=STRING,
+    raw_state=STRING,
+    exit_code=pl.Int32(),
+    exit_signal=pl.Int32(),
+    start_ts=UTC_TS,
+    end_ts=UTC_TS,
+    gpus=INT,
+    runtime_s=FLOAT,
+    gpu_s=FLOAT,
+    reason=STRING,
+    sources=STRING,  # IF, AE, U joined by ','
+    origin=STRING,
+    line=STRING,
+    log_path=STRING,
+    line_no=INT,
+    log_files=INT,
+)
+
+FAILURE_REASONS = _summary(
+    "failure_reasons",
+    "Philly Table 7: failed attempts by reason (and 'all'): sources, trials, jobs, users, "
+    "runtime to failure percentiles and share, trials by GPU demand, GPU hours burned (RTF x "
+    "demand) and share, repetitions per job and per user.",
+    ("reason",),
+    reason=STRING,
+    sources=STRING,
+    trials=INT,
+    jobs=INT,
+    users=INT,
+    rtf_p50_s=FLOAT,
+    rtf_p90_s=FLOAT,
+    rtf_p95_s=FLOAT,
+    rtf_pct=FLOAT,
+    trials_1gpu=INT,
+    trials_2_4gpu=INT,
+    trials_gt4gpu=INT,
+    gpu_h=FLOAT,
+    rtf_x_demand_pct=FLOAT,
+    per_job=FLOAT,
+    per_user=FLOAT,
+)
+
+FAILURE_RETRIES = _summary(
+    "failure_retries",
+    "Philly Figure 9a: jobs, retries and failed attempts (with their GPU hours) by size class.",
+    ("size_class",),
+    size_class=STRING,
+    jobs=INT,
+    jobs_retried=INT,
+    retried_pct=FLOAT,
+    retries=INT,
+    retries_mean=FLOAT,
+    retries_max=INT,
+    failed_attempts=INT,
+    failed_gpu_h=FLOAT,
+)
+
 RESULT_TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -347,6 +414,9 @@ RESULT_TABLES: dict[str, Table] = {
         JOBS_BY_STATUS,
         QUEUEING_DELAY,
         WASTE_DAILY,
+        FAILURE_ATTEMPTS,
+        FAILURE_REASONS,
+        FAILURE_RETRIES,
     )
 }
 

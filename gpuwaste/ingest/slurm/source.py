@@ -154,7 +154,8 @@ def write_slurm(
     written: dict[str, int] = {}
     sample_pairs = pairs_from_samples(wh, cluster, jobs)
     job_gpus = build_job_gpus(jobs, scontrol_pairs, sample_pairs)
-    written["jobs"] = wh.upsert("jobs", cluster, SOURCE, jobs) if jobs.height else 0
+    shown = jobs.with_columns(pl.col("slurm_job_id").alias("shown_id"))  # what log names carry
+    written["jobs"] = wh.upsert("jobs", cluster, SOURCE, shown) if jobs.height else 0
     if jobs.height:
         ids = jobs["job_id"].implode()
         written["job_gpus"] = wh.replace_rows_where(
