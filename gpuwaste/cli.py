@@ -158,6 +158,14 @@ def generate(
             "job's share in truth.json's 'mig'.",
         ),
     ] = 0,
+    logs: Annotated[
+        bool,
+        typer.Option(
+            "--logs",
+            help="Also write logs/: the jobs' stdout/stderr with planted failure errors, and "
+            "each failed job's reason in truth.json's 'failure_logs'.",
+        ),
+    ] = False,
 ) -> None:
     """Write a synthetic multi-tenant cluster in the sources' own formats, with its planted truth."""
     from gpuwaste.generate.cli import generate_command
@@ -174,6 +182,7 @@ def generate(
         policy_cases,
         mig_hosts,
         shared_gpus,
+        logs,
     )
 
 

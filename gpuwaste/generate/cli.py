@@ -50,6 +50,7 @@ def generate_command(
     policy_cases: bool = False,
     mig_hosts: int = 0,
     shared_gpus: int = 0,
+    logs: bool = False,
 ) -> None:
     """Generate a synthetic cluster in DIR: metrics.om, sacct.txt, philly/, truth.json."""
     check_sizes(gpus, days, interval_s)
@@ -72,4 +73,4 @@ def generate_command(
     )
     if start is not None:
         spec = replace(spec, start=parse_start(start))
-    write_all(spec, Path(out), gzip=gzip)
+    write_all(spec, Path(out), gzip=gzip, logs=logs)
