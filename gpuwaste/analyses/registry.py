@@ -287,6 +287,44 @@ ANALYSES: tuple[Analysis, ...] = (
         "0-100.",
     ),
     _summary(
+        "queue_causes",
+        "Waiting stretches by cause (Philly §3.1)",
+        "Philly §3.1, Table 2",
+        ("job_gpu_usage", "job_usage", "gpu_samples"),
+        "Definition (docs/definitions.md#queueing-causes): each waiting stretch of a job "
+        "(submission to the first attempt's start; an attempt's end to the next one's start) is "
+        "cut at every change of the cluster's occupancy (job_gpu_usage) and each piece is "
+        "classified, in this order: fair-share (quotas `[clusters.vc_quotas]` are known and the "
+        "VC held at least its quota), capacity (fewer GPUs free than the "
+        "job's), fragmentation (enough free, but fewer hosts with the job's GPUs per host free "
+        "than the hosts it ran on), other. Capacity is the GPUs seen per host in telemetry or "
+        "allocations. The stretch's cause is that of most of its seconds. Out-of-order: a start "
+        "while an earlier-submitted job waited (not for fair-share) that the started job's GPUs "
+        "would have fitted. Grain: one row per start of an attempt. Units: seconds, GPUs.",
+    ),
+    _summary(
+        "queue_cause_summary",
+        "Queueing delay by cause and job size, % of occurrences and of time (Philly Table 2)",
+        "Philly §3.1, Table 2",
+        ("queue_causes",),
+        "Definition (docs/definitions.md#queueing-causes): by VC x GPU model (each with "
+        "'(all)') x size class (1, 2-4, 5-8, >8, all) x cause: waiting stretches of that cause "
+        "and their share of the class's stretches, seconds waited for it and their share of "
+        "the class's waiting time; beside them the starts and the share out of order, and "
+        "whether fair-share was judged. Units: seconds, percent 0-100.",
+    ),
+    _summary(
+        "queue_idle_overlap",
+        "GPU time waited behind idle GPUs, per waiting stretch and holder",
+        "gpuwaste (no study reports it)",
+        ("queue_causes", "idle_slots", "job_gpu_usage", "job_usage"),
+        "Definition (docs/definitions.md#waiting-behind-idle-gpus): for each waiting stretch "
+        "and each user holding allocated GPUs idle (in idle slots or never used) while it "
+        "waited, the idle GPU-seconds inside the stretch and, **choice**, the GPU-seconds that "
+        "kept it waiting: the least of those and the stretch's own GPU-seconds. Grain: one row "
+        "per waiting stretch x holder (user, VC). Units: GPU-seconds.",
+    ),
+    _summary(
         "waste_daily",
         "GPU hours per UTC day by kind",
         "CloudBrain §IV-C; ICSE24 §3.2; Philly §4",

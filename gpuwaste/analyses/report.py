@@ -21,7 +21,7 @@ import polars as pl
 
 from gpuwaste.analyses.freshness import freshness
 from gpuwaste.analyses.registry import ANALYSES, BY_NAME, PER_JOB_TABLES, SUMMARY_TABLES
-from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
+from gpuwaste.analyses.sqlfiles import device_variables, set_variables, threshold_variables
 from gpuwaste.config import Settings
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect, view_sql
@@ -175,7 +175,14 @@ def report(
         frames = []
         for c in clusters:
             if since is not None and name in SUMMARY_TABLES:
-                set_variables(con, {**threshold_variables(settings.thresholds), "cluster": c})
+                set_variables(
+                    con,
+                    {
+                        **device_variables(settings, c),
+                        **threshold_variables(settings.thresholds),
+                        "cluster": c,
+                    },
+                )
                 df = BY_NAME[name].compute(con).with_columns(pl.lit(c).alias("cluster"))
             else:
                 df = read_frame(con, f'select * from "{name}" where cluster = $1', [c])

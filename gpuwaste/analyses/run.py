@@ -60,6 +60,8 @@ from gpuwaste.warehouse.store import Warehouse
 SUMMARIES: dict[str, Callable[[duckdb.DuckDBPyConnection], pl.DataFrame]] = {
     a.name: a.compute for a in summary_order()
 }
+# The summaries that other summaries read (queue_causes: queue_cause_summary, queue_idle_overlap).
+READ_BY_SUMMARIES = frozenset(i for a in summary_order() for i in a.inputs) & set(SUMMARIES)
 
 
 @dataclass
@@ -291,7 +293,12 @@ def analyze_cluster(
                 con.execute(f"set memory_limit = '{memory_limit}'")
                 set_variables(con, {**variables, **threshold_variables(t), "cluster": cluster})
                 for name, compute in SUMMARIES.items():
-                    run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, stable(compute(con)))
+                    rows = stable(compute(con))
+                    run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, rows)
+                    if name in READ_BY_SUMMARIES:
+                        # the catalog's view was made before this run wrote the table: the
+                        # summaries after it read this cluster's new rows from here
+                        con.register(name, rows.with_columns(pl.lit(cluster).alias("cluster")))
         state.save(
             settings.data_dir,
             cluster,
