@@ -45,7 +45,7 @@ from gpuwaste.analyses.plan import (
     Since,
     make_plan,
 )
-from gpuwaste.analyses.registry import summary_order
+from gpuwaste.analyses.registry import AFTER_PER_JOB
 from gpuwaste.analyses.sqlfiles import device_variables, set_variables, threshold_variables
 from gpuwaste.analyses.staging import FILE_KEY, commit, remove_staging, staging_dir
 from gpuwaste.config import Settings
@@ -56,12 +56,13 @@ from gpuwaste.warehouse.lock import writer_lock
 from gpuwaste.warehouse.results import RESULT_TABLES
 from gpuwaste.warehouse.store import Warehouse
 
-# The summaries in the order they run, from the registry (each after the summaries it reads).
+# The summaries and cluster-rows tables in the order they run, from the registry (each after
+# those it reads).
 SUMMARIES: dict[str, Callable[[duckdb.DuckDBPyConnection], pl.DataFrame]] = {
-    a.name: a.compute for a in summary_order()
+    a.name: a.compute for a in AFTER_PER_JOB
 }
-# The summaries that other summaries read (queue_causes: queue_cause_summary, queue_idle_overlap).
-READ_BY_SUMMARIES = frozenset(i for a in summary_order() for i in a.inputs) & set(SUMMARIES)
+# Those that others of them read (queue_causes: queue_cause_summary, queue_idle_overlap).
+READ_BY_SUMMARIES = frozenset(i for a in AFTER_PER_JOB for i in a.inputs) & set(SUMMARIES)
 
 
 @dataclass

@@ -13,7 +13,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from gpuwaste.analyses.registry import PER_JOB_TABLES, SUMMARY_TABLES
+from gpuwaste.analyses.registry import CLUSTER_ROW_TABLES, PER_JOB_TABLES, SUMMARY_TABLES
 from gpuwaste.dashboard.filters import Filters
 from gpuwaste.warehouse.reading import read_frame as _pl
 from gpuwaste.warehouse.results import ALL_VCS
@@ -44,8 +44,9 @@ JOB_KINDS: dict[str, str] = {
     "killed_gpu_h": "Killed jobs",
 }
 
-# Every result table, from the analyses' registry (per-job tables first, then the summaries).
-RESULT_TABLES = (*PER_JOB_TABLES, *SUMMARY_TABLES)
+# Every result table, from the analyses' registry (per-job tables, the summaries, the tables of
+# rows per waiting stretch).
+RESULT_TABLES = (*PER_JOB_TABLES, *SUMMARY_TABLES, *CLUSTER_ROW_TABLES)
 
 JOB_LIST_COLUMNS = (
     'job_id, "user", vc, name, state, gpus, start_ts, end_ts, '
@@ -275,6 +276,7 @@ SUMMARY_ORDER: dict[str, str] = {
     "util_by_spread": "vc, gpu_model, servers",
     "jobs_by_status": "vc, gpu_model, state",
     "queueing_delay": "vc, gpu_model, size_class",
+    "queue_cause_summary": "vc, gpu_model, size_class, cause",
     "waste_by_model": "vc, lost_gpu_h DESC, gpu_model",
 }
 
