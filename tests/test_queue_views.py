@@ -35,6 +35,11 @@ def test_queue_page_draws_table_2_and_the_waits_behind_idle_gpus(
     assert [m.label for m in at.metric] == ["Waits", "Hours waited", "Out-of-order starts"]
     # no quotas are configured for the demo: the page says fair-share was not judged
     assert any("Fair-share is not judged" in str(i.value) for i in at.info)
+    for page in ("overview", "waste"):  # one figure each
+        at.switch_page(f"views/{page}.py").run()
+        assert not at.exception, [e.value for e in at.exception]
+        shown = [m for m in at.metric if m.label == "GPU hours jobs waited behind idle GPUs"]
+        assert len(shown) == 1 and float(shown[0].value.replace(",", "")) > 0, page
 
 
 def test_report_by_user_has_the_hours_others_waited_while_they_idled(
