@@ -235,6 +235,10 @@ class ClusterConfig(_Strict):
     # GPU model by host glob (`"gpu-a100-*" = "NVIDIA A100-SXM4-80GB"`), for devices whose samples
     # carry no DCGM modelName; the first matching pattern wins
     gpu_models: dict[str, str] = Field(default_factory=dict)
+    # GPUs per virtual cluster (`[clusters.vc_quotas]`, `research = 64`): a job's wait while its
+    # VC held its quota is fair-share delay (docs/definitions.md#queueing-causes); without
+    # quotas fair-share is not judged
+    vc_quotas: dict[str, PositiveFloat] = Field(default_factory=dict)
 
     @field_validator("name")
     @classmethod

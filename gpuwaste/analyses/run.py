@@ -45,7 +45,7 @@ from gpuwaste.analyses.plan import (
     Since,
     make_plan,
 )
-from gpuwaste.analyses.registry import summary_order
+from gpuwaste.analyses.registry import AFTER_PER_JOB
 from gpuwaste.analyses.sqlfiles import (
     device_variables,
     failure_variables,
@@ -55,17 +55,19 @@ from gpuwaste.analyses.sqlfiles import (
 from gpuwaste.analyses.staging import FILE_KEY, commit, remove_staging, staging_dir
 from gpuwaste.config import Settings
 from gpuwaste.errors import DiskError, GpuwasteError
-from gpuwaste.warehouse.catalog import connect, refresh_catalog, refresh_view
+from gpuwaste.warehouse.catalog import connect, refresh_catalog
 from gpuwaste.warehouse.host_blocks import BLOCK_HOSTS
 from gpuwaste.warehouse.lock import writer_lock
 from gpuwaste.warehouse.results import RESULT_TABLES
 from gpuwaste.warehouse.store import Warehouse
 
-# The summaries in the order they run, from the registry (each after the summaries it reads).
+# The summaries and cluster-rows tables in the order they run, from the registry (each after
+# those it reads).
 SUMMARIES: dict[str, Callable[[duckdb.DuckDBPyConnection], pl.DataFrame]] = {
-    a.name: a.compute for a in summary_order()
+    a.name: a.compute for a in AFTER_PER_JOB
 }
-READ_BY_SUMMARIES = {i for a in summary_order() for i in a.inputs} & set(SUMMARIES)
+# Those that others of them read (queue_causes: queue_cause_summary, queue_idle_overlap).
+READ_BY_SUMMARIES = frozenset(i for a in AFTER_PER_JOB for i in a.inputs) & set(SUMMARIES)
 
 
 @dataclass
@@ -302,9 +304,12 @@ def analyze_cluster(
                 con.execute(f"set memory_limit = '{memory_limit}'")
                 set_variables(con, {**variables, **threshold_variables(t), "cluster": cluster})
                 for name, compute in SUMMARIES.items():
-                    run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, stable(compute(con)))
-                    if name in READ_BY_SUMMARIES:  # its view may have named no file yet
-                        refresh_view(con, settings.data_dir, name)
+                    rows = stable(compute(con))
+                    run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, rows)
+                    if name in READ_BY_SUMMARIES:
+                        # the catalog's view was made before this run wrote the table: the
+                        # summaries after it read this cluster's new rows from here
+                        con.register(name, rows.with_columns(pl.lit(cluster).alias("cluster")))
         state.save(
             settings.data_dir,
             cluster,

@@ -33,7 +33,7 @@ import polars as pl
 
 from gpuwaste.warehouse.disk import writing
 from gpuwaste.warehouse.reading import read_rows, run
-from gpuwaste.warehouse.schema import UTC_TS, Table, all_tables, table
+from gpuwaste.warehouse.schema import UTC_TS, Table, all_tables
 from gpuwaste.warehouse.store import Warehouse, sql_string
 
 CATALOG_FILE = "gpuwaste.duckdb"
@@ -156,13 +156,6 @@ def create_views(
     for t in all_tables().values():
         only: list[Path] | None = None if dated or t.layout != "dated" else []
         _create_view(con, t, view_sql(wh, t, folder, only))
-
-
-def refresh_view(con: duckdb.DuckDBPyConnection, data_dir: Path, name: str) -> None:
-    """Redefine the view of table `name` on `con` over its files as they are now (a table
-    written while the connection is open, whose view named no file before: a summary that a
-    later summary reads)."""
-    _create_view(con, table(name), view_sql(Warehouse(data_dir), table(name)))
 
 
 def _create_view(con: duckdb.DuckDBPyConnection, t: Table, sql: str) -> None:

@@ -94,6 +94,7 @@ if users.height:
     st.caption("Ask the users at the top to release GPUs they do not use.")
 widgets.table(widgets.readable(widgets.without_unpriced(users)), "No jobs match this view.",
               name="top users")  # fmt: skip
+widgets.waited_behind_idle(f)
 vcs = data.fetch(q.top_vcs, f)
 if widgets.priced(vcs):
     st.subheader("Money lost per VC")

@@ -1,8 +1,8 @@
--- grain: one row per failed attempt [Philly §4.2, Table 7] x VC (and '(all)') x GPU model of the
---        job (and '(all)'): its reason, where the reason came from, the matched log line, its
+-- grain: one row per failed attempt [Philly §4.2, Table 7], with the job's own VC and GPU model
+--        (no roll-up rows): its reason, where the reason came from, the matched log line, its
 --        runtime to failure and the GPU time it burned.
 -- sources: jobs, job_gpus, job_logs, job_usage.
--- variables: cluster, all_vcs, all_models, admin_uids (uids whose `CANCELLED by <uid>` is an
+-- variables: cluster, admin_uids (uids whose `CANCELLED by <uid>` is an
 --            admin's; default root, 0).
 -- An attempt is a job's allocation interval in job_gpus (Slurm: one per job; Philly: each
 -- attempt of the trace). It failed when it ended and was retried (not the job's last attempt),
@@ -15,8 +15,6 @@
 --   3. the signal of a FAILED job (ExitCode `code:signal`): a core-dumping signal (SIGILL 4,
 --      SIGABRT 6, SIGBUS 7, SIGFPE 8, SIGSEGV 11) is a core dump, another one a kill by signal;
 --   4. 'no signature'.
--- The rows of VC / model '(all)' repeat each attempt under the roll-up labels (the variables
--- all_vcs and all_models, ROLLUP_LABELS in gpuwaste/warehouse/results.py).
 with
 
 job as (
@@ -123,23 +121,18 @@ reasoned as (
 
 final as (
     select
-        if(r.all_vcs, getvariable('all_vcs'), a.vc) as vc,
-        if(r.all_models, getvariable('all_models'), a.gpu_model) as gpu_model,
-        a.job_id, a.attempt, a.user, a.vc as job_vc, a.gpu_model as job_gpu_model, a.raw_state, a.exit_code, a.exit_signal,
-        a.start_ts, a.end_ts, a.gpus, a.runtime_s, a.runtime_s * a.gpus as gpu_s,
-        a.reason,
+        job_id, attempt, user, vc, gpu_model, raw_state, exit_code, exit_signal, start_ts, end_ts,
+        gpus, runtime_s, runtime_s * gpus as gpu_s, reason,
         case
-            when a.origin = 'log' then a.log_sources
-            when a.reason in ('node failure', 'node boot failure', 'job preempted',
+            when origin = 'log' then log_sources
+            when reason in ('node failure', 'node boot failure', 'job preempted',
                 'cancelled by admin') then 'IF'
-            when a.reason in ('CPU OOM', 'time limit', 'deadline', 'cancelled by user',
+            when reason in ('CPU OOM', 'time limit', 'deadline', 'cancelled by user',
                 'cancelled') then 'U'
-            when a.reason = 'core dump' then 'AE,U'
+            when reason = 'core dump' then 'AE,U'
         end as sources,
-        a.origin, a.line, a.log_path, a.line_no, a.log_files
-    from reasoned a
-    cross join (values (false, false), (false, true), (true, false), (true, true))
-        as r(all_vcs, all_models)
+        origin, line, log_path, line_no, log_files
+    from reasoned
 )
 
 select * from final

@@ -10,17 +10,14 @@
 -- users with it (38.8x); on the 'all' row: trials / distinct (job, reason) pairs, and / (user,
 -- reason) pairs, i.e. how often a reason repeats, over every reason.
 -- The rows of VC / model '(all)' are the groups of `cube(vc, gpu_model)` over the attempts' own
--- VC and model, labelled with the variables all_vcs and all_models.
+-- VC and model, labelled with the variables all_vcs and all_models (ROLLUP_LABELS in
+-- gpuwaste/warehouse/results.py, set by whatever runs the summaries).
 with
 
--- each attempt once (failure_attempts repeats it under the roll-up labels), with its own VC
--- and model
 attempts as (
-    select job_vc as vc, job_gpu_model as gpu_model, job_id, user, reason, sources, runtime_s,
-        gpus, gpu_s
+    select vc, gpu_model, job_id, user, reason, sources, runtime_s, gpus, gpu_s
     from failure_attempts
     where cluster = getvariable('cluster')
-    qualify row_number() over (partition by job_id, attempt order by vc, gpu_model) = 1
 ),
 
 per_reason as (

@@ -16,13 +16,8 @@ attempts as (
 
 failed as (
     select job_id, count(*) as failed_attempts, sum(gpu_s) as failed_gpu_s
-    from (
-        -- each attempt once (failure_attempts repeats it under the roll-up labels)
-        select job_id, gpu_s
-        from failure_attempts
-        where cluster = getvariable('cluster')
-        qualify row_number() over (partition by job_id, attempt order by vc, gpu_model) = 1
-    )
+    from failure_attempts
+    where cluster = getvariable('cluster')
     group by job_id
 ),
 
