@@ -279,6 +279,7 @@ SUMMARY_ORDER: dict[str, str] = {
     "jobs_by_status": "vc, gpu_model, state",
     "queueing_delay": "vc, gpu_model, size_class",
     "queue_cause_summary": "vc, gpu_model, size_class, cause",
+    "failure_reasons": "vc, gpu_model, reason = 'all', trials DESC, reason",
     "waste_by_model": "vc, lost_gpu_h DESC, gpu_model",
 }
 
@@ -316,6 +317,26 @@ JOB_LISTS: dict[str, tuple[str, str]] = {
     "failed": ("state IN ('killed', 'unsuccessful')", "gpu_s DESC, job_id"),
     "queued": ("queue_delay_s IS NOT NULL", "queue_delay_s DESC, job_id"),
 }
+
+
+def failure_attempts(
+    con: duckdb.DuckDBPyConnection, f: Filters, reason: str | None, limit: int = 500
+) -> pl.DataFrame:
+    """Failed attempts of the view's jobs (failure_attempts; the filters over the job's
+    job_usage row), of one reason or all, the most GPU time first: the drill-down of Table 7."""
+    where, params = f.jobs_where("u")
+    if reason is not None:
+        where += " AND a.reason = ?"
+        params.append(reason)
+    return _pl(
+        con,
+        "SELECT a.job_id, a.attempt, a.user, a.vc, a.reason, a.origin, a.gpus, "
+        "a.runtime_s / 60 AS runtime_min, a.gpu_s, a.raw_state, a.exit_code, a.exit_signal, "
+        "a.log_path, a.line_no, a.line, a.start_ts, a.end_ts "
+        "FROM failure_attempts a JOIN job_usage u ON u.cluster = a.cluster AND u.job_id = a.job_id "
+        f"WHERE {where} ORDER BY a.gpu_s DESC NULLS LAST, a.job_id, a.attempt LIMIT {int(limit)}",
+        params,
+    )
 
 
 # ----------------------------------------------------------------- finding a job

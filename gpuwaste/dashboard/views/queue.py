@@ -8,6 +8,7 @@ import streamlit as st
 
 from gpuwaste.dashboard import charts, data, widgets
 from gpuwaste.dashboard import queries as q
+from gpuwaste.dashboard.failures import failures_section
 from gpuwaste.warehouse.results import ALL_MODELS
 
 CAUSES = ("fair-share", "fragmentation", "capacity", "other")
@@ -97,3 +98,5 @@ st.markdown(
     "with GPUs they did not use: `gpuwaste notify` tells them, and an idle-job rule "
     "(Policies page) would have released the GPUs."
 )
+
+failures_section(f)
