@@ -64,6 +64,13 @@ def test_the_shipped_rules_cover_table_7_and_each_planted_error_gets_its_reason(
         found = match_text(text, rules)
         assert found is not None and found.reason == reason, (reason, found)
     assert match_text("epoch 1 loss 2.3\nepoch 2 loss 1.9\n", rules) is None
+    # today's Slurm (task_cgroup_memory.c) words the CPU OOM line differently
+    newer = (
+        "slurmstepd: error: Detected 2 oom-kill event(s) in StepId=7.0. Some of your processes "
+        "may have been killed by the cgroup out-of-memory handler."
+    )
+    found = match_text(newer, rules)
+    assert found is not None and found.reason == "CPU OOM"
 
 
 def test_a_root_cause_outranks_an_implicit_traceback_and_the_last_line_is_kept() -> None:
