@@ -20,31 +20,19 @@ attempts as (
     where cluster = getvariable('cluster')
 ),
 
-per_reason as (
-    select
-        if(grouping(vc) = 1, getvariable('all_vcs'), vc) as vc,
-        if(grouping(gpu_model) = 1, getvariable('all_models'), gpu_model) as gpu_model,
-        reason, max(sources) as sources,
-        count(*) as trials, count(distinct job_id) as jobs, count(distinct user) as users,
-        quantile_cont(runtime_s, 0.5) as rtf_p50_s,
-        quantile_cont(runtime_s, 0.9) as rtf_p90_s,
-        quantile_cont(runtime_s, 0.95) as rtf_p95_s,
-        sum(runtime_s) as rtf_s,
-        count(*) filter (where gpus <= 1) as trials_1gpu,
-        count(*) filter (where gpus between 2 and 4) as trials_2_4gpu,
-        count(*) filter (where gpus > 4) as trials_gt4gpu,
-        sum(gpu_s) as gpu_s,
-        count(*) / nullif(count(distinct job_id), 0) as per_job,
-        count(*) / nullif(count(distinct user), 0) as per_user
-    from attempts
-    group by reason, cube(vc, gpu_model)
+-- each attempt under its reason, and again under 'all'
+grouped as (
+    select *, reason as grp from attempts
+    union all
+    select *, 'all' as grp from attempts
 ),
 
-every_reason as (
+-- trials / distinct (job, reason) is trials / jobs within one reason
+both_ as (
     select
         if(grouping(vc) = 1, getvariable('all_vcs'), vc) as vc,
         if(grouping(gpu_model) = 1, getvariable('all_models'), gpu_model) as gpu_model,
-        'all' as reason, null as sources,
+        grp as reason, if(grp = 'all', null, max(sources)) as sources,
         count(*) as trials, count(distinct job_id) as jobs, count(distinct user) as users,
         quantile_cont(runtime_s, 0.5) as rtf_p50_s,
         quantile_cont(runtime_s, 0.9) as rtf_p90_s,
@@ -56,14 +44,8 @@ every_reason as (
         sum(gpu_s) as gpu_s,
         count(*) / nullif(count(distinct (job_id, reason)), 0) as per_job,
         count(*) / nullif(count(distinct (user, reason)), 0) as per_user
-    from attempts
-    group by cube(vc, gpu_model)
-),
-
-both_ as (
-    select * from per_reason
-    union all by name
-    select * from every_reason
+    from grouped
+    group by grp, cube(vc, gpu_model)
 ),
 
 final as (
