@@ -15,6 +15,7 @@ import sys
 import textwrap
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -368,6 +369,32 @@ def test_incremental_unchanged_files_are_not_read_again_grown_ones_are(tmp_path:
     # other rules: every file is matched again
     s2 = s.model_copy(update={"failures": FailureSettings(default_rules=False)})
     assert ingest_logs(s2, s2.clusters[0]).written["job_logs"] == 2
+
+
+def test_an_unreadable_log_is_quarantined_and_the_others_are_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The open of one file fails as a file without read permission does (a fault injected at
+    `Path.open`: the tests may run as root, who reads anything)."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "slurm-1.out").write_text("Segmentation fault (core dumped)\n")
+    (logs / "slurm-3.out").write_text("x\n")
+    real_open = Path.open
+
+    def open_(self: Path, *args: Any, **kwargs: Any) -> Any:
+        if self.name == "slurm-3.out":
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", open_)
+    s = _settings(tmp_path, logs)
+    result = ingest_logs(s, s.clusters[0])
+    assert [(r.location, r.reason) for r in result.refused] == [
+        ("slurm-3.out", "could not be read: Permission denied")
+    ]
+    rows = Warehouse(s.data_dir).read("job_logs", "c")
+    assert rows["path"].to_list() == ["slurm-1.out"] and rows["reason"][0] == "core dump"
 
 
 def test_a_custom_pattern_gives_the_attempt(tmp_path: Path) -> None:

@@ -5,8 +5,9 @@ Incremental: each file's size, mtime and the digest of the rules it was matched 
 its `job_logs` row; a file whose three are unchanged is not opened again, a file that grew (or
 was rewritten, or the rules changed) is read and matched again and its row replaced. A file is
 read from its last `tail_mib` MiB only (memory stays bounded by that, whatever the file's size:
-the error that ended a job is at its end). Files whose name the pattern does not match are
-quarantined with the reason, per folder. Files gone from the folder keep their rows (a rotated
+the error that ended a job is at its end). Files whose name the pattern does not match, and
+files that cannot be read (permissions), are quarantined with the reason, per folder; the
+others are read. Files gone from the folder keep their rows (a rotated
 log still tells why its attempt failed). Only the matched line is stored, never the log.
 """
 
@@ -36,14 +37,12 @@ SOURCE = "logs"
 
 
 def read_tail(path: Path, size: int, tail_bytes: int) -> str:
-    """The text of the file's last `tail_bytes` bytes (all of it when smaller)."""
+    """The text of the file's last `tail_bytes` bytes (all of it when smaller); OSError when it
+    cannot be read."""
     start = max(0, size - tail_bytes)
-    try:
-        with path.open("rb") as fh:
-            fh.seek(start)
-            data = fh.read(tail_bytes)
-    except OSError as exc:
-        raise IngestError(f"could not read job log {path}: {exc.strerror or exc}.") from None
+    with path.open("rb") as fh:
+        fh.seek(start)
+        data = fh.read(tail_bytes)
     return tail_text(data, from_start=start == 0)
 
 
@@ -75,11 +74,16 @@ def scan_logs(
                 Refused(rel, "file name matches no job by the [logs] pattern", path.name)
             )
             continue
-        st = os.stat(path)
-        if known.get(rel) == (st.st_size, st.st_mtime_ns, rules.digest):
-            unchanged += 1
+        try:
+            st = os.stat(path)
+            if known.get(rel) == (st.st_size, st.st_mtime_ns, rules.digest):
+                unchanged += 1
+                continue
+            text = read_tail(path, st.st_size, tail_bytes)
+        except OSError as exc:  # one unreadable file does not stop the others
+            refused.append(Refused(rel, f"could not be read: {exc.strerror or exc}", path.name))
             continue
-        found = match_text(read_tail(path, st.st_size, tail_bytes), rules)
+        found = match_text(text, rules)
         rows.append(
             {
                 "path": rel,
