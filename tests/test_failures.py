@@ -465,3 +465,46 @@ def test_new_logs_alone_refresh_the_failure_tables(tmp_path: Path) -> None:
     before = Warehouse(s.data_dir).read("failure_reasons", "c")
     analyze(s, quiet=True)  # idempotent
     assert Warehouse(s.data_dir).read("failure_reasons", "c").equals(before)
+
+
+def test_ingest_logs_one_off_from_the_command_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from gpuwaste.cli import app
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "slurm-4_2.err").write_text(
+        "ImportError: libcudnn.so.8: cannot open shared object file\n"
+    )
+    wh = str(tmp_path / "wh")
+    run = CliRunner().invoke(
+        app, ["ingest", "logs", "--dir", str(logs), "--cluster", "c", "--data-dir", wh]
+    )
+    assert run.exit_code == 0, run.output
+    assert (
+        "c/logs: 1 records accepted, 0 quarantined; 1 log files read (1 with a failure "
+        in run.output
+    )
+    row = Warehouse(tmp_path / "wh").read("job_logs", "c").row(0, named=True)
+    assert (row["job_key"], row["reason"]) == ("4_2", "cannot load libraries")
+    bad = CliRunner().invoke(
+        app,
+        [
+            "ingest",
+            "logs",
+            "--dir",
+            str(logs),
+            "--cluster",
+            "c",
+            "--pattern",
+            "(",
+            "--data-dir",
+            wh,
+        ],
+    )
+    assert "--pattern '(' is not accepted: not a regular expression" in str(bad.exception)
+    gone = CliRunner().invoke(
+        app, ["ingest", "logs", "--dir", str(tmp_path / "none"), "--cluster", "c", "--data-dir", wh]
+    )
+    assert "job log folder" in str(gone.exception) and "does not exist" in str(gone.exception)
