@@ -158,6 +158,15 @@ def generate(
             "job's share in truth.json's 'mig'.",
         ),
     ] = 0,
+    vc_quotas: Annotated[
+        bool,
+        typer.Option(
+            "--vc-quotas",
+            help="Give each VC a GPU quota the scheduler enforces, with the truth of every "
+            "wait's causes and out-of-order starts in truth.json's 'queue' (its vc_quotas go in "
+            "[clusters.vc_quotas]).",
+        ),
+    ] = False,
 ) -> None:
     """Write a synthetic multi-tenant cluster in the sources' own formats, with its planted truth."""
     from gpuwaste.generate.cli import generate_command
@@ -174,6 +183,7 @@ def generate(
         policy_cases,
         mig_hosts,
         shared_gpus,
+        vc_quotas,
     )
 
 
