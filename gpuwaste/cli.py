@@ -158,6 +158,15 @@ def generate(
             "job's share in truth.json's 'mig'.",
         ),
     ] = 0,
+    vc_quotas: Annotated[
+        bool,
+        typer.Option(
+            "--vc-quotas",
+            help="Give each VC a GPU quota the scheduler enforces, with the truth of every "
+            "wait's causes and out-of-order starts in truth.json's 'queue' (its vc_quotas go in "
+            "[clusters.vc_quotas]).",
+        ),
+    ] = False,
     logs: Annotated[
         bool,
         typer.Option(
@@ -182,6 +191,7 @@ def generate(
         policy_cases,
         mig_hosts,
         shared_gpus,
+        vc_quotas,
         logs,
     )
 

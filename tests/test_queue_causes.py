@@ -75,6 +75,8 @@ class Cluster:
                         "start_ts": at(start),
                         "end_ts": at(end),
                         "never_used": never_used,
+                        "alloc_s": end - start,
+                        "never_used_s": end - start if never_used else 0.0,
                     }
                 )
 
@@ -283,3 +285,28 @@ def test_blocked_gpu_seconds_never_exceed_the_wait() -> None:
     c.job("W", 100, {"h": [8]}, 200, 300, user="u2")
     row = c.analyze()["queue_idle_overlap"].row(0, named=True)
     assert (row["idle_gpu_s"], row["blocked_gpu_s"]) == (800, 100)
+
+
+def test_a_never_used_gpu_with_half_its_time_observed_is_idle_half_the_time() -> None:
+    c = Cluster()
+    c.host("h", 2)
+    c.job("H", 0, {"h": [0]}, 0, 1000, user="u1", never_used=True)
+    c.gpus[-1]["never_used_s"] = 500.0  # samples for half of its allocation
+    c.job("F", 0, {"h": [1]}, 0, 200, user="u3")
+    c.job("W", 0, {"h": [1]}, 200, 300, user="u2")
+    row = c.analyze()["queue_idle_overlap"].row(0, named=True)
+    assert row["idle_gpu_s"] == 100  # 200 s of wait x half a GPU
+
+
+def test_two_waits_behind_one_idle_gpu_share_it() -> None:
+    """One never-used GPU from 0 to 1000 s; W1 and W2 (1 GPU each, other users) both wait from
+    100 s to 300 s: the idle GPU could have served one of them, 200 GPU-s in all, 100 each."""
+    c = Cluster()
+    c.host("h", 3)
+    c.job("H", 0, {"h": [0]}, 0, 1000, user="u1", never_used=True)
+    c.job("F", 0, {"h": [1, 2]}, 0, 300, user="u3")
+    c.job("W1", 100, {"h": [1]}, 300, 400, user="u2")
+    c.job("W2", 100, {"h": [2]}, 300, 400, user="u4")
+    overlap = c.analyze()["queue_idle_overlap"].filter(pl.col("holder_user") == "u1")
+    assert dict(overlap.select("job_id", "idle_gpu_s").iter_rows()) == {"W1": 200, "W2": 200}
+    assert dict(overlap.select("job_id", "blocked_gpu_s").iter_rows()) == {"W1": 100, "W2": 100}

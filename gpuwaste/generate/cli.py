@@ -50,6 +50,7 @@ def generate_command(
     policy_cases: bool = False,
     mig_hosts: int = 0,
     shared_gpus: int = 0,
+    vc_quotas: bool = False,
     logs: bool = False,
 ) -> None:
     """Generate a synthetic cluster in DIR: metrics.om, sacct.txt, philly/, truth.json."""
@@ -70,6 +71,7 @@ def generate_command(
         policy_cases=policy_cases,
         mig_hosts=mig_hosts,
         shared_gpus=shared_gpus,
+        vc_quotas=vc_quotas,
     )
     if start is not None:
         spec = replace(spec, start=parse_start(start))

@@ -3,17 +3,17 @@
 --        time in the period [period_start, period_end): GPU hours allocated, busy, in idle
 --        slots, on never-used GPUs, lost (idle-slot + never-used), share lost %, GPU utilization
 --        (time-weighted mean) %, jobs; with [cost] prices, the money allocated (cost) and lost;
---        per user and per VC, the GPU hours other users' jobs waited while this user's (VC's)
---        GPUs were allocated and idle (others_waited_gpu_h, from queue_idle_overlap's
---        blocked_gpu_s) and how many of their waits (others_waits); null per model.
+--        per user and VC, others_waited_gpu_h and others_waits (see below).
 -- sources: job_gpu_usage, job_usage, queue_idle_overlap.
 -- variables: waste_by ('user' | 'vc' | 'model'), cluster (null: every cluster), vc (null: every VC),
 --            period_start, period_end (timestamptz; null: all time).
 -- Period rule: a job is in the period when one of its GPU allocations overlaps it (a running
 -- job's allocation reaches the watermark it was analyzed up to); each allocation counts with the
 -- part of its figures inside the period, in proportion to its overlap (as waste_daily splits
--- days: exact for allocated hours, the others assumed spread evenly). A wait counts whole when
--- it overlaps the period.
+-- days: exact for allocated hours, the others assumed spread evenly).
+-- others_waited_gpu_h, others_waits: per user and per VC, the GPU hours other users' jobs waited
+-- while this user's (VC's) GPUs were allocated and idle (queue_idle_overlap's blocked_gpu_s)
+-- and how many of their waits; a wait counts whole when it overlaps the period.
 with
 
 jobs as (
