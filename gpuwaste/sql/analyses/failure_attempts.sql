@@ -57,22 +57,28 @@ failed as (
         and (n.attempt < n.last_attempt or j.state in ('unsuccessful', 'killed'))
 ),
 
+-- the names a log file may give a failed attempt's job: its id as the scheduler shows it (an
+-- array task `123_4`) and its job_id (an equi-join each, not an `or` join)
+log_key as (
+    select distinct job_id, attempt, shown_id as job_key from failed
+    union
+    select job_id, attempt, job_id as job_key from failed
+),
+
 -- the most specific signature among an attempt's log files (root causes before implicit
--- rules, then the rule order; the file path breaks a tie)
+-- rules, then the rule order; a file without a match last; the path breaks a tie)
 log_match as (
     select
-        f.job_id, f.attempt, arg_min(l.reason, (l.rank, l.path)) as reason,
-        arg_min(l.sources, (l.rank, l.path)) as sources,
-        arg_min(l.line, (l.rank, l.path)) as line,
-        arg_min(l.path, (l.rank, l.path)) as log_path,
-        arg_min(l.line_no, (l.rank, l.path)) as line_no,
+        k.job_id, k.attempt, arg_min(l.reason, (coalesce(l.rank, 2147483647), l.path)) as reason,
+        arg_min(l.sources, (coalesce(l.rank, 2147483647), l.path)) as sources,
+        arg_min(l.line, (coalesce(l.rank, 2147483647), l.path)) as line,
+        arg_min(l.path, (coalesce(l.rank, 2147483647), l.path)) as log_path,
+        arg_min(l.line_no, (coalesce(l.rank, 2147483647), l.path)) as line_no,
         count(*) as log_files
-    from failed f
+    from log_key k
     join job_logs l
-        on l.cluster = getvariable('cluster')
-        and (l.job_key = f.shown_id or l.job_key = f.job_id)
-        and l.attempt = f.attempt
-    group by f.job_id, f.attempt
+        on l.cluster = getvariable('cluster') and l.job_key = k.job_key and l.attempt = k.attempt
+    group by k.job_id, k.attempt
 ),
 
 scheduler as (
