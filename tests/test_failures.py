@@ -36,6 +36,7 @@ from gpuwaste.ingest.logs.rules import match_text, rule_set, shipped_rules
 from gpuwaste.ingest.logs.source import ingest_logs
 from gpuwaste.ingest.slurm.source import ingest_slurm
 from gpuwaste.warehouse.store import Warehouse
+from tests.conftest import REPO
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 TABLE_7 = (
@@ -508,3 +509,28 @@ def test_ingest_logs_one_off_from_the_command_line(tmp_path: Path) -> None:
         app, ["ingest", "logs", "--dir", str(tmp_path / "none"), "--cluster", "c", "--data-dir", wh]
     )
     assert "job log folder" in str(gone.exception) and "does not exist" in str(gone.exception)
+
+
+def test_the_philly_trace_failed_attempts_from_the_trace_itself(demo_warehouse: Path) -> None:
+    """The bundled Philly sample has no logs: its failed attempts are its retried attempts and
+    the last attempt of Failed and Killed jobs, counted here from the trace file itself (an
+    attempt with an interval and GPUs; the job log's times are local, only counts matter)."""
+    trace = json.loads((REPO / "sample_data/demo/philly/cluster_job_log").read_text())
+    want: dict[tuple[str, int], str] = {}
+    for job in trace:
+        ran = [
+            i for i, a in enumerate(job["attempts"])
+            if a["start_time"] not in (None, "None") and a["end_time"] not in (None, "None")
+            and any(d.get("gpus") for d in a.get("detail") or [])
+        ]  # fmt: skip
+        for i in ran:
+            if i != ran[-1]:
+                want[(job["jobid"], i)] = "no signature"
+            elif job["status"] != "Pass":
+                want[(job["jobid"], i)] = (
+                    "cancelled" if job["status"] == "Killed" else "no signature"
+                )
+    have = Warehouse(demo_warehouse).read("failure_attempts", "philly-sample")
+    got = {(r["job_id"], r["attempt"]): r["reason"] for r in have.iter_rows(named=True)}
+    assert got == want and len(want) > 50
+    assert set(have["origin"]) == {"none", "scheduler"} and have["line"].null_count() == have.height
