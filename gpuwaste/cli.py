@@ -199,6 +199,23 @@ def generate(
             "would take (scontrol/*.txt) where nothing names the job.",
         ),
     ] = False,
+    vc_quotas: Annotated[
+        bool,
+        typer.Option(
+            "--vc-quotas",
+            help="Give each VC a GPU quota the scheduler enforces, with the truth of every "
+            "wait's causes and out-of-order starts in truth.json's 'queue' (its vc_quotas go in "
+            "[clusters.vc_quotas]).",
+        ),
+    ] = False,
+    logs: Annotated[
+        bool,
+        typer.Option(
+            "--logs",
+            help="Also write logs/: the jobs' stdout/stderr with planted failure errors, and "
+            "each failed job's reason in truth.json's 'failure_logs'.",
+        ),
+    ] = False,
 ) -> None:
     """Write a synthetic multi-tenant cluster in the sources' own formats, with its planted truth."""
     from gpuwaste.generate.cli import generate_command
@@ -217,6 +234,8 @@ def generate(
         shared_gpus,
         telemetry,
         no_job_labels,
+        vc_quotas,
+        logs,
     )
 
 

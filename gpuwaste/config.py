@@ -19,7 +19,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from gpuwaste.dialects import dialect
 from gpuwaste.errors import GpuwasteError
@@ -193,6 +200,28 @@ class PhillySource(_Strict):
         return check_timezone(v)
 
 
+class LogsSource(_Strict):
+    """Job stdout/stderr files (`[clusters.logs]`, `gpuwaste ingest logs`): docs/ingest-files.md."""
+
+    dir: Path
+    # file name -> job: a regex with the group `job` (the job id as the scheduler shows it:
+    # `123`, `123_4` for an array task) and optionally `attempt`; the default takes Slurm's own
+    # default names, slurm-%j.out and slurm-%A_%a.out (and .err)
+    pattern: str = r"^slurm-(?P<job>\d+(?:_\d+)?)(?:\.(?P<attempt>\d+))?\.(?:out|err)$"
+    tail_mib: PositiveFloat = 4.0  # a larger file is read from its last tail_mib MiB
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern(cls, v: str) -> str:
+        try:
+            compiled = re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression ({exc})") from None
+        if "job" not in compiled.groupindex:
+            raise ValueError("the pattern needs a named group `job`, as in (?P<job>\\d+)")
+        return v
+
+
 class OpenMetricsSource(_Strict):
     file: Path
     # the host of a scrape whose series carry no host label (one host's /metrics saved to a file)
@@ -221,12 +250,17 @@ class ClusterConfig(_Strict):
     openmetrics: OpenMetricsSource | None = None
     csv: CsvSource | None = None
     parquet: CsvSource | None = None
+    logs: LogsSource | None = None
     # GPU model by host glob (`"gpu-a100-*" = "NVIDIA A100-SXM4-80GB"`), for devices whose samples
     # carry no DCGM modelName; the first matching pattern wins
     gpu_models: dict[str, str] = Field(default_factory=dict)
     # the GPU telemetry dialect of its Prometheus / OpenMetrics series (gpuwaste.dialects.NAMES);
     # None: recognised from the series present
     telemetry: str | None = None
+    # GPUs per virtual cluster (`[clusters.vc_quotas]`, `research = 64`): a job's wait while its
+    # VC held its quota is fair-share delay (docs/definitions.md#queueing-causes); without
+    # quotas fair-share is not judged
+    vc_quotas: dict[str, PositiveFloat] = Field(default_factory=dict)
 
     @field_validator("name")
     @classmethod
@@ -337,6 +371,40 @@ class IngestSettings(_Strict):
         return v
 
 
+FailureSource = Literal["IF", "AE", "U"]  # infrastructure, AI engine, user [Philly Table 7]
+
+
+class FailureRule(_Strict):
+    """A failure signature (`[[failures.rules]]`): a regex over a job's log lines, its reason and
+    the reason's sources. `implicit`: a symptom (a Python traceback) that names no root cause,
+    matched only when no root-cause rule matches."""
+
+    regex: str
+    reason: str
+    sources: list[FailureSource] = Field(default_factory=list)
+    implicit: bool = False
+
+    @model_validator(mode="after")
+    def _regex(self) -> FailureRule:
+        try:
+            re.compile(self.regex)
+        except re.error as exc:
+            raise ValueError(
+                f"the rule of reason '{self.reason}' has a regex that is not a regular "
+                f"expression ({exc}): {self.regex!r}"
+            ) from None
+        return self
+
+
+class FailureSettings(_Strict):
+    """`[failures]`: the signature rules (configured rules before the shipped ones, unless
+    `default_rules = false`) and who counts as an admin in `CANCELLED by <uid>`."""
+
+    rules: list[FailureRule] = Field(default_factory=list)
+    default_rules: bool = True
+    admin_uids: list[int] = Field(default_factory=lambda: [0])  # root; add SlurmUser's uid
+
+
 class Settings(_Strict):
     data_dir: Path = DEFAULT_DATA_DIR
     clusters: list[ClusterConfig] = Field(default_factory=list)
@@ -347,6 +415,7 @@ class Settings(_Strict):
     cost: CostSettings = Field(default_factory=CostSettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     files: FileLimits = Field(default_factory=FileLimits)
+    failures: FailureSettings = Field(default_factory=FailureSettings)
     source_path: Path | None = Field(default=None, exclude=True)
 
     def cluster(self, name: str) -> ClusterConfig:

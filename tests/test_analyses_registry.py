@@ -18,7 +18,9 @@ from typer.testing import CliRunner
 from gpuwaste.analyses import run as run_module
 from gpuwaste.analyses.per_job import run_batch
 from gpuwaste.analyses.registry import (
+    AFTER_PER_JOB,
     ANALYSES,
+    CLUSTER_ROW_TABLES,
     PER_JOB_TABLES,
     SUMMARY_TABLES,
     Analysis,
@@ -40,7 +42,7 @@ NAMES = [a.name for a in ANALYSES]
 def test_every_result_table_has_one_analysis() -> None:
     assert sorted(NAMES) == sorted(RESULT_TABLES)
     assert len(set(NAMES)) == len(NAMES)
-    assert set(PER_JOB_TABLES) | set(SUMMARY_TABLES) == set(NAMES)
+    assert set(PER_JOB_TABLES) | set(SUMMARY_TABLES) | set(CLUSTER_ROW_TABLES) == set(NAMES)
 
 
 def test_every_list_of_analyses_is_derived_from_the_registry() -> None:
@@ -55,7 +57,8 @@ def test_every_list_of_analyses_is_derived_from_the_registry() -> None:
         assert name in queries.RESULT_TABLES, name
         assert name in all_tables(), name  # the SQL page's "Example for table" list
         assert f"`{name}`" in doc, name
-    assert list(run_module.SUMMARIES) == list(SUMMARY_TABLES)
+    assert list(run_module.SUMMARIES) == [a.name for a in AFTER_PER_JOB]
+    assert set(SUMMARY_TABLES) <= set(run_module.SUMMARIES)
     assert sorted(queries.RESULT_TABLES) == sorted(NAMES)
 
 

@@ -489,6 +489,10 @@ EXPECTED: dict[str | None, set[str]] = {
         "Per-minute GPU utilization by final status",
     },
     "waste": {"Idle-slot and never-used GPU time", "Jobs with at least one never-used GPU"},
+    "queue": {
+        "Waiting time by cause and job size",
+        "GPU hours waited behind idle GPUs, by the idle GPUs' VC",
+    },
     "job": {"GPU utilization and memory per GPU"},
     "sql": set(),
 }

@@ -52,6 +52,9 @@ ADDITIVE: dict[str, tuple[str, ...]] = {
     "util_by_spread": ("jobs",),
     "jobs_by_status": ("jobs", "gpu_s"),
     "queueing_delay": ("jobs",),
+    "failure_reasons": ("trials", "jobs", "trials_1gpu", "trials_2_4gpu", "trials_gt4gpu", "gpu_h"),
+    "failure_retries": ("jobs", "jobs_retried", "retries", "failed_attempts", "failed_gpu_h"),
+    "queue_cause_summary": ("stretches", "cause_wait_s", "waits", "wait_s", "decisions"),
     "waste_daily": (
         "alloc_gpu_h", "busy_gpu_h", "idle_slot_gpu_h", "never_used_gpu_h", "missing_gpu_h",
         "observed_gpu_h", "util_gpu_h", "debug_gpu_h", "failed_gpu_h", "killed_gpu_h",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES
-from gpuwaste.analyses.registry import PER_JOB_TABLES, SUMMARY_TABLES
+from gpuwaste.analyses.registry import CLUSTER_ROW_TABLES, PER_JOB_TABLES, SUMMARY_TABLES
 from gpuwaste.cli_common import ClusterOpt, ConfigOpt, DataDirOpt, FormatOpt, QuietOpt, settings
 from gpuwaste.errors import UsageError
 from gpuwaste.render import OutputFormat, render
@@ -74,7 +74,8 @@ def chosen_engine(
 
 # `report NAME`'s help, from the registry: every summary, freshness, every per-job table.
 REPORT_NAME_HELP = (
-    f"{SUMMARY_TABLES[0]} (default), {', '.join(SUMMARY_TABLES[1:])}, freshness, or a per-job "
+    f"{SUMMARY_TABLES[0]} (default), {', '.join(SUMMARY_TABLES[1:])}, freshness, a table of "
+    f"rows per waiting stretch ({', '.join(CLUSTER_ROW_TABLES)}), or a per-job "
     f"table ({', '.join(PER_JOB_TABLES)}). Not with --by."
 )
 

@@ -6,11 +6,15 @@ summaries in (`summary_order`, from their inputs), the titles and names of `gpuw
 names each one. To add a summary: write `gpuwaste/sql/analyses/<name>.sql`, declare its table in
 `gpuwaste/warehouse/results.py`, and add one `Analysis` below.
 
-Two kinds:
+Three kinds:
 - `per_job`: one row set per job, computed in batches by the per-job pass (`per_job.py`, whose
   steps read the batch's own relations); a re-run of a job replaces exactly its rows.
 - `summary`: one cluster's figures, computed by its SQL file alone over the per-job tables, with
-  the variables `cluster` and the thresholds set.
+  the variables `cluster` and the thresholds set; its grain starts with VC and GPU model, each
+  with its '(all)' roll-up.
+- `cluster_rows`: one row per event of a cluster that involves several jobs (a waiting stretch
+  and the cluster's state while it lasted), computed as a summary is, in the same run order (a
+  summary may read it), but with a grain of its own and no roll-up rows.
 
 Each definition has one home, the code `gpuwaste analyze` runs: a summary's SQL file; for the
 per-job tables, the steps of per_job.py, whose per-sample part is Python (`job_samples.py`,
@@ -34,7 +38,7 @@ from gpuwaste.warehouse.reading import read_frame
 from gpuwaste.warehouse.results import RESULT_TABLES, ROLLUP_LABELS
 from gpuwaste.warehouse.schema import Table
 
-Kind = Literal["per_job", "summary"]
+Kind = Literal["per_job", "summary", "cluster_rows"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,12 @@ def _summary(
     name: str, title: str, section: str, inputs: tuple[str, ...], definition: str
 ) -> Analysis:
     return Analysis(name, "summary", title, section, inputs, definition)
+
+
+def _cluster_rows(
+    name: str, title: str, section: str, inputs: tuple[str, ...], definition: str
+) -> Analysis:
+    return Analysis(name, "cluster_rows", title, section, inputs, definition)
 
 
 ANALYSES: tuple[Analysis, ...] = (
@@ -291,6 +301,44 @@ ANALYSES: tuple[Analysis, ...] = (
         "Grain: one row per VC x GPU model of the job (each with '(all)') x size class (and 'all'). Units: seconds, percent "
         "0-100.",
     ),
+    _cluster_rows(
+        "queue_causes",
+        "Waiting stretches by cause (Philly §3.1)",
+        "Philly §3.1, Table 2",
+        ("job_gpu_usage", "job_usage", "gpu_samples"),
+        "Definition (docs/definitions.md#queueing-causes): each waiting stretch of a job "
+        "(submission to the first attempt's start; an attempt's end to the next one's start) is "
+        "cut at every change of the cluster's occupancy (job_gpu_usage) and each piece is "
+        "classified, in this order: fair-share (quotas `[clusters.vc_quotas]` are known and the "
+        "VC held at least its quota), capacity (fewer GPUs free than the "
+        "job's), fragmentation (enough free, but fewer hosts with the job's GPUs per host free "
+        "than the hosts it ran on), other. Capacity is the GPUs seen per host in telemetry or "
+        "allocations. The stretch's cause is that of most of its seconds. Out-of-order: a start "
+        "while an earlier-submitted job waited (not for fair-share) that the started job's GPUs "
+        "would have fitted. Grain: one row per start of an attempt. Units: seconds, GPUs.",
+    ),
+    _summary(
+        "queue_cause_summary",
+        "Queueing delay by cause and job size, % of occurrences and of time (Philly Table 2)",
+        "Philly §3.1, Table 2",
+        ("queue_causes",),
+        "Definition (docs/definitions.md#queueing-causes): by VC x GPU model (each with "
+        "'(all)') x size class (1, 2-4, 5-8, >8, all) x cause: waiting stretches of that cause "
+        "and their share of the class's stretches, seconds waited for it and their share of "
+        "the class's waiting time; beside them the starts and the share out of order, and "
+        "whether fair-share was judged. Units: seconds, percent 0-100.",
+    ),
+    _cluster_rows(
+        "queue_idle_overlap",
+        "GPU time waited behind idle GPUs, per waiting stretch and holder",
+        "gpuwaste (no study reports it)",
+        ("queue_causes", "idle_slots", "job_gpu_usage", "job_usage"),
+        "Definition (docs/definitions.md#waiting-behind-idle-gpus): for each waiting stretch "
+        "and each user holding allocated GPUs idle (in idle slots or never used) while it "
+        "waited, the idle GPU-seconds inside the stretch and, **choice**, the GPU-seconds that "
+        "kept it waiting: the least of those and the stretch's own GPU-seconds. Grain: one row "
+        "per waiting stretch x holder (user, VC). Units: GPU-seconds.",
+    ),
     _summary(
         "waste_daily",
         "GPU hours per UTC day by kind",
@@ -315,6 +363,44 @@ ANALYSES: tuple[Analysis, ...] = (
         "[ICSE24 §3.2]. Grain: one row per VC (and '(all)') x GPU model of each GPU (and '(all)'). Units: GPU hours, "
         "percent 0-100.",
     ),
+    _cluster_rows(
+        "failure_attempts",
+        "Failed attempts with their reason and matched log line (Philly §4.2)",
+        "Philly §4.2, Table 7",
+        ("jobs", "job_gpus", "job_logs", "job_usage"),
+        "Definition (docs/definitions.md#failures): an attempt (a job's allocation in job_gpus) "
+        "failed when it ended and was retried, or is the last attempt of a job that ended "
+        "unsuccessful or killed. Its reason comes from the scheduler first (NODE_FAIL, "
+        "BOOT_FAIL, OUT_OF_MEMORY, TIMEOUT, DEADLINE, PREEMPTED, CANCELLED by an admin uid in "
+        "`[failures] admin_uids` or by a user), then from the job's logs (the most specific "
+        "signature rule matched, root causes before implicit ones), then from the signal of a "
+        "FAILED job (core dump, killed by a signal), else 'no signature'. Grain: one row per "
+        "failed attempt, with the job's own VC and GPU model. Units: seconds.",
+    ),
+    _summary(
+        "failure_reasons",
+        "Failures by reason (Philly Table 7)",
+        "Philly §4.2, Table 7",
+        ("failure_attempts",),
+        "Definition (docs/definitions.md#failures): per reason, its sources (IF, AE, U), trials "
+        "(failed attempts), jobs, users, runtime to failure (50th, 90th, 95th percentiles and "
+        "share of the total), trials by GPU demand (1, 2-4, >4), RTF x demand (GPU hours "
+        "burned) and its share, and repetitions per job (trials / jobs) and per user (trials / "
+        "users); the 'all' row repeats per (job, reason) and (user, reason). Grain: one row per "
+        "VC x GPU model of the job (each with '(all)') x reason (and 'all'). Units: seconds, "
+        "GPU hours, percent 0-100.",
+    ),
+    _summary(
+        "failure_retries",
+        "Retries and failed attempts by job size (Philly Figure 9a)",
+        "Philly §4.2, Figure 9a",
+        ("job_gpus", "job_usage", "failure_attempts"),
+        "Definition (docs/definitions.md#failures): by size class, the jobs that ran, those "
+        "with more than one attempt and their share, retries (attempts after the first: total, "
+        "mean, maximum), failed attempts and the GPU hours they burned. Grain: one row per VC x "
+        "GPU model of the job (each with '(all)') x size class (and 'all'). Units: GPU hours, "
+        "percent 0-100.",
+    ),
 )
 
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}
@@ -324,10 +410,12 @@ def per_job() -> tuple[Analysis, ...]:
     return tuple(a for a in ANALYSES if a.kind == "per_job")
 
 
-def summary_order(analyses: tuple[Analysis, ...] = ANALYSES) -> tuple[Analysis, ...]:
-    """The summaries in an order where each runs after the summaries it reads (declaration order
-    where their inputs leave a choice)."""
-    summaries = {a.name: a for a in analyses if a.kind == "summary"}
+def summary_order(
+    analyses: tuple[Analysis, ...] = ANALYSES, kinds: tuple[Kind, ...] = ("summary",)
+) -> tuple[Analysis, ...]:
+    """The summaries (or the analyses of `kinds`) in an order where each runs after those it
+    reads (declaration order where their inputs leave a choice)."""
+    summaries = {a.name: a for a in analyses if a.kind in kinds}
     sorter: TopologicalSorter[str] = TopologicalSorter()
     for a in summaries.values():
         sorter.add(a.name, *(i for i in a.inputs if i in summaries))
@@ -342,11 +430,17 @@ def summary_order(analyses: tuple[Analysis, ...] = ANALYSES) -> tuple[Analysis, 
 
 PER_JOB_TABLES: tuple[str, ...] = tuple(a.name for a in per_job())
 SUMMARY_TABLES: tuple[str, ...] = tuple(a.name for a in summary_order())
+CLUSTER_ROW_TABLES: tuple[str, ...] = tuple(a.name for a in ANALYSES if a.kind == "cluster_rows")
+# What `gpuwaste analyze` computes after the per-job pass, in its order: the summaries and the
+# cluster-rows tables, each after those it reads.
+AFTER_PER_JOB: tuple[Analysis, ...] = summary_order(kinds=("summary", "cluster_rows"))
 
 
 __all__ = [
+    "AFTER_PER_JOB",
     "ANALYSES",
     "BY_NAME",
+    "CLUSTER_ROW_TABLES",
     "PER_JOB_TABLES",
     "SUMMARY_TABLES",
     "Analysis",

@@ -20,8 +20,14 @@ import duckdb
 import polars as pl
 
 from gpuwaste.analyses.freshness import freshness
-from gpuwaste.analyses.registry import ANALYSES, BY_NAME, PER_JOB_TABLES, SUMMARY_TABLES
-from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
+from gpuwaste.analyses.registry import (
+    ANALYSES,
+    BY_NAME,
+    CLUSTER_ROW_TABLES,
+    PER_JOB_TABLES,
+    SUMMARY_TABLES,
+)
+from gpuwaste.analyses.sqlfiles import device_variables, set_variables, threshold_variables
 from gpuwaste.config import Settings
 from gpuwaste.errors import GpuwasteError, UsageError
 from gpuwaste.warehouse.catalog import connect, view_sql
@@ -31,7 +37,7 @@ from gpuwaste.warehouse.schema import table
 from gpuwaste.warehouse.store import Warehouse
 
 FRESHNESS = "freshness"
-REPORTS = (*SUMMARY_TABLES, *PER_JOB_TABLES, FRESHNESS)
+REPORTS = (*SUMMARY_TABLES, *CLUSTER_ROW_TABLES, *PER_JOB_TABLES, FRESHNESS)
 TITLES = {
     **{a.name: a.title for a in ANALYSES},
     FRESHNESS: "When each cluster was last ingested and analyzed (UTC)",
@@ -174,8 +180,15 @@ def report(
             _since_views(con, wh, since)
         frames = []
         for c in clusters:
-            if since is not None and name in SUMMARY_TABLES:
-                set_variables(con, {**threshold_variables(settings.thresholds), "cluster": c})
+            if since is not None and name in (*SUMMARY_TABLES, *CLUSTER_ROW_TABLES):
+                set_variables(
+                    con,
+                    {
+                        **device_variables(settings, c),
+                        **threshold_variables(settings.thresholds),
+                        "cluster": c,
+                    },
+                )
                 df = BY_NAME[name].compute(con).with_columns(pl.lit(c).alias("cluster"))
             else:
                 df = read_frame(con, f'select * from "{name}" where cluster = $1', [c])

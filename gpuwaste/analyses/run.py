@@ -45,8 +45,13 @@ from gpuwaste.analyses.plan import (
     Since,
     make_plan,
 )
-from gpuwaste.analyses.registry import summary_order
-from gpuwaste.analyses.sqlfiles import device_variables, set_variables, threshold_variables
+from gpuwaste.analyses.registry import AFTER_PER_JOB
+from gpuwaste.analyses.sqlfiles import (
+    device_variables,
+    failure_variables,
+    set_variables,
+    threshold_variables,
+)
 from gpuwaste.analyses.staging import FILE_KEY, commit, remove_staging, staging_dir
 from gpuwaste.config import Settings
 from gpuwaste.errors import DiskError, GpuwasteError, UsageError
@@ -56,10 +61,13 @@ from gpuwaste.warehouse.lock import writer_lock
 from gpuwaste.warehouse.results import RESULT_TABLES
 from gpuwaste.warehouse.store import Warehouse
 
-# The summaries in the order they run, from the registry (each after the summaries it reads).
+# The summaries and cluster-rows tables in the order they run, from the registry (each after
+# those it reads).
 SUMMARIES: dict[str, Callable[[duckdb.DuckDBPyConnection], pl.DataFrame]] = {
-    a.name: a.compute for a in summary_order()
+    a.name: a.compute for a in AFTER_PER_JOB
 }
+# Those that others of them read (queue_causes: queue_cause_summary, queue_idle_overlap).
+READ_BY_SUMMARIES = frozenset(i for a in AFTER_PER_JOB for i in a.inputs) & set(SUMMARIES)
 
 
 @dataclass
@@ -233,7 +241,8 @@ def analyze_cluster(
 ) -> ClusterRun:
     wh = Warehouse(settings.data_dir)
     t = settings.thresholds
-    variables = device_variables(settings, cluster)  # #14: models, MIG slices, prices
+    # #14: models, MIG slices, prices; #45: admin uids
+    variables = {**device_variables(settings, cluster), **failure_variables(settings)}
     thresholds_json = t.model_dump_json() + json.dumps(variables, sort_keys=True)
     schema_now = state.results_schema(tuple(RESULT_TABLES))
     staging = staging_dir(settings.data_dir, cluster)
@@ -244,6 +253,7 @@ def analyze_cluster(
             as_of = _as_of(con, cluster)
             samples_until = newest_sample_ts(wh, cluster)
             parts = state.partition_signatures(wh, cluster)
+            inputs = state.summary_inputs(wh, cluster)
             previous = (
                 None
                 if rebuild
@@ -266,7 +276,9 @@ def analyze_cluster(
             jobs_removed=counts.removed,
             rebuilt=previous is None,
         )
-        if counts.recomputed or counts.removed or run.rebuilt:
+        jobs_changed = bool(counts.recomputed or counts.removed or run.rebuilt)
+        last = state.load_meta(settings.data_dir, cluster)
+        if jobs_changed:
             template = BatchSpec(
                 cluster=cluster,
                 thresholds=t,
@@ -286,13 +298,19 @@ def analyze_cluster(
                 None if run.rebuilt else staging / TOUCHED_FILE,  # rebuilt: every row
                 memory_limit,
             )
+        if jobs_changed or last is None or last.inputs != inputs:  # new job logs: summaries
             refresh_catalog(settings.data_dir)
             with connect(settings.data_dir) as con:
                 # bounded as every other step: a summary over the cluster's samples spills
                 con.execute(f"set memory_limit = '{memory_limit}'")
                 set_variables(con, {**variables, **threshold_variables(t), "cluster": cluster})
                 for name, compute in SUMMARIES.items():
-                    run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, stable(compute(con)))
+                    rows = stable(compute(con))
+                    run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, rows)
+                    if name in READ_BY_SUMMARIES:
+                        # the catalog's view was made before this run wrote the table: the
+                        # summaries after it read this cluster's new rows from here
+                        con.register(name, rows.with_columns(pl.lit(cluster).alias("cluster")))
         state.save(
             settings.data_dir,
             cluster,
@@ -303,6 +321,7 @@ def analyze_cluster(
                 results_schema=schema_now,
                 ran_at=datetime.now(UTC).isoformat(),
                 samples_until=samples_until.isoformat() if samples_until else "",
+                inputs=inputs,
             ),
             staging / FINGERPRINTS_FILE,
             list(run.failed_jobs),  # failed: retried next run

@@ -76,7 +76,16 @@ def device_variables(settings: Settings, cluster: str) -> dict[str, Scalar]:
         out["cost_patterns"] = list(settings.cost.gpu_hour)
         out["cost_prices"] = [float(p) for p in settings.cost.gpu_hour.values()]
     config = next((c for c in settings.clusters if c.name == cluster), None)
+    if config is not None and config.vc_quotas:  # queue_causes.sql: fair-share judged
+        out["vc_quota_names"] = list(config.vc_quotas)
+        out["vc_quota_gpus"] = [float(g) for g in config.vc_quotas.values()]
     if config is not None and config.gpu_models:
         out["gpu_model_patterns"] = list(config.gpu_models)
         out["gpu_model_names"] = list(config.gpu_models.values())
     return out
+
+
+def failure_variables(settings: Settings) -> dict[str, Scalar]:
+    """What failure_attempts.sql reads of `[failures]`: the uids whose cancellations are an
+    admin's."""
+    return {"admin_uids": [str(uid) for uid in settings.failures.admin_uids]}

@@ -38,6 +38,7 @@ class AnalyzeState:
     results_schema: str = ""
     ran_at: str = ""  # when this analyze finished (UTC, ISO); empty in states before it existed
     samples_until: str = ""  # the newest GPU sample it saw (UTC, ISO); empty: no samples
+    inputs: dict[str, list[int]] = field(default_factory=dict)  # summary_inputs when it ran
 
 
 def results_schema(names: tuple[str, ...]) -> str:
@@ -59,6 +60,22 @@ def partition_signatures(wh: Warehouse, cluster: str) -> dict[str, list[int]]:
             st = path.stat()
             key = f"{name}/{path.parent.name.split('=', 1)[1]}/{path.name}"
             out[key] = [st.st_mtime_ns, st.st_size]
+    return out
+
+
+SUMMARY_ONLY_TABLES = ("job_logs",)  # read by summaries alone, not by the per-job pass
+
+
+def summary_inputs(wh: Warehouse, cluster: str) -> dict[str, list[int]]:
+    """`<table>/<file>` -> [mtime_ns, size] of the files that only the summaries read (the job
+    logs' signatures): when they change, the summaries run though no job changed."""
+    out: dict[str, list[int]] = {}
+    for name in SUMMARY_ONLY_TABLES:
+        for path in sorted(wh.cluster_dir(name, cluster).glob("*.parquet")):
+            if ".tmp-" in path.name:
+                continue
+            st = path.stat()
+            out[f"{name}/{path.name}"] = [st.st_mtime_ns, st.st_size]
     return out
 
 

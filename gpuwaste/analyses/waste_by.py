@@ -2,7 +2,8 @@
 per user, per account (VC) or per GPU model over a period, the list operators ask for first.
 
 Read from the per-job result tables (`job_gpu_usage`, `job_usage`) with
-`sql/reports/waste_by.sql`, which states the period rule. The model is the device's
+`sql/reports/waste_by.sql`, which states the period rule; per user and per VC also the GPU hours
+other users' jobs waited while their GPUs were idle (`queue_idle_overlap`). The model is the device's
 (`job_gpu_usage.gpu_model`, `(unknown)` where no source names it).
 """
 
@@ -75,6 +76,8 @@ def waste_by(
         c for c in ("cost", "lost_cost") if c in df.columns and df[c].null_count() == df.height
     ]
     df = df.drop(unpriced)  # money columns only where [cost] prices some GPU
+    if by == "model":  # idle GPUs are held by users and VCs, not by models
+        df = df.drop("others_waited_gpu_h", "others_waits")
     return df.sort(order, descending=[True, False, False], nulls_last=True).rename({"who": by})
 
 

@@ -38,6 +38,8 @@ pages = [
             url_path="cdfs"),
     st.Page(PAGES / "waste.py", title="Waste tables", icon=":material/table_chart:",
             url_path="waste"),
+    st.Page(PAGES / "queue.py", title="Queue and failures", icon=":material/queue:",
+            url_path="queue"),
     st.Page(PAGES / "policies.py", title="Policies", icon=":material/gavel:",
             url_path="policies"),
     job_page,

@@ -10,10 +10,12 @@ or count jobs at or below a few hundred values of a result column to draw its CD
 
 from __future__ import annotations
 
+from typing import Any
+
 import duckdb
 import polars as pl
 
-from gpuwaste.analyses.registry import PER_JOB_TABLES, SUMMARY_TABLES
+from gpuwaste.analyses.registry import CLUSTER_ROW_TABLES, PER_JOB_TABLES, SUMMARY_TABLES
 from gpuwaste.dashboard.filters import Filters
 from gpuwaste.warehouse.reading import read_frame as _pl
 from gpuwaste.warehouse.results import ALL_VCS
@@ -44,8 +46,9 @@ JOB_KINDS: dict[str, str] = {
     "killed_gpu_h": "Killed jobs",
 }
 
-# Every result table, from the analyses' registry (per-job tables first, then the summaries).
-RESULT_TABLES = (*PER_JOB_TABLES, *SUMMARY_TABLES)
+# Every result table, from the analyses' registry (per-job tables, the summaries, the tables of
+# rows per waiting stretch).
+RESULT_TABLES = (*PER_JOB_TABLES, *SUMMARY_TABLES, *CLUSTER_ROW_TABLES)
 
 JOB_LIST_COLUMNS = (
     'job_id, "user", vc, name, state, gpus, start_ts, end_ts, '
@@ -275,6 +278,8 @@ SUMMARY_ORDER: dict[str, str] = {
     "util_by_spread": "vc, gpu_model, servers",
     "jobs_by_status": "vc, gpu_model, state",
     "queueing_delay": "vc, gpu_model, size_class",
+    "queue_cause_summary": "vc, gpu_model, size_class, cause",
+    "failure_reasons": "vc, gpu_model, reason = 'all', trials DESC, reason",
     "waste_by_model": "vc, lost_gpu_h DESC, gpu_model",
 }
 
@@ -312,6 +317,26 @@ JOB_LISTS: dict[str, tuple[str, str]] = {
     "failed": ("state IN ('killed', 'unsuccessful')", "gpu_s DESC, job_id"),
     "queued": ("queue_delay_s IS NOT NULL", "queue_delay_s DESC, job_id"),
 }
+
+
+def failure_attempts(
+    con: duckdb.DuckDBPyConnection, f: Filters, reason: str | None, limit: int = 500
+) -> pl.DataFrame:
+    """Failed attempts of the view's jobs (failure_attempts; the filters over the job's
+    job_usage row), of one reason or all, the most GPU time first: the drill-down of Table 7."""
+    where, params = f.jobs_where("u")
+    if reason is not None:
+        where += " AND a.reason = ?"
+        params.append(reason)
+    return _pl(
+        con,
+        "SELECT a.job_id, a.attempt, a.user, a.vc, a.reason, a.origin, a.gpus, "
+        "a.runtime_s / 60 AS runtime_min, a.gpu_s, a.raw_state, a.exit_code, a.exit_signal, "
+        "a.log_path, a.line_no, a.line, a.start_ts, a.end_ts "
+        "FROM failure_attempts a JOIN job_usage u ON u.cluster = a.cluster AND u.job_id = a.job_id "
+        f"WHERE {where} ORDER BY a.gpu_s DESC NULLS LAST, a.job_id, a.attempt LIMIT {int(limit)}",
+        params,
+    )
 
 
 # ----------------------------------------------------------------- finding a job
@@ -425,4 +450,62 @@ def job_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
         SELECT {sums} FROM g WHERE share > 0
         """,
         share_params + params,
+    )
+
+
+# ----------------------------------------------------------------- waiting behind idle GPUs
+def _queue_idle_where(f: Filters) -> tuple[str, list[Any]]:
+    """queue_idle_overlap rows of the view: the cluster, the holders' VCs, stretches that waited
+    in the period; other users' waits only (a user's own idle GPUs holding up their own job are
+    not counted against them)."""
+    clauses: list[str] = ["NOT same_user"]
+    params: list[Any] = []
+    if f.cluster:
+        clauses.append("cluster = ?")
+        params.append(f.cluster)
+    if f.vcs:
+        clauses.append(f"holder_vc IN ({', '.join('?' * len(f.vcs))})")
+        params.extend(f.vcs)
+    if f.period_start is not None and f.period_end is not None:
+        clauses.append("wait_start < ? AND wait_end >= ?")
+        params.extend([f.period_end, f.period_start])
+    return " AND ".join(clauses), params
+
+
+def queue_idle_total(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
+    """One row: waiting stretches of other users' jobs that idle GPUs overlapped, and the GPU
+    hours they waited behind them (queue_idle_overlap.blocked_gpu_s)."""
+    where, params = _queue_idle_where(f)
+    return _pl(
+        con,
+        "SELECT count(DISTINCT (cluster, job_id, attempt)) AS waits, "
+        "coalesce(sum(blocked_gpu_s), 0) / 3600 AS blocked_gpu_h "
+        f"FROM queue_idle_overlap WHERE {where}",
+        params,
+    )
+
+
+def queue_idle_daily(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
+    """GPU hours waited behind idle GPUs per UTC day (of the wait's start) and holder's VC."""
+    where, params = _queue_idle_where(f)
+    return _pl(
+        con,
+        "SELECT wait_start::DATE AS day, holder_vc, sum(blocked_gpu_s) / 3600 AS blocked_gpu_h "
+        f"FROM queue_idle_overlap WHERE {where} GROUP BY ALL ORDER BY day, holder_vc",
+        params,
+    )
+
+
+def queue_idle_holders(con: duckdb.DuckDBPyConnection, f: Filters, limit: int = 25) -> pl.DataFrame:
+    """Per holder (user, VC): the other users' waits their idle GPUs overlapped and the GPU hours
+    those waited behind them, most first."""
+    where, params = _queue_idle_where(f)
+    return _pl(
+        con,
+        'SELECT holder_user AS "user", holder_vc AS vc, '
+        "count(DISTINCT (cluster, job_id, attempt)) AS waits_behind, "
+        "sum(blocked_gpu_s) / 3600 AS blocked_gpu_h, sum(idle_gpu_s) / 3600 AS idle_gpu_h "
+        f"FROM queue_idle_overlap WHERE {where} GROUP BY ALL "
+        f'ORDER BY blocked_gpu_h DESC, "user" LIMIT {int(limit)}',
+        params,
     )

@@ -411,3 +411,22 @@ def plot(spec: charts.Spec, key: str) -> None:
     # a facet sizes itself (Streamlit's default); everything else takes the column's width
     width: Literal["stretch"] | None = None if "facet" in spec else "stretch"
     st.vega_lite_chart(spec, key=key, alt=charts.title_of(spec), width=width)
+
+
+def waited_behind_idle(f: Filters) -> None:
+    """The one figure of waiting behind idle GPUs that the Overview and the Waste tables show
+    (the Queue and failures page has the rest): GPU hours other users' jobs waited while GPUs
+    were allocated and idle, and over how many waits."""
+    row = data.fetch(queries.queue_idle_total, f).row(0, named=True)
+    if not row["waits"]:
+        return
+    st.metric(
+        "GPU hours jobs waited behind idle GPUs",
+        f"{row['blocked_gpu_h']:,.0f}",
+        f"{row['waits']:,} waits",
+        delta_color="off",
+        delta_arrow="off",
+        help="While these jobs waited, other users' jobs held GPUs allocated and idle that could "
+        "have run them (at most each waiting job's GPUs x its wait). Per user and VC on the "
+        "Queue and failures page.",
+    )

@@ -53,6 +53,8 @@ def generate_command(
     shared_gpus: int = 0,
     telemetry: str = "dcgm",
     no_job_labels: bool = False,
+    vc_quotas: bool = False,
+    logs: bool = False,
 ) -> None:
     """Generate a synthetic cluster in DIR: metrics.om, sacct.txt, philly/, truth.json (and
     scontrol/ where the telemetry does not name the job)."""
@@ -76,12 +78,14 @@ def generate_command(
             shared_gpus=shared_gpus,
             telemetry=telemetry,
             job_labels=not no_job_labels,
+            vc_quotas=vc_quotas,
         )
     except ValueError as exc:
         given = [f"--telemetry {telemetry}"] + [
             flag
             for flag, on in (
                 ("--no-job-labels", no_job_labels),
+                ("--vc-quotas", vc_quotas),
                 (f"--mig-hosts {mig_hosts}", mig_hosts),
                 (f"--shared-gpus {shared_gpus}", shared_gpus),
             )
@@ -90,7 +94,7 @@ def generate_command(
         raise UsageError(f"{' '.join(given)} is not accepted: {exc}.") from None
     if start is not None:
         spec = replace(spec, start=parse_start(start))
-    write_all(spec, Path(out), gzip=gzip)
+    write_all(spec, Path(out), gzip=gzip, logs=logs)
     print(what_was_written(spec, Path(out)))
 
 

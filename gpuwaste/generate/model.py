@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -46,6 +47,9 @@ class GeneratorSpec:
     shared_gpus: int = 0  # extra hosts with one time-sliced GPU (gpuwaste/generate/mig.py)
     telemetry: str = "dcgm"  # the GPU exporter's dialect (gpuwaste/dialects.py) metrics.om is in
     job_labels: bool = True  # False: the job is not on the GPU series (DCGM's default)
+    # VC quotas enforced by the scheduler, and the truth of each wait's causes
+    # (gpuwaste/generate/queue_truth.py); False keeps the output as it was
+    vc_quotas: bool = False
 
     def __post_init__(self) -> None:
         if self.start.tzinfo is None:
@@ -198,6 +202,7 @@ class Cluster:
     users: dict[str, tuple[int, str]]  # name -> (uid, home vc)
     jobs: list[Job]
     gaps: list[Gap] = field(default_factory=list)
+    queue: dict[str, Any] | None = None  # with spec.vc_quotas: queue_truth.QueueLog.truth()
     cache: dict[str, object] = field(default_factory=dict, repr=False, compare=False)
 
     def host_of(self, gpu_global: int) -> Host:

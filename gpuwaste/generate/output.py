@@ -7,6 +7,7 @@ import io
 from pathlib import Path
 
 from gpuwaste.generate import mig as mig_hosts
+from gpuwaste.generate.failure_logs import write_failure_logs
 from gpuwaste.generate.jobstats import admin_comments
 from gpuwaste.generate.model import Cluster, GeneratorSpec
 from gpuwaste.generate.openmetrics import write_openmetrics
@@ -19,14 +20,17 @@ from gpuwaste.generate.telemetry import names_job
 from gpuwaste.generate.truth import truth_dict, truth_text
 
 
-def write_all(spec: GeneratorSpec, out: Path, *, gzip: bool = False) -> None:
+def write_all(spec: GeneratorSpec, out: Path, *, gzip: bool = False, logs: bool = False) -> None:
     """Write out/metrics.om (or metrics.om.gz) in spec.telemetry's dialect, out/sacct.txt,
     out/philly/*, out/truth.json, and out/scontrol/*.txt where the GPU series do not name the
-    job. Same spec, same bytes."""
-    write_cluster(simulate(spec), Path(out), gzip=gzip)
+    job; with `logs`, out/logs/ too (the jobs' stdout/stderr, `failure_logs`). Same spec, same
+    bytes."""
+    write_cluster(simulate(spec), Path(out), gzip=gzip, logs=logs)
 
 
-def write_cluster(cluster: Cluster, out: Path, *, gzip: bool = False) -> dict[str, int]:
+def write_cluster(
+    cluster: Cluster, out: Path, *, gzip: bool = False, logs: bool = False
+) -> dict[str, int]:
     """As write_all, for a cluster already simulated; returns the OpenMetrics sample counts."""
     out.mkdir(parents=True, exist_ok=True)
     win = gpu_window(cluster)
@@ -72,5 +76,7 @@ def write_cluster(cluster: Cluster, out: Path, *, gzip: bool = False) -> dict[st
     }
     if mig is not None:
         truth["mig"] = mig_hosts.truth(mig)
+    if logs:  # only with the flag: every other output stays as it was
+        truth["failure_logs"] = write_failure_logs(cluster, out / "logs")
     (out / "truth.json").write_text(truth_text(truth), encoding="utf-8")
     return counts

@@ -14,6 +14,7 @@ import numpy as np
 
 from gpuwaste.generate import params
 from gpuwaste.generate.model import GeneratorSpec, Job
+from gpuwaste.generate.queue_truth import QueueLog, vc_quotas
 from gpuwaste.generate.workload import Submission, Workload
 
 RESERVE_AFTER_S = 1800  # a job queued this long gets hosts drained for it (one at a time)
@@ -50,6 +51,10 @@ class Scheduler:
         self.host_jobs: list[dict[int, tuple[int, int]]] = [{} for _ in range(n_hosts)]
         self.reserved_for: Submission | None = None  # the one job holding a reservation
         self.reserved: set[int] = set()  # hosts being drained for it
+        # with spec.vc_quotas: quotas enforced (a VC holding its quota starts nothing) and the
+        # truth of each wait's causes logged (queue_truth.py); without, nothing changes
+        self.log = QueueLog(vc_quotas(workload.vcs, spec.n_gpus)) if spec.vc_quotas else None
+        self.vc_held: dict[str, int] = {}
 
     # --- helpers ----------------------------------------------------------------------------------
     def _push(self, t: int, kind: int, seq: int) -> None:
@@ -152,6 +157,31 @@ class Scheduler:
                 ends = self.host_jobs[h]
                 ends[seq] = (end, ends.get(seq, (end, 0))[1] + 1)
         self.total_free += len(alloc) if value else -len(alloc)
+        vc = self.subs[seq].vc
+        self.vc_held[vc] = self.vc_held.get(vc, 0) + (-len(alloc) if value else len(alloc))
+
+    def _over_quota(self, s: Submission) -> bool:
+        return self.log is not None and self.vc_held.get(s.vc, 0) >= self.log.quotas[s.vc]
+
+    def _cause(self, s: Submission) -> str:
+        """Why a queued job cannot start now, by the rules the analysis applies to the data."""
+        if self._over_quota(s):
+            return "fair-share"
+        if s.gpus > self.total_free:
+            return "capacity"
+        g = params.GPUS_PER_HOST
+        if s.gpus <= g:
+            placed = any(c >= s.gpus for c in self.free_count)
+        else:
+            placed = sum(1 for c in self.free_count if c == g) >= s.gpus // g
+        return "other" if placed else "fragmentation"
+
+    def _log_decision(self, now: int, started: list[Submission]) -> None:
+        if self.log is None:
+            return
+        self.log.close(now)
+        waiting = [s for s in self.queue if s.cancel_at is None]
+        self.log.open(now, waiting, started, self._cause)
 
     def _start(self, s: Submission, now: int, alloc: list[tuple[int, int]]) -> None:
         if s.array_master is not None:
@@ -192,14 +222,20 @@ class Scheduler:
         return {h for _, h in when[: gpus // g]}
 
     def _try_schedule(self, now: int) -> None:
+        started: list[Submission] = []
+        self._schedule(now, started)
+        self._log_decision(now, started)
+
+    def _schedule(self, now: int, started: list[Submission]) -> None:
         if self.total_free == 0 or not self.queue:
             return
-        started: list[Submission] = []
         for s in self.queue:
             if self.total_free == 0:
                 break
             if s.cancel_at is not None:
                 continue  # held: its user cancels it before it can start
+            if self._over_quota(s):
+                continue  # its VC holds its quota (only with spec.vc_quotas)
             mine = s is self.reserved_for
             alloc = self._place(s.gpus, set() if mine else self.reserved)
             if alloc is None:
@@ -251,9 +287,17 @@ class Scheduler:
         for r in self.running.values():
             self.done.append((r.sub, r.raw_id, r.start, None, r.alloc))
 
-    def jobs(self) -> list[Job]:
-        """Finished, cancelled-pending and running jobs, ordered by submission."""
-        rows = sorted(
+    def queue_truth(self, jobs: list[Job]) -> dict[str, object] | None:
+        """The queue's planted truth (spec.vc_quotas), for the jobs that started."""
+        if self.log is None:
+            return None
+        seqs = [s.seq for s, *_ in self._rows()]
+        started = {seq: job.job_id for job, seq in zip(jobs, seqs, strict=True) if job.alloc}
+        return self.log.truth(started)
+
+    def _rows(self) -> list[tuple[Submission, int, int, int | None, list[tuple[int, int]]]]:
+        """The finished, cancelled and running jobs in the order of jobs()."""
+        return sorted(
             self.done,
             key=lambda d: (
                 d[0].submit,
@@ -261,6 +305,10 @@ class Scheduler:
                 d[0].array_task or 0,
             ),
         )
+
+    def jobs(self) -> list[Job]:
+        """Finished, cancelled-pending and running jobs, ordered by submission."""
+        rows = self._rows()
         jobs: list[Job] = []
         for s, raw, start, end, alloc in rows:
             running = end is None

@@ -22,7 +22,8 @@ def simulate(spec: GeneratorSpec) -> Cluster:
         job.plan = build_plan(spec, job)
         job.steps = _steps(spec.seed, job.index, job.is_debug, job.ran)
     gaps = place_gaps(spec, jobs)
-    return Cluster(spec=spec, hosts=hosts, vcs=vcs, users=users, jobs=jobs, gaps=gaps)
+    queue = sched.queue_truth(jobs)
+    return Cluster(spec=spec, hosts=hosts, vcs=vcs, users=users, jobs=jobs, gaps=gaps, queue=queue)
 
 
 def _steps(seed: int, index: int, debug: bool, ran: bool) -> tuple[str, ...]:

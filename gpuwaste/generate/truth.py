@@ -198,6 +198,7 @@ def truth_dict(cluster: Cluster, philly: PhillyView, extra: dict[str, Any]) -> d
             }
             for gap in cluster.gaps
         ],
+        **({"queue": cluster.queue} if cluster.queue is not None else {}),
         "debug_jobs": [j.job_id for j in cluster.jobs if j.is_debug],
         "timeouts": [
             j.job_id

@@ -15,6 +15,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 from gpuwaste.ingest.base import Runner, RunOptions, Source
+from gpuwaste.ingest.logs import cli as logs_cli
 from gpuwaste.ingest.philly import cli as philly_cli
 from gpuwaste.ingest.prometheus import cli as prometheus_cli
 from gpuwaste.ingest.slurm import cli as slurm_cli
@@ -77,5 +78,9 @@ SOURCES: tuple[Source, ...] = (
         "parquet",
         LazyRunner("gpuwaste.ingest.tabular.source", "run_parquet"),
         tabular_cli.register,
+    ),
+    # after the schedulers: a log names a job they wrote (the analysis joins them, in any order)
+    Source(
+        "logs", "logs", LazyRunner("gpuwaste.ingest.logs.source", "run_logs"), logs_cli.register
     ),
 )

@@ -295,6 +295,74 @@ QUEUEING_DELAY = _summary(
     delay_p99_s=FLOAT,
 )
 
+QUEUE_CAUSES = _result(
+    "queue_causes",
+    "One row per start of a job's attempt (a scheduling decision) [Philly §3.1]: the waiting "
+    "stretch before it, its seconds by cause (fair-share, fragmentation, capacity, other), its "
+    "cause (that of most of its seconds; null when it did not wait) and whether the start "
+    "jumped the queue.",
+    ("job_id", "attempt"),
+    job_id=STRING,
+    attempt=pl.Int16(),
+    user=STRING,
+    vc=STRING,
+    gpu_model=STRING,
+    size_class=STRING,
+    gpus=FLOAT,  # slice-weighted GPUs of the attempt
+    hosts=INT,
+    per_host=FLOAT,  # the most GPUs it had on one host
+    vc_quota=FLOAT,  # [clusters.vc_quotas]; null: fair-share not judged
+    wait_start=UTC_TS,
+    wait_end=UTC_TS,
+    wait_s=FLOAT,
+    fair_share_s=FLOAT,
+    fragmentation_s=FLOAT,
+    capacity_s=FLOAT,
+    other_s=FLOAT,
+    cause=STRING,
+    out_of_order=BOOL,
+)
+
+QUEUE_CAUSE_SUMMARY = _summary(
+    "queue_cause_summary",
+    "Philly Table 2: waiting stretches and waiting time by cause and size class, shares of "
+    "occurrences and of time; the share of out-of-order starts beside.",
+    ("size_class", "cause"),
+    size_class=STRING,
+    cause=STRING,
+    stretches=INT,
+    stretches_pct=FLOAT,
+    cause_wait_s=FLOAT,
+    wait_pct=FLOAT,
+    waits=INT,
+    wait_s=FLOAT,
+    decisions=INT,
+    out_of_order_pct=FLOAT,
+    fair_share_judged=BOOL,
+)
+
+QUEUE_IDLE_OVERLAP = _result(
+    "queue_idle_overlap",
+    "One row per waiting stretch x holder of idle GPUs: the GPU-seconds allocated to the "
+    "holder's jobs and idle (idle slots, never-used GPUs) while the stretch waited, and of "
+    "them the GPU-seconds that kept it waiting.",
+    ("job_id", "attempt", "holder_user", "holder_vc"),
+    job_id=STRING,
+    attempt=pl.Int16(),
+    user=STRING,
+    vc=STRING,
+    gpus=FLOAT,
+    wait_start=UTC_TS,
+    wait_end=UTC_TS,
+    wait_s=FLOAT,
+    holder_user=STRING,
+    holder_vc=STRING,
+    same_vc=BOOL,
+    same_user=BOOL,
+    idle_gpu_s=FLOAT,
+    blocked_gpu_s=FLOAT,
+)
+
 WASTE_DAILY = _summary(
     "waste_daily",
     "GPU hours per UTC day by kind, for the dashboard's trend: allocated, busy, idle-slot, "
@@ -331,6 +399,73 @@ WASTE_BY_MODEL = _summary(
     lost_cost=FLOAT,
 )
 
+FAILURE_ATTEMPTS = _result(
+    "failure_attempts",
+    "Philly §4.2: one row per failed attempt: its reason, where the reason came from "
+    "(scheduler | log | exit status | none), the matched log line, runtime to failure and GPU "
+    "time burned. `vc` and `gpu_model` are the job's own (no '(all)' rows).",
+    ("job_id", "attempt"),
+    job_id=STRING,
+    attempt=pl.Int16(),
+    user=STRING,
+    vc=STRING,
+    gpu_model=STRING,
+    raw_state=STRING,
+    exit_code=pl.Int32(),
+    exit_signal=pl.Int32(),
+    start_ts=UTC_TS,
+    end_ts=UTC_TS,
+    gpus=INT,
+    runtime_s=FLOAT,
+    gpu_s=FLOAT,
+    reason=STRING,
+    sources=STRING,  # IF, AE, U joined by ','
+    origin=STRING,
+    line=STRING,
+    log_path=STRING,
+    line_no=INT,
+    log_files=INT,
+)
+
+FAILURE_REASONS = _summary(
+    "failure_reasons",
+    "Philly Table 7: failed attempts by reason (and 'all'): sources, trials, jobs, users, "
+    "runtime to failure percentiles and share, trials by GPU demand, GPU hours burned (RTF x "
+    "demand) and share, repetitions per job and per user.",
+    ("reason",),
+    reason=STRING,
+    sources=STRING,
+    trials=INT,
+    jobs=INT,
+    users=INT,
+    rtf_p50_s=FLOAT,
+    rtf_p90_s=FLOAT,
+    rtf_p95_s=FLOAT,
+    rtf_pct=FLOAT,
+    trials_1gpu=INT,
+    trials_2_4gpu=INT,
+    trials_gt4gpu=INT,
+    gpu_h=FLOAT,
+    rtf_x_demand_pct=FLOAT,
+    per_job=FLOAT,
+    per_user=FLOAT,
+)
+
+FAILURE_RETRIES = _summary(
+    "failure_retries",
+    "Philly Figure 9a: jobs, retries and failed attempts (with their GPU hours) by size class.",
+    ("size_class",),
+    size_class=STRING,
+    jobs=INT,
+    jobs_retried=INT,
+    retried_pct=FLOAT,
+    retries=INT,
+    retries_mean=FLOAT,
+    retries_max=INT,
+    failed_attempts=INT,
+    failed_gpu_h=FLOAT,
+)
+
 RESULT_TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -350,7 +485,13 @@ RESULT_TABLES: dict[str, Table] = {
         UTIL_BY_SPREAD,
         JOBS_BY_STATUS,
         QUEUEING_DELAY,
+        QUEUE_CAUSES,
+        QUEUE_CAUSE_SUMMARY,
+        QUEUE_IDLE_OVERLAP,
         WASTE_DAILY,
+        FAILURE_ATTEMPTS,
+        FAILURE_REASONS,
+        FAILURE_RETRIES,
     )
 }
 

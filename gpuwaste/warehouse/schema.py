@@ -86,6 +86,11 @@ JOBS = Table(
         "gpus": pl.Int32(),
         "is_debug": pl.Boolean(),
         "source": pl.String(),
+        # the job id as the scheduler shows it where it differs (a Slurm array task `123_4`,
+        # whose job_id is its JobIDRaw): what log file names carry
+        "shown_id": pl.String(),
+        "exit_code": pl.Int32(),  # Slurm ExitCode `code:signal`; null where the source has none
+        "exit_signal": pl.Int32(),
     },
     layout="cluster",
     key=("job_id",),
@@ -189,6 +194,31 @@ QUARANTINE = Table(
     doc="Every refused input record with where it was and why; replaced per (source, batch).",
 )
 
+JOB_LOGS = Table(
+    "job_logs",
+    {
+        "cluster": pl.String(),
+        "path": pl.String(),  # relative to the logs folder
+        "job_key": pl.String(),  # the job id as the file name gives it (`123`, `123_4`)
+        "attempt": pl.Int16(),
+        "size": pl.Int64(),  # the file as last read: size and mtime, to skip it when unchanged
+        "mtime_ns": pl.Int64(),
+        "rules": pl.String(),  # digest of the rules it was matched with
+        "reason": pl.String(),  # null: no rule matched
+        "sources": pl.String(),  # IF, AE, U joined by ','
+        "implicit": pl.Boolean(),
+        "rank": pl.Int32(),  # the rule's place in the rule order: the lower, the more specific
+        "line_no": pl.Int64(),  # of the matched line, counted in the part read (the tail)
+        "line": pl.String(),  # the matched line (at most 500 characters), never the whole log
+        "read_at": UTC_TS,
+    },
+    layout="cluster",
+    key=("path",),
+    sort=("path",),
+    doc="One row per job log file (stdout/stderr) read: the failure signature it matched, if "
+    "any, and the matched line; never the log itself.",
+)
+
 FACT_TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -200,6 +230,7 @@ FACT_TABLES: dict[str, Table] = {
         JOB_GPU_MINORS,
         INGEST_STATE,
         QUARANTINE,
+        JOB_LOGS,
     )
 }
 

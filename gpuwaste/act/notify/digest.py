@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -66,6 +66,9 @@ class WindowFigures:
 
     groups: pl.DataFrame  # per user x VC x low_data: jobs and GPU hours (held, lost, ...)
     worst: pl.DataFrame  # judged jobs with lost time: each user's and each VC's `n` worst
+    # per holder of idle GPUs: other users' waits behind them and the GPU hours waited
+    # (queue_idle_overlap, docs/definitions.md#waiting-behind-idle-gpus)
+    waited: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 GROUPS = """
@@ -87,6 +90,18 @@ from worst as w
 join job_usage as j on j.cluster = getvariable('cluster') and j.job_id = w.job_id
 """
 
+# Other users' waits that overlap the window, behind each user's idle GPUs (a wait counts whole,
+# as in `report --by user`: sql/reports/waste_by.sql).
+WAITED = """
+select holder_user as "user", count(distinct (job_id, attempt)) as waits,
+       sum(blocked_gpu_s) / 3600 as waited_gpu_h
+from queue_idle_overlap
+where cluster = getvariable('cluster') and not same_user
+  and wait_end > getvariable('period_start')::timestamptz
+  and wait_start < getvariable('period_end')::timestamptz
+group by all
+"""
+
 
 def window_figures(
     con: duckdb.DuckDBPyConnection, cluster: str, window: Window, n: int
@@ -96,7 +111,9 @@ def window_figures(
     set_variables(con, {"cluster": cluster, "period_start": window.start, "period_end": window.end})
     run(con, f"create or replace temp table digest_jobs as {load_sql(SQL)}")
     try:
-        return WindowFigures(read_frame(con, GROUPS), read_frame(con, WORST, [n]))
+        return WindowFigures(
+            read_frame(con, GROUPS), read_frame(con, WORST, [n]), read_frame(con, WAITED)
+        )
     finally:
         run(con, "drop table digest_jobs")
 
@@ -299,6 +316,7 @@ def user_digests(figures: WindowFigures, ctx: DigestContext) -> list[Digest]:
         & (pl.col("lost_gpu_h") / pl.col("gpu_h") >= cfg.min_waste_share)
     )
     out = []
+    waited = {r["user"]: r for r in figures.waited.iter_rows(named=True)}
     for t, worst in each_over(figures, figures.groups, "user", over, cfg.max_jobs_listed):
         user = str(t["user"])
         opening = [
@@ -306,12 +324,24 @@ def user_digests(figures: WindowFigures, ctx: DigestContext) -> list[Digest]:
             "",
             f"From {ctx.window.label}, your jobs on cluster {ctx.quote(ctx.cluster)} "
             + held_sentence(t, ctx),
+            *waited_sentence(waited.get(user)),
         ]
         subject = (
             f"gpuwaste: {lost_hours(t, ctx)} lost on {ctx.quote(ctx.cluster)}, {_dates(ctx.window)}"
         )
         out.append(_digest("user", user, subject, opening, t, worst, ctx))
     return out
+
+
+def waited_sentence(row: dict[str, Any] | None) -> list[str]:
+    """The line on other users' waits behind the user's idle GPUs, when there were any."""
+    if not row or not row["waits"] or not row["waited_gpu_h"]:
+        return []
+    return [
+        "",
+        f"While your GPUs sat idle, {row['waits']} job(s) of other users waited "
+        f"{row['waited_gpu_h']:.2f} GPU hours for GPUs that yours could have given them.",
+    ]
 
 
 def user_lines(mine: pl.DataFrame, vc: str, ctx: DigestContext) -> list[str]:

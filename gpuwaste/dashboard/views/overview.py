@@ -119,6 +119,7 @@ if users.height:
     st.caption("Ask the users at the top to release GPUs they do not use.")
 widgets.table(widgets.readable(users), "No jobs match this view.",
               name="top users")  # fmt: skip
+widgets.waited_behind_idle(f)
 vcs = frames["vcs"]
 if widgets.priced(vcs):
     st.subheader("Money lost per VC")

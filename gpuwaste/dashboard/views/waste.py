@@ -95,6 +95,7 @@ study_table("waste_by_vc", "No jobs in this view.")
 st.caption("% own: of the GPU time of that kind of job; % all: of all GPU time in the VC.")
 act("ask the owners of the jobs that lose the most to release GPUs they leave idle, or to request "
     "fewer.", "lost", "Jobs with the most GPU hours lost")  # fmt: skip
+widgets.waited_behind_idle(f)
 
 st.subheader("Jobs with unused GPUs by size (CloudBrain Table V)")
 nus = with_group(data.fetch(q.summary, f, "never_used_by_size"))

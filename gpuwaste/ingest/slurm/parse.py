@@ -107,6 +107,8 @@ JOB_SCHEMA: dict[str, pl.DataType] = {
     "source": pl.String(),
     "mig_profile": pl.String(),
     "gpu_model": pl.String(),
+    "exit_code": pl.Int32(),
+    "exit_signal": pl.Int32(),
 }
 
 # Jobstats' per-GPU figures (gpuwaste.jobstats_summary), one row per job x host x GPU minor.
@@ -173,6 +175,19 @@ class _Row:
     mig_profile: str | None = None
     gpu_model: str | None = None
     summary: JobSummary | None = None
+    exit_code: int | None = None
+    exit_signal: int | None = None
+
+
+_EXIT = re.compile(r"^(?P<code>\d+):(?P<signal>\d+)$")
+
+
+def parse_exit(text: str | None) -> tuple[int | None, int | None]:
+    """sacct's ExitCode `code:signal` (`1:0`, `0:9`); (None, None) when absent or not that."""
+    m = _EXIT.match(text.strip()) if text else None
+    if m is None:
+        return None, None
+    return int(m.group("code")), int(m.group("signal"))
 
 
 def detect_delimiter(first_line: str) -> str | None:
@@ -349,6 +364,7 @@ class _Columns:
         self.reqgres = idx("reqgres")
         self.nodelist = idx("nodelist")
         self.admincomment = idx("admincomment")
+        self.exitcode = idx("exitcode")
 
 
 def _job_gpus(fields: list[str], c: _Columns) -> int | None:
@@ -558,6 +574,7 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
             mig_profile=profile,
             gpu_model=model,
         )
+        row.exit_code, row.exit_signal = parse_exit(_get(fields, c.exitcode))
         accepted += 1
         if step is None and c.admincomment is not None:
             try:
@@ -604,6 +621,8 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
             "source": [SOURCE] * len(out),
             "mig_profile": [r.mig_profile for r in out],
             "gpu_model": [r.gpu_model for r in out],
+            "exit_code": [r.exit_code for r in out],
+            "exit_signal": [r.exit_signal for r in out],
         },
         schema=JOB_SCHEMA,
     )
@@ -687,6 +706,8 @@ def _job_from_steps(rows: list[_Row]) -> _Row:
         hosts=hosts,
         mig_profile=next((r.mig_profile for r in rows if r.mig_profile), None),
         gpu_model=next((r.gpu_model for r in rows if r.gpu_model), None),
+        exit_code=lead.exit_code,
+        exit_signal=lead.exit_signal,
     )
 
 

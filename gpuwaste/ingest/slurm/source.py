@@ -141,7 +141,8 @@ def write_slurm(
         .with_columns(pl.lit(JOBSTATS_SUMMARY).alias("gpu_from"))
     ]
     ties = tie_jobs(wh, cluster, jobs, gres_idx=gres_idx, extra=extra) if jobs.height else None
-    written["jobs"] = wh.upsert("jobs", cluster, SOURCE, jobs) if jobs.height else 0
+    shown = jobs.with_columns(pl.col("slurm_job_id").alias("shown_id"))  # what log names carry
+    written["jobs"] = wh.upsert("jobs", cluster, SOURCE, shown) if jobs.height else 0
     if ties is not None:
         ids = jobs["job_id"].implode()
         written["job_gpus"] = wh.replace_rows_where(

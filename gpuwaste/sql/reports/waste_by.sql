@@ -2,14 +2,18 @@
 --        the device's gpu_model, '(unknown)' where no source names it) with GPU
 --        time in the period [period_start, period_end): GPU hours allocated, busy, in idle
 --        slots, on never-used GPUs, lost (idle-slot + never-used), share lost %, GPU utilization
---        (time-weighted mean) %, jobs; with [cost] prices, the money allocated (cost) and lost.
--- sources: job_gpu_usage, job_usage.
+--        (time-weighted mean) %, jobs; with [cost] prices, the money allocated (cost) and lost;
+--        per user and VC, others_waited_gpu_h and others_waits (see below).
+-- sources: job_gpu_usage, job_usage, queue_idle_overlap.
 -- variables: waste_by ('user' | 'vc' | 'model'), cluster (null: every cluster), vc (null: every VC),
 --            period_start, period_end (timestamptz; null: all time).
 -- Period rule: a job is in the period when one of its GPU allocations overlaps it (a running
 -- job's allocation reaches the watermark it was analyzed up to); each allocation counts with the
 -- part of its figures inside the period, in proportion to its overlap (as waste_daily splits
 -- days: exact for allocated hours, the others assumed spread evenly).
+-- others_waited_gpu_h, others_waits: per user and per VC, the GPU hours other users' jobs waited
+-- while this user's (VC's) GPUs were allocated and idle (queue_idle_overlap's blocked_gpu_s)
+-- and how many of their waits; a wait counts whole when it overlaps the period.
 with
 
 jobs as (
@@ -38,7 +42,22 @@ gpus as (
       and (getvariable('period_end') is null or start_ts < getvariable('period_end')::timestamptz)
 ),
 
-final as (
+waited as (
+    select
+        cluster,
+        case getvariable('waste_by') when 'user' then holder_user else holder_vc end as who,
+        sum(blocked_gpu_s) / 3600 as others_waited_gpu_h,
+        count(distinct (job_id, attempt)) as others_waits
+    from queue_idle_overlap
+    where not same_user and getvariable('waste_by') <> 'model'
+      and (getvariable('cluster') is null or cluster = getvariable('cluster'))
+      and (getvariable('vc') is null or holder_vc = getvariable('vc'))
+      and (getvariable('period_start') is null or wait_end > getvariable('period_start')::timestamptz)
+      and (getvariable('period_end') is null or wait_start < getvariable('period_end')::timestamptz)
+    group by all
+),
+
+lost as (
     select
         j.cluster,
         case getvariable('waste_by')
@@ -59,6 +78,12 @@ final as (
     from gpus as g
     join jobs as j using (cluster, job_id)
     group by all
+),
+
+final as (
+    select l.*, w.others_waited_gpu_h, w.others_waits
+    from lost as l
+    left join waited as w using (cluster, who)
 )
 
 select * from final

@@ -1,0 +1,102 @@
+"""Queue and failures: why jobs waited [Philly §3.1, Table 2], how many GPU hours they waited
+behind GPUs other jobs held idle, and (in its own section) why jobs failed."""
+
+from __future__ import annotations
+
+import polars as pl
+import streamlit as st
+
+from gpuwaste.dashboard import charts, data, widgets
+from gpuwaste.dashboard import queries as q
+from gpuwaste.dashboard.failures import failures_section
+from gpuwaste.warehouse.results import ALL_MODELS
+
+CAUSES = ("fair-share", "fragmentation", "capacity", "other")
+TABLE_2 = {
+    "size_class": "Job size (GPUs)",
+    "cause": "Cause",
+    "stretches": "Waits",
+    "stretches_pct": "Occurrences (%)",
+    "cause_wait_s": "Waiting (h)",
+    "wait_pct": "Waiting time (%)",
+}
+HOLDERS = {
+    "waits_behind": "Others' waits behind them",
+    "blocked_gpu_h": "GPU hours others waited",
+    "idle_gpu_h": "Idle GPU hours during those waits",
+}
+
+f = widgets.current_filters()
+st.title("Queue and failures")
+widgets.show_view(f)
+
+st.subheader("Why jobs waited (Philly Table 2)")
+st.caption(
+    "Each wait (submission to start, and between a job's attempts) is cut where the cluster's "
+    "occupancy changes, and each piece classified: fair-share (its VC held its quota), capacity "
+    "(fewer GPUs free than it ran on), fragmentation (enough free, not on few enough hosts for "
+    "its GPUs per host), other (room was there: the scheduler's order or latency). A wait counts "
+    "once, under the cause of most of its time; the waiting time splits by cause."
+)
+summary = data.fetch(q.summary, f, "queue_cause_summary")
+if (summary["gpu_model"] == ALL_MODELS).all():
+    summary = summary.drop("gpu_model")
+shown = summary.filter(pl.col("vc") == summary["vc"].first()) if summary.height else summary
+if shown.height:
+    every = shown.filter(pl.col("size_class") == "all").row(0, named=True)
+    cols = st.columns(3)
+    cols[0].metric("Waits", f"{every['waits'] or 0:,}")
+    cols[1].metric("Hours waited", f"{(every['wait_s'] or 0) / 3600:,.0f}")
+    cols[2].metric(
+        "Out-of-order starts",
+        f"{every['out_of_order_pct'] or 0:.1f}%",
+        help="Starts of a job while an earlier-submitted one, which the GPUs it took would have "
+        "fitted, waited (not for fair-share), as a share of all starts (Philly §3.1: 38.1 %).",
+    )
+    if not shown["fair_share_judged"].all():
+        st.info(
+            "Fair-share is not judged for every VC here: VC quotas are not configured for all "
+            "of them (`[clusters.vc_quotas]`, GPUs per VC; the Philly trace has none).",
+            icon=":material/info:",
+        )
+    sized = shown.filter(pl.col("size_class") != "all")
+    widgets.plot(
+        charts.bars(sized, "size_class", "wait_pct", "cause",
+                    "Waiting time by cause and job size", "% of the size's waiting time"),
+        key="table2",
+    )  # fmt: skip
+table2 = summary.with_columns(pl.col("cause_wait_s") / 3600).select(
+    c for c in ("vc", "gpu_model", *TABLE_2) if c in summary.columns
+)
+widgets.table(
+    widgets.readable(table2, TABLE_2),
+    "No waits in this view (run `gpuwaste analyze` after ingesting jobs with start times).",
+    name="queue causes",
+)
+
+st.subheader("GPU hours waited behind idle GPUs")
+st.caption(
+    "While a job waited, other users' jobs held GPUs allocated but idle (idle slots, never-used "
+    "GPUs): the GPU hours of waiting those idle GPUs could have served (at most the waiting "
+    "job's own GPUs x its wait), by the VC that held them. A user's idle GPUs behind their own "
+    "waits are not counted."
+)
+daily = data.fetch(q.queue_idle_daily, f)
+if daily.height:
+    widgets.plot(
+        charts.bars(daily, "day", "blocked_gpu_h", "holder_vc",
+                    "GPU hours waited behind idle GPUs, by the idle GPUs' VC", "GPU hours"),
+        key="queue_idle_daily",
+    )  # fmt: skip
+widgets.table(
+    widgets.readable(data.fetch(q.queue_idle_holders, f), HOLDERS),
+    "No job waited while other users' GPUs were idle in this view.",
+    name="waiting behind idle GPUs",
+)
+st.markdown(
+    ":material/lightbulb: **What to do:** the users at the top kept their colleagues waiting "
+    "with GPUs they did not use: `gpuwaste notify` tells them, and an idle-job rule "
+    "(Policies page) would have released the GPUs."
+)
+
+failures_section(f)

@@ -1,0 +1,1 @@
+"""Job stdout/stderr logs: failure signatures per attempt (`gpuwaste ingest logs`)."""

@@ -1,0 +1,137 @@
+"""The job logs source: a folder of job stdout/stderr files -> `job_logs` (I/O and writes;
+file names and text in `logs.parse`, the rules in `logs.rules`).
+
+Incremental: each file's size, mtime and the digest of the rules it was matched with are kept in
+its `job_logs` row; a file whose three are unchanged is not opened again, a file that grew (or
+was rewritten, or the rules changed) is read and matched again and its row replaced. A file is
+read from its last `tail_mib` MiB only (memory stays bounded by that, whatever the file's size:
+the error that ended a job is at its end). Files whose name the pattern does not match, and
+files that cannot be read (permissions), are quarantined with the reason, per folder; the
+others are read. Files gone from the folder keep their rows (a rotated
+log still tells why its attempt failed). Only the matched line is stored, never the log.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+
+from gpuwaste.config import ClusterConfig, LogsSource, Settings
+from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
+from gpuwaste.ingest.logs.parse import log_name, tail_text
+from gpuwaste.ingest.logs.rules import RuleSet, match_text, rule_set
+from gpuwaste.warehouse.bookkeeping import (
+    Refused,
+    get_watermark,
+    set_watermark,
+    write_quarantine,
+)
+from gpuwaste.warehouse.schema import JOB_LOGS
+from gpuwaste.warehouse.store import Warehouse
+
+SOURCE = "logs"
+
+
+def read_tail(path: Path, size: int, tail_bytes: int) -> str:
+    """The text of the file's last `tail_bytes` bytes (all of it when smaller); OSError when it
+    cannot be read."""
+    start = max(0, size - tail_bytes)
+    with path.open("rb") as fh:
+        fh.seek(start)
+        data = fh.read(tail_bytes)
+    return tail_text(data, from_start=start == 0)
+
+
+def _files(root: Path) -> list[Path]:
+    if not root.is_dir():
+        raise IngestError(f"job log folder {root} does not exist (or is not a folder).")
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def scan_logs(
+    wh: Warehouse, cluster: str, cfg: LogsSource, rules: RuleSet
+) -> tuple[pl.DataFrame, list[Refused], int]:
+    """(rows of the files read now, refused file names, files unchanged since their last read)."""
+    pattern = re.compile(cfg.pattern)
+    known = {
+        r["path"]: (r["size"], r["mtime_ns"], r["rules"])
+        for r in wh.read("job_logs", cluster, SOURCE).iter_rows(named=True)
+    }
+    tail_bytes = int(cfg.tail_mib * (1 << 20))
+    rows: list[dict[str, object]] = []
+    refused: list[Refused] = []
+    unchanged = 0
+    now = datetime.now(UTC)
+    for path in _files(cfg.dir):
+        rel = path.relative_to(cfg.dir).as_posix()
+        name = log_name(path.name, pattern)
+        if name is None:
+            refused.append(
+                Refused(rel, "file name matches no job by the [logs] pattern", path.name)
+            )
+            continue
+        try:
+            st = os.stat(path)
+            if known.get(rel) == (st.st_size, st.st_mtime_ns, rules.digest):
+                unchanged += 1
+                continue
+            text = read_tail(path, st.st_size, tail_bytes)
+        except OSError as exc:  # one unreadable file does not stop the others
+            refused.append(Refused(rel, f"could not be read: {exc.strerror or exc}", path.name))
+            continue
+        found = match_text(text, rules)
+        rows.append(
+            {
+                "path": rel,
+                "job_key": name.job_key,
+                "attempt": name.attempt,
+                "size": st.st_size,
+                "mtime_ns": st.st_mtime_ns,
+                "rules": rules.digest,
+                "reason": found.reason if found else None,
+                "sources": ",".join(found.sources) if found else None,
+                "implicit": found.implicit if found else None,
+                "rank": found.rank if found else None,
+                "line_no": found.line_no if found else None,
+                "line": found.line if found else None,
+                "read_at": now,
+            }
+        )
+    schema = pl.Schema(JOB_LOGS.stored_columns)
+    return pl.DataFrame(rows, schema=schema), refused, unchanged
+
+
+def ingest_logs(settings: Settings, cluster: ClusterConfig) -> IngestResult:
+    """Read the new and changed log files of one cluster's folder and write their rows."""
+    cfg = cluster.logs
+    if cfg is None:
+        raise IngestError(f"cluster '{cluster.name}' has no [logs] source configured.")
+    wh = Warehouse(settings.data_dir)
+    rules = rule_set(settings.failures)
+    rows, refused, unchanged = scan_logs(wh, cluster.name, cfg, rules)
+    written = {"job_logs": wh.upsert("job_logs", cluster.name, SOURCE, rows) if rows.height else 0}
+    written["quarantine"] = write_quarantine(wh, cluster.name, SOURCE, str(cfg.dir), refused)
+    if rows.height:
+        newest = datetime.fromtimestamp(int(rows["mtime_ns"].max()) / 1e9, UTC)  # type: ignore[arg-type]
+        old = get_watermark(wh, cluster.name, SOURCE)
+        if old is None or newest > old:
+            set_watermark(wh, cluster.name, SOURCE, newest, {"dir": str(cfg.dir)})
+    matched = rows.filter(pl.col("reason").is_not_null()).height
+    return IngestResult(
+        source=SOURCE,
+        cluster=cluster.name,
+        accepted=rows.height + unchanged,
+        refused=refused,
+        written=written,
+        note=f"{rows.height} log files read ({matched} with a failure signature), "
+        f"{unchanged} unchanged",
+    )
+
+
+def run_logs(settings: Settings, cluster: ClusterConfig, options: RunOptions) -> IngestResult:
+    """The configured log folder of `cluster` (its runner in `ingest.sources`)."""
+    return ingest_logs(settings, cluster)

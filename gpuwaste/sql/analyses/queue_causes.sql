@@ -1,0 +1,211 @@
+-- grain: one row per start of a job's attempt (a scheduling decision) [Philly §3.1, Table 2]:
+--        the waiting stretch before it (submission -> first attempt's start; a previous
+--        attempt's end -> the next attempt's start), its seconds by cause and its cause (the
+--        cause of most of its seconds; null when it did not wait), and whether the start
+--        jumped the queue (out_of_order). docs/definitions.md#queueing-causes.
+-- sources: job_gpu_usage (allocations: occupancy, each attempt's GPUs and layout), job_usage
+--          (submission, user, VC, size class), gpu_samples (GPUs seen in telemetry).
+-- variables: cluster; vc_quota_names, vc_quota_gpus (varchar[], double[]: [clusters.vc_quotas];
+--            null: no quotas, fair-share is not judged).
+-- Capacity: a host has the GPUs seen on it, in telemetry or in allocations (a MIG GPU is one
+-- GPU; a MIG allocation occupies its slice's share of it, job_gpu_usage.gpu_weight).
+-- A stretch is cut at every change of occupancy into sub-stretches, each classified in this
+-- order by the state that holds through it:
+--   1. fair-share: quotas are known for the job's VC and the VC held at least its quota;
+--   2. capacity: fewer GPUs free in the cluster than the job's GPUs;
+--   3. fragmentation: enough GPUs free, but fewer hosts with the job's GPUs per host free than
+--      the hosts it ran on (its layout as it finally ran: hosts, the most GPUs on one host);
+--   4. other: quota, GPUs and a placement were there (the scheduler's order or latency).
+with
+
+alloc as (
+    select
+        job_id, attempt, host, gpu, start_ts, end_ts,
+        coalesce(gpu_weight, 1.0) as w
+    from job_gpu_usage
+    where cluster = getvariable('cluster') and end_ts > start_ts
+),
+
+job as (
+    select job_id, "user", coalesce(vc, '(none)') as vc, gpu_model, size_class, submit_ts
+    from job_usage
+    where cluster = getvariable('cluster') and submit_ts is not null
+),
+
+quotas as (
+    select
+        unnest(getvariable('vc_quota_names')::varchar[]) as vc,
+        unnest(getvariable('vc_quota_gpus')::double[]) as quota
+),
+
+capacity as (
+    select host, count(*)::double as gpus
+    from (
+        select distinct host, gpu from gpu_samples where cluster = getvariable('cluster')
+        union
+        select distinct host, gpu from alloc
+    )
+    group by host
+),
+
+total as (select sum(gpus) as gpus from capacity),
+
+host_alloc as (
+    select job_id, attempt, host, sum(w) as gpus from alloc group by all
+),
+
+attempts as (
+    select
+        job_id, attempt,
+        min(start_ts) as start_ts, max(end_ts) as end_ts,
+        round(sum(gpus), 6) as gpus, count(*) as hosts, round(max(gpus), 6) as per_host
+    from (
+        select h.*, a.start_ts, a.end_ts
+        from host_alloc as h
+        join (
+            select job_id, attempt, host, min(start_ts) as start_ts, max(end_ts) as end_ts
+            from alloc group by all
+        ) as a using (job_id, attempt, host)
+    )
+    group by all
+),
+
+starts as (
+    select
+        a.job_id, a.attempt, j."user", j.vc, j.gpu_model, j.size_class, j.submit_ts,
+        a.gpus, a.hosts, a.per_host, q.quota,
+        coalesce(
+            lag(a.end_ts) over (partition by a.job_id order by a.attempt), j.submit_ts
+        ) as wait_start,
+        a.start_ts as wait_end
+    from attempts as a
+    join job as j using (job_id)
+    left join quotas as q using (vc)
+),
+
+waits as (select * from starts where wait_end > wait_start),
+
+events as (
+    select a.start_ts as ts, a.host, j.vc, a.w as d from alloc as a join job as j using (job_id)
+    union all
+    select a.end_ts, a.host, j.vc, -a.w from alloc as a join job as j using (job_id)
+),
+
+-- occupancy of the cluster from each change on, until the next
+cluster_used as (
+    select ts, lead(ts, 1, 'infinity'::timestamptz) over (order by ts) as next_ts, used
+    from (
+        select timestamptz '-infinity' as ts, 0.0 as used
+        union all
+        select ts, round(sum(sum(d)) over (order by ts), 6) from events group by ts
+    )
+),
+
+vc_used as (
+    select vc, ts, round(sum(sum(d)) over (partition by vc order by ts), 6) as used
+    from events
+    group by vc, ts
+),
+
+host_free as (
+    select
+        f.host, f.ts, f.free,
+        lag(f.free, 1, c.gpus) over (partition by f.host order by f.ts) as prev_free
+    from (
+        select host, ts, round(c.gpus - sum(sum(d)) over (partition by host order by ts), 6) as free
+        from events
+        join capacity as c using (host)
+        group by host, ts, c.gpus
+    ) as f
+    join capacity as c using (host)
+),
+
+per_host_needs as (select distinct per_host as g from waits),
+
+-- hosts with at least g GPUs free, from each change on
+hosts_with as (
+    select g, ts, sum(sum(d)) over (partition by g order by ts) as hosts
+    from (
+        select n.g, timestamptz '-infinity' as ts, count(*)::bigint as d
+        from per_host_needs as n join capacity as c on c.gpus >= n.g
+        group by n.g
+        union all
+        select n.g, h.ts, (h.free >= n.g)::int - (h.prev_free >= n.g)::int
+        from host_free as h cross join per_host_needs as n
+        where (h.free >= n.g) <> (h.prev_free >= n.g)
+    )
+    group by g, ts
+),
+
+pieces as (
+    select
+        w.*,
+        greatest(w.wait_start, u.ts) as s0,
+        least(w.wait_end, u.next_ts) as s1,
+        t.gpus - u.used as free
+    from waits as w
+    join cluster_used as u on u.ts < w.wait_end and u.next_ts > w.wait_start
+    cross join total as t
+),
+
+classified as (
+    select
+        p.*,
+        epoch(p.s1 - p.s0) as s,
+        case
+            when p.quota is not null and coalesce(v.used, 0) >= p.quota then 'fair-share'
+            when p.free < p.gpus then 'capacity'
+            when coalesce(h.hosts, 0) < p.hosts then 'fragmentation'
+            else 'other'
+        end as cause
+    from pieces as p
+    asof left join vc_used as v on v.vc = p.vc and v.ts <= p.s0
+    asof left join hosts_with as h on h.g = p.per_host and h.ts <= p.s0
+),
+
+by_stretch as (
+    select
+        job_id, attempt,
+        sum(s) filter (cause = 'fair-share') as fair_share_s,
+        sum(s) filter (cause = 'fragmentation') as fragmentation_s,
+        sum(s) filter (cause = 'capacity') as capacity_s,
+        sum(s) filter (cause = 'other') as other_s,
+        -- ties: the first in the classification order
+        first(
+            cause order by s desc,
+            list_position(['fair-share', 'capacity', 'fragmentation', 'other'], cause)
+        ) as cause
+    from (select job_id, attempt, cause, sum(s) as s from classified group by all)
+    group by all
+),
+
+-- a start jumped the queue when, as it started, an earlier-submitted job that its GPUs would
+-- have fitted (no more GPUs, no more per host) waited for a reason other than fair-share
+jumped as (
+    select distinct b.job_id, b.attempt
+    from starts as b
+    join classified as a
+        on a.s0 <= b.wait_end and a.s1 > b.wait_end
+        and a.submit_ts < b.submit_ts and a.job_id <> b.job_id
+        and a.gpus <= b.gpus and a.per_host <= b.per_host
+    where a.cause <> 'fair-share'
+),
+
+final as (
+    select
+        s.job_id, s.attempt, s."user", s.vc, s.gpu_model, s.size_class,
+        s.gpus, s.hosts, s.per_host, s.quota as vc_quota,
+        s.wait_start, s.wait_end,
+        greatest(epoch(s.wait_end - s.wait_start), 0) as wait_s,
+        coalesce(b.fair_share_s, 0) as fair_share_s,
+        coalesce(b.fragmentation_s, 0) as fragmentation_s,
+        coalesce(b.capacity_s, 0) as capacity_s,
+        coalesce(b.other_s, 0) as other_s,
+        b.cause,
+        j.job_id is not null as out_of_order
+    from starts as s
+    left join by_stretch as b using (job_id, attempt)
+    left join jumped as j using (job_id, attempt)
+)
+
+select * from final

@@ -1,0 +1,56 @@
+"""`gpuwaste notify` tells a user whose idle GPUs kept other users' jobs waiting, with the figures
+of queue_idle_overlap (docs/definitions.md#waiting-behind-idle-gpus)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import polars as pl
+
+from gpuwaste.analyses.run import analyze
+from gpuwaste.config import Settings
+from gpuwaste.warehouse.store import Warehouse
+from tests.support.act_warehouse import with_low_data_job
+from tests.support.two_jobs import T0
+from tests.test_notify import CONFIG, notify
+
+
+def test_the_digest_says_how_long_others_waited_behind_your_idle_gpus(tmp_path: Path) -> None:
+    """The act warehouse (ann's job a with an idle slot, bob's never-used GPU, ann's job c), plus
+    dan's job w, submitted at T0 and started 20 minutes later on GPU 3: it waited while ann's
+    and bob's GPUs idled."""
+    data_dir = with_low_data_job(tmp_path / "wh")
+    (tmp_path / "gpuwaste.toml").write_text(CONFIG)
+    wh = Warehouse(data_dir)
+    start, end = T0 + timedelta(seconds=1200), T0 + timedelta(seconds=2400)
+    wh.upsert(
+        "jobs",
+        "c",
+        "w",
+        pl.DataFrame(
+            {"job_id": ["w"], "user": ["dan"], "vc": ["vision"], "state": ["passed"],
+             "submit_ts": [T0], "start_ts": [start], "end_ts": [end], "gpus": [1],
+             "is_debug": [False]}
+        ),
+    )  # fmt: skip
+    wh.upsert(
+        "job_gpus",
+        "c",
+        "w",
+        pl.DataFrame(
+            {"job_id": ["w"], "attempt": [0], "host": ["h"], "gpu": [3], "start_ts": [start],
+             "end_ts": [end]}
+        ),
+    )  # fmt: skip
+    analyze(Settings(data_dir=data_dir), quiet=True)
+    overlap = wh.read("queue_idle_overlap", "c")
+    ann = overlap.filter(pl.col("holder_user") == "ann")
+    assert ann["job_id"].to_list() == ["w"] and ann["blocked_gpu_s"][0] > 0
+    r = notify(data_dir)
+    assert r.returncode == 0, r.stderr
+    hours = ann["blocked_gpu_s"].sum() / 3600
+    assert (
+        f"While your GPUs sat idle, 1 job(s) of other users waited {hours:.2f} GPU hours"
+        in r.stdout
+    )

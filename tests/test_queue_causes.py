@@ -1,0 +1,312 @@
+"""Queueing causes, out-of-order starts and waiting behind idle GPUs (docs/definitions.md#queueing-causes),
+on hand-computed clusters: the summaries' SQL run by the registry over tables built here."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import duckdb
+import polars as pl
+import pytest
+
+from gpuwaste.analyses.registry import BY_NAME
+from gpuwaste.analyses.sqlfiles import set_variables
+from gpuwaste.warehouse.results import ALL_MODELS, ALL_VCS
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+CLUSTER = "c"
+
+
+def at(s: float) -> datetime:
+    return T0 + timedelta(seconds=s)
+
+
+class Cluster:
+    """Jobs and their allocations, written as the result tables the queue analyses read."""
+
+    def __init__(self) -> None:
+        self.jobs: list[dict[str, Any]] = []
+        self.gpus: list[dict[str, Any]] = []
+        self.slots: list[dict[str, Any]] = []
+        self.hosts: list[dict[str, Any]] = []
+
+    def host(self, name: str, gpus: int) -> None:
+        self.hosts += [{"cluster": CLUSTER, "host": name, "gpu": g} for g in range(gpus)]
+
+    def job(
+        self,
+        job_id: str,
+        submit: float,
+        layout: dict[str, list[int]],
+        start: float,
+        end: float,
+        *,
+        user: str = "u",
+        vc: str = "v",
+        attempt: int = 1,
+        never_used: bool = False,
+    ) -> None:
+        n = sum(len(g) for g in layout.values())
+        if attempt == 1:
+            size = "1" if n <= 1 else "2-4" if n <= 4 else "5-8" if n <= 8 else ">8"
+            self.jobs.append(
+                {
+                    "cluster": CLUSTER,
+                    "job_id": job_id,
+                    "user": user,
+                    "vc": vc,
+                    "gpu_model": "m",
+                    "size_class": size,
+                    "submit_ts": at(submit),
+                }
+            )
+        for host, gpus in layout.items():
+            for g in gpus:
+                self.gpus.append(
+                    {
+                        "cluster": CLUSTER,
+                        "job_id": job_id,
+                        "attempt": attempt,
+                        "host": host,
+                        "gpu": g,
+                        "gpu_instance": None,
+                        "gpu_weight": 1.0,
+                        "start_ts": at(start),
+                        "end_ts": at(end),
+                        "never_used": never_used,
+                        "alloc_s": end - start,
+                        "never_used_s": end - start if never_used else 0.0,
+                    }
+                )
+
+    def idle_slot(self, job_id: str, host: str, gpu: int, start: float, end: float) -> None:
+        self.slots.append(
+            {
+                "cluster": CLUSTER,
+                "job_id": job_id,
+                "attempt": 1,
+                "host": host,
+                "gpu": gpu,
+                "gpu_instance": None,
+                "start_ts": at(start),
+                "end_ts": at(end),
+            }
+        )
+
+    def analyze(self, quotas: dict[str, float] | None = None) -> dict[str, pl.DataFrame]:
+        """Run the three queue analyses as `gpuwaste analyze` does (each after those it reads)."""
+        con = duckdb.connect()
+        tables = {
+            "job_usage": self.jobs,
+            "job_gpu_usage": self.gpus,
+            "gpu_samples": self.hosts,
+            "idle_slots": self.slots,
+        }
+        schema = {"gpu_instance": pl.Int16, "start_ts": pl.Datetime("us", "UTC")}
+        for name, rows in tables.items():
+            frame = pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None)
+            if name == "idle_slots" and not rows:
+                frame = pl.DataFrame(
+                    schema={
+                        "cluster": pl.String,
+                        "job_id": pl.String,
+                        "attempt": pl.Int64,
+                        "host": pl.String,
+                        "gpu": pl.Int64,
+                        "gpu_instance": pl.Int16,
+                        "start_ts": pl.Datetime("us", "UTC"),
+                        "end_ts": pl.Datetime("us", "UTC"),
+                    }
+                )
+            con.register(name, frame)
+        variables: dict[str, Any] = {"cluster": CLUSTER}
+        if quotas:
+            variables |= {"vc_quota_names": list(quotas), "vc_quota_gpus": list(quotas.values())}
+        set_variables(con, variables)
+        out = {}
+        for name in ("queue_causes", "queue_cause_summary", "queue_idle_overlap"):
+            out[name] = BY_NAME[name].compute(con)
+            con.register(name, out[name].with_columns(pl.lit(CLUSTER).alias("cluster")))
+        return out
+
+
+def stretch(out: dict[str, pl.DataFrame], job_id: str, attempt: int = 1) -> dict[str, Any]:
+    rows = out["queue_causes"].filter((pl.col("job_id") == job_id) & (pl.col("attempt") == attempt))
+    assert rows.height == 1
+    return rows.row(0, named=True)
+
+
+def five_hosts_half_held(held_per_host: int = 4, filler_vc: str = "v") -> Cluster:
+    """5 hosts of 8 GPUs; a filler job holds `held_per_host` GPUs on each from 0 to 1000 s; a
+    16-GPU job (2 hosts x 8 as it ran) submitted at 100 s starts at 1000 s."""
+    c = Cluster()
+    for h in range(5):
+        c.host(f"h{h}", 8)
+    c.job(
+        "filler",
+        0,
+        {f"h{h}": list(range(held_per_host)) for h in range(5)},
+        0,
+        1000,
+        vc=filler_vc,
+    )
+    c.job("big", 100, {"h0": list(range(8)), "h1": list(range(8))}, 1000, 2000)
+    return c
+
+
+def test_16_gpus_waiting_while_20_are_free_in_4_gpu_pieces_is_fragmentation() -> None:
+    out = five_hosts_half_held().analyze()
+    big = stretch(out, "big")
+    assert big["wait_s"] == 900
+    assert big["cause"] == "fragmentation"
+    assert big["fragmentation_s"] == 900
+    assert big["capacity_s"] == big["fair_share_s"] == big["other_s"] == 0
+    assert (big["gpus"], big["hosts"], big["per_host"]) == (16, 2, 8)
+
+
+def test_the_same_job_while_its_vc_is_over_quota_is_fair_share() -> None:
+    out = five_hosts_half_held().analyze(quotas={"v": 16})
+    big = stretch(out, "big")
+    assert big["cause"] == "fair-share"
+    assert big["fair_share_s"] == 900
+    assert big["vc_quota"] == 16
+    # another VC's use does not count against this VC's quota
+    out = five_hosts_half_held(filler_vc="w").analyze(quotas={"v": 16, "w": 40})
+    assert stretch(out, "big")["cause"] == "fragmentation"
+
+
+def test_fewer_free_gpus_than_asked_is_capacity() -> None:
+    out = five_hosts_half_held(held_per_host=6).analyze()  # 10 free
+    big = stretch(out, "big")
+    assert (big["cause"], big["capacity_s"]) == ("capacity", 900)
+
+
+def test_a_stretch_is_cut_where_occupancy_changes() -> None:
+    """10 GPUs free until 400 s (capacity), then 20 in 4-GPU pieces (fragmentation)."""
+    c = five_hosts_half_held()
+    c.job("more", 0, {f"h{h}": [4, 5] for h in range(5)}, 0, 400)
+    big = stretch(c.analyze(), "big")
+    assert (big["capacity_s"], big["fragmentation_s"]) == (300, 600)
+    assert big["cause"] == "fragmentation"  # most of its seconds
+
+
+def test_summary_in_table_2_layout_says_whether_fair_share_was_judged() -> None:
+    c = five_hosts_half_held()
+    c.job("more", 0, {f"h{h}": [4, 5] for h in range(5)}, 0, 400)
+    for quotas, judged in ((None, False), ({"v": 100}, True)):
+        s = c.analyze(quotas)["queue_cause_summary"].filter(
+            (pl.col("vc") == ALL_VCS) & (pl.col("gpu_model") == ALL_MODELS)
+        )
+        big = {r["cause"]: r for r in s.filter(pl.col("size_class") == ">8").iter_rows(named=True)}
+        assert set(big) == {"fair-share", "fragmentation", "capacity", "other"}
+        assert big["fragmentation"]["stretches"] == 1
+        assert big["fragmentation"]["stretches_pct"] == 100
+        assert big["fragmentation"]["wait_pct"] == pytest.approx(100 * 600 / 900)
+        assert big["capacity"]["wait_pct"] == pytest.approx(100 * 300 / 900)
+        assert big["capacity"]["stretches"] == 0
+        assert all(r["fair_share_judged"] is judged for r in big.values())
+        assert big["other"]["decisions"] == 3  # filler (20 GPUs), more (10), big
+
+
+def test_out_of_order_share_by_hand() -> None:
+    """One host of 8 GPUs. X holds all 8 until 100 s. A (4 GPUs, submitted at 10 s) and B (4 GPUs,
+    submitted at 20 s) wait; at 100 s B starts while A, submitted earlier and fitting B's GPUs,
+    still waits (until 200 s). Decisions: X, B, A; out of order: B. C (8 GPUs, submitted at 5 s,
+    starts at 300 s) is earlier but would not fit B's 4 GPUs: it makes no start out of order."""
+    c = Cluster()
+    c.host("h", 8)
+    c.job("X", 0, {"h": list(range(8))}, 0, 100)
+    c.job("A", 10, {"h": [0, 1, 2, 3]}, 200, 300)
+    c.job("B", 20, {"h": [4, 5, 6, 7]}, 100, 300)
+    c.job("C", 5, {"h": list(range(8))}, 300, 400)
+    out = c.analyze()
+    ooo = dict(out["queue_causes"].select("job_id", "out_of_order").iter_rows())
+    assert ooo == {"X": False, "A": False, "B": True, "C": False}
+    s = out["queue_cause_summary"].filter(
+        (pl.col("vc") == ALL_VCS) & (pl.col("gpu_model") == ALL_MODELS)
+    )
+    row = s.filter(pl.col("size_class") == "all").row(0, named=True)
+    assert row["decisions"] == 4
+    assert row["out_of_order_pct"] == pytest.approx(25.0)
+
+
+def test_a_job_waiting_for_fair_share_makes_no_start_out_of_order() -> None:
+    c = Cluster()
+    c.host("h", 8)
+    c.job("X", 0, {"h": list(range(8))}, 0, 100, vc="a")
+    c.job("A", 10, {"h": [0, 1, 2, 3]}, 200, 300, vc="a")  # VC a holds >= its quota of 4
+    c.job("B", 20, {"h": [4, 5, 6, 7]}, 100, 300, vc="a")
+    out = c.analyze(quotas={"a": 4})
+    assert not out["queue_causes"]["out_of_order"].any()
+    # 10 s to 100 s X holds 8 of a's GPUs, 100 s to 200 s B holds 4: fair-share throughout
+    assert stretch(out, "A")["fair_share_s"] == 190
+
+
+def test_a_second_attempt_waits_from_the_first_ones_end() -> None:
+    c = five_hosts_half_held(held_per_host=6)
+    c.job("big", 100, {"h2": list(range(8)), "h3": list(range(8))}, 2500, 3000, attempt=2)
+    out = c.analyze()
+    second = stretch(out, "big", attempt=2)
+    assert (second["wait_start"], second["wait_end"], second["wait_s"]) == (at(2000), at(2500), 500)
+    assert second["cause"] == "other"  # the cluster was empty
+
+
+def test_waiting_behind_idle_gpus_by_hand() -> None:
+    """H (user u1) holds 2 GPUs from 0 to 1000 s: GPU 0 has an idle slot 100-400 s, GPU 1 is never
+    used. W (user u2, 4 GPUs, same VC) waits 200-600 s for capacity (6 GPUs). Idle inside W's wait:
+    GPU 0 200-400 s (200 GPU-s), GPU 1 200-600 s (400 GPU-s): 600 GPU-s, all of which kept it
+    waiting (it waited 4 x 400 = 1600 GPU-s)."""
+    c = Cluster()
+    c.host("h", 6)
+    c.job("H", 0, {"h": [0]}, 0, 1000, user="u1")
+    c.job("H", 0, {"h": [1]}, 0, 1000, user="u1", never_used=True)
+    c.jobs.pop()  # one job, two GPUs
+    c.idle_slot("H", "h", 0, 100, 400)
+    c.job("W", 200, {"h": [2, 3, 4, 5]}, 600, 900, user="u2")
+    c.job("F", 0, {"h": [2, 3]}, 0, 600, user="u3")  # busy: not idle
+    out = c.analyze()
+    overlap = out["queue_idle_overlap"]
+    assert overlap.height == 1
+    row = overlap.row(0, named=True)
+    assert (row["job_id"], row["user"], row["holder_user"]) == ("W", "u2", "u1")
+    assert row["idle_gpu_s"] == 600
+    assert row["blocked_gpu_s"] == 600
+    assert row["same_vc"] and not row["same_user"]
+    assert stretch(out, "W")["cause"] == "capacity"
+
+
+def test_blocked_gpu_seconds_never_exceed_the_wait() -> None:
+    """8 idle GPUs for 100 s behind a 1-GPU job's 100 s wait: 800 idle GPU-s, 100 blocked."""
+    c = Cluster()
+    c.host("h", 9)
+    c.job("H", 0, {"h": list(range(8))}, 0, 1000, user="u1", never_used=True)
+    c.job("F", 0, {"h": [8]}, 0, 200, user="u3")
+    c.job("W", 100, {"h": [8]}, 200, 300, user="u2")
+    row = c.analyze()["queue_idle_overlap"].row(0, named=True)
+    assert (row["idle_gpu_s"], row["blocked_gpu_s"]) == (800, 100)
+
+
+def test_a_never_used_gpu_with_half_its_time_observed_is_idle_half_the_time() -> None:
+    c = Cluster()
+    c.host("h", 2)
+    c.job("H", 0, {"h": [0]}, 0, 1000, user="u1", never_used=True)
+    c.gpus[-1]["never_used_s"] = 500.0  # samples for half of its allocation
+    c.job("F", 0, {"h": [1]}, 0, 200, user="u3")
+    c.job("W", 0, {"h": [1]}, 200, 300, user="u2")
+    row = c.analyze()["queue_idle_overlap"].row(0, named=True)
+    assert row["idle_gpu_s"] == 100  # 200 s of wait x half a GPU
+
+
+def test_two_waits_behind_one_idle_gpu_share_it() -> None:
+    """One never-used GPU from 0 to 1000 s; W1 and W2 (1 GPU each, other users) both wait from
+    100 s to 300 s: the idle GPU could have served one of them, 200 GPU-s in all, 100 each."""
+    c = Cluster()
+    c.host("h", 3)
+    c.job("H", 0, {"h": [0]}, 0, 1000, user="u1", never_used=True)
+    c.job("F", 0, {"h": [1, 2]}, 0, 300, user="u3")
+    c.job("W1", 100, {"h": [1]}, 300, 400, user="u2")
+    c.job("W2", 100, {"h": [2]}, 300, 400, user="u4")
+    overlap = c.analyze()["queue_idle_overlap"].filter(pl.col("holder_user") == "u1")
+    assert dict(overlap.select("job_id", "idle_gpu_s").iter_rows()) == {"W1": 200, "W2": 200}
+    assert dict(overlap.select("job_id", "blocked_gpu_s").iter_rows()) == {"W1": 100, "W2": 100}

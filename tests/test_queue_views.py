@@ -1,0 +1,64 @@
+"""The queue analyses where people read them, on the session's demo warehouse: the dashboard's
+"Queue and failures" page and `report --by user`'s "GPU hours others waited while you idled"."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import gpuwaste.dashboard
+from gpuwaste.analyses.waste_by import waste_by
+from gpuwaste.config import DATA_DIR_ENV, Settings
+
+APP = str(Path(gpuwaste.dashboard.__file__).parent / "app.py")
+
+
+@pytest.mark.parametrize("cluster", ["demo", "philly-sample"])
+def test_queue_page_draws_table_2_and_the_waits_behind_idle_gpus(
+    demo_warehouse: Path, monkeypatch: pytest.MonkeyPatch, cluster: str
+) -> None:
+    monkeypatch.setenv(DATA_DIR_ENV, str(demo_warehouse))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["cluster"] = cluster
+    at.run()
+    at.switch_page("views/queue.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    charts = {json.loads(e.proto.spec)["title"]["text"] for e in at.get("vega_lite_chart")}
+    assert charts == {
+        "Waiting time by cause and job size",
+        "GPU hours waited behind idle GPUs, by the idle GPUs' VC",
+    }
+    assert [m.label for m in at.metric] == ["Waits", "Hours waited", "Out-of-order starts"]
+    # no quotas are configured for the demo: the page says fair-share was not judged
+    assert any("Fair-share is not judged" in str(i.value) for i in at.info)
+    for page in ("overview", "waste"):  # one figure each
+        at.switch_page(f"views/{page}.py").run()
+        assert not at.exception, [e.value for e in at.exception]
+        shown = [m for m in at.metric if m.label == "GPU hours jobs waited behind idle GPUs"]
+        assert len(shown) == 1 and float(shown[0].value.replace(",", "")) > 0, page
+
+
+def test_report_by_user_has_the_hours_others_waited_while_they_idled(
+    demo_warehouse: Path,
+) -> None:
+    by_user = waste_by(Settings(data_dir=demo_warehouse), "user", cluster="philly-sample")
+    con = duckdb.connect()
+    want = dict(
+        con.execute(
+            "select holder_user, sum(blocked_gpu_s) / 3600 from read_parquet(?) "
+            "where not same_user group by 1",
+            [str(demo_warehouse / "parquet/queue_idle_overlap/cluster=philly-sample/*.parquet")],
+        ).fetchall()
+    )
+    assert want and max(want.values()) > 0
+    have = {
+        r["user"]: r["others_waited_gpu_h"]
+        for r in by_user.iter_rows(named=True)
+        if r["others_waited_gpu_h"] is not None
+    }
+    assert have == pytest.approx(want)
+    assert "others_waited_gpu_h" not in waste_by(Settings(data_dir=demo_warehouse), "model").columns
