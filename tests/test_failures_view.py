@@ -36,6 +36,6 @@ def test_table_7_and_the_attempts_of_a_reason(
     assert not at.exception, [e.value for e in at.exception]
     attempts = next(t for t in (t.value for t in at.dataframe) if "Matched log line" in t.columns)
     assert len(attempts) == want.filter(want["reason"] == reason).height
-    assert set(attempts["Reason"]) == {reason}
+    assert set(attempts["Failure reason"]) == {reason}
     # the demo has no job logs: the page says where the lines come from
     assert any("gpuwaste ingest logs" in str(i.value) for i in at.info)

@@ -30,6 +30,7 @@ TABLE_7 = {
     "per_user": "Repeats per user",
 }
 ATTEMPTS = {
+    "reason": "Failure reason",
     "attempt": "Attempt",
     "origin": "Reason from",
     "runtime_min": "Runtime to failure (min)",
