@@ -9,10 +9,13 @@ from pathlib import Path
 
 import polars as pl
 
-from gpuwaste.config import ClusterConfig, Settings
+from gpuwaste.analyses.run import analyze
+from gpuwaste.config import ClusterConfig, OpenMetricsSource, Settings, SlurmSource
+from gpuwaste.generate import GeneratorSpec, write_all
 from gpuwaste.ingest.gpu_indices import JOB_GPUS_KEY
 from gpuwaste.ingest.job_local_gpus import JOB_LOCAL_BASE, SLOT_GPUS, JobLocalPlacer
 from gpuwaste.ingest.prometheus.openmetrics_source import ingest_openmetrics
+from gpuwaste.ingest.slurm.source import ingest_slurm
 from gpuwaste.warehouse import gpu_from
 from gpuwaste.warehouse.catalog import connect
 from gpuwaste.warehouse.store import Warehouse
@@ -158,3 +161,43 @@ def test_telemetry_after_slurm_records_takes_their_gpus(tmp_path: Path) -> None:
             "select job_id, gpu, ts, util from gpu_samples order by job_id, gpu, ts"
         ).fetchall()
     assert again == got
+
+
+def test_either_order_of_telemetry_and_slurm_gives_the_same_ties(tmp_path: Path) -> None:
+    """A generated slurm-job-exporter cluster (no Slurm record names the GPUs): the telemetry
+    before `ingest slurm`, or after it (its gpu = -1 rows filled by `fill_unknown_gpus`), gives
+    the same job_gpus, each job on devices of its own (gpu >= JOB_LOCAL_BASE), none shared by
+    two jobs at once, and the same per-job GPU time."""
+    out = tmp_path / "gen"
+    write_all(GeneratorSpec(seed=3, gpus=16, days=0.1, telemetry="slurm-job-exporter"), out)
+    got: dict[str, tuple[pl.DataFrame, pl.DataFrame]] = {}
+    for order in ("telemetry-first", "slurm-first"):
+        cluster = ClusterConfig(
+            name="c",
+            telemetry="slurm-job-exporter",
+            slurm=SlurmSource(file=out / "sacct.txt"),
+            openmetrics=OpenMetricsSource(file=out / "metrics.om"),
+        )
+        settings = Settings(data_dir=tmp_path / order, clusters=[cluster])
+        if order == "telemetry-first":
+            ingest_openmetrics(settings, cluster, out / "metrics.om")
+            ingest_slurm(settings, cluster)
+        else:
+            ingest_slurm(settings, cluster)
+            ingest_openmetrics(settings, cluster, out / "metrics.om")
+        analyze(settings, quiet=True)
+        wh = Warehouse(settings.data_dir)
+        ties = wh.read("job_gpus", "c").select("job_id", "host", "gpu", "start_ts", "end_ts")
+        usage = wh.read("job_usage", "c").select("job_id", "gpu_s").sort("job_id")
+        got[order] = (ties.sort("job_id", "host", "gpu"), usage)
+    (ties, usage), (ties2, usage2) = got["telemetry-first"], got["slurm-first"]
+    assert ties.equals(ties2) and usage.equals(usage2)
+    assert ties.height > 0 and (ties["gpu"] >= JOB_LOCAL_BASE).all()
+    # no device held by two jobs at once
+    pairs = ties.join(ties, on=["host", "gpu"], suffix="_o").filter(
+        (pl.col("job_id") != pl.col("job_id_o"))
+        & (pl.col("start_ts") < pl.col("end_ts_o"))
+        & (pl.col("start_ts_o") < pl.col("end_ts"))
+    )
+    assert pairs.height == 0
+    assert usage["gpu_s"].sum() > 0
