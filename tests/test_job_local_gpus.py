@@ -201,3 +201,10 @@ def test_either_order_of_telemetry_and_slurm_gives_the_same_ties(tmp_path: Path)
     )
     assert pairs.height == 0
     assert usage["gpu_s"].sum() > 0
+
+
+def test_a_sample_without_its_job_is_left_out_and_counted() -> None:
+    placer = JobLocalPlacer()
+    rows = pl.concat([_rows([("h", "1", 0, T0)]), _rows([("h", None, 0, T0)])])  # type: ignore[list-item]
+    assert _gpus(placer.place(rows)) == [("h", "1", JOB_LOCAL_BASE)]
+    assert placer.note().endswith("1 sample(s) with no job left out")

@@ -68,6 +68,7 @@ class JobLocalPlacer:
     slots: dict[tuple[str, str], _Slot] = field(default_factory=dict)
     placed_own: set[tuple[str, str]] = field(default_factory=set)  # (host, job) given rule 2
     placed_host: set[tuple[str, str]] = field(default_factory=set)  # (host, job) given rule 1
+    left_out: int = 0  # samples with no job, or a job-local index of SLOT_GPUS or more
 
     @classmethod
     def from_warehouse(cls, wh: Warehouse, cluster: str) -> JobLocalPlacer:
@@ -129,13 +130,11 @@ class JobLocalPlacer:
         out = rows.with_columns(local.alias("_local")).join(
             table, on=["host", "job_id", "_local"], how="left", maintain_order="left"
         )
-        # a row without its job (never from slurm-job-exporter's series) or beyond SLOT_GPUS
-        # local indices has no device of the host: it is not kept
-        return (
-            out.filter(pl.col("_gpu").is_not_null())
-            .with_columns(pl.col("_gpu").alias("gpu"))
-            .drop("_local", "_gpu")
-        )
+        # a row without its job (slurm-job-exporter's series always name it) or beyond
+        # SLOT_GPUS local indices has no device of the host: left out, and counted
+        placed = pl.col("_gpu").is_not_null()
+        self.left_out += out.height - int(out.select(placed.sum()).item())
+        return out.filter(placed).with_columns(pl.col("_gpu").alias("gpu")).drop("_local", "_gpu")
 
     def _free_slot(self, host: str, first: datetime, last: datetime) -> int:
         used = {
@@ -145,17 +144,21 @@ class JobLocalPlacer:
         }
         slot = next(i for i in range(MAX_SLOT + 2) if i not in used)
         if slot > MAX_SLOT:
-            raise ValueError(f"more than {MAX_SLOT + 1} jobs at once on host {host}")
+            raise ValueError(
+                f"host {host} has more than {MAX_SLOT + 1} jobs at once with job-local GPU "
+                "indices: they cannot all be given devices of their own"
+            )
         return slot
 
     def note(self) -> str:
         """What the placement did, for the ingest's note ('' when nothing was placed)."""
-        if not self.placed_own and not self.placed_host:
+        if not self.placed_own and not self.placed_host and not self.left_out:
             return ""
+        lost = f", {self.left_out:,} sample(s) with no job left out" if self.left_out else ""
         return (
             f"; job-local GPU indices: {len(self.placed_host)} job-host pair(s) placed on the "
             f"host's GPUs Slurm named, {len(self.placed_own)} kept on devices of their own "
-            f"(host GPU unknown: gpu >= {JOB_LOCAL_BASE})"
+            f"(host GPU unknown: gpu >= {JOB_LOCAL_BASE}){lost}"
         )
 
 
