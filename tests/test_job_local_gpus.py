@@ -161,6 +161,16 @@ def test_telemetry_after_slurm_records_takes_their_gpus(tmp_path: Path) -> None:
             "select job_id, gpu, ts, util from gpu_samples order by job_id, gpu, ts"
         ).fetchall()
     assert again == got
+    # a later file: job 3 keeps its device (read back from the stored samples), job 0, new and
+    # first in job order, takes the next slot
+    t2 = T0 + timedelta(minutes=1)
+    later = _exposition(tmp_path / "later.prom", [("0", 0, t2, 40.0), ("3", 0, t2, 32.0)])
+    ingest_openmetrics(Settings(data_dir=data), ClusterConfig(name="c"), later, host="node1")
+    with connect(data) as con:
+        new = con.sql(
+            "select job_id, gpu from gpu_samples where ts = $1 order by job_id", params=[t2]
+        ).fetchall()
+    assert new == [("0", JOB_LOCAL_BASE + SLOT_GPUS), ("3", JOB_LOCAL_BASE)]
 
 
 def test_either_order_of_telemetry_and_slurm_gives_the_same_ties(tmp_path: Path) -> None:

@@ -37,6 +37,9 @@ MAX_SLOT = (32767 - JOB_LOCAL_BASE) // SLOT_GPUS - 1  # `gpu` is a smallint
 # jobs whose samples on a host come closer than this may overlap in Slurm's allocation times
 # (an allocation starts before its first sample, ends after its last): never the same slot
 MARGIN = timedelta(hours=1)
+# the stored samples read back for slots: from this long before the first new sample (a job
+# whose samples stop for longer may be given a second slot; the read stays a few days' files)
+LOOKBACK = timedelta(days=1)
 # evidence naming the host's own GPUs (not the samples' job labels, which here are job-local)
 _HOST_EVIDENCE = (gpu_from.WHOLE_HOST, gpu_from.SCONTROL, gpu_from.JOBSTATS_SUMMARY)
 
@@ -69,6 +72,7 @@ class JobLocalPlacer:
     placed_own: set[tuple[str, str]] = field(default_factory=set)  # (host, job) given rule 2
     placed_host: set[tuple[str, str]] = field(default_factory=set)  # (host, job) given rule 1
     left_out: int = 0  # samples with no job, or a job-local index of SLOT_GPUS or more
+    stored: tuple[Warehouse, str] | None = None  # slots still to read back, at the first rows
 
     @classmethod
     def from_warehouse(cls, wh: Warehouse, cluster: str) -> JobLocalPlacer:
@@ -83,16 +87,20 @@ class JobLocalPlacer:
             )
             for (job, host), part in named.group_by("job_id", "host"):
                 known[(str(host), str(job))] = sorted(set(part["gpu"].to_list()))
-        placer = cls(known=known)
-        for host, job, slot, first, last in _stored_slots(wh, cluster):
-            placer.slots[(host, job)] = _Slot(slot, first, last)
-        return placer
+        return cls(known=known, stored=(wh, cluster))
 
     def place(self, rows: pl.DataFrame) -> pl.DataFrame:
         """`gpu_samples` rows of a job-local dialect with `gpu` the job's own index -> the same
         rows with `gpu` a device of the host (the module's rules)."""
         if rows.height == 0:
             return rows
+        if self.stored is not None:
+            # the sources give their rows in time order: the first rows are the earliest
+            since = rows["ts"].min()
+            assert isinstance(since, datetime)
+            for host, job, slot, first, last in _stored_slots(*self.stored, since - LOOKBACK):
+                self.slots.setdefault((host, job), _Slot(slot, first, last))
+            self.stored = None
         local = pl.col("gpu").cast(pl.Int32)
         spans = (
             rows.filter(pl.col("job_id").is_not_null())
@@ -171,8 +179,10 @@ def _locals(rows: pl.DataFrame) -> dict[tuple[str, str], list[int]]:
     return {(h, j): list(g) for h, j, g in got.iter_rows()}
 
 
-def _stored_slots(wh: Warehouse, cluster: str) -> list[tuple[str, str, int, datetime, datetime]]:
-    """(host, job, slot, first, last sample) of the job-local devices already stored."""
+def _stored_slots(
+    wh: Warehouse, cluster: str, since: datetime
+) -> list[tuple[str, str, int, datetime, datetime]]:
+    """(host, job, slot, first, last sample since `since`) of the job-local devices stored."""
     base = wh.cluster_dir(GPU_SAMPLES.name, cluster)
     files = sorted(base.glob("date=*/*.parquet"))
     if not files or "job_id" not in stored_columns(GPU_SAMPLES, files):
@@ -187,8 +197,10 @@ def _stored_slots(wh: Warehouse, cluster: str) -> list[tuple[str, str, int, date
                    min(ts), max(ts)
             from read_parquet('{glob}', hive_partitioning = true, union_by_name = true)
             where gpu >= {JOB_LOCAL_BASE} and job_id is not null
+              and date >= cast($1 as date) and ts >= $1
             group by all
-            """
+            """,
+            params=[since],
         ).fetchall()
     finally:
         con.close()
