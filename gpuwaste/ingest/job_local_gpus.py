@@ -10,7 +10,8 @@ would take them for one shared GPU. Each job-local index i of job J on host H is
    samples on H did not get a device of their own (rule 2: a job keeps one kind of device);
 2. else a device of J's own: `JOB_LOCAL_BASE + slot * SLOT_GPUS + i`, `slot` the lowest that no
    other job used on H within `MARGIN` of J's samples. The slot is kept for J on H (read back
-   from the stored samples, and carried from window to window), so a later window, or ingesting
+   from the stored samples of `LOOKBACK` before the new ones, and carried from window to
+   window), so a later window, or ingesting
    the same data again, gives the same devices. The ties then name these devices
    (`telemetry-label`: the samples carry J's id), so J's allocation on H reads exactly J's
    samples, never another job's; the host's own index stays unknown.
