@@ -248,8 +248,8 @@ SLURM_JOB_EXPORTER = Dialect(
     gpu_is_job_local=True,
     notes=(
         "`gpu` is the index among the job's own GPUs (nvidia-smi run in the job's cgroup), not "
-        "the host's: stored as given, so two jobs running at once on one host may both have a "
-        "GPU 0, which the analyses take for one shared GPU",
+        "the host's: placed on the job's GPUs that Slurm's records name, else on a device of "
+        "the job's own (gpu >= 4096, host index unknown: ingest/job_local_gpus.py)",
         "a GPU no job holds has no series: idle unallocated GPUs are not seen",
         "on a MIG GPU `gpu` is the MIG device's uuid, not an index: such series are refused "
         "(no GPU index)",

@@ -156,8 +156,11 @@ def test_slurm_job_exporter_sample(tmp_path: Path) -> None:
     assert gpu["mem_total_mib"].to_list() == [40960.0] * 3
     assert gpu["power_w"].to_list() == pytest.approx([71.994, 72.894, 302.176])
     assert gpu["tensor_active"].to_list() == want["slurm_job_tensor_gpu"]  # already percent
-    # `gpu` is the job's own index (all three jobs' GPU 0), stored as given; no minor number
-    assert gpu["gpu"].to_list() == [0, 0, 0] and gpu["gpu_minor"].null_count() == 3
+    # `gpu` is the job's own index (all three jobs' GPU 0, at the same time) and no Slurm
+    # record names the host's: each job's GPU 0 is a device of its own (job_local_gpus, one
+    # slot per job, in order of first sample then job id); no minor number
+    assert gpu["gpu"].to_list() == [4096, 4112, 4128] and gpu["gpu_minor"].null_count() == 3
+    assert "3 kept on devices of their own" in result.note
     assert set(gpu["gpu_model"]) == {"NVIDIA A100-SXM4-40GB"}
     assert jobs["job_id"].to_list() == ["1", "2", "4"]
 

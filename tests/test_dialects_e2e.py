@@ -8,8 +8,9 @@ Exactly (the same floats up to summation order, 1e-9) where the dialect carries 
 information: every dialect's utilization is the same integer percent and its memory the same
 MiB, nvidia-smi's ratio included (an integer percent / 100 reads back within 1e-9 of it).
 Lossier:
-- slurm-job-exporter's `gpu` is the job's own index: per-job figures are exact, but the rows of
-  job_gpus name the job-local index, not the host's;
+- slurm-job-exporter's `gpu` is the job's own index and no Slurm record here names the host's:
+  per-job figures are exact, each job's GPUs a device of its own per host (`job_local_gpus`:
+  gpu >= JOB_LOCAL_BASE, the job's index in it), never shared with a concurrent job;
 - where only scontrol captures tie jobs to GPUs (DCGM without `hpc_job`, nvidia-smi), a job that
   starts and ends between two captures (5 minutes apart) and holds no whole host is not tied:
   its GPU time is missing, at most MISS_MAX of the cluster's. Every job a capture saw, and every
@@ -49,6 +50,7 @@ from gpuwaste.config import (
 )
 from gpuwaste.generate import GeneratorSpec, write_all
 from gpuwaste.ingest.base import RunOptions
+from gpuwaste.ingest.job_local_gpus import JOB_LOCAL_BASE, SLOT_GPUS
 from gpuwaste.ingest.run import run_configured
 from gpuwaste.ingest.sources import SOURCES
 from gpuwaste.warehouse.store import Warehouse
@@ -222,17 +224,7 @@ def _same_figures(got: pl.DataFrame, ref: pl.DataFrame, jobs: set[str], what: st
                 assert x == y, (what, ra["job_id"], col, x, y)
 
 
-# slurm-job-exporter's job-local `gpu` is stored as given: two jobs running at once on one host
-# both hold a "GPU 0", which the analyses take for one GPU shared by both (each gets half of its
-# time): on the generated cluster 28 of 38 jobs differ, the cluster's GPU time is 53 % of the
-# reference's. A reader limitation (gpuwaste/dialects.py, SLURM_JOB_EXPORTER.notes), not fixed here.
-JOB_LOCAL = pytest.mark.xfail(
-    strict=True, reason="job-local GPU indices of concurrent jobs collide as one shared GPU"
-)
-VARIANT_PARAMS = [
-    pytest.param(v.name, marks=JOB_LOCAL) if v.telemetry == "slurm-job-exporter" else v.name
-    for v in VARIANTS
-]
+VARIANT_PARAMS = [v.name for v in VARIANTS]
 
 
 @pytest.mark.parametrize("site", PATHS, indirect=True)
@@ -259,12 +251,18 @@ def test_every_dialect_gives_the_reference_figures(site: Site, variant: str) -> 
     for job_id in tied:
         alloc = jobs[job_id]["alloc"]
         if variant == "slurm-job-exporter":
+            # no Slurm record names the GPUs: each job's own indices 0..n-1 on a device of its
+            # own per host (job_local_gpus), one slot per (job, host)
             per_host: dict[str, int] = {}
             for a in alloc:
                 per_host[a["host"]] = per_host.get(a["host"], 0) + 1
             want = {(h, i) for h, n in per_host.items() for i in range(n)}
-        else:
-            want = {(a["host"], a["gpu"]) for a in alloc}
+            held = ties.get(job_id, set())
+            assert all(g >= JOB_LOCAL_BASE for _, g in held), (path, job_id, held)
+            assert len({(h, (g - JOB_LOCAL_BASE) // SLOT_GPUS) for h, g in held}) == len(per_host)
+            assert {(h, (g - JOB_LOCAL_BASE) % SLOT_GPUS) for h, g in held} == want, (path, job_id)
+            continue
+        want = {(a["host"], a["gpu"]) for a in alloc}
         assert ties.get(job_id) == want, (variant, path, job_id)
 
 

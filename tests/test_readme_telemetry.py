@@ -11,8 +11,8 @@ Prometheus URL, the generated window and the row's label filter.
 
 Every Slurm row must find the GPU time of the `hpc_job` row within the capture bound of
 tests/test_dialects_e2e.py (a job between two captures can be missed), and the Kubernetes row
-every pod it planted. The slurm-job-exporter row fails (strict xfail) for the reason
-tests/test_dialects_e2e.py gives: its job-local GPU indices collide.
+every pod it planted. The slurm-job-exporter row too: its job-local GPU indices are placed on
+devices of each job's own (gpuwaste/ingest/job_local_gpus.py), never shared by two jobs.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from harness.prometheus import (
 )
 
 from gpuwaste.warehouse.store import Warehouse
-from tests.test_dialects_e2e import JOB_LOCAL, LABEL, MISS_MAX
+from tests.test_dialects_e2e import LABEL, MISS_MAX
 from tests.test_readme_examples import README, shell
 
 pytestmark = [pytest.mark.slow, pytest.mark.prometheus]
@@ -127,12 +127,7 @@ def test_the_table_names_every_telemetry_a_site_may_run() -> None:
     assert any(_kube(r) for r in ROWS)
 
 
-ROW_PARAMS = [
-    pytest.param(n, marks=JOB_LOCAL, id=r[0][:30])
-    if "--telemetry slurm-job-exporter" in r[1]
-    else pytest.param(n, id=r[0][:30])
-    for n, r in enumerate(ROWS)
-]
+ROW_PARAMS = [pytest.param(n, id=r[0][:30]) for n, r in enumerate(ROWS)]
 
 
 @pytest.mark.parametrize("row_no", ROW_PARAMS)

@@ -36,6 +36,7 @@ from gpuwaste.ingest.gpu_evidence import (
     resolve_minors,
     whole_host_pairs,
 )
+from gpuwaste.ingest.job_local_gpus import is_job_local
 from gpuwaste.warehouse import gpu_from
 from gpuwaste.warehouse.bookkeeping import write_quarantine
 from gpuwaste.warehouse.catalog import stored_columns
@@ -277,7 +278,8 @@ def tie_jobs(
         jobs.select("job_id"), on="job_id", how="semi"
     )
     evidence = [
-        whole_host_pairs(jobs, host_gpus).with_columns(
+        # a job's own devices (job-local indices, `job_local_gpus`) are no GPUs of the host
+        whole_host_pairs(jobs, host_gpus.filter(~is_job_local(pl.col("gpu")))).with_columns(
             pl.lit(gpu_from.WHOLE_HOST).alias("gpu_from")
         ),
         resolution.pairs.with_columns(pl.lit(gpu_from.SCONTROL).alias("gpu_from")),

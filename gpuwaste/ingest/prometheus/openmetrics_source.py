@@ -39,6 +39,7 @@ from gpuwaste.dialects import Dialect, dialect
 from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
 from gpuwaste.ingest.files import CHUNK_BYTES, text_blocks, text_tail
 from gpuwaste.ingest.gpu_indices import fill_unknown_gpus
+from gpuwaste.ingest.job_local_gpus import JobLocalPlacer
 from gpuwaste.ingest.job_precedence import (
     OPENMETRICS_KUBE_KEY,
     OPENMETRICS_SPANS_KEY,
@@ -318,8 +319,13 @@ def ingest_openmetrics(
             raise IngestError(f"{path} holds {held}; nothing was written.")
         _give_host(path, parser, chosen, labels, host)
         jobs_wanted = not scheduler_configured(cluster) and label_jobs_wanted(wh, cluster.name)
+        placer = (
+            JobLocalPlacer.from_warehouse(wh, cluster.name)
+            if any(d.gpu_is_job_local for d in chosen)
+            else None
+        )
         built = _build_rows(
-            staged, parser, read, labels, refusals, jobs_wanted, prom, times, chosen
+            staged, parser, read, labels, refusals, jobs_wanted, prom, times, chosen, placer
         )
         bounds = built.bounds
         if bounds is not None:
@@ -340,6 +346,8 @@ def ingest_openmetrics(
     result.refused = refusals.first
     result.refused_by_reason = refusals.by_reason
     result.note = f"{path.name}" + telemetry_note(chosen, how, built.left_out)
+    if placer is not None:
+        result.note += placer.note()
     return result
 
 
@@ -399,9 +407,10 @@ def _build_rows(
     prom: PrometheusSource | None,
     times: TimeBounds,
     chosen: list[Dialect],
+    placer: JobLocalPlacer | None = None,
 ) -> _Built:
     """Day by day: staged samples -> gpu and host rows (times `times` does not believe refused),
-    staged; their bounds, count and spans."""
+    staged; their bounds, count and spans. `placer` gives job-local GPU indices their devices."""
     fams, lookup = _families(parser, read)
     counts = {name: f.samples for name, f in fams.items()}
     interval = prom.scrape_interval_s if prom else 15.0
@@ -428,7 +437,8 @@ def _build_rows(
             )
             del sets
             refusals.add(gpu.refused)
-            frames.append((d, gpu.frame))
+            placed = placer.place(gpu.frame) if placer and d.gpu_is_job_local else gpu.frame
+            frames.append((d, placed))
             del gpu
         del day_samples
         gpu_frame = keep_preferred(frames, left_out) if frames else None

@@ -31,6 +31,7 @@ from gpuwaste.config import ClusterConfig, PrometheusSource, Settings
 from gpuwaste.dialects import Dialect, dialect
 from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
 from gpuwaste.ingest.gpu_indices import fill_unknown_gpus
+from gpuwaste.ingest.job_local_gpus import JobLocalPlacer
 from gpuwaste.ingest.job_precedence import KUBE_KEY, SPANS_KEY, TELEMETRY_KEY, label_jobs_wanted
 from gpuwaste.ingest.progress import window_progress
 from gpuwaste.ingest.prometheus import kube, telemetry_jobs
@@ -214,6 +215,11 @@ def ingest_prometheus(
     t0 = time.perf_counter()
     with PrometheusClient(src) as client, window_progress(quiet) as progress:
         chosen = _dialects(client, inner, named, start, end)
+        placer = (
+            JobLocalPlacer.from_warehouse(wh, cluster.name)
+            if any(d.gpu_is_job_local for d in chosen)
+            else None
+        )
         gpu_metrics = tuple(dict.fromkeys(m for d in chosen for m in d.families()))
         fetcher = Fetcher(client, inner)
         task = progress.add_task(f"{cluster.name} prometheus", total=len(windows), rate="")
@@ -237,7 +243,8 @@ def ingest_prometheus(
                     sets, src.labels, source=SOURCE, dialect=d, window=window, times=times
                 )
                 gpu_refused += rows.refused
-                frames.append((d, rows.frame))
+                placed = placer.place(rows.frame) if placer and d.gpu_is_job_local else rows.frame
+                frames.append((d, placed))
             gpu_frame = (
                 keep_preferred(frames, left_out)
                 if frames
@@ -282,6 +289,8 @@ def ingest_prometheus(
             f"{len(windows)} window(s) to {end.isoformat()}, {fetcher.samples:,} samples fetched "
             f"in {client.requests_made} request(s)"
         ) + telemetry_note(chosen, how, left_out)
+        if placer is not None:
+            result.note += placer.note()
         if not seen & {*ALL_GPU_METRICS, *HOST_METRICS}:  # not an error: data may come later
             result.note += f"; {_nothing_to_read(client, inner, src.label_filter, start, end)}"
     return result
