@@ -86,6 +86,7 @@ ANALYSES: tuple[Analysis, ...] = (
             "batch_idle_slots",
             "batch_phase_counts",
             "device_models",
+            "batch_energy",
         ),
         "Definitions (docs/definitions.md#gpu-utilization): for GPU i of a job with samples u_ij at times t_j, "
         "U_i = sum_j u_ij (t_j - t_(j-1)) / (t_K - t_0), time-weighted; **choice**: a gap between "
@@ -99,7 +100,11 @@ ANALYSES: tuple[Analysis, ...] = (
         "idle_slot_s + never_used_s + busy_s + missing_s = alloc_s, where busy is observed time "
         "outside idle slots (idle runs of 60 s or less count as busy). `low_data` marks a GPU "
         "observed for less than `min_observed_share` of its allocation: it is flagged, not "
-        "judged. Units: seconds, percent 0-100, MiB.",
+        "judged. Energy (docs/definitions.md#energy): `energy_kwh`, the device's energy counter's "
+        "increase over its observed time (resets counted from the new value), else power x "
+        "the seconds each sample stands for (gaps not filled); `lost_energy_kwh`, the part in "
+        "idle slots, or all of it on a never-used device; both slice-weighted on MIG and null "
+        "where the device has no reading. Units: seconds, percent 0-100, MiB, kWh, W.",
     ),
     Analysis(
         "idle_slots",

@@ -77,6 +77,11 @@ JOB_GPU_USAGE = _result(
     low_data=BOOL,
     gpu_cost=FLOAT,  # [cost] price x GPU hours (null without a price for its model)
     lost_cost=FLOAT,  # the same for idle-slot + never-used GPU hours
+    # energy (docs/definitions.md#energy): kWh of the device, slice-weighted on MIG; null where
+    # it has no power or energy reading, never 0
+    energy_kwh=FLOAT,
+    lost_energy_kwh=FLOAT,  # during idle slots, or all of it on a never-used device
+    power_mean_w=FLOAT,  # the device's mean power over the seconds with a reading (not weighted)
 )
 
 JOB_UTIL_HIST = _result(
@@ -137,6 +142,8 @@ JOB_USAGE = _result(
     diagnoses=STRING,
     gpu_cost=FLOAT,  # sum over its GPUs ([cost]); null when no GPU of the job has a price
     lost_cost=FLOAT,
+    energy_kwh=FLOAT,  # sum over its GPUs with a reading; null when none has one
+    lost_energy_kwh=FLOAT,
 )
 
 IDLE_SLOTS = _result(
