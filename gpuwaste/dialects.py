@@ -2,7 +2,7 @@
 
 One `Dialect` per exporter a site may run. A declaration says which series give utilization
 (in order of preference, with their scale to 0-100 and the largest raw value believed), memory
-used and total (-> MiB), power (-> W), the energy counter (-> J; declared, not stored yet), the
+used and total (-> MiB), power (-> W), the energy counter (-> J, stored as `energy_j`), the
 profiling metrics, which labels name the host, the GPU (index, device minor number, uuid, model,
 MIG instance and profile), and where the job comes from: a label, a companion gauge whose value
 is the job id, or nothing. `ingest.prometheus.rows` reads every dialect through its declaration,
@@ -121,7 +121,7 @@ class Dialect:
     mem_free: Series | None = None
     mem_reserved: Series | None = None
     power: Series | None = None  # -> W
-    energy: Series | None = None  # a counter -> J (issue #44 will use it)
+    energy: Series | None = None  # a counter -> J (gpu_samples.energy_j; analyses/energy.py)
     sm_active: Series | None = None  # -> percent (DCGM: the SM_ACTIVE utilization itself)
     tensor_active: Series | None = None  # -> percent
     info: InfoSeries | None = None
@@ -139,6 +139,7 @@ class Dialect:
             self.sm_active,
             self.tensor_active,
             self.power,
+            self.energy,
         )
         return (*self.util, *(s for s in extra if s is not None))
 

@@ -10,8 +10,24 @@ from typing import Any
 import polars as pl
 import pytest
 
+from gpuwaste.analyses.registry import BY_NAME
+from gpuwaste.analyses.run import analyze
+from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
+from gpuwaste.config import (
+    ClusterConfig,
+    EnergyFactors,
+    EnergySettings,
+    PrometheusLabels,
+    Settings,
+    Thresholds,
+)
+from gpuwaste.ingest.prometheus.openmetrics_parse import parse_text
+from gpuwaste.ingest.prometheus.openmetrics_source import ingest_openmetrics
+from gpuwaste.ingest.prometheus.rows import gpu_rows
+from gpuwaste.warehouse.catalog import connect
 from gpuwaste.warehouse.store import Warehouse
 from tests.test_analyses import MEM_TOTAL, at, build, gpu_row, run
+from tests.test_dialects import H100_IDLE, H100_LOAD
 
 KWH = 3.6e6  # J
 
@@ -181,3 +197,92 @@ def test_split_mig_gpu_uses_the_energy_of_the_whole_one(tmp_path: Path) -> None:
     assert whole["energy_kwh"].item() == kwh(300 * 315)
     # each instance's kWh is stored to 6 decimals (batch.DECIMALS): 7 roundings at most
     assert split["energy_kwh"].sum() == pytest.approx(whole["energy_kwh"].item(), abs=7e-6)
+
+
+# --- the summaries: energy_daily with the [energy] factors, idle_power -------------------------
+
+
+def test_energy_daily_applies_the_clusters_factors(data_dir: Path) -> None:
+    """kWh x PUE x g/kWh, the cluster's own factors over the site's; money where a price is."""
+    rows = [(15 * k, 50, 1000, 400.0) for k in range(1, 241)]  # one hour at 400 W
+    build(data_dir, points(rows), [job("j1", 3600)])
+    energy = EnergySettings(
+        co2_g_per_kwh=500, pue=1.5, clusters={"c": EnergyFactors(co2_g_per_kwh=100)}
+    )
+    t = Thresholds(sampling_interval_s=15)
+    analyze(Settings(data_dir=data_dir, thresholds=t, energy=energy), quiet=True)
+    day = Warehouse(data_dir).read("energy_daily", "c")
+    row = day.filter((pl.col("vc") == "(all)") & (pl.col("gpu_model") == "(all)")).row(
+        0, named=True
+    )
+    assert row["energy_kwh"] == pytest.approx(0.4, abs=1e-6)
+    assert row["measured_gpu_h"] == pytest.approx(1.0)
+    assert row["facility_kwh"] == pytest.approx(0.6, abs=1e-6)
+    assert row["co2e_kg"] == pytest.approx(0.06, abs=1e-6)  # 0.6 kWh x 100 g/kWh
+    assert row["energy_cost"] is None  # no price set
+
+
+def test_idle_power_of_the_real_nvidia_smi_scrapes(tmp_path: Path) -> None:
+    """The H100 captures (tests/fixtures/exporter_text): idle 69.85 W, loaded 631.95 W; the
+    estimator takes the idle one and leaves the loaded one out (utilization 100)."""
+    settings = Settings(data_dir=tmp_path)
+    for path, cluster in ((H100_IDLE, "idle"), (H100_LOAD, "load")):
+        ingest_openmetrics(settings, ClusterConfig(name=cluster), path, host="ws1")
+    h100 = pl.col("gpu_model") == "NVIDIA H100 80GB HBM3"
+    found = {}
+    with connect(tmp_path) as con:
+        powers = con.sql("select cluster, power_w from gpu_samples order by 1").fetchall()
+        assert powers == [("idle", pytest.approx(69.85)), ("load", pytest.approx(631.95))]
+        set_variables(con, {**threshold_variables(Thresholds())})
+        set_variables(con, {"gpu_model_patterns": None, "gpu_model_names": None})
+        for cluster in ("idle", "load"):
+            set_variables(con, {"cluster": cluster})
+            found[cluster] = BY_NAME["idle_power"].compute(con).filter(h100)
+    assert found["idle"]["idle_power_w"].to_list() == [pytest.approx(69.85)]
+    assert found["idle"]["samples"].to_list() == [1]
+    assert found["load"].is_empty()
+
+
+# --- ingest: the energy counter, bad power -----------------------------------------------------
+
+
+def _dcgm(lines: list[tuple[str, float]]) -> Any:
+    labels = (
+        '{gpu="0",UUID="GPU-1",device="nvidia0",modelName="NVIDIA A100-SXM4-80GB",Hostname="n1"}'
+    )
+    t0 = 1793448000000
+    text = []
+    for k, (family, value) in enumerate(lines):
+        text.append(f"{family}{labels} {value} {t0 + 15000 * (k // 3)}")
+    return gpu_rows(parse_text("\n".join(text) + "\n").series, PrometheusLabels(), source="t")
+
+
+def test_energy_counter_stored_reset_kept_backwards_refused() -> None:
+    """DCGM's counter (mJ) -> J; a drop to at most 100 kW x 15 s is a reboot, kept; a drop to
+    a larger value ran backwards: refused with its reason."""
+    # mJ: 5 MJ, +6 kJ, back to 4.9 MJ (backwards), 1 J (a reboot), +6 kJ
+    counter = [5_000_000_000, 5_006_000_000, 4_900_000_000, 1_000, 6_001_000]
+    lines = []
+    for v in counter:
+        lines += [("DCGM_FI_DEV_GPU_UTIL", 50), ("DCGM_FI_DEV_FB_USED", 1000)]
+        lines += [("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", v)]
+    rows = _dcgm(lines)
+    got = rows.frame.sort("ts")["energy_j"].to_list()
+    assert got == [5e6, 5.006e6, None, 1.0, 6001.0]
+    assert [r.reason for r in rows.refused] == [
+        "ran backwards without a reset (above 100000 W since the last reading): "
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+    ]
+
+
+def test_bad_power_is_quarantined_never_summed() -> None:
+    lines = []
+    for p in (250.0, -5.0, 2e6):
+        lines += [("DCGM_FI_DEV_GPU_UTIL", 50), ("DCGM_FI_DEV_FB_USED", 1000)]
+        lines += [("DCGM_FI_DEV_POWER_USAGE", p)]
+    rows = _dcgm(lines)
+    assert rows.frame.sort("ts")["power_w"].to_list() == [250.0, None, None]
+    assert sorted(r.reason for r in rows.refused) == [
+        "above range: more than 100000: DCGM_FI_DEV_POWER_USAGE",
+        "negative: DCGM_FI_DEV_POWER_USAGE",
+    ]

@@ -315,6 +315,29 @@ ANALYSES: tuple[Analysis, ...] = (
         "[ICSE24 §3.2]. Grain: one row per VC (and '(all)') x GPU model of each GPU (and '(all)'). Units: GPU hours, "
         "percent 0-100.",
     ),
+    _summary(
+        "energy_daily",
+        "GPU energy per UTC day: kWh, kWh lost, facility kWh, kg CO2e, money",
+        "issue #44 (energy)",
+        ("job_gpu_usage", "job_usage"),
+        "Definition (docs/definitions.md#energy): per VC x GPU model of the job x UTC day, the "
+        "GPUs' energy (job_gpu_usage.energy_kwh: the energy counter's increase, else power "
+        "integrated over observed time, slice-weighted on MIG) and the part lost (idle slots, "
+        "never-used GPUs); facility kWh = kWh x `[energy] pue`; kg CO2e = facility kWh x "
+        "`co2_g_per_kwh` / 1000; money = facility kWh x `price_per_kwh` (null where not "
+        "configured). `measured_gpu_h`: the GPU hours with a power reading. Grain: one row per "
+        "VC x GPU model (each with '(all)') x UTC day. Units: kWh, kg, currency, GPU hours.",
+    ),
+    _summary(
+        "idle_power",
+        "Idle power per GPU model, measured in the data (W)",
+        "issue #44 (energy)",
+        ("gpu_samples",),
+        "Definition (docs/definitions.md#idle-power): **choice** the 10th percentile of power "
+        "over whole-GPU samples with utilization 0 and memory used at or under "
+        "`idle_mem_floor_mib`, per GPU model, with the median beside and the number of "
+        "samples. Grain: one row per GPU model (and '(all)'), VC '(all)'. Units: W.",
+    ),
 )
 
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}

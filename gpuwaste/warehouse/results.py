@@ -334,6 +334,37 @@ WASTE_BY_MODEL = _summary(
     lost_cost=FLOAT,
 )
 
+ENERGY_DAILY = _summary(
+    "energy_daily",
+    "Per VC x GPU model x UTC day: the GPUs' energy (kWh, slice-weighted on MIG), the part lost "
+    "(idle slots and never-used GPUs), the facility's (x [energy] pue), kg CO2e (x "
+    "co2_g_per_kwh) and the money (x price_per_kwh): null where not configured. measured_gpu_h: "
+    "the GPU hours whose devices have a power reading (the rest has no energy, not 0).",
+    ("day",),
+    day=pl.Date(),
+    gpu_h=FLOAT,
+    measured_gpu_h=FLOAT,
+    energy_kwh=FLOAT,
+    lost_energy_kwh=FLOAT,
+    facility_kwh=FLOAT,
+    lost_facility_kwh=FLOAT,
+    co2e_kg=FLOAT,
+    lost_co2e_kg=FLOAT,
+    energy_cost=FLOAT,
+    lost_energy_cost=FLOAT,
+)
+
+IDLE_POWER = _summary(
+    "idle_power",
+    "Per GPU model (VC '(all)'): the idle power measured in the data, the 10th percentile of the "
+    "power of whole-GPU samples with utilization 0 and no memory held (the estimator of "
+    "docs/definitions.md#idle-power), its median beside, and how many samples it is from.",
+    (),
+    idle_power_w=FLOAT,
+    idle_power_median_w=FLOAT,
+    samples=INT,
+)
+
 RESULT_TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -354,6 +385,8 @@ RESULT_TABLES: dict[str, Table] = {
         JOBS_BY_STATUS,
         QUEUEING_DELAY,
         WASTE_DAILY,
+        ENERGY_DAILY,
+        IDLE_POWER,
     )
 }
 
