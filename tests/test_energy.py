@@ -10,9 +10,11 @@ from typing import Any
 import polars as pl
 import pytest
 
+from gpuwaste.analyses import reads
 from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.run import analyze
 from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
+from gpuwaste.analyses.waste_by import waste_by
 from gpuwaste.config import (
     ClusterConfig,
     EnergyFactors,
@@ -21,10 +23,12 @@ from gpuwaste.config import (
     Settings,
     Thresholds,
 )
+from gpuwaste.dashboard import charts
 from gpuwaste.ingest.prometheus.openmetrics_parse import parse_text
 from gpuwaste.ingest.prometheus.openmetrics_source import ingest_openmetrics
 from gpuwaste.ingest.prometheus.rows import gpu_rows
 from gpuwaste.warehouse.catalog import connect
+from gpuwaste.warehouse.readonly import read_only_connection
 from gpuwaste.warehouse.store import Warehouse
 from tests.test_analyses import MEM_TOTAL, at, build, gpu_row, run
 from tests.test_dialects import H100_IDLE, H100_LOAD
@@ -220,6 +224,12 @@ def test_energy_daily_applies_the_clusters_factors(data_dir: Path) -> None:
     assert row["facility_kwh"] == pytest.approx(0.6, abs=1e-6)
     assert row["co2e_kg"] == pytest.approx(0.06, abs=1e-6)  # 0.6 kWh x 100 g/kWh
     assert row["energy_cost"] is None  # no price set
+    # `report --by user`: the period's kWh, and kg CO2e of the kWh lost (none here)
+    settings = Settings(data_dir=data_dir, energy=energy)
+    by_user = waste_by(settings, "user").row(0, named=True)
+    assert by_user["energy_kwh"] == pytest.approx(0.4, abs=1e-6)
+    assert by_user["lost_energy_kwh"] == 0 and by_user["lost_co2e_kg"] == 0
+    assert "lost_co2e_kg" not in waste_by(Settings(data_dir=data_dir), "vc").columns
 
 
 def test_idle_power_of_the_real_nvidia_smi_scrapes(tmp_path: Path) -> None:
@@ -286,3 +296,26 @@ def test_bad_power_is_quarantined_never_summed() -> None:
         "above range: more than 100000: DCGM_FI_DEV_POWER_USAGE",
         "negative: DCGM_FI_DEV_POWER_USAGE",
     ]
+
+
+# --- the reads the Job page and the exporter show ---------------------------------------------
+
+
+def test_job_page_power_and_the_exporters_joules(data_dir: Path) -> None:
+    """reads.job_timeline gives each GPU's power beside its utilization, charts.power draws one
+    line per GPU, and reads.energy_joules the joules used and lost (the exporter's figure)."""
+    a = points([(15, 50, 1000, 100.0), (30, 50, 1000, 100.0)], gpu=0)
+    b = points([(15, 0, 0, 50.0), (30, 0, 0, 50.0)], gpu=1)
+    build(data_dir, a + b, [job("j1", 45, [("h1", 0), ("h1", 1)])])
+    run(data_dir, sampling_interval_s=15)
+    with read_only_connection(data_dir) as con:
+        samples = reads.job_timeline(con, "c", "j1")
+        gpus = reads.job_rows(con, "job_gpu_usage", "c", "j1")
+        joules = reads.energy_joules(con)
+    assert samples.sort("gpu", "ts")["power_w"].to_list() == [100.0, 100.0, 50.0, 50.0]
+    spec = charts.power(samples, gpus, "Power draw per GPU")
+    drawn = spec["datasets"]["power"]
+    assert sorted(drawn["gpu"].unique().to_list()) == ["h1:0", "h1:1 — NEVER USED"]
+    assert drawn.height == 4
+    assert joules.rows() == [("c", "used", pytest.approx(6750.0, abs=4)),
+                             ("c", "lost", pytest.approx(2250.0, abs=4))]  # fmt: skip
