@@ -10,6 +10,13 @@ from typing import Any
 import polars as pl
 import pytest
 
+from gpuwaste.act.notify.digest import (
+    TOTALS,
+    DigestContext,
+    Window,
+    held_sentence,
+    window_figures,
+)
 from gpuwaste.analyses import reads
 from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.run import analyze
@@ -19,11 +26,13 @@ from gpuwaste.config import (
     ClusterConfig,
     EnergyFactors,
     EnergySettings,
+    NotifyConfig,
     PrometheusLabels,
     Settings,
     Thresholds,
 )
-from gpuwaste.dashboard import charts
+from gpuwaste.dashboard import charts, queries
+from gpuwaste.dashboard.filters import Filters
 from gpuwaste.ingest.prometheus.openmetrics_parse import parse_text
 from gpuwaste.ingest.prometheus.openmetrics_source import ingest_openmetrics
 from gpuwaste.ingest.prometheus.rows import gpu_rows
@@ -312,6 +321,9 @@ def test_job_page_power_and_the_exporters_joules(data_dir: Path) -> None:
         samples = reads.job_timeline(con, "c", "j1")
         gpus = reads.job_rows(con, "job_gpu_usage", "c", "j1")
         joules = reads.energy_joules(con)
+        overview = queries.job_gpu_hours(con, Filters(cluster="c")).row(0, named=True)
+    # the Overview's tile: kWh lost of the kWh used, of the jobs in view
+    assert overview["energy_kwh"] == kwh(6750) and overview["lost_energy_kwh"] == kwh(2250)
     assert samples.sort("gpu", "ts")["power_w"].to_list() == [100.0, 100.0, 50.0, 50.0]
     spec = charts.power(samples, gpus, "Power draw per GPU")
     drawn = spec["datasets"]["power"]
@@ -319,3 +331,23 @@ def test_job_page_power_and_the_exporters_joules(data_dir: Path) -> None:
     assert drawn.height == 4
     assert joules.rows() == [("c", "used", pytest.approx(6750.0, abs=4)),
                              ("c", "lost", pytest.approx(2250.0, abs=4))]  # fmt: skip
+
+
+# --- the notices ---------------------------------------------------------------------------------
+
+
+def test_a_digest_says_the_energy_of_the_lost_hours_where_power_was_read(data_dir: Path) -> None:
+    """digest_jobs.sql carries each job's lost kWh in the window; the digest's sentence says
+    their sum, and says nothing of energy where no GPU reported power."""
+    busy = [(15 * k, 80, 4000, 300.0) for k in range(1, 6)]
+    idle = [(15 * k, 0, 0, 60.0) for k in range(6, 1006)]  # 1000 idle samples: 0.25 kWh lost
+    build(data_dir, points(busy + idle), [job("j1", 15 * 1006)])
+    run(data_dir, sampling_interval_s=15)
+    window = Window(at(0), at(6 * 3600))
+    with connect(data_dir) as con:
+        groups = window_figures(con, "c", window, 5).groups
+    totals = groups.group_by("user").agg(*TOTALS).row(0, named=True)
+    ctx = DigestContext(NotifyConfig(), "c", window, min_observed_share=0.5)
+    assert held_sentence(totals, ctx).endswith("The GPUs drew 0.25 kWh in the lost GPU hours.")
+    unmetered = {**totals, "metered_jobs": 0, "lost_energy_kwh": 0.0}
+    assert "kWh" not in held_sentence(unmetered, ctx)
