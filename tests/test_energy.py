@@ -33,6 +33,7 @@ from gpuwaste.config import (
 )
 from gpuwaste.dashboard import charts, queries
 from gpuwaste.dashboard.filters import Filters
+from gpuwaste.dialects import power_limit_w
 from gpuwaste.ingest.prometheus.openmetrics_parse import parse_text
 from gpuwaste.ingest.prometheus.openmetrics_source import ingest_openmetrics
 from gpuwaste.ingest.prometheus.rows import gpu_rows
@@ -351,3 +352,18 @@ def test_a_digest_says_the_energy_of_the_lost_hours_where_power_was_read(data_di
     assert held_sentence(totals, ctx).endswith("The GPUs drew 0.25 kWh in the lost GPU hours.")
     unmetered = {**totals, "metered_jobs": 0, "lost_energy_kwh": 0.0}
     assert "kWh" not in held_sentence(unmetered, ctx)
+
+
+def test_power_above_twice_the_models_limit_is_refused() -> None:
+    """An A100-SXM4 (400 W): 700 W (a transient over its limit) is kept, 900 W is refused."""
+    lines = []
+    for p in (700.0, 900.0):
+        lines += [("DCGM_FI_DEV_GPU_UTIL", 50), ("DCGM_FI_DEV_FB_USED", 1000)]
+        lines += [("DCGM_FI_DEV_POWER_USAGE", p)]
+    rows = _dcgm(lines)
+    assert rows.frame.sort("ts")["power_w"].to_list() == [700.0, None]
+    assert [r.reason for r in rows.refused] == [
+        "above twice its model's power limit (400.0 W): DCGM_FI_DEV_POWER_USAGE"
+    ]
+    assert power_limit_w("NVIDIA H100 PCIe") == 350 and power_limit_w("NVIDIA L4") == 72
+    assert power_limit_w("NVIDIA A100-SXM4-80GB") == 400 and power_limit_w(None) is None

@@ -46,7 +46,15 @@ from datetime import datetime
 import polars as pl
 
 from gpuwaste.config import PrometheusLabels
-from gpuwaste.dialects import DCGM, DIALECTS, MAX_W, SLURM_JOB_EXPORTER, Dialect, Series
+from gpuwaste.dialects import (
+    DCGM,
+    DIALECTS,
+    MAX_W,
+    SLURM_JOB_EXPORTER,
+    Dialect,
+    Series,
+    power_limit_w,
+)
 from gpuwaste.ingest.prometheus.parse import SeriesSet
 from gpuwaste.ingest.times import (
     TimeBounds,
@@ -232,6 +240,24 @@ def counter_backwards(samples: pl.DataFrame, scale: float) -> tuple[pl.DataFrame
     if bad.height == 0:
         return samples, bad
     return marked.filter(pl.col("reason").is_null()).drop("reason"), bad
+
+
+def above_model_limit(
+    samples: pl.DataFrame, scale: float, models: Mapping[int, str | None]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Split power samples (gid, value; raw units, `scale` to W) into (good, bad with a
+    `reason`): above twice the board power limit of the device's model (`power_limit_w`), where
+    the model is known and in the table; the dialect's own maximum is checked before."""
+    limits = {g: power_limit_w(m) for g, m in models.items()}
+    limits = {g: w for g, w in limits.items() if w is not None}
+    if not limits or not samples.height:
+        return samples, samples.clear().with_columns(pl.lit(None, dtype=pl.String).alias("reason"))
+    limit = pl.col("gid").replace_strict(limits, default=None, return_dtype=pl.Float64)
+    over = (pl.col("value") * scale > 2 * limit).fill_null(False)
+    bad = samples.filter(over).with_columns(
+        pl.format("above twice its model's power limit ({} W)", limit).alias("reason")
+    )
+    return samples.filter(~over), bad
 
 
 def _refuse_samples(
@@ -513,6 +539,10 @@ def gpu_rows(
         refused.extend(_refuse_samples(bad, metric, s.labels, source))
         if column == "energy_j":
             good, bad = counter_backwards(good, scale)
+            refused.extend(_refuse_samples(bad, metric, s.labels, source))
+        if column == "power_w":
+            models = {g: d[1] for g, d in details.items()}
+            good, bad = above_model_limit(good, scale, models)
             refused.extend(_refuse_samples(bad, metric, s.labels, source))
         valid = [g for g in gid_of_sid if g is not None]
         # several series for one (host, gpu, job), or a series with a time twice: one each
