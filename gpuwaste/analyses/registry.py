@@ -14,9 +14,9 @@ Two kinds:
 
 Each definition has one home, the code `gpuwaste analyze` runs: a summary's SQL file; for the
 per-job tables, the steps of per_job.py, whose per-sample part is Python (`job_samples.py`,
-`sample_flags.py`, `allocation_sums.py`, `idle_slots.py`, `stable_phases.py`: polars, numpy and
-compiled loops) and whose roll-ups per GPU and per job are SQL (`job_gpu_usage.sql`,
-`job_usage.sql`). The SQL restatements of the Python steps under tests/oracles/ are test
+`sample_flags.py`, `allocation_sums.py`, `idle_slots.py`, `stable_phases.py`, `energy.py`:
+polars, numpy and compiled loops) and whose roll-ups per GPU and per job are SQL
+(`job_gpu_usage.sql`, `job_usage.sql`). The SQL restatements of the Python steps under tests/oracles/ are test
 oracles, not definitions.
 """
 
