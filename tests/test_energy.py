@@ -4,6 +4,7 @@ a never-used GPU, no power at all, and a MIG-split GPU against the same GPU whol
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from gpuwaste.ingest.prometheus.rows import gpu_rows
 from gpuwaste.warehouse.catalog import connect
 from gpuwaste.warehouse.readonly import read_only_connection
 from gpuwaste.warehouse.store import Warehouse
+from tests.support.result_digest import build_generated
 from tests.test_analyses import MEM_TOTAL, at, build, gpu_row, run
 from tests.test_dialects import H100_IDLE, H100_LOAD
 
@@ -367,3 +369,28 @@ def test_power_above_twice_the_models_limit_is_refused() -> None:
     ]
     assert power_limit_w("NVIDIA H100 PCIe") == 350 and power_limit_w("NVIDIA L4") == 72
     assert power_limit_w("NVIDIA A100-SXM4-80GB") == 400 and power_limit_w(None) is None
+
+
+# --- the energy counter through ingest, against the planted truth ------------------------------
+
+
+def test_generated_dcgm_counter_with_its_reset_gives_the_planted_energy(tmp_path: Path) -> None:
+    """The generator's DCGM cluster through `gpuwaste ingest` (OpenMetrics) and `analyze`: the
+    energy counter (mJ, one reset on the first GPU) is stored in J and the per-job energy from
+    it equals the planted truth within 1 % (jobs of 200 samples or more) and over the cluster."""
+    data = build_generated(tmp_path)
+    truth = json.loads((tmp_path / "generated-src" / "truth.json").read_text())
+    wh = Warehouse(data)
+    with connect(data) as con:
+        first = con.sql(
+            "select energy_j from gpu_samples where gpu = 0 and host = (select min(host) "
+            "from gpu_samples) order by ts"
+        ).pl()["energy_j"]
+    assert first.null_count() == 0 and (first.diff() < 0).sum() == 1  # the planted reset
+    found = wh.read("job_gpu_usage", "gen").select("job_id", "host", "gpu", "energy_kwh")
+    both = pl.DataFrame(truth["energy"]).join(found, on=["job_id", "host", "gpu"], suffix="_got")
+    assert both.height > 50
+    long = both.filter(pl.col("samples") >= 200)
+    err = (pl.col("energy_kwh_got") - pl.col("energy_kwh")).abs()
+    assert long.filter(err > 0.01 * pl.col("energy_kwh")).is_empty()
+    assert both["energy_kwh_got"].sum() == pytest.approx(both["energy_kwh"].sum(), rel=0.01)
