@@ -10,6 +10,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from gpuwaste.act.notify.digest import (
     TOTALS,
@@ -24,6 +25,7 @@ from gpuwaste.analyses.run import analyze
 from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
 from gpuwaste.analyses.waste_by import waste_by
 from gpuwaste.config import (
+    DATA_DIR_ENV,
     ClusterConfig,
     EnergyFactors,
     EnergySettings,
@@ -43,6 +45,7 @@ from gpuwaste.warehouse.readonly import read_only_connection
 from gpuwaste.warehouse.store import Warehouse
 from tests.support.result_digest import build_generated
 from tests.test_analyses import MEM_TOTAL, at, build, gpu_row, run
+from tests.test_dashboard_app import APP, TIMEOUT, _charts, _metric, _open
 from tests.test_dialects import H100_IDLE, H100_LOAD
 
 KWH = 3.6e6  # J
@@ -394,3 +397,24 @@ def test_generated_dcgm_counter_with_its_reset_gives_the_planted_energy(tmp_path
     err = (pl.col("energy_kwh_got") - pl.col("energy_kwh")).abs()
     assert long.filter(err > 0.01 * pl.col("energy_kwh")).is_empty()
     assert both["energy_kwh_got"].sum() == pytest.approx(both["energy_kwh"].sum(), rel=0.01)
+
+
+# --- the pages, as Streamlit runs them --------------------------------------------------------
+
+
+def test_job_page_and_overview_show_power_and_energy(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Job page draws the power of each GPU and says the job's kWh; the Overview has the
+    kWh-lost tile with its unit."""
+    busy = [(15 * k, 80, 4000, 300.0) for k in range(1, 41)]
+    idle = [(15 * k, 0, 0, 60.0) for k in range(41, 281)]  # an hour idle at 60 W: 0.06 kWh
+    build(data_dir, points(busy + idle), [job("j1", 15 * 281)])
+    run(data_dir, sampling_interval_s=15)
+    monkeypatch.setenv(DATA_DIR_ENV, str(data_dir))
+    at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), "job", job="j1", cluster="c")
+    (power,) = [c for t, c in _charts(at).items() if t.startswith("Power draw per GPU")]
+    assert sorted(power.data["power"]["power_w"].unique().to_list()) == [60.0, 300.0]
+    assert any(str(c.value).startswith("Energy: 0.11") for c in at.caption), at.caption
+    overview = _open(AppTest.from_file(APP, default_timeout=TIMEOUT))
+    assert _metric(overview, "Energy lost (kWh)") == "0.1 kWh"
