@@ -37,6 +37,9 @@ GPU_SAMPLES = Table(
         "sm_active": pl.Float64(),
         "tensor_active": pl.Float64(),
         "power_w": pl.Float64(),
+        # the exporter's energy counter in J where its dialect has one (DCGM's since boot, in
+        # mJ, resets on reboot); null elsewhere and in files written before it
+        "energy_j": pl.Float64(),
         "util_source": pl.String(),
         "uuid": pl.String(),
         "source": pl.String(),

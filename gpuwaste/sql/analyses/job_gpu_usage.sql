@@ -2,7 +2,8 @@
 -- sources: analyze_alloc (staging/allocations.sql), gpu_sample_stats, batch_idle_slots (this
 --          batch's idle_slots), batch_phase_counts (phases per GPU from stable_phases.py),
 --          device_models (staging/device_models.sql), job_gpu_summaries (facts: Jobstats'
---          end-of-job summaries).
+--          end-of-job summaries), batch_energy (energy.py: joules per allocation from power or
+--          the energy counter).
 -- variables: cluster, fallback_interval_s, min_observed_share, idle_mem_floor_mib,
 --            gpu_model_patterns and gpu_model_names
 --            (the cluster's `gpu_models` map: host glob -> model; unset: none).
@@ -24,7 +25,9 @@
 --   idle_slot_s + never_used_s + busy_s + missing_s = alloc_s.
 -- A device is a whole GPU or a MIG instance; its seconds are GPU seconds, wall seconds x
 -- gpu_weight (the instance's slice of its GPU; 1 for a whole GPU), so that every roll-up of GPU
--- time counts a 1g.10gb instance as 1/7 of a GPU (docs/analyses.md#mig-instances).
+-- time counts a 1g.10gb instance as 1/7 of a GPU (docs/analyses.md#mig-instances). Energy too:
+-- the exporter repeats the parent GPU's power on each instance, so an instance's joules are its
+-- readings' x gpu_weight, and a split GPU's add up to the whole one's (docs/definitions.md#energy).
 with
 
 allocations as (
@@ -127,9 +130,13 @@ joined as (
             then coalesce(s.interval_s, getvariable('fallback_interval_s')::double) end
             as interval_s,
         case when s.sampled then 'samples' when s.summarized then 'jobstats-summary' end
-            as figures_from
+            as figures_from,
+        e.energy_j * a.gpu_weight / 3.6e6 as energy_kwh,
+        e.lost_energy_j * a.gpu_weight / 3.6e6 as lost_energy_kwh,
+        e.energy_j / nullif(e.power_s, 0) as power_mean_w
     from allocations as a
     left join figures as s using (alloc_id)
+    left join batch_energy as e on e.alloc_id = a.alloc_id
     left join device_models as dm
       on dm.host = a.host and dm.gpu = a.gpu and dm.gpu_instance is not distinct from a.gpu_instance
     left join slots as sl
@@ -172,7 +179,8 @@ final as (
         observed_s < getvariable('min_observed_share')::double * alloc_s as low_data,
         alloc_s / 3600 * price_per_gpu_h as gpu_cost,
         (idle_slot_s + case when never_used then observed_s else 0 end) / 3600 * price_per_gpu_h
-            as lost_cost
+            as lost_cost,
+        energy_kwh, lost_energy_kwh, power_mean_w
     from priced
 )
 
