@@ -60,6 +60,8 @@ ADDITIVE: dict[str, tuple[str, ...]] = {
         "observed_gpu_h", "util_gpu_h", "debug_gpu_h", "failed_gpu_h", "killed_gpu_h",
     ),
     "waste_by_model": ("gpu_h", "busy_gpu_h", "idle_slot_gpu_h", "never_used_gpu_h", "lost_gpu_h"),
+    "energy_daily": ("gpu_h", "measured_gpu_h", "energy_kwh", "lost_energy_kwh", "facility_kwh"),
+    "idle_power": (),  # a percentile of each model's own samples
 }  # fmt: skip
 
 

@@ -1,11 +1,9 @@
 -- grain: one row per cluster x user (waste_by = 'user'), x VC ('vc') or x GPU model ('model':
---        the device's gpu_model, '(unknown)' where no source names it) with GPU
---        time in the period [period_start, period_end): GPU hours allocated, busy, in idle
---        slots, on never-used GPUs, lost (idle-slot + never-used), share lost %, GPU utilization
---        (time-weighted mean) %, jobs; with [cost] prices, the money allocated (cost) and lost;
---        per user and VC, others_waited_gpu_h and others_waits (see below); the GPUs' energy
---        (energy_kwh) and the part lost (lost_energy_kwh), null where no GPU of the group has a
---        power reading (docs/definitions.md#energy).
+--        the device's gpu_model, '(unknown)' where no source names it) with GPU time in the
+--        period [period_start, period_end): GPU hours allocated, busy, in idle slots, on
+--        never-used GPUs, lost, share lost %, GPU utilization %, jobs; money allocated and lost
+--        ([cost]); per user and VC, others_waited_gpu_h and others_waits (see below); energy
+--        and energy lost, null where no GPU of the group has power (docs/definitions.md#energy).
 -- sources: job_gpu_usage, job_usage, queue_idle_overlap.
 -- variables: waste_by ('user' | 'vc' | 'model'), cluster (null: every cluster), vc (null: every VC),
 --            period_start, period_end (timestamptz; null: all time).
