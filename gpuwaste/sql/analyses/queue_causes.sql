@@ -137,15 +137,22 @@ hosts_with as (
     group by g, ts
 ),
 
--- The cause depends on the job only through its class (VC, quota, GPUs, hosts, GPUs per host):
--- it is judged once per class and change of occupancy, over the spans in which some job of the
--- class waited, and kept as runs of one cause (few), which each stretch then meets.
+-- The cause depends on the job only through its class (VC with its quota, GPUs, hosts, GPUs per
+-- host; the VC only where it has a quota): it is judged once per class and change of
+-- occupancy, over the spans in which some job of the class waited, and kept as runs of one
+-- cause (few), which each stretch then meets.
 waits_k as (
-    select w.*, dense_rank() over (order by vc, quota, gpus, hosts, per_host) as k from waits as w
+    select
+        w.*,
+        dense_rank() over (
+            order by if(quota is null, null, vc), quota, gpus, hosts, per_host
+        ) as k
+    from waits as w
 ),
 
 classes as (
-    select distinct k, vc, quota, gpus, hosts, per_host from waits_k
+    select distinct k, if(quota is null, null, vc) as vc, quota, gpus, hosts, per_host
+    from waits_k
 ),
 
 -- the spans in which some job of the class waited (overlapping stretches merged)
