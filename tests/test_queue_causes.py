@@ -318,5 +318,5 @@ def test_a_quota_that_is_not_a_positive_number_is_refused_naming_it() -> None:
 
     ok = parse_settings({"clusters": [{"name": "p", "vc_quotas": {"research": 64}}]})
     assert ok.clusters[0].vc_quotas == {"research": 64.0}
-    with pytest.raises(GpuwasteError, match="vc_quotas.research"):
+    with pytest.raises(GpuwasteError, match=r"vc_quotas\.research"):
         parse_settings({"clusters": [{"name": "p", "vc_quotas": {"research": 0}}]})
