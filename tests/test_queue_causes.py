@@ -310,3 +310,13 @@ def test_two_waits_behind_one_idle_gpu_share_it() -> None:
     overlap = c.analyze()["queue_idle_overlap"].filter(pl.col("holder_user") == "u1")
     assert dict(overlap.select("job_id", "idle_gpu_s").iter_rows()) == {"W1": 200, "W2": 200}
     assert dict(overlap.select("job_id", "blocked_gpu_s").iter_rows()) == {"W1": 100, "W2": 100}
+
+
+def test_a_quota_that_is_not_a_positive_number_is_refused_naming_it() -> None:
+    from gpuwaste.config import parse_settings
+    from gpuwaste.errors import GpuwasteError
+
+    ok = parse_settings({"clusters": [{"name": "p", "vc_quotas": {"research": 64}}]})
+    assert ok.clusters[0].vc_quotas == {"research": 64.0}
+    with pytest.raises(GpuwasteError, match=r"vc_quotas\.research"):
+        parse_settings({"clusters": [{"name": "p", "vc_quotas": {"research": 0}}]})

@@ -137,21 +137,78 @@ hosts_with as (
     group by g, ts
 ),
 
-pieces as (
+-- The cause depends on the job only through its class (VC with its quota, GPUs, hosts, GPUs per
+-- host; the VC only where it has a quota): it is judged once per class and change of
+-- occupancy, over the spans in which some job of the class waited, and kept as runs of one
+-- cause (few), which each stretch then meets.
+waits_k as (
     select
         w.*,
-        greatest(w.wait_start, u.ts) as s0,
-        least(w.wait_end, u.next_ts) as s1,
-        t.gpus - u.used as free
+        dense_rank() over (
+            order by if(quota is null, null, vc), quota, gpus, hosts, per_host
+        ) as k
     from waits as w
-    join cluster_used as u on u.ts < w.wait_end and u.next_ts > w.wait_start
+),
+
+classes as (
+    select distinct k, if(quota is null, null, vc) as vc, quota, gpus, hosts, per_host
+    from waits_k
+),
+
+-- the spans in which some job of the class waited (overlapping stretches merged)
+spans as (
+    select k, min(wait_start) as a0, max(wait_end) as a1
+    from (
+        select k, wait_start, wait_end,
+            sum(new_span::int) over (order by k, wait_start, wait_end rows unbounded preceding)
+                as span
+        from (
+            select k, wait_start, wait_end,
+                wait_start >= coalesce(
+                    max(wait_end) over (
+                        partition by k order by wait_start, wait_end
+                        rows between unbounded preceding and 1 preceding
+                    ),
+                    '-infinity'::timestamptz
+                ) as new_span
+            from waits_k
+        )
+    )
+    group by k, span
+),
+
+-- the occupancy segments numbered, so that a span meets its segments by number (a range of
+-- numbers, from the segment holding its start to the one holding its end) rather than by an
+-- inequality join
+segments as (
+    select row_number() over (order by ts) as idx, ts, next_ts, used from cluster_used
+),
+
+span_segments as (
+    select s.k, s.a0, s.a1, unnest(range(s.i0, s.i1 + 1)) as idx
+    from (
+        select s.k, s.a0, s.a1, u0.idx as i0, u1.idx as i1
+        from spans as s
+        asof join segments as u0 on u0.ts <= s.a0
+        asof join segments as u1 on u1.ts < s.a1
+    ) as s
+),
+
+pieces as (
+    select
+        c.*,
+        greatest(s.a0, u.ts) as s0,
+        least(s.a1, u.next_ts) as s1,
+        t.gpus - u.used as free
+    from span_segments as s
+    join classes as c using (k)
+    join segments as u using (idx)
     cross join total as t
 ),
 
 classified as (
     select
-        p.*,
-        epoch(p.s1 - p.s0) as s,
+        p.k, p.s0, p.s1,
         case
             when p.quota is not null and coalesce(v.used, 0) >= p.quota then 'fair-share'
             when p.free < p.gpus then 'capacity'
@@ -161,6 +218,22 @@ classified as (
     from pieces as p
     asof left join vc_used as v on v.vc = p.vc and v.ts <= p.s0
     asof left join hosts_with as h on h.g = p.per_host and h.ts <= p.s0
+),
+
+-- consecutive pieces of one cause merged into a run
+runs as (
+    select k, cause, min(s0) as r0, max(s1) as r1
+    from (
+        select *, sum(changed::int) over (partition by k order by s0) as run
+        from (
+            select *,
+                s0 <> coalesce(lag(s1) over w, s0 - interval 1 second)
+                or cause <> coalesce(lag(cause) over w, '') as changed
+            from classified
+            window w as (partition by k order by s0)
+        )
+    )
+    group by k, cause, run
 ),
 
 by_stretch as (
@@ -175,20 +248,44 @@ by_stretch as (
             cause order by s desc,
             list_position(['fair-share', 'capacity', 'fragmentation', 'other'], cause)
         ) as cause
-    from (select job_id, attempt, cause, sum(s) as s from classified group by all)
+    from (
+        select
+            w.job_id, w.attempt, r.cause,
+            sum(epoch(least(w.wait_end, r.r1) - greatest(w.wait_start, r.r0))) as s
+        from waits_k as w
+        join runs as r on r.k = w.k and r.r0 < w.wait_end and r.r1 > w.wait_start
+        group by all
+    )
     group by all
 ),
 
 -- a start jumped the queue when, as it started, an earlier-submitted job that its GPUs would
 -- have fitted (no more GPUs, no more per host) waited for a reason other than fair-share
+-- the times each job waited for a cause other than fair-share, cut into UTC hours so that a
+-- start meets the waits of its own hour by an equi-join (an inequality join over every wait
+-- is far slower)
+waiting_then as (
+    select
+        a.job_id, a.submit_ts, a.gpus, a.per_host,
+        greatest(a.wait_start, r.r0) as x0, least(a.wait_end, r.r1) as x1
+    from waits_k as a
+    join runs as r
+        on r.k = a.k and r.r0 < a.wait_end and r.r1 > a.wait_start and r.cause <> 'fair-share'
+),
+
+waiting_hours as (
+    select *, unnest(range(epoch(x0)::bigint // 3600, epoch(x1)::bigint // 3600 + 1)) as hour
+    from waiting_then
+),
+
 jumped as (
     select distinct b.job_id, b.attempt
     from starts as b
-    join classified as a
-        on a.s0 <= b.wait_end and a.s1 > b.wait_end
+    join waiting_hours as a
+        on a.hour = epoch(b.wait_end)::bigint // 3600
+        and a.x0 <= b.wait_end and a.x1 > b.wait_end
         and a.submit_ts < b.submit_ts and a.job_id <> b.job_id
         and a.gpus <= b.gpus and a.per_host <= b.per_host
-    where a.cause <> 'fair-share'
 ),
 
 final as (

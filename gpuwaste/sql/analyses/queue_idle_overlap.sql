@@ -46,21 +46,83 @@ held as (
     join job_usage as j on j.cluster = getvariable('cluster') and j.job_id = i.job_id
 ),
 
-pairs as (
+-- each holder's idle GPUs from each change on, and its idle GPU-seconds before: a stretch's
+-- idle GPU-seconds of a holder are the difference of that integral at its two ends
+holder_events as (
+    select holder_user, holder_vc, start_ts as ts, w as d from held
+    union all
+    select holder_user, holder_vc, end_ts, -w from held
+),
+
+holder_segments as (
     select
-        w.job_id, w.attempt, w."user", w.vc, w.gpus, w.wait_start, w.wait_end, w.wait_s,
-        h.holder_user, h.holder_vc,
-        h.holder_vc = w.vc as same_vc,
-        h.holder_user = w."user" as same_user,
-        sum(h.w * epoch(least(h.end_ts, w.wait_end) - greatest(h.start_ts, w.wait_start)))
-            as idle_gpu_s,
-        least(idle_gpu_s, w.gpus * w.wait_s) as bound_gpu_s
-    from waits as w
-    join held as h
-        on h.start_ts < w.wait_end and h.end_ts > w.wait_start and h.job_id <> w.job_id
-    group by
+        *,
+        coalesce(
+            sum(gpus * epoch(next_ts - ts)) over (
+                partition by holder_user, holder_vc order by ts
+                rows between unbounded preceding and 1 preceding
+            ),
+            0
+        ) as before_s
+    from (
+        select
+            holder_user, holder_vc, ts,
+            lead(ts) over (partition by holder_user, holder_vc order by ts) as next_ts,
+            round(sum(sum(d)) over (partition by holder_user, holder_vc order by ts), 6) as gpus
+        from holder_events
+        group by holder_user, holder_vc, ts
+    )
+),
+
+-- the holders that held idle GPUs in each UTC hour a stretch waited (candidates; the integral
+-- says how much)
+holder_hours as (
+    select distinct holder_user, holder_vc, hour
+    from (
+        select
+            holder_user, holder_vc,
+            unnest(range(epoch(start_ts)::bigint // 3600, epoch(end_ts)::bigint // 3600 + 1))
+                as hour
+        from held
+    )
+),
+
+candidates as (
+    select distinct
         w.job_id, w.attempt, w."user", w.vc, w.gpus, w.wait_start, w.wait_end, w.wait_s,
         h.holder_user, h.holder_vc
+    from (
+        select
+            *,
+            unnest(
+                range(epoch(wait_start)::bigint // 3600, epoch(wait_end)::bigint // 3600 + 1)
+            ) as hour
+        from waits
+    ) as w
+    join holder_hours as h using (hour)
+),
+
+pairs as (
+    select * from (
+    select
+        c.*,
+        c.holder_vc = c.vc as same_vc,
+        c.holder_user = c."user" as same_user,
+        round(
+            coalesce(e1.before_s + e1.gpus * epoch(c.wait_end - e1.ts), 0)
+            - coalesce(e0.before_s + e0.gpus * epoch(c.wait_start - e0.ts), 0),
+            6
+        ) as idle_gpu_s,
+        least(idle_gpu_s, c.gpus * c.wait_s) as bound_gpu_s
+    from candidates as c
+    asof left join holder_segments as e0
+        on e0.holder_user = c.holder_user and e0.holder_vc = c.holder_vc
+        and e0.ts <= c.wait_start
+    asof left join holder_segments as e1
+        on e1.holder_user = c.holder_user and e1.holder_vc = c.holder_vc
+        and e1.ts <= c.wait_end
+    )
+    where idle_gpu_s > 0
 ),
 
 -- the GPUs waited for, from each change on (every stretch), and per waiting user
@@ -71,7 +133,9 @@ demand_events as (
 ),
 
 demand as (
-    select ts, lead(ts, 1, 'infinity'::timestamptz) over (order by ts) as next_ts, gpus
+    select
+        row_number() over (order by ts) as idx,
+        ts, lead(ts, 1, 'infinity'::timestamptz) over (order by ts) as next_ts, gpus
     from (
         select ts, round(sum(sum(d)) over (order by ts), 6) as gpus from demand_events group by ts
     )
@@ -103,13 +167,21 @@ holder_idle as (
     )
 ),
 
+-- a holder's segment meets the demand segments by number (from the one holding its start to
+-- the one holding its end), not by an inequality join
 pieces as (
     select
         i.holder_user, greatest(i.ts, d.ts) as p0, least(i.next_ts, d.next_ts) as p1,
         i.gpus as idle, d.gpus as waited
-    from holder_idle as i
-    join demand as d on d.ts < i.next_ts and d.next_ts > i.ts
-    where i.gpus > 0 and d.gpus > 0
+    from (
+        select i.*, unnest(range(coalesce(d0.idx, 1), coalesce(d1.idx, 0) + 1)) as idx
+        from holder_idle as i
+        asof left join demand as d0 on d0.ts <= i.ts
+        asof left join demand as d1 on d1.ts < i.next_ts
+        where i.gpus > 0
+    ) as i
+    join demand as d using (idx)
+    where d.gpus > 0 and d.ts < i.next_ts and d.next_ts > i.ts
 ),
 
 holder_total as (
