@@ -70,6 +70,9 @@ SM_ACTIVE = DCGM.util[0].name
 GR_ACTIVE = DCGM.util[1].name
 GPU_UTIL = DCGM.util[2].name
 FB_USED = DCGM.mem_used.name
+COARSE_UTIL = (
+    "gpu_util"  # the utilization column kept as gpu_samples.gpu_util (dialects.UtilSeries)
+)
 FB_FREE = _name(DCGM.mem_free)
 FB_RESERVED = _name(DCGM.mem_reserved)
 TENSOR_ACTIVE = _name(DCGM.tensor_active)
@@ -559,6 +562,9 @@ def gpu_rows(
         col("sm_active").alias("sm_active"),
         col("tensor_active").alias("tensor_active"),
         col("power_w").alias("power_w"),
+        pl.coalesce(
+            *(e for e, u in utils if u.column == COARSE_UTIL), pl.lit(None, dtype=pl.Float64)
+        ).alias(COARSE_UTIL),
         util_source.alias("util_source"),
     ).join(key_frame, on="gid", how="left")
     out = out.with_columns(pl.lit(source).alias("source"))
@@ -618,7 +624,9 @@ def _join_gauge_jobs(out: pl.DataFrame, jobs: pl.DataFrame) -> pl.DataFrame:
 
 
 _ROW_KEY = ["host", "gpu", "gpu_instance", "job_id", "ts"]
-_READINGS = ["util", "mem_used_mib", "mem_total_mib", "sm_active", "tensor_active", "power_w"]
+_READINGS = [
+    "util", "mem_used_mib", "mem_total_mib", "sm_active", "tensor_active", "power_w", "gpu_util"
+]  # fmt: skip
 
 
 def _host_series(
