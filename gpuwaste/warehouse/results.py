@@ -136,6 +136,7 @@ JOB_USAGE = _result(
     fluctuating=BOOL,
     checkpointing=BOOL,
     hit_time_limit=BOOL,
+    looks_busy=BOOL,  # #44: GPU_UTIL high while SM/tensor activity near zero (job_busy_evidence)
     diagnoses=STRING,
     gpu_cost=FLOAT,  # sum over its GPUs ([cost]); null when no GPU of the job has a price
     lost_cost=FLOAT,

@@ -58,6 +58,7 @@ Projection = Callable[[str, pl.DataFrame], pl.DataFrame]
 ADDED_COLUMNS: dict[str, tuple[str, ...]] = {
     "idle_slots": ("held_s", "empty_s"),  # issue 44: idle held versus empty
     "job_gpu_usage": ("idle_held_s", "idle_empty_s"),
+    "job_usage": ("looks_busy",),  # issue 44: looks busy
 }
 
 
