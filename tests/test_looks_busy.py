@@ -13,8 +13,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from gpuwaste.act.notify.digest import DigestContext, Window, job_lines, window_figures
+from gpuwaste.act.policy.replay import replay
+from gpuwaste.act.policy.rule import make_rule
 from gpuwaste.analyses.run import analyze
-from gpuwaste.config import Settings, Thresholds
+from gpuwaste.config import NotifyConfig, Settings, Thresholds
+from gpuwaste.warehouse.catalog import connect
 from gpuwaste.warehouse.store import Warehouse
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -77,8 +81,17 @@ def _cluster(data_dir: Path, thresholds: Thresholds | None = None) -> dict[str, 
 
 
 @pytest.fixture(scope="module")
-def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    return _cluster(tmp_path_factory.mktemp("busy") / "data")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("busy") / "data"
+    _cluster(d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def jobs(data_dir: Path) -> dict[str, dict]:
+    return {
+        r["job_id"]: r for r in Warehouse(data_dir).read("job_usage", "c").iter_rows(named=True)
+    }
 
 
 def test_exactly_the_hollow_jobs_look_busy(jobs: dict[str, dict]) -> None:
@@ -102,3 +115,54 @@ def test_the_thresholds_are_parameters(tmp_path: Path) -> None:
     got = _cluster(tmp_path, Thresholds(busy_coarse_min_pct=80.0, looks_busy_share=0.4))
     flagged = {job for job, row in got.items() if row["looks_busy"]}
     assert flagged == {"loop", "mostly", "half", "coarse_low"}
+
+
+WINDOW = Window(T0, T0 + timedelta(days=1))
+
+
+def _worst(data_dir: Path, count: bool) -> dict[str, dict]:
+    con = connect(data_dir)
+    try:
+        figures = window_figures(con, "c", WINDOW, 20, count_looks_busy=count)
+    finally:
+        con.close()
+    return {r["job_id"]: r for r in figures.worst.iter_rows(named=True)}
+
+
+def test_notices_count_looks_busy_jobs_as_idle_only_when_asked(data_dir: Path) -> None:
+    """No job here has an idle slot: without the flag none lost anything; with it, each
+    looks-busy job's hour (all of it busy by utilization) is lost, and the others still none."""
+    assert _worst(data_dir, count=False) == {}
+    worst = _worst(data_dir, count=True)
+    assert set(worst) == {"loop", "mostly"}
+    for row in worst.values():
+        assert row["lost_gpu_h"] == pytest.approx(1.0) == row["looks_busy_gpu_h"]
+    ctx = DigestContext(NotifyConfig(), "c", WINDOW, 0.5)
+    text = "\n".join(job_lines(figures_of(worst, "loop"), ctx))
+    assert "1.00 of 1.00 GPU hours lost" in text
+    assert "1.00 h that looked busy: GPU_UTIL high while the GPU's SM and tensor activity " in text
+    assert "counted as idle (--count-looks-busy)" in text
+    assert "GPU looks busy but does no work" in text  # the advice for the diagnosis
+
+
+def figures_of(worst: dict[str, dict], job: str) -> pl.DataFrame:
+    return pl.DataFrame([worst[job]])
+
+
+def test_the_replay_cancels_looks_busy_jobs_only_when_asked(data_dir: Path) -> None:
+    """A 0.5 h idle rule: no job has an idle slot, so nothing is cancelled; counting looks-busy
+    jobs as idle cancels exactly them at start + 0.5 h, reclaiming the other half hour with no
+    work lost, and says why."""
+    rule = make_rule(["0.5"], 0.0, "all", None)
+    con = connect(data_dir)
+    try:
+        plain = replay(con, rule, jobs=True)
+        counted = replay(con, rule, jobs=True, count_looks_busy=True)
+    finally:
+        con.close()
+    assert plain.height == 0
+    assert sorted(counted["job_id"]) == ["loop", "mostly"]
+    for row in counted.iter_rows(named=True):
+        assert row["reason"] == "looks busy (counted idle)"
+        assert row["cancel_ts"] == T0 + timedelta(minutes=30)
+        assert not row["wrongful"]

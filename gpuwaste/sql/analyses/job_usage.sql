@@ -245,9 +245,8 @@ diagnosed as (
                 case when checkpointing then 'synchronous_checkpointing' end,
                 case when fits_smaller_slice then 'fits_smaller_slice' end,
                 -- the evidence in the text: GPU_UTIL's mean, SM/tensor activity's, and the share
-                case when looks_busy then format(
-                    'looks_busy (GPU_UTIL {:.0f} % while SM/tensor activity {} % in {:.0f} % '
-                    || 'of samples)',
+                case when looks_busy then 'looks_busy' || format(
+                    ' (GPU_UTIL {:.0f} % while SM/tensor activity {} % in {:.0f} % of samples)',
                     coarse_util_mean, fine_util_mean, hollow_pct
                 ) end
             )
