@@ -321,6 +321,33 @@ class CostSettings(_Strict):
         return v
 
 
+class EnergyFactors(_Strict):
+    """What turns the GPUs' kWh into the facility's, its emissions and its money."""
+
+    # grams of CO2e per kWh of the site's electricity: no default (grids differ from ~20 to
+    # ~800 g/kWh), so kg CO2e is null until it is set
+    co2_g_per_kwh: NonNegFloat | None = None
+    # power usage effectiveness, facility energy / IT energy; 1.0 counts the GPUs' own energy
+    # only (no cooling or conversion overhead assumed)
+    pue: float = Field(default=1.0, ge=1.0)
+    price_per_kwh: NonNegFloat | None = None  # in [cost] currency; null: no money for energy
+
+
+class EnergySettings(EnergyFactors):
+    """`[energy]`: the site's factors, and `[energy.clusters.NAME]` a cluster's own (a cluster
+    on another site's grid); a cluster's table replaces the site's factors it sets."""
+
+    clusters: dict[str, EnergyFactors] = Field(default_factory=dict)
+
+    def factors(self, cluster: str) -> EnergyFactors:
+        own = self.clusters.get(cluster)
+        site = EnergyFactors(co2_g_per_kwh=self.co2_g_per_kwh, pue=self.pue,
+                             price_per_kwh=self.price_per_kwh)  # fmt: skip
+        if own is None:
+            return site
+        return site.model_copy(update=own.model_dump(exclude_unset=True))
+
+
 class IngestSettings(_Strict):
     """`[ingest]`: the times every source believes (docs/ingest-files.md#times-no-source-believes).
 
@@ -351,6 +378,7 @@ class Settings(_Strict):
     sql: SqlSettings = Field(default_factory=SqlSettings)
     notify: NotifyConfig = Field(default_factory=NotifyConfig)
     cost: CostSettings = Field(default_factory=CostSettings)
+    energy: EnergySettings = Field(default_factory=EnergySettings)
     ingest: IngestSettings = Field(default_factory=IngestSettings)
     files: FileLimits = Field(default_factory=FileLimits)
     source_path: Path | None = Field(default=None, exclude=True)

@@ -2,7 +2,7 @@
 
 One `Dialect` per exporter a site may run. A declaration says which series give utilization
 (in order of preference, with their scale to 0-100 and the largest raw value believed), memory
-used and total (-> MiB), power (-> W), the energy counter (-> J; declared, not stored yet), the
+used and total (-> MiB), power (-> W), the energy counter (-> J, stored as `energy_j`), the
 profiling metrics, which labels name the host, the GPU (index, device minor number, uuid, model,
 MIG instance and profile), and where the job comes from: a label, a companion gauge whose value
 is the job id, or nothing. `ingest.prometheus.rows` reads every dialect through its declaration,
@@ -22,6 +22,29 @@ from typing import Literal
 MAX_MIB = 16 * 1024 * 1024  # 16 TiB of GPU memory: anything above is a sentinel, not a reading
 MAX_W = 100_000.0  # 100 kW for one GPU: anything above is a sentinel
 MIB = 1024.0 * 1024.0
+# Board power limits (W) by a fragment of the model name (lower case; the first match wins),
+# from the vendors' data sheets: a reading above twice its model's limit is not a reading.
+POWER_LIMITS_W: tuple[tuple[str, float], ...] = (
+    ("b200", 1000.0),
+    ("h200", 700.0),
+    ("h100 pcie", 350.0),
+    ("h100", 700.0),
+    ("a100-pcie", 300.0),
+    ("a100", 400.0),
+    ("a30", 165.0),
+    ("l40s", 350.0),
+    ("l40", 300.0),
+    ("l4", 72.0),
+    ("v100", 300.0),
+    ("mi300x", 750.0),
+    ("mi250", 560.0),
+)
+
+
+def power_limit_w(model: str | None) -> float | None:
+    """The board power limit of GPU `model` (a modelName), None where it is not in the table."""
+    name = (model or "").lower()
+    return next((w for fragment, w in POWER_LIMITS_W if fragment in name), None)
 
 
 @dataclass(frozen=True)
@@ -123,7 +146,7 @@ class Dialect:
     mem_free: Series | None = None
     mem_reserved: Series | None = None
     power: Series | None = None  # -> W
-    energy: Series | None = None  # a counter -> J (issue #44 will use it)
+    energy: Series | None = None  # a counter -> J (gpu_samples.energy_j; analyses/energy.py)
     sm_active: Series | None = None  # -> percent (DCGM: the SM_ACTIVE utilization itself)
     tensor_active: Series | None = None  # -> percent
     info: InfoSeries | None = None
@@ -141,6 +164,7 @@ class Dialect:
             self.sm_active,
             self.tensor_active,
             self.power,
+            self.energy,
         )
         return (*self.util, *(s for s in extra if s is not None))
 

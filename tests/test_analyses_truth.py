@@ -161,3 +161,25 @@ def test_checkpointing_jobs(planted: tuple[Warehouse, dict[str, Any]]) -> None:
     # (random short zero runs can fall at a regular period by chance).
     for job_id in mine - expected:
         assert _regular_zero_runs(truth, job_id), job_id
+
+
+def test_energy_per_job_and_in_idle_slots(planted: tuple[Warehouse, dict[str, Any]]) -> None:
+    """The generator's power (generate/power.py) integrated by the analysis equals the planted
+    energy within 1 % per job x GPU (jobs of 200 samples or more: the first sample's part and
+    the end after the last one make up the rest) and over the cluster."""
+    wh, truth = planted
+    rows = wh.read("job_gpu_usage", "g").select(
+        "job_id", "host", "gpu", "energy_kwh", "lost_energy_kwh"
+    )
+    planted_energy = pl.DataFrame(truth["energy"])
+    both = planted_energy.join(rows, on=["job_id", "host", "gpu"], suffix="_found")
+    assert both.height == planted_energy.height > 50
+    long = both.filter(pl.col("samples") >= 200)
+    assert long.height > 20
+    for col in ("energy_kwh", "lost_energy_kwh"):
+        err = (pl.col(f"{col}_found") - pl.col(col)).abs()
+        bad = long.filter(err > 0.01 * pl.col("energy_kwh"))
+        assert bad.is_empty(), bad.head(3)
+        total = both[col].sum()
+        assert both[f"{col}_found"].sum() == pytest.approx(total, rel=0.01)
+    assert both["lost_energy_kwh"].sum() > 0.05 * both["energy_kwh"].sum()  # slots were planted

@@ -113,7 +113,11 @@ def _rows(
             gpus.append({"job_id": job, "attempt": 0, "host": f"h-{job}", "gpu": gpu,
                          "start_ts": a, "end_ts": b, "alloc_s": alloc, "missing_s": float(missing),
                          "never_used": never, "never_used_s": never_s, "idle_slot_s": idle,
-                         "gpu_cost": cost(alloc), "lost_cost": cost(idle + never_s)})  # fmt: skip
+                         "gpu_cost": cost(alloc), "lost_cost": cost(idle + never_s),
+                         # c1's GPUs draw 500 W, 100 W when lost; c2 has no power readings
+                         "energy_kwh": None if price is None else alloc / 3600 * 0.5,
+                         "lost_energy_kwh": None if price is None else (idle + never_s) / 3600 * 0.1,
+                         })  # fmt: skip
             slots.extend({"job_id": job, "attempt": 0, "host": f"h-{job}", "gpu": gpu,
                           "start_ts": x, "end_ts": y, "duration_s": (y - x).total_seconds()}
                          for x, y in spans)  # fmt: skip
@@ -229,6 +233,16 @@ def test_the_gpu_seconds_counters_are_the_hand_sums_over_all_results(planted: Pa
         for kind, hours in zip(KINDS, want, strict=True):
             labels = (("cluster", "c1"), ("kind", kind), ("vc", vc))
             assert counter[labels] == pytest.approx(hours * 3600), (vc, kind)
+
+
+def test_the_energy_counters_are_the_hand_sums_in_joules(planted: Path) -> None:
+    """c1: 0.5 kWh per GPU hour allocated, 0.1 per GPU hour lost; c2 has no power: no series."""
+    got = samples(scrape_text(WasteCollector(planted)))["gpuwaste_energy_joules_total"]
+    want = {}
+    for vc, (alloc_h, _, idle_h, never_h, _, _) in TOTALS.items():
+        want[(("cluster", "c1"), ("kind", "used"), ("vc", vc))] = alloc_h * 0.5 * 3.6e6
+        want[(("cluster", "c1"), ("kind", "lost"), ("vc", vc))] = (idle_h + never_h) * 0.1 * 3.6e6
+    assert got == pytest.approx(want)
 
 
 def test_the_scrape_passes_promtool_check_metrics(planted: Path) -> None:

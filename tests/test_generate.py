@@ -288,6 +288,8 @@ def test_openmetrics_layout(
     labels_of: dict[str, dict[str, str]] = {}
     used: dict[tuple[str, str], int] = {}
     cpu: dict[str, dict[str, float]] = {}
+    counter_of: dict[str, int] = {}
+    drops: set[tuple[str, str]] = set()
     for line in text.splitlines()[:-1]:
         if line.startswith("#"):
             kind, _, name = line.split(" ", 3)[:3]
@@ -312,6 +314,13 @@ def test_openmetrics_layout(
             used[(head.split("{", 1)[1], stamp)] = int(value)
         elif name == "DCGM_FI_DEV_FB_FREE":
             assert used.pop((head.split("{", 1)[1], stamp)) + int(value) == 81920
+        elif name == "DCGM_FI_DEV_POWER_USAGE":
+            assert 60 <= int(value) <= 400  # generate/power.py: idle .. power limit
+        elif name == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION":
+            last = counter_of.get(head)
+            if last is not None and int(value) < last:
+                drops.add((lab["Hostname"], lab["gpu"]))
+            counter_of[head] = int(value)
         elif (
             name == "node_cpu_seconds_total"
             and lab["cpu"] == "0"
@@ -319,8 +328,11 @@ def test_openmetrics_layout(
         ):
             cpu.setdefault(stamp, {})[lab["mode"]] = float(value)
     assert not used
+    # the energy counter (mJ) runs backwards on one GPU: the planted reset (generate/power.py)
+    assert drops == {(cluster.hosts[0].name, "0")}
     assert families == [
         "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE",
+        "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
         "node_cpu_seconds", "node_memory_MemTotal_bytes", "node_memory_MemAvailable_bytes",
     ]  # fmt: skip
     n, g = cluster.spec.n_samples, cluster.spec.n_gpus
@@ -513,7 +525,7 @@ def test_write_samples_parquet_per_day(tmp_path: Path) -> None:
     tables = [pq.read_table(p) for p in parts]
     assert str(tables[0].schema.field("ts").type) == "timestamp[us, tz=UTC]"
     assert [f.name for f in tables[0].schema] == [
-        "host", "gpu", "ts", "util", "mem_used_mib", "mem_total_mib", "job_id",
+        "host", "gpu", "ts", "util", "mem_used_mib", "mem_total_mib", "power_w", "job_id",
     ]  # fmt: skip
     frames = [pl.DataFrame(pl.from_arrow(t)) for t in tables]
     for f in frames:

@@ -94,6 +94,7 @@ def _sql_pass(samples: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> Pass
     """Every relation of the pass by the SQL files, in DuckDB."""
     con = duckdb.connect()
     con.execute("set TimeZone = 'UTC'")
+    samples = _with_energy(samples)
     con.register("samples_in", samples)
     con.execute(
         "create view gpu_samples as select *, 'c' as cluster, ts::date as date from samples_in"
@@ -131,13 +132,20 @@ def _sql_pass(samples: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> Pass
     }
 
 
+def _with_energy(samples: pl.DataFrame) -> pl.DataFrame:
+    """`samples` with the energy readings they leave out null, as files without them read."""
+    return samples.with_columns(
+        pl.lit(None, pl.Float64).alias(c) for c in ("power_w", "energy_j") if c not in samples
+    )
+
+
 def _polars_job_samples(
     samples: pl.DataFrame, alloc: pl.DataFrame, idle_mem_floor_mib: float, window_s: float
 ) -> pl.DataFrame:
     """job_samples.compute over frames: samples (host, gpu, ts, util, mem_used_mib,
     mem_total_mib), in stored order, and allocations -> the rows of job_samples.sql."""
     hosts, alloc_keyed = job_samples._keyed_allocations(alloc)
-    keyed = job_samples._keyed(samples, hosts)
+    keyed = job_samples._keyed(_with_energy(samples), hosts)
     return job_samples._compute_keyed(keyed, alloc_keyed, idle_mem_floor_mib, window_s)
 
 

@@ -247,6 +247,8 @@ def test_planted_truth_per_slice(mig_cluster: tuple[Path, dict[str, object]]) ->
         assert r["never_used_got"] == r["never_used"], where
         if r["util_mean"] is not None:  # (none planted on a shared GPU)
             assert r["util_mean_got"] == pytest.approx(r["util_mean"]), where
+        if r["energy_kwh"] is not None:  # the parent's power x the slice (none on a shared GPU)
+            assert r["energy_kwh_got"] == pytest.approx(r["energy_kwh"], rel=0.01), where
         assert r["mem_total_mib_got"] == r["mem_total_mib"], where
     jobs = Warehouse(data).read("job_usage", "m").join(want.select("job_id", "gpu_s"), on="job_id")
     assert jobs["gpu_s"].to_list() == pytest.approx(jobs["gpu_s_right"].to_list())

@@ -39,7 +39,7 @@ def _samples_sql(source: str) -> str:
     return f"""
 select ((list_position($1::varchar[], host) * {GPU_KEY_SPAN} + gpu) * {INSTANCE_SPAN}
         + coalesce(gpu_instance + 1, 0))::bigint as device_key,
-       ts, util, mem_used_mib, mem_total_mib
+       ts, util, mem_used_mib, mem_total_mib, power_w, energy_j
 from {source} as gpu_samples
 where cluster = getvariable('cluster')
   and date between getvariable('date_lo')::date and getvariable('date_hi')::date
@@ -99,6 +99,11 @@ def _keyed_allocations(alloc: pl.DataFrame) -> tuple[list[str], pl.DataFrame]:
     return hosts, _keyed(known, hosts)
 
 
+def _energy_readings(frame: pl.DataFrame) -> list[str]:
+    """The power and energy-counter columns `frame` has (energy.py reads them), passed on."""
+    return [c for c in ("power_w", "energy_j") if c in frame.columns]
+
+
 def _compute_keyed(
     samples: pl.DataFrame, alloc: pl.DataFrame, idle_mem_floor_mib: float, window_s: float
 ) -> pl.DataFrame:
@@ -151,6 +156,7 @@ def _compute_keyed(
         "util",
         "mem_used_mib",
         "mem_total_mib",
+        *_energy_readings(flagged),
         "idle",
         (~same_prev).alias("is_first"),
         _seconds(

@@ -29,6 +29,7 @@ import polars as pl
 
 from gpuwaste.analyses import (
     allocation_sums,
+    energy,
     idle_slots,
     job_samples,
     sample_flags,
@@ -71,6 +72,7 @@ class BatchResult:
 PART_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "batch_fluctuation": {**allocation_sums.FLUCTUATION_SCHEMA, "fluctuating": pl.Boolean()},
     "batch_checkpoint": allocation_sums.CHECKPOINT_SCHEMA,
+    "batch_energy": energy.SCHEMA,
 }
 
 # The columns of `analyze_alloc` a host range's steps read, as relation `range_alloc`.
@@ -105,6 +107,7 @@ GPU_STEPS: tuple[Step, ...] = (
     Step("level_runs", stable_phases.level_runs_frame, pure=True),
     Step("gpu_sample_stats", allocation_sums.gpu_sample_stats, pure=True),
     Step("batch_idle_slots", idle_slots.compute, pure=True, result="idle_slots"),
+    Step("batch_energy", energy.compute, pure=True),
     Step("batch_checkpoint", allocation_sums.checkpointing, pure=True),
     # per job and bucket of one host range: conformed once the host ranges are summed
     Step(

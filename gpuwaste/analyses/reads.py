@@ -70,9 +70,10 @@ def job_timeline(
     points: int = TIMELINE_POINTS,
 ) -> pl.DataFrame:
     """gpu_samples of the job's devices over its allocation intervals (drill-down, not a
-    metric): (host, gpu, gpu_instance, ts, util, mem_used_mib), one series per device (a MIG
-    instance apart from its GPU's other instances), averaged (util) and maxed (memory) into time
-    buckets when there are more than `points` samples per device."""
+    metric): (host, gpu, gpu_instance, ts, util, mem_used_mib, power_w), one series per device
+    (a MIG instance apart from its GPU's other instances; its power is its parent GPU's, as the
+    exporter repeats it), averaged (util, power) and maxed (memory) into time buckets when there
+    are more than `points` samples per device."""
     alloc = read_frame(
         con,
         "SELECT host, min(start_ts) AS lo, max(end_ts) AS hi FROM job_gpu_usage "
@@ -83,7 +84,7 @@ def job_timeline(
         return pl.DataFrame(
             schema={"host": pl.String, "gpu": pl.Int16, "gpu_instance": pl.Int16,
                     "ts": pl.Datetime("us", "UTC"), "util": pl.Float64,
-                    "mem_used_mib": pl.Float64}
+                    "mem_used_mib": pl.Float64, "power_w": pl.Float64}
         )  # fmt: skip
     lo: datetime = alloc["lo"].min()  # type: ignore[assignment]
     hi: datetime = alloc["hi"].max()  # type: ignore[assignment]
@@ -97,20 +98,44 @@ def job_timeline(
             SELECT host, gpu, gpu_instance, start_ts, end_ts
             FROM job_gpu_usage WHERE cluster = ? AND job_id = ?
         ), s AS (
-            SELECT g.host, g.gpu, g.gpu_instance, g.ts, g.util, g.mem_used_mib
+            SELECT g.host, g.gpu, g.gpu_instance, g.ts, g.util, g.mem_used_mib, g.power_w
             FROM gpu_samples g
             WHERE g.cluster = ? AND g.date BETWEEN ? AND ? AND g.ts >= ? AND g.ts <= ?
               AND g.host IN ({", ".join("?" * len(hosts))})
         )
         SELECT s.host, s.gpu, s.gpu_instance,
                to_timestamp(floor(epoch(s.ts) / {bucket!r}) * {bucket!r}) AS ts,
-               avg(s.util) AS util, max(s.mem_used_mib) AS mem_used_mib
+               avg(s.util) AS util, max(s.mem_used_mib) AS mem_used_mib,
+               avg(s.power_w) AS power_w
         FROM s JOIN a ON s.host = a.host AND s.gpu = a.gpu
                      AND s.gpu_instance IS NOT DISTINCT FROM a.gpu_instance
                      AND s.ts >= a.start_ts AND s.ts <= a.end_ts
         GROUP BY ALL ORDER BY s.host, s.gpu, s.gpu_instance NULLS FIRST, ts
         """,
         [cluster, job_id, cluster, lo.date(), (hi + timedelta(seconds=1)).date(), lo, hi, *hosts],
+    )
+
+
+# ----------------------------------------------------------------- energy
+ENERGY_KINDS = ("used", "lost")  # the GPUs' energy, and its part in idle slots / never-used GPUs
+
+
+def energy_joules(con: duckdb.DuckDBPyConnection, cluster: str | None = None) -> pl.DataFrame:
+    """Per cluster and kind (`ENERGY_KINDS`), the joules of every analyzed job's GPUs
+    (job_usage.energy_kwh, lost_energy_kwh x 3.6e6): what the exporter's
+    `gpuwaste_energy_joules_total{kind=...}` reads. Clusters with no power reading at all have
+    no rows (no energy is not 0 J)."""
+    where = "WHERE cluster = ?" if cluster else ""
+    return read_frame(
+        con,
+        f"""
+        SELECT cluster, kind, joules FROM (
+            SELECT cluster, sum(energy_kwh) * 3.6e6 AS used, sum(lost_energy_kwh) * 3.6e6 AS lost
+            FROM job_usage {where} GROUP BY cluster
+        ) UNPIVOT (joules FOR kind IN (used, lost))
+        ORDER BY cluster, kind DESC
+        """,
+        [cluster] if cluster else [],
     )
 
 
@@ -190,9 +215,11 @@ def source_states(con: duckdb.DuckDBPyConnection, cluster: str | None = None) ->
 
 __all__ = [
     "DEVICE_KEY",
+    "ENERGY_KINDS",
     "TIMELINE_POINTS",
     "device_name",
     "device_of",
+    "energy_joules",
     "idle_now",
     "job",
     "job_rows",

@@ -14,9 +14,9 @@ Two kinds:
 
 Each definition has one home, the code `gpuwaste analyze` runs: a summary's SQL file; for the
 per-job tables, the steps of per_job.py, whose per-sample part is Python (`job_samples.py`,
-`sample_flags.py`, `allocation_sums.py`, `idle_slots.py`, `stable_phases.py`: polars, numpy and
-compiled loops) and whose roll-ups per GPU and per job are SQL (`job_gpu_usage.sql`,
-`job_usage.sql`). The SQL restatements of the Python steps under tests/oracles/ are test
+`sample_flags.py`, `allocation_sums.py`, `idle_slots.py`, `stable_phases.py`, `energy.py`:
+polars, numpy and compiled loops) and whose roll-ups per GPU and per job are SQL
+(`job_gpu_usage.sql`, `job_usage.sql`). The SQL restatements of the Python steps under tests/oracles/ are test
 oracles, not definitions.
 """
 
@@ -86,6 +86,7 @@ ANALYSES: tuple[Analysis, ...] = (
             "batch_idle_slots",
             "batch_phase_counts",
             "device_models",
+            "batch_energy",
         ),
         "Definitions (docs/definitions.md#gpu-utilization): for GPU i of a job with samples u_ij at times t_j, "
         "U_i = sum_j u_ij (t_j - t_(j-1)) / (t_K - t_0), time-weighted; **choice**: a gap between "
@@ -99,7 +100,11 @@ ANALYSES: tuple[Analysis, ...] = (
         "idle_slot_s + never_used_s + busy_s + missing_s = alloc_s, where busy is observed time "
         "outside idle slots (idle runs of 60 s or less count as busy). `low_data` marks a GPU "
         "observed for less than `min_observed_share` of its allocation: it is flagged, not "
-        "judged. Units: seconds, percent 0-100, MiB.",
+        "judged. Energy (docs/definitions.md#energy): `energy_kwh`, the device's energy counter's "
+        "increase over its observed time (resets counted from the new value), else power x "
+        "the seconds each sample stands for (gaps not filled); `lost_energy_kwh`, the part in "
+        "idle slots, or all of it on a never-used device; both slice-weighted on MIG and null "
+        "where the device has no reading. Units: seconds, percent 0-100, MiB, kWh, W.",
     ),
     Analysis(
         "idle_slots",
@@ -315,6 +320,29 @@ ANALYSES: tuple[Analysis, ...] = (
         "lost = idle-slot + never-used and its share, and GPU utilization (time-weighted mean) "
         "[ICSE24 §3.2]. Grain: one row per VC (and '(all)') x GPU model of each GPU (and '(all)'). Units: GPU hours, "
         "percent 0-100.",
+    ),
+    _summary(
+        "energy_daily",
+        "GPU energy per UTC day: kWh, kWh lost, facility kWh, kg CO2e, money",
+        "issue #44 (energy)",
+        ("job_gpu_usage", "job_usage"),
+        "Definition (docs/definitions.md#energy): per VC x GPU model of the job x UTC day, the "
+        "GPUs' energy (job_gpu_usage.energy_kwh: the energy counter's increase, else power "
+        "integrated over observed time, slice-weighted on MIG) and the part lost (idle slots, "
+        "never-used GPUs); facility kWh = kWh x `[energy] pue`; kg CO2e = facility kWh x "
+        "`co2_g_per_kwh` / 1000; money = facility kWh x `price_per_kwh` (null where not "
+        "configured). `measured_gpu_h`: the GPU hours with a power reading. Grain: one row per "
+        "VC x GPU model (each with '(all)') x UTC day. Units: kWh, kg, currency, GPU hours.",
+    ),
+    _summary(
+        "idle_power",
+        "Idle power per GPU model, measured in the data (W)",
+        "issue #44 (energy)",
+        ("gpu_samples",),
+        "Definition (docs/definitions.md#idle-power): **choice** the 10th percentile of power "
+        "over whole-GPU samples with utilization 0 and memory used at or under "
+        "`idle_mem_floor_mib`, per GPU model, with the median beside and the number of "
+        "samples. Grain: one row per GPU model (and '(all)'), VC '(all)'. Units: W.",
     ),
 )
 

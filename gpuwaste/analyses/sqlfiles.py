@@ -64,7 +64,7 @@ def device_variables(settings: Settings, cluster: str) -> dict[str, Scalar]:
     model; absent when the cluster has none, so the SQL reads NULL) for job_gpu_usage.sql, and
     each MIG-capable model's smallest profile (memory, share of the GPU) for job_usage.sql, and
     the `[cost]` prices (model glob -> price per GPU-hour; absent when none) for
-    job_gpu_usage.sql."""
+    job_gpu_usage.sql, and the cluster's `[energy]` factors for energy_daily.sql."""
     fragments = list(MODEL_PROFILES)
     smallest = [smallest_profile(f) for f in fragments]
     out: dict[str, Scalar] = {
@@ -75,6 +75,10 @@ def device_variables(settings: Settings, cluster: str) -> dict[str, Scalar]:
     if settings.cost.gpu_hour:
         out["cost_patterns"] = list(settings.cost.gpu_hour)
         out["cost_prices"] = [float(p) for p in settings.cost.gpu_hour.values()]
+    energy = settings.energy.factors(cluster)  # energy_daily.sql; null: not configured
+    out["energy_pue"] = energy.pue
+    out["energy_co2_g_per_kwh"] = energy.co2_g_per_kwh
+    out["energy_price_per_kwh"] = energy.price_per_kwh
     config = next((c for c in settings.clusters if c.name == cluster), None)
     if config is not None and config.gpu_models:
         out["gpu_model_patterns"] = list(config.gpu_models)

@@ -71,11 +71,27 @@ def waste_by(
     finally:
         con.close()
     order = ["lost_gpu_h", "cluster", "who"]
+    df = with_co2e(df, settings)
     unpriced = [
-        c for c in ("cost", "lost_cost") if c in df.columns and df[c].null_count() == df.height
+        c
+        for c in ("cost", "lost_cost", "energy_kwh", "lost_energy_kwh", "lost_co2e_kg")
+        if c in df.columns and df[c].null_count() == df.height
     ]
-    df = df.drop(unpriced)  # money columns only where [cost] prices some GPU
+    # money columns only where [cost] prices some GPU; energy where some GPU reports power
+    df = df.drop(unpriced)
     return df.sort(order, descending=[True, False, False], nulls_last=True).rename({"who": by})
 
 
-__all__ = ["BY", "TITLE", "check_by", "waste_by"]
+def with_co2e(df: pl.DataFrame, settings: Settings) -> pl.DataFrame:
+    """`df` (a `cluster` and a `lost_energy_kwh` column) with `lost_co2e_kg`: the lost kWh x
+    the cluster's `[energy]` PUE x g CO2e/kWh / 1000 (null where no factor is configured)."""
+    factors = {c: settings.energy.factors(c) for c in df["cluster"].unique().to_list()}
+    per_kwh = {
+        c: None if f.co2_g_per_kwh is None else f.pue * f.co2_g_per_kwh / 1000
+        for c, f in factors.items()
+    }
+    kg = pl.col("cluster").replace_strict(per_kwh, default=None, return_dtype=pl.Float64)
+    return df.with_columns((pl.col("lost_energy_kwh") * kg).alias("lost_co2e_kg"))
+
+
+__all__ = ["BY", "TITLE", "check_by", "waste_by", "with_co2e"]

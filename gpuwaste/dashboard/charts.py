@@ -713,6 +713,43 @@ def timeline(
     )
 
 
+def power(samples: pl.DataFrame, gpus: pl.DataFrame, title: str, max_gpus: int = 16) -> Spec:
+    """Power draw (W) over time, one line per GPU of `gpus` (its rows of job_gpu_usage), from
+    the job's samples (reads.job_timeline); the same GPUs as `timeline` shows. A MIG instance's
+    line is its parent GPU's power, as the exporter repeats it."""
+    keys = gpu_keys(gpus, max_gpus)
+    named = [gpu_name(r) for r in keys.iter_rows(named=True)]
+    lines = (
+        by_device(samples.filter(pl.col("power_w").is_not_null()), keys, "row")
+        .with_columns(
+            pl.col("row").replace_strict(list(range(len(named))), named).alias("gpu"),
+            pl.col("ts").dt.epoch("ms").cast(pl.Float64).alias("ts"),
+        )
+        .select("gpu", "ts", pl.col("power_w").cast(pl.Float64))
+    )
+    x = time_axis(keys["start_ts"].min(), keys["end_ts"].max())
+    return _chart(
+        title,
+        {"power": lines},
+        {
+            "data": {"name": "power"},
+            "width": "container",
+            "mark": {"type": "line", "strokeWidth": 1.5, "clip": True},
+            "encoding": {
+                "x": {"field": "ts", **x},
+                "y": {"field": "power_w", "type": "quantitative", "title": "W"},
+                "color": {
+                    "field": "gpu",
+                    "type": "nominal",
+                    "title": None,
+                    "scale": _colors(named),
+                },
+            },
+        },
+        height=220,
+    )
+
+
 HEATMAP_COLUMNS = 240  # time cells per GPU in the compact view
 HEATMAP_ROW_PX = 16
 

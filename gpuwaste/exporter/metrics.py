@@ -35,6 +35,11 @@ GPU_TIME_KINDS: dict[str, str] = {
     "debug": "held by debugging jobs",
 }
 KINDS_HELP = "; ".join(f"{kind}: {text}" for kind, text in GPU_TIME_KINDS.items())
+# the kinds of energy, each a column `<kind>_j` of gpu_seconds.sql
+ENERGY_KINDS: dict[str, str] = {
+    "used": "drawn by the GPUs of jobs",
+    "lost": "drawn in idle slots and on never-used GPUs",
+}
 WINDOW_SUFFIX = ", per cluster and VC over the trailing window ending at the cluster's newest data."
 
 METRICS: dict[str, str] = {
@@ -48,6 +53,9 @@ METRICS: dict[str, str] = {
     "gpuwaste_gpu_seconds": "GPU seconds of every job the results hold, per cluster, VC and kind ("
     + KINDS_HELP
     + "); a counter: it grows as analyze adds data (it falls only when results are deleted).",
+    "gpuwaste_energy_joules": "Joules of every job the results hold, per cluster, VC and kind ("
+    + "; ".join(f"{kind}: {text}" for kind, text in ENERGY_KINDS.items())
+    + "); a counter, as gpuwaste_gpu_seconds_total; no series where no GPU has power readings.",
     "gpuwaste_window_gpu_seconds": "GPU seconds per kind (as gpuwaste_gpu_seconds_total)"
     + WINDOW_SUFFIX,
     "gpuwaste_waste_ratio": "Share of allocated GPU time lost to idle slots and never-used GPUs"
@@ -94,6 +102,16 @@ def _total_families(totals: pl.DataFrame) -> Iterator[Metric]:
         for kind in GPU_TIME_KINDS:
             counter.add_metric([row["cluster"], row["vc"], kind], float(row[kind]))
     yield counter
+    energy = CounterMetricFamily(
+        "gpuwaste_energy_joules",
+        METRICS["gpuwaste_energy_joules"],
+        labels=["cluster", "vc", "kind"],
+    )
+    for row in totals.iter_rows(named=True):
+        for kind in ENERGY_KINDS:
+            if row[f"{kind}_j"] is not None:
+                energy.add_metric([row["cluster"], row["vc"], kind], float(row[f"{kind}_j"]))
+    yield energy
 
 
 def _window_families(windows: pl.DataFrame, currency: str) -> Iterator[Metric]:

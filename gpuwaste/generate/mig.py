@@ -27,7 +27,11 @@ gpu_weight = slice weight x device share, shared), start, end, alloc_s (wall), g
 gpu_weight: a shared GPU gives each of the k jobs holding it 1/k of each sample interval),
 idle_slot_s (wall), never_used, util_mean (time-weighted over the job, as
 docs/definitions.md#time-weighting: the idle slot of n samples lasts n intervals; null on a
-shared GPU). The default generator output does not change.
+shared GPU), energy_kwh (the device's power x interval over the job's samples x the slice
+weight; null on a shared GPU). Power (`DCGM_FI_DEV_POWER_USAGE`, generate/power.py) is the
+physical GPU's: a MIG-mode GPU's from its instances' slice-weighted utilization and summed
+memory, repeated on every instance's series as dcgm-exporter does. The default generator output
+does not change.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from gpuwaste.generate.model import GeneratorSpec
+from gpuwaste.generate.power import KWH, power_w
 from gpuwaste.generate.timefmt import iso_z, slurm_duration, slurm_time
 from gpuwaste.warehouse.mig import parse_profile
 
@@ -206,8 +211,25 @@ class MigWriter:
         self.job_ids = [j.job_id for j in c.jobs]
         self.values = {d: _values(c, d) for d in c.devices}
 
+    def power(self, d: Device) -> np.ndarray:
+        """Power (W) of device d's physical GPU at each sample: a MIG instance reads its
+        parent's, from the slice-weighted utilization and the memory of all its instances."""
+        if d.instance is None:
+            util, mem, _ = self.values[d]
+            return power_w(util, mem)
+        parts = [
+            p
+            for p in self.c.devices
+            if (p.host, p.gpu) == (d.host, d.gpu) and p.instance is not None
+        ]
+        util = np.rint(sum(self.values[p][0] * p.weight for p in parts)).astype(np.int64)
+        mem = sum((self.values[p][1] for p in parts), np.zeros_like(util))
+        return power_w(util, mem)
+
     def _text(self, family: str, d: Device) -> list[str] | None:
         util, mem, _ = self.values[d]
+        if family == "DCGM_FI_DEV_POWER_USAGE":
+            return [str(v) for v in self.power(d).tolist()]
         if family == "DCGM_FI_DEV_GPU_UTIL":
             return ["0"] * len(util) if d.instance is not None else [str(v) for v in util]
         if family == "DCGM_FI_DEV_FB_USED":
@@ -304,6 +326,7 @@ def sacct_lines(c: MigCluster) -> list[str]:
 
 def truth(c: MigCluster) -> dict[str, Any]:
     spec = c.spec
+    writer = MigWriter(c)
     dt = spec.interval_s
     holders = {d: np.zeros(spec.n_samples, dtype=np.int64) for d in c.devices if d.shared}
     for j in c.jobs:
@@ -318,6 +341,7 @@ def truth(c: MigCluster) -> dict[str, Any]:
             share = float((dt / holders[d][j.k0 : j.k1]).sum()) / alloc
         idle = (j.idle[1] - j.idle[0]) * dt if j.idle else 0
         util = None if d.shared else 0.0 if j.never_used else j.util * (alloc - idle) / alloc
+        joules = float(writer.power(d)[j.k0 : j.k1].sum()) * dt * d.weight
         jobs.append(
             {
                 "job_id": j.job_id,
@@ -336,6 +360,7 @@ def truth(c: MigCluster) -> dict[str, Any]:
                 "idle_slot_s": idle,
                 "never_used": j.never_used,
                 "util_mean": util,
+                "energy_kwh": None if d.shared else joules / KWH,
                 "mem_mib": 0 if j.never_used else j.mem_mib,
                 "mem_total_mib": d.mem_mib,
             }

@@ -1,7 +1,8 @@
 """write_samples_parquet: the gpu_samples rows straight to parquet, one day at a time.
 
 out_dir/date=YYYY-MM-DD/part-0.parquet (UTC dates), columns host (string), gpu (int16),
-ts (timestamp[us, UTC]), util, mem_used_mib, mem_total_mib (float64), job_id (string, null when
+ts (timestamp[us, UTC]), util, mem_used_mib, mem_total_mib, power_w (float64, generate/power.py),
+job_id (string, null when
 unallocated), sorted by host, gpu, ts. Samples inside data gaps are absent. Memory is bounded by
 one day of samples.
 """
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 
 from gpuwaste.generate import params
 from gpuwaste.generate.model import Cluster, GeneratorSpec
+from gpuwaste.generate.power import power_w
 from gpuwaste.generate.series import gpu_window
 from gpuwaste.generate.simulate import simulate
 
@@ -28,6 +30,7 @@ SCHEMA = pa.schema(
         ("util", pa.float64()),
         ("mem_used_mib", pa.float64()),
         ("mem_total_mib", pa.float64()),
+        ("power_w", pa.float64()),
         ("job_id", pa.string()),
     ]
 )
@@ -69,6 +72,7 @@ def day_table(cluster: Cluster, k0: int, k1: int) -> pa.Table:
             "util": pa.array(win.util.reshape(-1)[present].astype(np.float64)),
             "mem_used_mib": pa.array(win.mem.reshape(-1)[present].astype(np.float64)),
             "mem_total_mib": pa.array(np.full(n, float(spec.gpu_mem_mib))),
+            "power_w": pa.array(power_w(win.util, win.mem).reshape(-1)[present].astype(np.float64)),
             "job_id": job_names.take(job_idx),
         },
         schema=SCHEMA,

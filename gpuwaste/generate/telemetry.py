@@ -20,6 +20,10 @@ dialect's metric names, units and labels (nothing here names a metric). Per dial
   (gpuwaste/generate/scontrol.py) tie jobs to GPUs.
 
 Samples inside a data gap are absent from every family of the GPU exporter.
+
+Power (where the dialect declares it) in whole watts of the model in generate/power.py, in the
+dialect's unit; the energy counter (where it declares one) counts that power through data gaps,
+with one reset (generate/power.py).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import numpy as np
 from gpuwaste.dialects import Dialect, Series, dialect
 from gpuwaste.generate import params
 from gpuwaste.generate.model import Cluster, GeneratorSpec, Window
+from gpuwaste.generate.power import LOADED_W, counter_j, power_w
 
 # PCI bus ids of the eight GPUs of a DGX A100, for DCGM's pci_bus_id label
 PCI_BUS = ("07", "0F", "47", "4E", "87", "90", "B7", "BD")
@@ -46,7 +51,7 @@ EXPORTER_PORT = {
     "amd": 5000,
 }
 
-Quantity = str  # "util", "used", "free", "total", "job_gauge", "info"
+Quantity = str  # "util", "used", "free", "total", "power", "energy", "job_gauge", "info"
 
 
 def names_job(spec: GeneratorSpec) -> bool:
@@ -74,6 +79,10 @@ def families(d: Dialect) -> list[Family]:
         out.append(Family(d.mem_total.name, f"GPU memory total ({d.title}).", "total"))
     elif d.mem_free is not None:
         out.append(Family(d.mem_free.name, f"GPU memory free ({d.title}).", "free"))
+    if d.power is not None:
+        out.append(Family(d.power.name, f"GPU power draw ({d.title}).", "power"))
+    if d.energy is not None:
+        out.append(Family(d.energy.name, f"GPU energy counter ({d.title}).", "energy"))
     if d.job.gauge is not None:
         out.append(Family(d.job.gauge.name, "Job running on this GPU (0: none).", "job_gauge"))
     if d.info is not None:
@@ -101,6 +110,7 @@ class Tables:
         self.free = [f"{_raw(free, cap - v)} " for v in range(cap + 1)]
         total = d.mem_total if d.mem_total is not None else d.mem_used
         self.total = f"{_raw(total, cap)} "
+        self.power = [f"{_raw(d.power, v)} " for v in range(LOADED_W + 1)] if d.power else []
 
 
 def gpu_label_pairs(d: Dialect, cluster: Cluster, g: int) -> list[tuple[str, str]]:
@@ -190,12 +200,19 @@ def gpu_series(
         values = pick(ids, jobs_row[idx].tolist())
         return [(text(base), idx, values)]
     table: list[str] | str
+    values_row: np.ndarray | None
     if family.quantity == "util":
         table, values_row = tables.util, win.util[g]
     elif family.quantity == "used":
         table, values_row = tables.used, win.mem[g]
     elif family.quantity == "free":
         table, values_row = tables.free, win.mem[g]
+    elif family.quantity == "power":
+        table, values_row = tables.power, power_w(win.util[g], win.mem[g])
+    elif family.quantity == "energy":
+        assert d.energy is not None and win.k0 == 0
+        joules = counter_j(cluster, g, power_w(win.util[g], win.mem[g]))
+        table, values_row = [f"{v / d.energy.scale:.0f} " for v in joules.tolist()], None
     else:
         table, values_row = tables.total, win.mem[g]
     by_job = d.job.source == "label" and spec.job_labels
@@ -215,6 +232,8 @@ def gpu_series(
             pairs.append((d.job.labels[0], job_ids[key]))
         if isinstance(table, str):
             out.append((text(pairs), idx, table))
+        elif values_row is None:  # one string per sample (a counter)
+            out.append((text(pairs), idx, pick(table, idx.tolist())))
         else:
             out.append((text(pairs), idx, pick(table, values_row[idx].tolist())))
     return out

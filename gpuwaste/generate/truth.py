@@ -9,11 +9,15 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from gpuwaste.generate import params
 from gpuwaste.generate.model import Cluster, Job
 from gpuwaste.generate.philly import PhillyView, short_hash
 from gpuwaste.generate.plans import slot_levels
 from gpuwaste.generate.policy_cases import policy_truth
+from gpuwaste.generate.power import KWH, power_w
+from gpuwaste.generate.series import alloc_series
 from gpuwaste.generate.timefmt import iso_z
 
 IDLE_SLOT_MIN_S = (
@@ -62,6 +66,51 @@ def run_bounds(cluster: Cluster, job: Job, run: Run) -> tuple[int, int]:
     else:
         end = spec.t0 + (spec.duration_s if job.end is None else job.end)
     return start, end
+
+
+def energy_truth(cluster: Cluster) -> list[dict[str, Any]]:
+    """Per job x GPU with samples: the kWh its samples stand for (power x interval, samples in
+    data gaps left out) and the kWh in its planted idle slots, or all of it on a never-used GPU.
+    The analyses count the first sample from the job's start and the end after the last
+    sample, so they differ from this by at most two samples' energy."""
+    spec = cluster.spec
+    dt = spec.interval_s
+    gaps: dict[int, list[tuple[int, int]]] = {}
+    for gap in cluster.gaps:
+        gaps.setdefault(gap.gpu, []).append((gap.k0, gap.k1))
+    out: list[dict[str, Any]] = []
+    for job in cluster.jobs:
+        plan = job.plan
+        if plan is None or plan.n == 0:
+            continue
+        for slot, (h, i) in enumerate(job.alloc):
+            g = h * params.GPUS_PER_HOST + i
+            util, mem, _ = alloc_series(spec.seed, job, slot)
+            joules = power_w(util, mem).astype(np.float64) * dt
+            present = np.ones(plan.n, dtype=np.bool_)
+            for k0, k1 in gaps.get(g, []):
+                present[max(k0 - plan.i0, 0) : max(min(k1 - plan.i0, plan.n), 0)] = False
+            runs = slot_runs(job, slot)
+            never = all(r.level == 0 for r in runs)
+            lost = np.zeros(plan.n, dtype=np.bool_)
+            if never:
+                lost[:] = True
+            elif len(runs) > 1:
+                for r in runs:
+                    start, end = run_bounds(cluster, job, r)
+                    if r.level == 0 and end - start > IDLE_SLOT_MIN_S:
+                        lost[r.a : r.b] = True
+            out.append(
+                {
+                    "job_id": job.job_id,
+                    "host": cluster.hosts[h].name,
+                    "gpu": i,
+                    "samples": int(present.sum()),
+                    "energy_kwh": float(joules[present].sum()) / KWH,
+                    "lost_energy_kwh": float(joules[present & lost].sum()) / KWH,
+                }
+            )
+    return out
 
 
 def truth_dict(cluster: Cluster, philly: PhillyView, extra: dict[str, Any]) -> dict[str, Any]:
@@ -189,6 +238,7 @@ def truth_dict(cluster: Cluster, philly: PhillyView, extra: dict[str, Any]) -> d
         "short_zero_runs": short_runs,
         "never_used": never_used,
         "phases": phases,
+        "energy": energy_truth(cluster),
         "gaps": [
             {
                 "host": cluster.host_of(gap.gpu).name,

@@ -79,6 +79,11 @@ JOB_GPU_USAGE = _result(
     low_data=BOOL,
     gpu_cost=FLOAT,  # [cost] price x GPU hours (null without a price for its model)
     lost_cost=FLOAT,  # the same for idle-slot + never-used GPU hours
+    # energy (docs/definitions.md#energy): kWh of the device, slice-weighted on MIG; null where
+    # it has no power or energy reading, never 0
+    energy_kwh=FLOAT,
+    lost_energy_kwh=FLOAT,  # during idle slots, or all of it on a never-used device
+    power_mean_w=FLOAT,  # the device's mean power over the seconds with a reading (not weighted)
 )
 
 JOB_UTIL_HIST = _result(
@@ -140,6 +145,8 @@ JOB_USAGE = _result(
     diagnoses=STRING,
     gpu_cost=FLOAT,  # sum over its GPUs ([cost]); null when no GPU of the job has a price
     lost_cost=FLOAT,
+    energy_kwh=FLOAT,  # sum over its GPUs with a reading; null when none has one
+    lost_energy_kwh=FLOAT,
 )
 
 IDLE_SLOTS = _result(
@@ -332,6 +339,37 @@ WASTE_BY_MODEL = _summary(
     lost_cost=FLOAT,
 )
 
+ENERGY_DAILY = _summary(
+    "energy_daily",
+    "Per VC x GPU model x UTC day: the GPUs' energy (kWh, slice-weighted on MIG), the part lost "
+    "(idle slots and never-used GPUs), the facility's (x [energy] pue), kg CO2e (x "
+    "co2_g_per_kwh) and the money (x price_per_kwh): null where not configured. measured_gpu_h: "
+    "the GPU hours whose devices have a power reading (the rest has no energy, not 0).",
+    ("day",),
+    day=pl.Date(),
+    gpu_h=FLOAT,
+    measured_gpu_h=FLOAT,
+    energy_kwh=FLOAT,
+    lost_energy_kwh=FLOAT,
+    facility_kwh=FLOAT,
+    lost_facility_kwh=FLOAT,
+    co2e_kg=FLOAT,
+    lost_co2e_kg=FLOAT,
+    energy_cost=FLOAT,
+    lost_energy_cost=FLOAT,
+)
+
+IDLE_POWER = _summary(
+    "idle_power",
+    "Per GPU model (VC '(all)'): the idle power measured in the data, the 10th percentile of the "
+    "power of whole-GPU samples with utilization 0 and no memory held (the estimator of "
+    "docs/definitions.md#idle-power), its median beside, and how many samples it is from.",
+    (),
+    idle_power_w=FLOAT,
+    idle_power_median_w=FLOAT,
+    samples=INT,
+)
+
 RESULT_TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -352,6 +390,8 @@ RESULT_TABLES: dict[str, Table] = {
         JOBS_BY_STATUS,
         QUEUEING_DELAY,
         WASTE_DAILY,
+        ENERGY_DAILY,
+        IDLE_POWER,
     )
 }
 

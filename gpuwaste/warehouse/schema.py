@@ -42,6 +42,9 @@ GPU_SAMPLES = Table(
         # (the best metric present) to tell a busy loop from work (#44 looks_busy); null where the
         # source has none. Files written before it read it as null.
         "gpu_util": pl.Float64(),
+        # the exporter's energy counter in J where its dialect has one (DCGM's since boot, in
+        # mJ, resets on reboot); null elsewhere and in files written before it
+        "energy_j": pl.Float64(),
         "util_source": pl.String(),
         "uuid": pl.String(),
         "source": pl.String(),

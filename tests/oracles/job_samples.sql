@@ -46,7 +46,8 @@ shared_allocs as (
 ),
 
 samples as (
-    select host, gpu, coalesce(gpu_instance + 1, 0) as inst, ts, util, mem_used_mib, mem_total_mib
+    select host, gpu, coalesce(gpu_instance + 1, 0) as inst, ts, util, mem_used_mib, mem_total_mib,
+           power_w, energy_j
     from gpu_samples
     where cluster = getvariable('cluster')
       and date between getvariable('date_lo')::date and getvariable('date_hi')::date
@@ -57,7 +58,8 @@ samples as (
 matched as (
     -- each sample to the latest exclusive allocation of its GPU started at or before it (a
     -- sort-merge ASOF join: linear, where a range join compares every pair), kept if inside
-    select a.alloc_id, a.start_ts, a.end_ts, s.ts, s.util, s.mem_used_mib, s.mem_total_mib
+    select a.alloc_id, a.start_ts, a.end_ts, s.ts, s.util, s.mem_used_mib, s.mem_total_mib,
+           s.power_w, s.energy_j
     from samples as s
     asof join exclusive_allocs as a
       on s.host = a.host
@@ -66,7 +68,8 @@ matched as (
      and s.ts >= a.start_ts
     where s.ts < a.end_ts
     union all
-    select a.alloc_id, a.start_ts, a.end_ts, s.ts, s.util, s.mem_used_mib, s.mem_total_mib
+    select a.alloc_id, a.start_ts, a.end_ts, s.ts, s.util, s.mem_used_mib, s.mem_total_mib,
+           s.power_w, s.energy_j
     from shared_allocs as a
     join samples as s
       on s.host = a.host
@@ -90,6 +93,8 @@ final as (
         util,
         mem_used_mib,
         mem_total_mib,
+        power_w,
+        energy_j,
         idle,
         lag(ts) over w is null as is_first,
         epoch(ts - coalesce(lag(ts) over w, start_ts)) as dt_s,

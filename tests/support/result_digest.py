@@ -80,8 +80,15 @@ def before_model_split(name: str, frame: pl.DataFrame) -> pl.DataFrame:
     return frame
 
 
+# Energy columns added after the digests were recorded, left out of every table's: the rest of
+# each table must stay as it was (the energy of issue #44 is tested against the generator's truth
+# instead).
+ENERGY_COLUMNS = ("energy_kwh", "lost_energy_kwh", "power_mean_w")
+
+
 def digest_table(data_dir: Path, name: str, projection: Projection = as_stored) -> dict[str, Any]:
-    """{rows, sha256} of one table's stored rows (all clusters), through `projection`."""
+    """{rows, sha256} of one table's stored rows (all clusters), through `projection`, without
+    the `ENERGY_COLUMNS`."""
     files = sorted(
         p for p in (data_dir / "parquet" / name).glob("**/*.parquet") if ".tmp" not in p.name
     )
@@ -90,7 +97,7 @@ def digest_table(data_dir: Path, name: str, projection: Projection = as_stored) 
     frame = pl.concat(
         [pl.read_parquet(f, hive_partitioning=False) for f in files], how="diagonal_relaxed"
     )
-    frame = projection(name, frame)
+    frame = projection(name, frame).drop(ENERGY_COLUMNS, strict=False)
     frame = frame.select(sorted(frame.columns))
     canon = _canonical(frame)
     h = hashlib.sha256()

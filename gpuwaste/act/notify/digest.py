@@ -72,7 +72,8 @@ GROUPS = """
 select "user", vc, coalesce(low_data, false) as low_data, count(*) as jobs,
        sum(gpu_h) as gpu_h, sum(lost_gpu_h) as lost_gpu_h,
        sum(idle_slot_gpu_h) as idle_slot_gpu_h, sum(never_used_gpu_h) as never_used_gpu_h,
-       sum(cost) as cost, sum(lost_cost) as lost_cost, count(lost_cost) as priced_jobs
+       sum(cost) as cost, sum(lost_cost) as lost_cost, count(lost_cost) as priced_jobs,
+       sum(lost_energy_kwh) as lost_energy_kwh, count(lost_energy_kwh) as metered_jobs
 from digest_jobs group by all
 """
 WORST = """
@@ -219,6 +220,8 @@ TOTALS = (
     pl.col("cost").filter(~LOW).sum(),
     pl.col("lost_cost").filter(~LOW).sum(),
     pl.col("priced_jobs").filter(~LOW).sum(),
+    pl.col("lost_energy_kwh").filter(~LOW).sum(),
+    pl.col("metered_jobs").filter(~LOW).sum(),
     pl.col("jobs").filter(LOW).sum().alias("n_low"),
     pl.col("gpu_h").filter(LOW).sum().alias("low_gpu_h"),
 )
@@ -268,6 +271,8 @@ def held_sentence(totals: dict[str, Any], ctx: DigestContext) -> str:
             f" The lost GPU hours cost {amount(lost_cost, ctx.currency)} (of "
             f"{amount(cost, ctx.currency)} for all the GPU hours held)."
         )
+    if totals.get("metered_jobs"):  # some GPU reported power (docs/definitions.md#energy)
+        text += f" The GPUs drew {totals['lost_energy_kwh']:.2f} kWh in the lost GPU hours."
     return text
 
 

@@ -110,6 +110,15 @@ else:
             "Red: idle slots. Green strip above each GPU: stable memory phases. Grey: a GPU never "
             "used during the job. Left axis: utilization (%); right axis: memory used (MiB)."
         )
+        if samples["power_w"].drop_nulls().len():
+            title = f"Power draw per GPU (job {charts.label(job_id)})"
+            widgets.plot(charts.power(samples, detail, title), key="power")
+            used, lost = job["energy_kwh"], job["lost_energy_kwh"]
+            st.caption(
+                f"Energy: {used or 0:,.3f} kWh, of which {lost or 0:,.3f} kWh in idle slots and "
+                "on never-used GPUs. A MIG instance shows its GPU's power; its energy is its "
+                "slice's share."
+            )
 
 flags = {
     "debugging": job["is_debug"],

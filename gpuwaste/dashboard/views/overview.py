@@ -77,6 +77,21 @@ st.caption(
     )
 )
 
+# The energy of the jobs in view, where some GPU reported power (docs/definitions.md#energy)
+energy = data.fetch(q.job_gpu_hours, f).select("energy_kwh", "lost_energy_kwh").row(0, named=True)
+if energy["energy_kwh"] is not None:
+    used_kwh, lost_kwh = float(energy["energy_kwh"]), float(energy["lost_energy_kwh"] or 0.0)
+    st.metric(
+        "Energy lost (kWh)",
+        f"{lost_kwh:,.1f} kWh",
+        f"{100 * lost_kwh / used_kwh:.1f}% of {used_kwh:,.1f} kWh" if used_kwh else "-",
+        delta_color="off",
+        delta_arrow="off",
+        help="The GPUs' energy in idle slots and on never-used GPUs, of the jobs in view (power "
+        "x time, or the energy counter; the GPUs' own, not the facility's). GPUs without a "
+        "power reading count in neither part.",
+    )
+
 # Jobs whose GPUs nothing named count no GPU time above (never as idle): say how much that is.
 unresolved = float(data.fetch(q.unresolved_gpu_hours, f)["unresolved_gpu_h"][0])
 if unresolved:

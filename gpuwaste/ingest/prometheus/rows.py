@@ -46,7 +46,15 @@ from datetime import datetime
 import polars as pl
 
 from gpuwaste.config import PrometheusLabels
-from gpuwaste.dialects import DCGM, DIALECTS, SLURM_JOB_EXPORTER, Dialect, Series
+from gpuwaste.dialects import (
+    DCGM,
+    DIALECTS,
+    MAX_W,
+    SLURM_JOB_EXPORTER,
+    Dialect,
+    Series,
+    power_limit_w,
+)
 from gpuwaste.ingest.prometheus.parse import SeriesSet
 from gpuwaste.ingest.times import (
     TimeBounds,
@@ -212,6 +220,49 @@ def _bad_value_rows(
     return marked.filter(pl.col("reason").is_null()).drop("reason"), bad
 
 
+def counter_backwards(samples: pl.DataFrame, scale: float) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Split an energy counter's samples (gid, ts, value; raw units, `scale` to J) into (good,
+    bad with a `reason`): a reading below the previous one of its series is a reset (a reboot:
+    kept, the analyses count from the new value) when it is no more than the energy a GPU can
+    draw since that reading (`MAX_W` x the seconds between), else the counter ran backwards."""
+    if samples.height < 2:
+        return samples, samples.clear().with_columns(pl.lit(None, dtype=pl.String).alias("reason"))
+    ordered = samples.sort("gid", "ts")
+    v = pl.col("value")
+    before = v.shift(1).over("gid")
+    seconds = (pl.col("ts") - pl.col("ts").shift(1).over("gid")).dt.total_microseconds() / 1e6
+    backwards = (v < before) & (v * scale > MAX_W * seconds)
+    reason = (
+        pl.when(backwards.fill_null(False))
+        .then(pl.lit(f"ran backwards without a reset (above {MAX_W:g} W since the last reading)"))
+        .otherwise(pl.lit(None, dtype=pl.String))
+        .alias("reason")
+    )
+    marked = ordered.with_columns(reason)
+    bad = marked.filter(pl.col("reason").is_not_null())
+    if bad.height == 0:
+        return samples, bad
+    return marked.filter(pl.col("reason").is_null()).drop("reason"), bad
+
+
+def above_model_limit(
+    samples: pl.DataFrame, scale: float, models: Mapping[int, str | None]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Split power samples (gid, value; raw units, `scale` to W) into (good, bad with a
+    `reason`): above twice the board power limit of the device's model (`power_limit_w`), where
+    the model is known and in the table; the dialect's own maximum is checked before."""
+    limits = {g: power_limit_w(m) for g, m in models.items()}
+    limits = {g: w for g, w in limits.items() if w is not None}
+    if not limits or not samples.height:
+        return samples, samples.clear().with_columns(pl.lit(None, dtype=pl.String).alias("reason"))
+    limit = pl.col("gid").replace_strict(limits, default=None, return_dtype=pl.Float64)
+    over = (pl.col("value") * scale > 2 * limit).fill_null(False)
+    bad = samples.filter(over).with_columns(
+        pl.format("above twice its model's power limit ({} W)", limit).alias("reason")
+    )
+    return samples.filter(~over), bad
+
+
 def _refuse_samples(
     bad: pl.DataFrame, metric: str, labels: list[dict[str, str]], source: str
 ) -> list[Refused]:
@@ -357,6 +408,7 @@ def _columns(dialect: Dialect, sets: Mapping[str, SeriesSet]) -> list[tuple[str,
         ("sm_active", dialect.sm_active),
         ("tensor_active", dialect.tensor_active),
         ("power_w", dialect.power),
+        ("energy_j", dialect.energy),
     ]
     out: list[tuple[str, str, Series]] = []
     for column, series in named:
@@ -488,6 +540,13 @@ def gpu_rows(
         slack = _RATIO_SLACK if maximum == 1.0 else 0.0
         good, bad = _bad_value_rows(samples, maximum, slack)
         refused.extend(_refuse_samples(bad, metric, s.labels, source))
+        if column == "energy_j":
+            good, bad = counter_backwards(good, scale)
+            refused.extend(_refuse_samples(bad, metric, s.labels, source))
+        if column == "power_w":
+            models = {g: d[1] for g, d in details.items()}
+            good, bad = above_model_limit(good, scale, models)
+            refused.extend(_refuse_samples(bad, metric, s.labels, source))
         valid = [g for g in gid_of_sid if g is not None]
         # several series for one (host, gpu, job), or a series with a time twice: one each
         if len(set(valid)) < len(valid) or _unordered(good):
@@ -565,6 +624,7 @@ def gpu_rows(
         pl.coalesce(
             *(e for e, u in utils if u.column == COARSE_UTIL), pl.lit(None, dtype=pl.Float64)
         ).alias(COARSE_UTIL),
+        col("energy_j").alias("energy_j"),
         util_source.alias("util_source"),
     ).join(key_frame, on="gid", how="left")
     out = out.with_columns(pl.lit(source).alias("source"))
@@ -625,8 +685,15 @@ def _join_gauge_jobs(out: pl.DataFrame, jobs: pl.DataFrame) -> pl.DataFrame:
 
 _ROW_KEY = ["host", "gpu", "gpu_instance", "job_id", "ts"]
 _READINGS = [
-    "util", "mem_used_mib", "mem_total_mib", "sm_active", "tensor_active", "power_w", "gpu_util"
-]  # fmt: skip
+    "util",
+    "mem_used_mib",
+    "mem_total_mib",
+    "sm_active",
+    "tensor_active",
+    "power_w",
+    "gpu_util",
+    "energy_j",
+]
 
 
 def _host_series(

@@ -2,7 +2,8 @@
 --        its user, VC and low_data flag and its GPU hours allocated, in idle slots, on
 --        never-used GPUs and lost (idle-slot + never-used) inside the window, and with [cost]
 --        prices the money of those GPU hours (cost) and of the lost ones (lost_cost; null
---        without a price). Unordered; the digests read the rest of a job's record (job_usage)
+--        without a price), and the energy of the lost GPU hours (lost_energy_kwh; null where no
+--        GPU of the job has a power reading). Unordered; the digests read the rest of a job's record (job_usage)
 --        only for the jobs they list.
 -- sources: job_gpu_usage, job_usage.
 -- variables: cluster, period_start, period_end (timestamptz), count_looks_busy (boolean).
@@ -20,7 +21,7 @@ with
 
 gpus as (
     select
-        job_id, alloc_s, idle_slot_s, never_used_s, busy_s, gpu_cost, lost_cost,
+        job_id, alloc_s, idle_slot_s, never_used_s, busy_s, gpu_cost, lost_cost, lost_energy_kwh,
         (
             epoch_us(least(end_ts, getvariable('period_end')::timestamptz))
             - epoch_us(greatest(start_ts, getvariable('period_start')::timestamptz))
@@ -43,7 +44,8 @@ per_job as (
         sum(share * busy_s) / 3600 as busy_gpu_h,
         sum(share * gpu_cost) as cost,
         sum(share * lost_cost) as lost_cost,
-        sum(share * gpu_cost * busy_s / alloc_s) as busy_cost
+        sum(share * gpu_cost * busy_s / alloc_s) as busy_cost,
+        sum(share * lost_energy_kwh) as lost_energy_kwh
     from gpus
     group by job_id
 ),
@@ -61,7 +63,8 @@ final as (
         case when b.counted then p.busy_gpu_h else 0 end as looks_busy_gpu_h,
         p.lost_gpu_h + case when b.counted then p.busy_gpu_h else 0 end as lost_gpu_h,
         p.cost,
-        p.lost_cost + case when b.counted then p.busy_cost else 0 end as lost_cost
+        p.lost_cost + case when b.counted then p.busy_cost else 0 end as lost_cost,
+        p.lost_energy_kwh
     from per_job as p
     join job_usage as j on j.cluster = getvariable('cluster') and j.job_id = p.job_id
     cross join lateral (

@@ -1,7 +1,8 @@
 -- grain: one row per job x attempt x allocated GPU [ICSE24 §3.2, CloudBrain §IV-B/C].
 -- sources: analyze_alloc (staging/allocations.sql), gpu_sample_stats, batch_idle_slots (this
 --          batch's idle_slots), batch_phase_counts (phases per GPU from stable_phases.py),
---          device_models (staging/device_models.sql).
+--          device_models (staging/device_models.sql), batch_energy (energy.py: joules per
+--          allocation from power or the energy counter).
 -- variables: fallback_interval_s, min_observed_share, gpu_model_patterns and gpu_model_names
 --            (the cluster's `gpu_models` map: host glob -> model; unset: none).
 -- cost_patterns and cost_prices: `[cost.gpu_hour]` (model glob -> price of a whole-GPU hour;
@@ -14,7 +15,9 @@
 --   idle_slot_s + never_used_s + busy_s + missing_s = alloc_s.
 -- A device is a whole GPU or a MIG instance; its seconds are GPU seconds, wall seconds x
 -- gpu_weight (the instance's slice of its GPU; 1 for a whole GPU), so that every roll-up of GPU
--- time counts a 1g.10gb instance as 1/7 of a GPU (docs/analyses.md#mig-instances).
+-- time counts a 1g.10gb instance as 1/7 of a GPU (docs/analyses.md#mig-instances). Energy too:
+-- the exporter repeats the parent GPU's power on each instance, so an instance's joules are its
+-- readings' x gpu_weight, and a split GPU's add up to the whole one's (docs/definitions.md#energy).
 with
 
 allocations as (
@@ -78,9 +81,13 @@ joined as (
         s.mem_total_mib,
         coalesce(p.n_phases, 0) as n_phases,
         coalesce(p.n_stable_phases, 0) as n_stable_phases,
-        coalesce(s.interval_s, getvariable('fallback_interval_s')::double) as interval_s
+        coalesce(s.interval_s, getvariable('fallback_interval_s')::double) as interval_s,
+        e.energy_j * a.gpu_weight / 3.6e6 as energy_kwh,
+        e.lost_energy_j * a.gpu_weight / 3.6e6 as lost_energy_kwh,
+        e.energy_j / nullif(e.power_s, 0) as power_mean_w
     from allocations as a
     left join stats as s using (alloc_id)
+    left join batch_energy as e on e.alloc_id = a.alloc_id
     left join device_models as dm
       on dm.host = a.host and dm.gpu = a.gpu and dm.gpu_instance is not distinct from a.gpu_instance
     left join slots as sl
@@ -125,7 +132,8 @@ final as (
         observed_s < getvariable('min_observed_share')::double * alloc_s as low_data,
         alloc_s / 3600 * price_per_gpu_h as gpu_cost,
         (idle_slot_s + case when never_used then observed_s else 0 end) / 3600 * price_per_gpu_h
-            as lost_cost
+            as lost_cost,
+        energy_kwh, lost_energy_kwh, power_mean_w
     from priced
 )
 

@@ -70,6 +70,8 @@ per_job_gpu as (
         sum(n_stable_phases) as n_stable_phases,
         sum(gpu_cost) as gpu_cost,
         sum(lost_cost) as lost_cost,
+        sum(energy_kwh) as energy_kwh,
+        sum(lost_energy_kwh) as lost_energy_kwh,
         -- the job's GPU model: the one model its devices name, 'mixed' when they name two or
         -- more (devices whose model is unknown are left out), '(unknown)' when none names one
         case when count(distinct gpu_model) > 1 then 'mixed' else min(gpu_model) end as gpu_model
@@ -191,7 +193,9 @@ joined as (
         coalesce(b.looks_busy, false) as looks_busy,
         b.hollow_pct, b.coarse_util_mean, b.fine_util_mean,
         g.gpu_cost,
-        g.lost_cost
+        g.lost_cost,
+        g.energy_kwh,
+        g.lost_energy_kwh
     from batch_jobs as j
     left join per_job_gpu as g using (job_id)
     left join first_attempt as fa using (job_id)
@@ -263,7 +267,7 @@ final as (
         cpu_util_mean, cpu_util_max, host_mem_util_mean, host_mem_util_max,
         idle_slot_gpu_s, idle_slots, never_used_gpu_s, never_used_gpus, idle_share,
         n_phases, n_stable_phases, phase_level_spread_mib, fluctuating, checkpointing,
-        hit_time_limit, looks_busy, diagnoses, gpu_cost, lost_cost
+        hit_time_limit, looks_busy, diagnoses, gpu_cost, lost_cost, energy_kwh, lost_energy_kwh
     from diagnosed
 )
 

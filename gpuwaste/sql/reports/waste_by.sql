@@ -2,7 +2,9 @@
 --        the device's gpu_model, '(unknown)' where no source names it) with GPU
 --        time in the period [period_start, period_end): GPU hours allocated, busy, in idle
 --        slots, on never-used GPUs, lost (idle-slot + never-used), share lost %, GPU utilization
---        (time-weighted mean) %, jobs; with [cost] prices, the money allocated (cost) and lost.
+--        (time-weighted mean) %, jobs; with [cost] prices, the money allocated (cost) and lost;
+--        the GPUs' energy (energy_kwh) and the part lost (lost_energy_kwh), null where no GPU of
+--        the group has a power reading (docs/definitions.md#energy).
 -- sources: job_gpu_usage, job_usage.
 -- variables: waste_by ('user' | 'vc' | 'model'), cluster (null: every cluster), vc (null: every VC),
 --            period_start, period_end (timestamptz; null: all time).
@@ -25,7 +27,7 @@ jobs as (
 gpus as (
     select
         cluster, job_id, gpu_model, alloc_s, busy_s, idle_slot_s, never_used_s, observed_s,
-        gpu_cost, lost_cost,
+        gpu_cost, lost_cost, energy_kwh, lost_energy_kwh,
         coalesce(util_mean, 0) * observed_s as util_x_s,
         epoch(
             least(end_ts, coalesce(getvariable('period_end')::timestamptz, end_ts))
@@ -55,7 +57,9 @@ final as (
             as lost_pct,
         sum(g.share * g.util_x_s) / nullif(sum(g.share * g.observed_s), 0) as gpu_util_pct,
         sum(g.share * g.gpu_cost) as cost,
-        sum(g.share * g.lost_cost) as lost_cost
+        sum(g.share * g.lost_cost) as lost_cost,
+        sum(g.share * g.energy_kwh) as energy_kwh,
+        sum(g.share * g.lost_energy_kwh) as lost_energy_kwh
     from gpus as g
     join jobs as j using (cluster, job_id)
     group by all

@@ -1,0 +1,111 @@
+"""The energy of each allocation, over the sample_flags frame: its definition.
+
+Energy of an allocated device [docs/definitions.md#energy]: the power of each sample times the
+seconds it stands for, the same time weighting as utilization (sample j stands for
+(t_(j-1), t_j]; a stretch longer than `missing_gap_intervals` intervals is missing data, so gaps
+are not filled: `covered_s` and `tail_covered_s` from sample_flags.py). Where the exporter gives
+an energy counter (`energy_j`), a sample's energy is instead the counter's increase since the
+previous sample of the allocation, a drop being a reset (the increase is then the new value,
+counted from zero), as Prometheus' `increase()` counts; the first sample of an allocation, and
+one after a gap, has no previous reading in the allocation and takes power x seconds.
+
+Energy lost: the energy of the samples inside the allocation's idle slots (idle_slots.py) and
+the whole energy of a never-used device. Both are None (null) where the device has no power
+reading at all: no series is not 0 J.
+
+The sums are per device as the exporter reports it: on a MIG instance the exporter repeats its
+parent GPU's power, so job_gpu_usage.sql weighs them by the instance's slice (`gpu_weight`) and
+a split GPU adds up to the energy of the whole one.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from gpuwaste.analyses.idle_slots import ALLOC_COLUMNS
+
+SCHEMA: dict[str, pl.DataType] = {
+    "alloc_id": pl.Int64(),
+    "energy_j": pl.Float64(),
+    "lost_energy_j": pl.Float64(),
+    "power_s": pl.Float64(),  # the seconds with a power (or counter) reading
+}
+
+
+def sample_energy(flags: pl.DataFrame) -> pl.Expr:
+    """Per sample of `flags` (sample_flags rows, in allocation and time order, with power_w and,
+    if the dialect has one, energy_j), the joules it stands for (null: no reading)."""
+    seconds = pl.col("covered_s") + pl.col("tail_covered_s")
+    by_power = pl.col("power_w") * seconds
+    if "energy_j" not in flags.columns:
+        return by_power
+    counter = pl.col("energy_j")
+    before = counter.shift(1).over("alloc_id")
+    # a previous reading of the same allocation with no gap between: its increase, a drop a
+    # reset (count from the new value); else (first sample, after a gap) power x seconds
+    increase = pl.when(counter >= before).then(counter - before).otherwise(counter)
+    usable = counter.is_not_null() & before.is_not_null() & ~pl.col("is_first")
+    usable = usable & ~pl.col("gap_before")
+    # the last sample's tail (end of allocation after it) is power x tail seconds
+    tail = pl.col("power_w") * pl.col("tail_covered_s")
+    return pl.when(usable).then(increase + tail.fill_null(0.0)).otherwise(by_power)
+
+
+def compute(
+    sample_flags: pl.DataFrame,
+    gpu_sample_stats: pl.DataFrame,
+    batch_idle_slots: pl.DataFrame,
+    range_alloc: pl.DataFrame,
+) -> pl.DataFrame:
+    """Pure: sample_flags rows (alloc_id, ts, idle, covered_s, tail_covered_s, power_w and
+    optionally energy_j, is_first, gap_before), gpu_sample_stats (alloc_id, never_used), the
+    range's idle slots and allocations -> per allocation with a reading, its joules and the
+    joules lost (`SCHEMA`)."""
+    if "power_w" not in sample_flags.columns or not sample_flags.height:
+        return pl.DataFrame(schema=SCHEMA)
+    cols = ["alloc_id", "ts", "idle", "covered_s", "tail_covered_s", "power_w", "is_first"]
+    cols += ["gap_before"] + (["energy_j"] if "energy_j" in sample_flags.columns else [])
+    flags = sample_flags.select(cols).with_columns(pl.col("alloc_id").cast(pl.Int64))
+    read = pl.col("power_w").is_not_null()
+    if "energy_j" in flags.columns:
+        read = read | pl.col("energy_j").is_not_null()
+    joules = flags.with_columns(sample_energy(flags).alias("j")).filter(read)
+    if not joules.height:
+        return pl.DataFrame(schema=SCHEMA)
+    slots = batch_idle_slots.join(
+        range_alloc.select(pl.col("alloc_id").cast(pl.Int64), *ALLOC_COLUMNS),
+        on=list(ALLOC_COLUMNS),
+        nulls_equal=True,
+    ).select("alloc_id", pl.col("start_ts").alias("slot_start"), pl.col("end_ts").alias("slot_end"))
+    idle = joules.filter(pl.col("idle")).select("alloc_id", "ts", "j").sort("alloc_id", "ts")
+    # an idle sample is in the slot that starts at or before it and ends at or after it
+    in_slots = (
+        idle.join_asof(
+            slots.sort("alloc_id", "slot_start"),
+            left_on="ts",
+            right_on="slot_start",
+            by="alloc_id",
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("ts") <= pl.col("slot_end"))
+        .group_by("alloc_id")
+        .agg(pl.col("j").sum().alias("slot_j"))
+    )
+    never = gpu_sample_stats.select(pl.col("alloc_id").cast(pl.Int64), "never_used")
+    per_alloc = (
+        joules.group_by("alloc_id")
+        .agg(
+            pl.col("j").sum().alias("energy_j"),
+            (pl.col("covered_s") + pl.col("tail_covered_s")).sum().alias("power_s"),
+        )
+        .join(in_slots, on="alloc_id", how="left")
+        .join(never, on="alloc_id", how="left")
+    )
+    lost = (
+        pl.when(pl.col("never_used").fill_null(False))
+        .then(pl.col("energy_j"))
+        .otherwise(pl.col("slot_j").fill_null(0.0))
+    )
+    out = per_alloc.select("alloc_id", "energy_j", lost.alias("lost_energy_j"), "power_s")
+    return out.cast(SCHEMA)  # type: ignore[arg-type]

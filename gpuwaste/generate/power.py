@@ -1,0 +1,51 @@
+"""Planted power and energy: a GPU's power as a function of what it does, its energy counter, and
+the energy each allocation used and lost is in the truth (truth.py's `energy_truth`).
+
+The model's power (whole watts, so the exporters' texts and the truth agree exactly):
+- idle, no memory held: `IDLE_W` (the GPU's idle power);
+- no kernel but memory held (a process holds a context and memory): `HELD_W`, 3.5 x idle;
+- busy at utilization u: idle + (LOADED_W - idle) x u / 100.
+
+Per sample, the power stands for the interval before it (as the analyses weigh samples), so a
+sample's energy is power x interval. The DCGM energy counter (mJ since boot) starts at a
+per-GPU uptime's worth and adds each sample's energy at the sample; on `RESET_GPU` it restarts
+from 0 at `RESET_AT` of the window (a reboot: the sample there reads that sample's energy only).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuwaste.generate.model import F64, Cluster
+
+IDLE_W = 60  # an idle A100-SXM4-80GB (no context): 50-70 W as nvidia-smi reports it
+HELD_W = 210  # 3.5 x idle: memory held, no kernel running
+LOADED_W = 400  # the A100-SXM4's power limit, at 100 % utilization
+RESET_GPU = 0  # the global GPU whose counter resets once in the window
+RESET_AT = 0.5  # ... at this fraction of the window's samples
+KWH = 3.6e6  # J
+
+
+def power_w(util: np.ndarray, mem: np.ndarray) -> np.ndarray:
+    """Power (int W) of samples with utilization `util` (0-100) and memory used `mem` (MiB)."""
+    busy = IDLE_W + np.rint((LOADED_W - IDLE_W) * util.astype(np.float64) / 100.0)
+    return np.where(util > 0, busy, np.where(mem > 0, HELD_W, IDLE_W)).astype(np.int64)
+
+
+def counter_j(cluster: Cluster, g: int, power: np.ndarray) -> F64:
+    """The energy counter (J) of global GPU `g` at each sample of the window, from its power at
+    each sample (all samples, present or not: the counter counts through data gaps)."""
+    spec = cluster.spec
+    uptime_s = 86400.0 * (2 + (g * 31 + spec.seed) % 20)
+    counts = np.cumsum(power.astype(np.float64) * spec.interval_s)
+    base = uptime_s * IDLE_W
+    if g != RESET_GPU:
+        return base + counts
+    r = int(spec.n_samples * RESET_AT)
+    out = base + counts
+    if 0 < r < len(out):
+        out[r:] = counts[r:] - counts[r - 1]
+    return out
+
+
+__all__ = ["HELD_W", "IDLE_W", "KWH", "LOADED_W", "counter_j", "power_w"]
