@@ -86,6 +86,11 @@ METRICS: dict[str, str] = {
 }
 
 
+# the counter families: their samples (and Prometheus' series) are named `<family>_total`
+COUNTERS = frozenset({"gpuwaste_gpu_seconds", "gpuwaste_energy_joules"})
+SERIES_NAMES = frozenset(f"{n}_total" if n in COUNTERS else n for n in METRICS)
+
+
 def _gauge(name: str, labels: list[str] | None = None) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, METRICS[name], labels=labels)
 
