@@ -66,7 +66,9 @@ class Series:
 @dataclass(frozen=True)
 class UtilSeries(Series):
     """A utilization series: `column` names it among the dialect's utilizations (DCGM:
-    `sm_active`, `gr_active`, `gpu_util`); `on_mig` says whether it is a MIG instance's own
+    `sm_active`, `gr_active`, `gpu_util`). `gpu_util` is the coarse busy metric, "a kernel ran
+    in the period" (DCGM_FI_DEV_GPU_UTIL, nvidia-smi's utilization.gpu): it is also stored as
+    gpu_samples.gpu_util, beside the best utilization, for the looks-busy diagnosis. `on_mig` says whether it is a MIG instance's own
     utilization (DCGM's GPU_UTIL reads 0 on one, dcgm-exporter#216: never)."""
 
     column: str = "util"

@@ -74,7 +74,7 @@ def test_every_sql_file_is_run_and_every_oracle_says_it_is_one() -> None:
     run |= {"reports/waste_by"}
     run |= set(POLICY_SQL)  # gpuwaste policy replay
     run |= set(PLAN_SQL)  # gpuwaste analyze: the jobs to recompute and their batches
-    run |= {"exporter/window_hours"}  # gpuwaste exporter
+    run |= {"exporter/window_hours", "exporter/gpu_seconds"}  # gpuwaste exporter
     run |= {"act/digest_jobs"}  # gpuwaste notify
     for path in SQL_FILES:
         assert f"{path.parent.name}/{path.stem}" in run, path

@@ -171,6 +171,8 @@ def test_waste_page_shows_the_studies_tables(app: AppTest) -> None:
     cells = heat.data["cells"]
     assert cells["m"].n_unique() == 4 and cells["t"].n_unique() == 5 and cells.height == 20
     assert [layer["mark"]["type"] for layer in heat.spec["layer"]] == ["rect", "text"]
+    split = [c.value for c in at.caption if "idle held versus empty" in c.value]
+    assert len(split) == 1 and "held GPU memory with no kernel running" in split[0]
     at2 = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), "waste", vc=["nlp", "vision"])
     titles = set(_charts(at2))
     assert {

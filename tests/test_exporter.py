@@ -24,6 +24,7 @@ from typing import Any
 import polars as pl
 import pytest
 import requests
+from harness.components import require
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuwaste.analyses import reads, state
@@ -112,7 +113,11 @@ def _rows(
             gpus.append({"job_id": job, "attempt": 0, "host": f"h-{job}", "gpu": gpu,
                          "start_ts": a, "end_ts": b, "alloc_s": alloc, "missing_s": float(missing),
                          "never_used": never, "never_used_s": never_s, "idle_slot_s": idle,
-                         "gpu_cost": cost(alloc), "lost_cost": cost(idle + never_s)})  # fmt: skip
+                         "gpu_cost": cost(alloc), "lost_cost": cost(idle + never_s),
+                         # c1's GPUs draw 500 W, 100 W when lost; c2 has no power readings
+                         "energy_kwh": None if price is None else alloc / 3600 * 0.5,
+                         "lost_energy_kwh": None if price is None else (idle + never_s) / 3600 * 0.1,
+                         })  # fmt: skip
             slots.extend({"job_id": job, "attempt": 0, "host": f"h-{job}", "gpu": gpu,
                           "start_ts": x, "end_ts": y, "duration_s": (y - x).total_seconds()}
                          for x, y in spans)  # fmt: skip
@@ -203,13 +208,50 @@ def test_the_metrics_carry_the_window_hours_and_the_waste_ratio(planted: Path) -
     for vc, windows in EXPECTED.items():
         for window, want in windows.items():
             for kind, hours in zip(KINDS, want, strict=True):
-                name = f"gpuwaste_{kind}_gpu_hours"
-                assert value(got, name, cluster="c1", vc=vc, window=window) == pytest.approx(hours)
+                name, labels = "gpuwaste_window_gpu_seconds", {"vc": vc, "window": window}
+                got_s = value(got, name, cluster="c1", kind=kind, **labels)
+                assert got_s == pytest.approx(hours * 3600)
     # lost (idle slot + never used) / allocated; no ratio where nothing was allocated
     ratio = "gpuwaste_waste_ratio"
     assert value(got, ratio, cluster="c1", vc="nlp", window="24h") == pytest.approx(2.5 / 12)
     assert value(got, ratio, cluster="c1", vc="vision", window="7d") == pytest.approx(1.5 / 13)
     assert (("cluster", "c1"), ("vc", "vision"), ("window", "1h")) not in got[ratio]
+
+
+# c1's GPU hours over everything the results hold, hand-summed: nlp is A and B (as in its 7 d
+# window); vision is C 12 h (1.2 no data, 1 idle), D 2 h (1 idle), E 24 h.
+TOTALS = {
+    "nlp": (12, 9, 1.5, 1, 0.5, 2),
+    "vision": (38, 34.8, 2, 0, 1.2, 0),
+}
+
+
+def test_the_gpu_seconds_counters_are_the_hand_sums_over_all_results(planted: Path) -> None:
+    got = samples(scrape_text(WasteCollector(planted)))
+    counter = got["gpuwaste_gpu_seconds_total"]
+    for vc, want in TOTALS.items():
+        for kind, hours in zip(KINDS, want, strict=True):
+            labels = (("cluster", "c1"), ("kind", kind), ("vc", vc))
+            assert counter[labels] == pytest.approx(hours * 3600), (vc, kind)
+
+
+def test_the_energy_counters_are_the_hand_sums_in_joules(planted: Path) -> None:
+    """c1: 0.5 kWh per GPU hour allocated, 0.1 per GPU hour lost; c2 has no power: no series."""
+    got = samples(scrape_text(WasteCollector(planted)))["gpuwaste_energy_joules_total"]
+    want = {}
+    for vc, (alloc_h, _, idle_h, never_h, _, _) in TOTALS.items():
+        want[(("cluster", "c1"), ("kind", "used"), ("vc", vc))] = alloc_h * 0.5 * 3.6e6
+        want[(("cluster", "c1"), ("kind", "lost"), ("vc", vc))] = (idle_h + never_h) * 0.1 * 3.6e6
+    assert got == pytest.approx(want)
+
+
+def test_the_scrape_passes_promtool_check_metrics(planted: Path) -> None:
+    """Prometheus' own linter: base units, counters named `_total`, help on every family."""
+    text = scrape_text(WasteCollector(planted, currency="EUR"))
+    done = subprocess.run(
+        [require("promtool"), "check", "metrics"], input=text, capture_output=True, text=True
+    )
+    assert (done.returncode, done.stdout + done.stderr) == (0, "")
 
 
 def test_the_money_wasted_per_vc_and_window_in_the_configured_currency(planted: Path) -> None:
@@ -238,15 +280,18 @@ def test_the_money_exported_equals_the_warehouses(planted: Path) -> None:
 def test_a_mig_instance_counts_its_slice_of_gpu_hours_and_money(tmp_path: Path) -> None:
     """A real analyze with `[cost]` prices: a 1g.10gb instance (1/7 of an A100 at 7.0 per GPU
     hour) busy for an hour but a 10-minute idle slot, and a whole A100 busy for an hour. The
-    windows weigh the instance by its slice, as job_gpu_usage does, and its money is its
+    windows and the counters weigh the instance by its slice, as job_gpu_usage does, and its money is its
     lost_cost: 10 min x 1/7 x 7.0 = 1/6."""
     from tests.test_mig import _priced_cluster
 
     _priced_cluster(tmp_path, {"*A100*": 7.0})
     got = samples(scrape_text(WasteCollector(tmp_path, currency="EUR")))
     labels = {"cluster": "c", "vc": "v", "window": "7d"}
-    assert value(got, "gpuwaste_allocated_gpu_hours", **labels) == pytest.approx(1 + 1 / 7)
-    assert value(got, "gpuwaste_idle_slot_gpu_hours", **labels) == pytest.approx(1 / 42)
+    window = "gpuwaste_window_gpu_seconds"
+    assert value(got, window, kind="allocated", **labels) == pytest.approx(3600 * (1 + 1 / 7))
+    assert value(got, window, kind="idle_slot", **labels) == pytest.approx(3600 / 42)
+    total = "gpuwaste_gpu_seconds_total"
+    assert value(got, total, cluster="c", vc="v", kind="allocated") == pytest.approx(3600 * 8 / 7)
     money = value(got, "gpuwaste_wasted_money", **labels, currency="EUR")
     assert money == pytest.approx(1 / 6, abs=1e-6)
     stored = Warehouse(tmp_path).read("job_usage", "c")["lost_cost"].sum()
@@ -258,7 +303,7 @@ def test_without_prices_no_money_series(tmp_path: Path) -> None:
 
     _priced_cluster(tmp_path, {})
     got = samples(scrape_text(WasteCollector(tmp_path)))
-    assert value(got, "gpuwaste_allocated_gpu_hours", cluster="c", vc="v", window="7d") > 1
+    assert value(got, "gpuwaste_gpu_seconds_total", cluster="c", vc="v", kind="allocated") > 3600
     assert "gpuwaste_wasted_money" not in got
 
 
@@ -442,7 +487,10 @@ def test_the_server_answers_on_loopback(planted: Path) -> None:
     assert r.headers["Content-Type"].startswith("text/plain")
     got = samples(r.text)
     assert value(got, "gpuwaste_up") == 1
-    assert value(got, "gpuwaste_allocated_gpu_hours", cluster="c1", vc="nlp", window="24h") == 12
+    assert (
+        value(got, "gpuwaste_gpu_seconds_total", cluster="c1", vc="nlp", kind="allocated")
+        == 12 * 3600
+    )
 
 
 def test_the_server_over_no_warehouse_answers_200_with_up_0(tmp_path: Path) -> None:

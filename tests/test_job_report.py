@@ -109,6 +109,11 @@ def test_advice_covers_every_diagnosis() -> None:
         assert f"'{name}'" in sql
     assert advise("slow_start,unknown_x")[1][1] == "other low utilization"
     assert diagnoses_of(None) == [] and diagnoses_of("") == []
+    # a diagnosis's evidence in parentheses is not part of its name
+    busy = (
+        "slow_start,looks_busy (GPU_UTIL 100 % while SM/tensor activity 1.0 % in 97 % of samples)"
+    )
+    assert diagnoses_of(busy) == ["slow_start", "looks_busy"]
 
 
 def test_planted_never_used_gpus_and_idle_slots(planted: tuple[Path, dict[str, Any]]) -> None:

@@ -617,26 +617,27 @@ def test_idle_slots_hand_computed() -> None:
     is not a slot at 60, 80 s is); a never-used GPU has none; one sample after a gap stands for
     nothing; seconds round to the microsecond as in SQL, and a duration is divided as DuckDB's
     epoch() divides (80.000003 s, where a multiplication by 1e-6 is one bit off). The SQL gives
-    the same rows, to the bit."""
+    the same rows, to the bit. A slot's samples holding memory (j1's last two, one with the tail)
+    are its held seconds, the rest empty: 15 + 35.000003 held of 80.000003."""
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
-    rows = [  # alloc_id, s, idle, run_start, run_end, covered_s, tail_covered_s
-        (1, 15, False, True, True, 15.0, 0.0),
-        (1, 30, True, True, False, 14.9999996, 0.0),  # opens at 15 s, to the microsecond
-        (1, 45, True, False, False, 15.0, 0.0),
-        (1, 60, True, False, False, 15.0, 0.0),
-        (1, 75, True, False, True, 15.0, 0.0),  # 15..75 s: 60 s
-        (1, 90, False, True, False, 15.0, 0.0),
-        (1, 105, False, False, True, 15.0, 0.0),
-        (1, 120, True, True, False, 15.0, 0.0),
-        (1, 135, True, False, False, 15.0, 0.0),
-        (1, 150, True, False, False, 15.0, 0.0),
-        (1, 165, True, False, True, 15.0, 20.000003),  # 105..185.000003 s with the tail
-        (2, 15, True, True, False, 15.0, 0.0),  # never used: no slot
-        (2, 300, True, False, True, 15.0, 0.0),
-        (3, 100, True, True, True, 0.0, 0.0),  # after a gap: stands for nothing
-        (3, 200, True, True, False, 0.0, 0.0),  # 200..230 s: 30 s
-        (3, 215, True, False, False, 15.0, 0.0),
-        (3, 230, True, False, True, 15.0, 0.0),
+    rows = [  # alloc_id, s, idle, run_start, run_end, covered_s, tail_covered_s, mem_used_mib
+        (1, 15, False, True, True, 15.0, 0.0, 0.0),
+        (1, 30, True, True, False, 14.9999996, 0.0, 0.0),  # opens at 15 s, to the microsecond
+        (1, 45, True, False, False, 15.0, 0.0, 0.0),
+        (1, 60, True, False, False, 15.0, 0.0, 0.0),
+        (1, 75, True, False, True, 15.0, 0.0, 0.0),  # 15..75 s: 60 s
+        (1, 90, False, True, False, 15.0, 0.0, 0.0),
+        (1, 105, False, False, True, 15.0, 0.0, 0.0),
+        (1, 120, True, True, False, 15.0, 0.0, 0.0),
+        (1, 135, True, False, False, 15.0, 0.0, 0.0),
+        (1, 150, True, False, False, 15.0, 0.0, 300.0),
+        (1, 165, True, False, True, 15.0, 20.000003, 300.0),  # 105..185.000003 s with the tail
+        (2, 15, True, True, False, 15.0, 0.0, 0.0),  # never used: no slot
+        (2, 300, True, False, True, 15.0, 0.0, 0.0),
+        (3, 100, True, True, True, 0.0, 0.0, None),  # after a gap: stands for nothing
+        (3, 200, True, True, False, 0.0, 0.0, None),  # 200..230 s: 30 s
+        (3, 215, True, False, False, 15.0, 0.0, None),
+        (3, 230, True, False, True, 15.0, 0.0, None),
     ]
     flags = pl.DataFrame(
         [(a, t0 + timedelta(seconds=s), *rest) for a, s, *rest in rows],
@@ -648,6 +649,7 @@ def test_idle_slots_hand_computed() -> None:
             "run_end": pl.Boolean,
             "covered_s": pl.Float64,
             "tail_covered_s": pl.Float64,
+            "mem_used_mib": pl.Float64,
         },
         orient="row",
     ).reverse()  # in any order
@@ -668,6 +670,10 @@ def test_idle_slots_hand_computed() -> None:
         t = Thresholds(idle_slot_min_s=minimum)
         got = idle_slots.compute(flags, stats, alloc, t).sort(SLOT_KEYS)
         assert got.select("job_id", "start_ts", "end_ts", "duration_s").rows() == expected
+        held = dict(zip(got["start_ts"], got["held_s"], strict=True))
+        want = {at[2]: 50.000003} if minimum == 60.0 else {at[0]: 0, at[2]: 50.000003, at[4]: 0}
+        assert held == pytest.approx(want, abs=1e-9)
+        assert (got["held_s"] + got["empty_s"]).to_list() == got["duration_s"].to_list()
         sql = _sql_over("idle_slots", frames, t).sort(SLOT_KEYS)
         assert_frame_equal(got, sql, check_exact=True)
     empty = idle_slots.compute(flags.clear(), stats, alloc, Thresholds())

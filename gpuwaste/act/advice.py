@@ -51,6 +51,11 @@ ADVICE: dict[str, tuple[str, str]] = {
         "Use asynchronous checkpointing (write checkpoints from a background thread or "
         "process), or checkpoint less often: utilization drops to 0 at each checkpoint.",
     ),
+    "looks_busy": (
+        "GPU looks busy but does no work",
+        "Stop the process that keeps the GPU busy and release the allocation: GPU_UTIL read high "
+        "while the GPU's SM and tensor activity stayed near zero (a busy loop, not training).",
+    ),
 }
 
 GENERIC = (
@@ -60,10 +65,11 @@ GENERIC = (
 
 
 def diagnoses_of(text: str | None) -> list[str]:
-    """The diagnosis names in a `job_usage.diagnoses` value (comma-separated; empty: none)."""
+    """The diagnosis names in a `job_usage.diagnoses` value (comma-separated; empty: none),
+    without the evidence a diagnosis may carry in parentheses (`looks_busy (GPU_UTIL ...)`)."""
     if not text:
         return []
-    return [name.strip() for name in text.split(",") if name.strip()]
+    return [name.split("(")[0].strip() for name in text.split(",") if name.strip()]
 
 
 def advise(text: str | None) -> list[tuple[str, str, str]]:

@@ -100,6 +100,14 @@ def register(app: typer.Typer) -> None:
                 help="Also send again messages a killed run left unconfirmed (same Message-ID).",
             ),
         ] = False,
+        count_looks_busy: Annotated[
+            bool,
+            typer.Option(
+                "--count-looks-busy",
+                help="Count the busy time of jobs that look busy (GPU_UTIL high, SM and tensor "
+                "activity near zero) as idle, and say so in the digest.",
+            ),
+        ] = False,
     ) -> None:
         """Digests of wasted GPU time to each user over the thresholds and to VC owners."""
         from gpuwaste.act.notify.run import Options
@@ -112,6 +120,7 @@ def register(app: typer.Typer) -> None:
             address_template=address_template, webhook=webhook, dashboard_url=dashboard_url,
             send=send,
             resend_unconfirmed=resend_unconfirmed,
+            count_looks_busy=count_looks_busy,
         )  # fmt: skip
         status = run_notify(s, opts)
         if status:

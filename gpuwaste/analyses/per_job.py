@@ -133,7 +133,12 @@ HOST_STEP = Step(
     "batch_host_usage", sql="staging/job_host_usage", inputs=("analyze_alloc", "host_samples")
 )
 JOB_STEP = _analysis_step("batch_job_usage", "job_usage")
-AFTER_RANGES: tuple[Step, ...] = (GPU_STEP, HOST_STEP, JOB_STEP)
+BUSY_STEP = Step(
+    "batch_busy_evidence",
+    sql="staging/job_busy_evidence",
+    inputs=("analyze_alloc", "gpu_samples"),
+)
+AFTER_RANGES: tuple[Step, ...] = (GPU_STEP, HOST_STEP, BUSY_STEP, JOB_STEP)
 # Every step of a batch, in the order they run.
 BATCH_STEPS: tuple[Step, ...] = (BATCH_DEVICES, *GPU_STEPS, *AFTER_RANGES)
 # Batch relation -> the result table it is (a part of).

@@ -171,6 +171,7 @@ ANALYSES: tuple[Analysis, ...] = (
             "analyze_batch",
             "batch_gpu_usage",
             "batch_host_usage",
+            "batch_busy_evidence",
             "batch_fluctuation",
             "batch_checkpoint",
             "batch_idle_slots",
@@ -194,7 +195,12 @@ ANALYSES: tuple[Analysis, ...] = (
         "insufficient_gpu_memory, gpu_oversubscription, unreleased_job (idle over the final "
         "`unreleased_min_s`), slow_start (idle over the first `slow_start_min_s`), non_dl_job "
         "(no GPU ever used while CPU utilization > `very_low_pct`), interactive_job, "
-        "synchronous_checkpointing. Checkpointing [ICSE24 Table 1] **choice**: some GPU of the "
+        "synchronous_checkpointing, looks_busy. `looks_busy` (#44) **choice**: in more than "
+        "`looks_busy_share` (50 %) of the job's samples that carry the coarse busy metric "
+        "(gpu_samples.gpu_util: DCGM GPU_UTIL, nvidia-smi's utilization) it reads at least "
+        "`busy_coarse_min_pct` (90 %) while SM or tensor activity is at most `busy_fine_max_pct` "
+        "(5 %): a kernel ran, the GPU did almost nothing (a busy loop); its evidence (the means "
+        "and the share) in the diagnoses text. Checkpointing [ICSE24 Table 1] **choice**: some GPU of the "
         "job drops to utilization 0 at least `checkpoint_min_dips` (3) times between busy "
         "stretches, with dip-to-dip spacing varying by under `checkpoint_spacing_tolerance` "
         "(20 %) of its mean (allocation_sums.checkpointing); kept as its own flag for every "

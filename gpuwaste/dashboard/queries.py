@@ -415,7 +415,8 @@ def job_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
     """gpu_hours' row for the jobs in the view, every filter applied (user, size and state too,
     which waste_daily cannot honor): job_gpu_usage of those jobs summed, each GPU allocation
     counted for its overlap with the period as waste_daily splits it across days. Also
-    `observed_gpu_h` (GPU hours with data) and `util_gpu_h` (utilization-weighted GPU hours):
+    `idle_held_gpu_h` and `idle_empty_gpu_h` (the idle-slot hours with and without GPU memory
+    held), `observed_gpu_h` (GPU hours with data) and `util_gpu_h` (utilization-weighted GPU hours):
     100 * util_gpu_h / observed_gpu_h is the GPU utilization (time-weighted mean) of the view.
     And `energy_kwh`, `lost_energy_kwh`: the GPUs' kWh and the part lost (docs/definitions.md
     #energy), null when no GPU in view has a power reading."""
@@ -431,6 +432,8 @@ def job_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
         "alloc_gpu_h": "share * alloc_s",
         "busy_gpu_h": "share * busy_s",
         "idle_slot_gpu_h": "share * idle_slot_s",
+        "idle_held_gpu_h": "share * idle_held_s",
+        "idle_empty_gpu_h": "share * idle_empty_s",
         "never_used_gpu_h": "share * never_used_s",
         "missing_gpu_h": "share * missing_s",
         "debug_gpu_h": "share * alloc_s) FILTER (WHERE is_debug",
@@ -447,9 +450,9 @@ def job_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
         con,
         f"""
         WITH g AS (
-            SELECT {share} AS share, g.alloc_s, g.busy_s, g.idle_slot_s, g.never_used_s,
-                   g.missing_s, g.observed_s, g.util_mean, g.energy_kwh, g.lost_energy_kwh,
-                   j.is_debug, j.state
+            SELECT {share} AS share, g.alloc_s, g.busy_s, g.idle_slot_s, g.idle_held_s,
+                   g.idle_empty_s, g.never_used_s, g.missing_s, g.observed_s, g.util_mean,
+                   g.energy_kwh, g.lost_energy_kwh, j.is_debug, j.state
             FROM job_gpu_usage g JOIN job_usage j ON j.cluster = g.cluster AND j.job_id = g.job_id
             WHERE {where} AND g.alloc_s > 0
         )

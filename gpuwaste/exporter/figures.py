@@ -1,6 +1,7 @@
 """The exporter's figures, read from the warehouse on a read-only connection.
 
-Nothing here defines a metric anew: the window hours are the result tables' GPU seconds clipped
+Nothing here defines a metric anew: the GPU seconds are the result tables' summed per VC
+(`sql/exporter/gpu_seconds.sql`), the window hours are the result tables' GPU seconds clipped
 to trailing windows (`sql/exporter/window_hours.sql`), the idle running jobs are the dashboard's
 "Running now" query (`analyses.reads.idle_now`), and the pipeline's health is the freshness
 `gpuwaste report` prints (`analyses.freshness`) with the quarantine counts of the Overview page
@@ -42,6 +43,7 @@ class Figures:
     """Everything one scrape serves, as read at `computed_at` (UTC)."""
 
     computed_at: datetime
+    totals: pl.DataFrame  # gpu_seconds.sql: cluster, vc, and the seconds of each kind
     windows: pl.DataFrame  # window_hours.sql: cluster, vc, window, *_gpu_h, wasted_money
     idle_jobs: pl.DataFrame  # IDLE_JOB_SCHEMA: the top N, then one OTHER_JOBS row per cluster
     idle_counts: pl.DataFrame  # cluster, jobs: every running job idle on all its GPUs
@@ -91,6 +93,7 @@ def read_figures(data_dir: Path, top_jobs: int, now: datetime) -> Figures:
     check_results(data_dir)
     con = read_only_connection(data_dir)
     try:
+        totals = read_frame(con, load_sql("exporter/gpu_seconds"))
         windows = read_frame(con, load_sql("exporter/window_hours"))
         data_until = read_frame(
             con, "SELECT cluster, max(end_ts) AS until FROM job_gpu_usage GROUP BY ALL"
@@ -101,6 +104,7 @@ def read_figures(data_dir: Path, top_jobs: int, now: datetime) -> Figures:
         con.close()
     return Figures(
         computed_at=now,
+        totals=totals,
         windows=windows,
         idle_jobs=top_idle_jobs(idle, top_jobs),
         idle_counts=idle.group_by("cluster").agg(jobs=pl.len()).sort("cluster"),

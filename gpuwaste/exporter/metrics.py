@@ -1,8 +1,12 @@
 """The exporter's figures as Prometheus metric families: pure, no I/O.
 
 Every name is declared once in METRICS (name -> help), which docs/exporter.md lists and the
-Grafana dashboard's test reads from a live exporter. GPU time is in GPU hours, as everywhere in
-gpuwaste; times are Unix timestamps in seconds (Prometheus' convention for `*_timestamp_seconds`).
+Grafana dashboard's test reads from a live exporter. Everything is in Prometheus' base units
+(`promtool check metrics` is clean): GPU time in GPU seconds, served as counters that only grow
+(`gpuwaste_gpu_seconds_total{kind}`, so `increase()` and `rate()` work over any window), and as
+trailing windows of the data only where a counter cannot serve: a window ending at the cluster's
+newest data, whatever the scrape time, for the waste share and the alert's volume gate when data
+arrives in batches or late. Times are Unix timestamps in seconds.
 Money is in the configured `[cost] currency`, named by the `currency` label: a currency has no
 Prometheus base unit, and a label keeps the name (and every rule and panel) the same whatever
 the currency; one exporter serves one currency, so a sum never mixes two.
@@ -14,21 +18,27 @@ from collections.abc import Iterator
 from datetime import datetime
 
 import polars as pl
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from gpuwaste.exporter.figures import Figures
 
 WINDOW_LABELS = ["cluster", "vc", "window"]
 JOB_LABELS = ["cluster", "job_id", "user", "vc"]
-
-# window_hours.sql column -> metric
-HOURS: dict[str, tuple[str, str]] = {
-    "allocated_gpu_h": ("gpuwaste_allocated_gpu_hours", "GPU hours allocated to jobs"),
-    "busy_gpu_h": ("gpuwaste_busy_gpu_hours", "GPU hours allocated and not idle (data present)"),
-    "idle_slot_gpu_h": ("gpuwaste_idle_slot_gpu_hours", "GPU hours in idle slots of jobs"),
-    "never_used_gpu_h": ("gpuwaste_never_used_gpu_hours", "GPU hours on GPUs their job never used"),
-    "missing_gpu_h": ("gpuwaste_missing_gpu_hours", "Allocated GPU hours without telemetry"),
-    "debug_gpu_h": ("gpuwaste_debug_gpu_hours", "GPU hours held by debugging jobs"),
+# the kinds of GPU time, each a column of gpu_seconds.sql and, as `<kind>_gpu_h`, of
+# window_hours.sql (hours are the analyses' unit; served here in seconds)
+GPU_TIME_KINDS: dict[str, str] = {
+    "allocated": "allocated to jobs",
+    "busy": "allocated and not idle (data present)",
+    "idle_slot": "in idle slots of jobs",
+    "never_used": "on GPUs their job never used",
+    "missing": "allocated without telemetry",
+    "debug": "held by debugging jobs",
+}
+KINDS_HELP = "; ".join(f"{kind}: {text}" for kind, text in GPU_TIME_KINDS.items())
+# the kinds of energy, each a column `<kind>_j` of gpu_seconds.sql
+ENERGY_KINDS: dict[str, str] = {
+    "used": "drawn by the GPUs of jobs",
+    "lost": "drawn in idle slots and on never-used GPUs",
 }
 WINDOW_SUFFIX = ", per cluster and VC over the trailing window ending at the cluster's newest data."
 
@@ -39,7 +49,15 @@ METRICS: dict[str, str] = {
     "warehouse (they are read at most once per cache_seconds).",
     "gpuwaste_update_interval_seconds": "How often ingest and analyze are scheduled "
     "([exporter] update_interval_s); the staleness alerts fire after 3 of these.",
-    **{name: text + WINDOW_SUFFIX for name, text in HOURS.values()},
+    # a counter's name without `_total`: prometheus_client appends it to the sample
+    "gpuwaste_gpu_seconds": "GPU seconds of every job the results hold, per cluster, VC and kind ("
+    + KINDS_HELP
+    + "); a counter: it grows as analyze adds data (it falls only when results are deleted).",
+    "gpuwaste_energy_joules": "Joules of every job the results hold, per cluster, VC and kind ("
+    + "; ".join(f"{kind}: {text}" for kind, text in ENERGY_KINDS.items())
+    + "); a counter, as gpuwaste_gpu_seconds_total; no series where no GPU has power readings.",
+    "gpuwaste_window_gpu_seconds": "GPU seconds per kind (as gpuwaste_gpu_seconds_total)"
+    + WINDOW_SUFFIX,
     "gpuwaste_waste_ratio": "Share of allocated GPU time lost to idle slots and never-used GPUs"
     + WINDOW_SUFFIX,
     "gpuwaste_wasted_money": "Money lost to idle slots and never-used GPUs (their GPU hours x "
@@ -68,6 +86,11 @@ METRICS: dict[str, str] = {
 }
 
 
+# the counter families: their samples (and Prometheus' series) are named `<family>_total`
+COUNTERS = frozenset({"gpuwaste_gpu_seconds", "gpuwaste_energy_joules"})
+SERIES_NAMES = frozenset(f"{n}_total" if n in COUNTERS else n for n in METRICS)
+
+
 def _gauge(name: str, labels: list[str] | None = None) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, METRICS[name], labels=labels)
 
@@ -76,12 +99,33 @@ def _epoch(ts: datetime | None) -> float | None:
     return None if ts is None else ts.timestamp()
 
 
+def _total_families(totals: pl.DataFrame) -> Iterator[Metric]:
+    counter = CounterMetricFamily(
+        "gpuwaste_gpu_seconds", METRICS["gpuwaste_gpu_seconds"], labels=["cluster", "vc", "kind"]
+    )
+    for row in totals.iter_rows(named=True):
+        for kind in GPU_TIME_KINDS:
+            counter.add_metric([row["cluster"], row["vc"], kind], float(row[kind]))
+    yield counter
+    energy = CounterMetricFamily(
+        "gpuwaste_energy_joules",
+        METRICS["gpuwaste_energy_joules"],
+        labels=["cluster", "vc", "kind"],
+    )
+    for row in totals.iter_rows(named=True):
+        for kind in ENERGY_KINDS:
+            if row[f"{kind}_j"] is not None:
+                energy.add_metric([row["cluster"], row["vc"], kind], float(row[f"{kind}_j"]))
+    yield energy
+
+
 def _window_families(windows: pl.DataFrame, currency: str) -> Iterator[Metric]:
-    for column, (name, _) in HOURS.items():
-        g = _gauge(name, WINDOW_LABELS)
-        for row in windows.iter_rows(named=True):
-            g.add_metric([row["cluster"], row["vc"], row["window"]], float(row[column]))
-        yield g
+    seconds = _gauge("gpuwaste_window_gpu_seconds", [*WINDOW_LABELS, "kind"])
+    for row in windows.iter_rows(named=True):
+        for kind in GPU_TIME_KINDS:
+            labels = [row["cluster"], row["vc"], row["window"], kind]
+            seconds.add_metric(labels, float(row[f"{kind}_gpu_h"]) * 3600)
+    yield seconds
     ratio = _gauge("gpuwaste_waste_ratio", WINDOW_LABELS)
     for row in windows.iter_rows(named=True):
         if row["allocated_gpu_h"] > 0:
@@ -161,6 +205,7 @@ def families(
     computed = _gauge("gpuwaste_figures_computed_timestamp_seconds")
     computed.add_metric([], figs.computed_at.timestamp())
     out.append(computed)
+    out.extend(_total_families(figs.totals))
     out.extend(_window_families(figs.windows, currency))
     out.extend(_idle_job_families(figs))
     out.extend(_health_families(figs, now))

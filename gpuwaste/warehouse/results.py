@@ -66,6 +66,8 @@ JOB_GPU_USAGE = _result(
     missing_s=FLOAT,
     busy_s=FLOAT,
     idle_slot_s=FLOAT,
+    idle_held_s=FLOAT,  # of idle_slot_s: memory held, no kernel
+    idle_empty_s=FLOAT,  # of idle_slot_s: no memory held; held + empty = idle_slot_s
     idle_slots=INT,
     never_used=BOOL,
     never_used_s=FLOAT,
@@ -143,6 +145,7 @@ JOB_USAGE = _result(
     fluctuating=BOOL,
     checkpointing=BOOL,
     hit_time_limit=BOOL,
+    looks_busy=BOOL,  # #44: GPU_UTIL high while SM/tensor activity near zero (job_busy_evidence)
     diagnoses=STRING,
     gpu_cost=FLOAT,  # sum over its GPUs ([cost]); null when no GPU of the job has a price
     lost_cost=FLOAT,
@@ -164,6 +167,8 @@ IDLE_SLOTS = _result(
     start_ts=UTC_TS,
     end_ts=UTC_TS,
     duration_s=FLOAT,
+    held_s=FLOAT,  # of duration_s, idle with memory held (no kernel); wall seconds as duration_s
+    empty_s=FLOAT,  # the rest: no memory held. held_s + empty_s = duration_s
 )
 
 STABLE_PHASES = _result(

@@ -37,6 +37,11 @@ GPU_SAMPLES = Table(
         "sm_active": pl.Float64(),
         "tensor_active": pl.Float64(),
         "power_w": pl.Float64(),
+        # the coarse busy metric ("a kernel ran in the period": DCGM_FI_DEV_GPU_UTIL, nvidia-smi's
+        # utilization.gpu), the dialect's utilization of column `gpu_util`, kept beside `util`
+        # (the best metric present) to tell a busy loop from work (#44 looks_busy); null where the
+        # source has none. Files written before it read it as null.
+        "gpu_util": pl.Float64(),
         # the exporter's energy counter in J where its dialect has one (DCGM's since boot, in
         # mJ, resets on reboot); null elsewhere and in files written before it
         "energy_j": pl.Float64(),

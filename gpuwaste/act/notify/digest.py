@@ -105,11 +105,24 @@ group by all
 
 
 def window_figures(
-    con: duckdb.DuckDBPyConnection, cluster: str, window: Window, n: int
+    con: duckdb.DuckDBPyConnection,
+    cluster: str,
+    window: Window,
+    n: int,
+    count_looks_busy: bool = False,
 ) -> WindowFigures:
     """The jobs of `cluster` with GPU time in the window (`sql/act/digest_jobs.sql`), reduced to
-    per-user x VC sums and the worst `n` jobs of each user and of each VC."""
-    set_variables(con, {"cluster": cluster, "period_start": window.start, "period_end": window.end})
+    per-user x VC sums and the worst `n` jobs of each user and of each VC. `count_looks_busy`:
+    the busy time of jobs that look busy counts as lost (`--count-looks-busy`)."""
+    set_variables(
+        con,
+        {
+            "cluster": cluster,
+            "period_start": window.start,
+            "period_end": window.end,
+            "count_looks_busy": count_looks_busy,
+        },
+    )
     run(con, f"create or replace temp table digest_jobs as {load_sql(SQL)}")
     try:
         return WindowFigures(
@@ -175,12 +188,23 @@ def job_lines(jobs: pl.DataFrame, ctx: DigestContext) -> list[str]:
             f"{j['gpus']} GPU(s)): {j['lost_gpu_h']:.2f} of {j['gpu_h']:.2f} GPU hours lost "
             f"({100 * _share(j['lost_gpu_h'], j['gpu_h']):.0f} %: "
             f"{j['idle_slot_gpu_h']:.2f} h in idle slots, {j['never_used_gpu_h']:.2f} h on "
-            f"never-used GPUs){_costing(j['lost_cost'], ctx.currency)}; GPU utilization {util}"
+            f"never-used GPUs{_looks_busy(j)}){_costing(j['lost_cost'], ctx.currency)}; "
+            f"GPU utilization {util}"
         )
         for _name, title, text in advise(j["diagnoses"]):
             out.append(f"    - {title}: {text}")
         out.append(f"    {job_link(ctx.cfg.dashboard_url, ctx.cluster, j['job_id'])}")
     return [printable(line) for line in out]
+
+
+def _looks_busy(job: dict[str, Any]) -> str:
+    """The part of a job's lost hours counted because it looks busy (`--count-looks-busy`)."""
+    if not job.get("looks_busy"):
+        return ""
+    return (
+        f", {job['looks_busy_gpu_h']:.2f} h that looked busy: GPU_UTIL high while the GPU's SM "
+        "and tensor activity stayed near zero, counted as idle (--count-looks-busy)"
+    )
 
 
 def left_out_line(n_low: int, low_gpu_h: float, min_observed_share: float) -> list[str]:

@@ -67,6 +67,7 @@ class Options:
     dashboard_url: str | None = None
     send: bool = False
     resend_unconfirmed: bool = False
+    count_looks_busy: bool = False  # a looks-busy job's busy time counts as lost (#44)
 
 
 @dataclass(frozen=True)
@@ -211,7 +212,10 @@ def plan(settings: Settings, opts: Options, now: datetime) -> tuple[Plan, Notify
     clusters = _clusters(settings, opts.cluster)
     con = connect(settings.data_dir)
     try:
-        frames = {c: window_figures(con, c, window, cfg.max_jobs_listed) for c in clusters}
+        frames = {
+            c: window_figures(con, c, window, cfg.max_jobs_listed, opts.count_looks_busy)
+            for c in clusters
+        }
     finally:
         con.close()
     share = settings.thresholds.min_observed_share

@@ -71,6 +71,14 @@ def replay(
     jobs: Annotated[
         bool, typer.Option("--jobs", help="List the jobs each threshold cancels instead.")
     ] = False,
+    count_looks_busy: Annotated[
+        bool,
+        typer.Option(
+            "--count-looks-busy",
+            help="Treat jobs that look busy (GPU_UTIL high, SM and tensor activity near zero) as "
+            "idle over their whole allocation; their cancels say 'looks busy (counted idle)'.",
+        ),
+    ] = False,
     fmt: FormatOpt = OutputFormat.table,
 ) -> None:
     """Per threshold, per VC and in total: GPU hours reclaimed, jobs hit, wrongful hits (GPUs
@@ -87,7 +95,10 @@ def replay(
     s = settings(config, data_dir)
     con = open_warehouse(s.data_dir, cluster)
     try:
-        df = run_replay(con, rule, cluster=cluster, since=start, until=end, jobs=jobs)
+        df = run_replay(
+            con, rule, cluster=cluster, since=start, until=end, jobs=jobs,
+            count_looks_busy=count_looks_busy,
+        )  # fmt: skip
     finally:
         con.close()
     render(df, fmt, title=title(rule), rollups={"vc": ALL_VCS}, key=JOBS_KEY if jobs else KEY)

@@ -48,7 +48,11 @@ def replay_sql(final: str) -> str:
 
 
 def _variables(
-    rule: Rule, cluster: str | None, since: datetime | None, until: datetime | None
+    rule: Rule,
+    cluster: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    count_looks_busy: bool = False,
 ) -> dict[str, Scalar]:
     return {
         **ROLLUP_LABELS,
@@ -59,6 +63,7 @@ def _variables(
         "idle_hours": list(rule.idle_hours),
         "grace_s": rule.grace_s,
         "max_interactive_s": rule.max_interactive_s,
+        "count_looks_busy": count_looks_busy,
     }
 
 
@@ -70,12 +75,15 @@ def replay(
     since: datetime | None = None,
     until: datetime | None = None,
     jobs: bool = False,
+    count_looks_busy: bool = False,
 ) -> pl.DataFrame:
     """Per cluster x threshold x VC ('(all)' first): jobs, GPU hours, jobs hit, GPU hours
     reclaimed, wrongful hits and the GPU hours of work they lose. With `jobs`: one row per
     threshold x job the rule would have cancelled (its user, VC, GPUs, start and end, the cancel
-    point and why, GPU hours reclaimed, wrongful or not, work lost)."""
-    set_variables(con, _variables(rule, cluster, since, until))
+    point and why, GPU hours reclaimed, wrongful or not, work lost). `count_looks_busy`: jobs
+    that look busy are idle over their whole allocation (`--count-looks-busy`), their cancels'
+    reason `looks busy (counted idle)`."""
+    set_variables(con, _variables(rule, cluster, since, until, count_looks_busy))
     if jobs:
         df = read_frame(con, replay_sql(load_sql(JOBS_HIT_SQL)))
         return df.sort(["cluster", "idle_hours", "cancel_ts", "job_id"])

@@ -93,6 +93,13 @@ if waste.height:
                              "% of GPU time"), key="table4")  # fmt: skip
 study_table("waste_by_vc", "No jobs in this view.")
 st.caption("% own: of the GPU time of that kind of job; % all: of all GPU time in the VC.")
+idle = data.fetch(q.job_gpu_hours, f).row(0, named=True)
+if idle["idle_slot_gpu_h"] > 0:
+    st.caption(
+        f"Of the {idle['idle_slot_gpu_h']:.1f} idle-slot GPU h of the jobs in view, "
+        f"{idle['idle_held_gpu_h']:.1f} held GPU memory with no kernel running and "
+        f"{idle['idle_empty_gpu_h']:.1f} held none (idle held versus empty)."
+    )
 act("ask the owners of the jobs that lose the most to release GPUs they leave idle, or to request "
     "fewer.", "lost", "Jobs with the most GPU hours lost")  # fmt: skip
 widgets.waited_behind_idle(f)

@@ -78,6 +78,9 @@ SM_ACTIVE = DCGM.util[0].name
 GR_ACTIVE = DCGM.util[1].name
 GPU_UTIL = DCGM.util[2].name
 FB_USED = DCGM.mem_used.name
+COARSE_UTIL = (
+    "gpu_util"  # the utilization column kept as gpu_samples.gpu_util (dialects.UtilSeries)
+)
 FB_FREE = _name(DCGM.mem_free)
 FB_RESERVED = _name(DCGM.mem_reserved)
 TENSOR_ACTIVE = _name(DCGM.tensor_active)
@@ -643,6 +646,9 @@ def gpu_rows(
         col("sm_active").alias("sm_active"),
         col("tensor_active").alias("tensor_active"),
         col("power_w").alias("power_w"),
+        pl.coalesce(
+            *(e for e, u in utils if u.column == COARSE_UTIL), pl.lit(None, dtype=pl.Float64)
+        ).alias(COARSE_UTIL),
         col("energy_j").alias("energy_j"),
         util_source.alias("util_source"),
     ).join(key_frame, on="gid", how="left")
@@ -710,6 +716,7 @@ _READINGS = [
     "sm_active",
     "tensor_active",
     "power_w",
+    "gpu_util",
     "energy_j",
 ]
 

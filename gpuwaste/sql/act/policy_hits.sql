@@ -15,6 +15,9 @@
 --   * after the cancel point t, a GPU's time outside its idle intervals is busy or missing data:
 --     work lost counts it minus the GPU's missing data (the busy time certainly after t);
 --     work_lost_max_s counts it all (as if the missing data lay before t).
+--   * with count_looks_busy (policy_jobs.counted_idle: a job that looks busy, GPU_UTIL high while
+--     SM/tensor activity is near zero), every GPU of the job is idle over its whole allocation,
+--     as a never-used GPU is, and its cancels say so in their reason.
 -- Jobs are numbered once (k; materialized, so every reference sees the same numbers), so that
 -- the joins after that compare an integer rather than (cluster, job_id).
 with
@@ -24,12 +27,14 @@ thresholds as (
 ),
 
 job_keys as materialized (
-    select cluster, job_id, start_ts, interactive, row_number() over () as k
+    select cluster, job_id, start_ts, interactive, counted_idle, row_number() over () as k
     from policy_jobs
 ),
 
 gpus as (
-    select j.k, g.attempt, g.host, g.gpu, g.start_ts, g.end_ts, g.never_used, g.missing_s
+    select
+        j.k, g.attempt, g.host, g.gpu, g.start_ts, g.end_ts,
+        g.never_used or j.counted_idle as never_used, g.missing_s
     from job_gpu_usage as g
     join job_keys as j using (cluster, job_id)
     where g.alloc_s > 0
@@ -39,6 +44,7 @@ idle as (
     select j.k, s.attempt, s.host, s.gpu, s.start_ts, s.end_ts, s.duration_s, false as never_used
     from idle_slots as s
     join job_keys as j using (cluster, job_id)
+    where not j.counted_idle  -- idle over the whole allocation below
     union all
     select k, attempt, host, gpu, start_ts, end_ts, epoch(end_ts - start_ts), true
     from gpus
@@ -179,9 +185,11 @@ cancels as (
         k, idle_hours,
         least(i.cancel_ts, l.cancel_ts) as cancel_ts,
         case when i.cancel_ts is not null and (l.cancel_ts is null or i.cancel_ts <= l.cancel_ts)
-             then 'idle' else 'time limit' end as reason
+             then case when jk.counted_idle then 'looks busy (counted idle)' else 'idle' end
+             else 'time limit' end as reason
     from idle_cancels as i
     full join limit_cancels as l using (k, idle_hours)
+    join job_keys as jk using (k)
 ),
 
 gpu_after as (

@@ -4,7 +4,8 @@
 -- sources: job_usage.
 -- variables: cluster (null: every cluster), period_start, period_end (timestamptz; null: open),
 --            only_jobs ('debugging': debugging declared or inferred; 'interactive': declared by the
---            scheduler (debug partition, QoS or a shell/Jupyter name); 'all').
+--            scheduler (debug partition, QoS or a shell/Jupyter name); 'all'), count_looks_busy
+--            (boolean; `--count-looks-busy`: a job that looks busy is treated as idle).
 with
 
 final as (
@@ -14,7 +15,9 @@ final as (
         coalesce(vc, '(none)') as vc,
         start_ts,
         gpu_s,
-        coalesce(is_debug_declared, false) as interactive
+        coalesce(is_debug_declared, false) as interactive,
+        coalesce(getvariable('count_looks_busy')::boolean, false)
+            and coalesce(looks_busy, false) as counted_idle
     from job_usage
     where start_ts is not null
       and gpu_s > 0

@@ -43,7 +43,7 @@ stats as (
 
 slots as (
     select job_id, attempt, host, gpu, gpu_instance,
-           sum(duration_s) as idle_slot_s, count(*) as idle_slots
+           sum(duration_s) as idle_slot_s, sum(held_s) as idle_held_s, count(*) as idle_slots
     from batch_idle_slots
     group by job_id, attempt, host, gpu, gpu_instance
 ),
@@ -118,6 +118,7 @@ joined as (
             as observed_s,
         coalesce(s.never_used, false) as never_used,
         coalesce(sl.idle_slot_s, 0) * a.gpu_weight as idle_slot_s,
+        coalesce(sl.idle_held_s, 0) * a.gpu_weight as idle_held_s,
         case when not s.summarized then coalesce(sl.idle_slots, 0) end as idle_slots,
         s.util_mean,
         s.util_max,
@@ -171,6 +172,8 @@ final as (
         alloc_s - observed_s as missing_s,
         case when never_used then 0 else observed_s - idle_slot_s end as busy_s,
         idle_slot_s,
+        idle_held_s,
+        idle_slot_s - idle_held_s as idle_empty_s,
         idle_slots,
         never_used,
         case when never_used then observed_s else 0 end as never_used_s,

@@ -1,7 +1,7 @@
 -- grain: one row per job of this batch: its GPU rows rolled up, host CPU and memory, flags
 --        and diagnoses [ICSE24 §3.2, Table 1; CloudBrain §III-B, §IV-B, §IV-C; Philly §3, §4].
 -- sources: jobs, analyze_batch, batch_gpu_usage (job_gpu_usage of this batch), batch_host_usage
---          (job_host_usage.sql), batch_fluctuation (job_fluctuation.sql), batch_checkpoint
+--          (job_host_usage.sql), batch_busy_evidence (job_busy_evidence.sql), batch_fluctuation (job_fluctuation.sql), batch_checkpoint
 --          (job_checkpoint.sql), batch_idle_slots,
 --          batch_phases (stable_phases.py).
 -- variables: cluster, as_of and the thresholds named below; mig_model_fragments,
@@ -130,6 +130,19 @@ host_usage as (
     group by job_id
 ),
 
+busy as (
+    -- looks busy (#44): the coarse metric high while the fine activity is near zero, in more
+    -- than looks_busy_share of the job's samples carrying the coarse metric
+    select
+        job_id,
+        hollow_samples > getvariable('looks_busy_share')::double * coarse_samples as looks_busy,
+        round(100.0 * hollow_samples / coarse_samples) as hollow_pct,
+        round(coarse_util_mean) as coarse_util_mean,
+        round(fine_util_mean, 1) as fine_util_mean
+    from batch_busy_evidence
+    where coarse_samples > 0
+),
+
 phase_spread as (
     select job_id, max(spread) as phase_level_spread_mib
     from (
@@ -182,6 +195,8 @@ joined as (
         coalesce(e.slow_start, false) as slow_start,
         coalesce(e.unreleased, false) as unreleased,
         coalesce(sf.fits_smaller_slice, false) as fits_smaller_slice,
+        coalesce(b.looks_busy, false) as looks_busy,
+        b.hollow_pct, b.coarse_util_mean, b.fine_util_mean,
         g.gpu_cost,
         g.lost_cost,
         g.energy_kwh,
@@ -195,6 +210,7 @@ joined as (
     left join edges as e using (job_id)
     left join phase_spread as p using (job_id)
     left join slice_fit as sf using (job_id)
+    left join busy as b using (job_id)
 ),
 
 flagged as (
@@ -236,7 +252,12 @@ diagnosed as (
                      then 'non_dl_job' end,
                 case when is_debug_declared or is_debug_inferred then 'interactive_job' end,
                 case when checkpointing then 'synchronous_checkpointing' end,
-                case when fits_smaller_slice then 'fits_smaller_slice' end
+                case when fits_smaller_slice then 'fits_smaller_slice' end,
+                -- the evidence in the text: GPU_UTIL's mean, SM/tensor activity's, and the share
+                case when looks_busy then 'looks_busy' || format(
+                    ' (GPU_UTIL {:.0f} % while SM/tensor activity {} % in {:.0f} % of samples)',
+                    coarse_util_mean, fine_util_mean, hollow_pct
+                ) end
             )
         end as diagnoses
     from flagged
@@ -251,7 +272,7 @@ final as (
         cpu_util_mean, cpu_util_max, host_mem_util_mean, host_mem_util_max,
         idle_slot_gpu_s, idle_slots, never_used_gpu_s, never_used_gpus, idle_share,
         n_phases, n_stable_phases, phase_level_spread_mib, fluctuating, checkpointing,
-        hit_time_limit, diagnoses, gpu_cost, lost_cost, energy_kwh, lost_energy_kwh
+        hit_time_limit, looks_busy, diagnoses, gpu_cost, lost_cost, energy_kwh, lost_energy_kwh
     from diagnosed
 )
 

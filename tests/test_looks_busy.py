@@ -1,0 +1,168 @@
+"""Looks busy (#44): a job whose coarse busy metric (gpu_samples.gpu_util: DCGM GPU_UTIL) is high
+while SM or tensor activity says the GPU did almost nothing, for most of the job. Hand-built
+samples through a real `analyze` (warehouse rows written as ingest writes them), each job's
+answer computed by hand from the thresholds (defaults: GPU_UTIL >= 90 %, SM/tensor <= 5 %, in
+more than half of the samples carrying GPU_UTIL).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from gpuwaste.act.notify.digest import DigestContext, Window, job_lines, window_figures
+from gpuwaste.act.policy.replay import replay
+from gpuwaste.act.policy.rule import make_rule
+from gpuwaste.analyses.run import analyze
+from gpuwaste.config import NotifyConfig, Settings, Thresholds
+from gpuwaste.warehouse.catalog import connect
+from gpuwaste.warehouse.store import Warehouse
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+MINUTES = 60
+
+
+def _busy_loop(k: int) -> tuple[float, float | None, float | None]:
+    return 100.0, 1.0, 0.0  # GPU_UTIL 100, SM activity 1 %, tensor 0
+
+
+# job -> (gpu, per-minute (gpu_util, sm_active, tensor_active), expected looks_busy)
+JOBS = {
+    # a busy loop all along
+    "loop": (0, _busy_loop, True),
+    # real work: GPU_UTIL 100 with SM activity 70 %
+    "work": (1, lambda k: (100.0, 70.0, 20.0), False),
+    # tensor-core work: SM low by this reading but tensor activity high: not hollow
+    "tensor": (2, lambda k: (100.0, 3.0, 60.0), False),
+    # a busy loop for 31 of 60 minutes (more than half): looks busy
+    "mostly": (3, lambda k: _busy_loop(k) if k < 31 else (100.0, 70.0, 0.0), True),
+    # a busy loop for exactly half the minutes: not "most"
+    "half": (4, lambda k: _busy_loop(k) if k < 30 else (100.0, 70.0, 0.0), False),
+    # GPU_UTIL 85 %, below busy_coarse_min_pct, with SM 1 %: not flagged
+    "coarse_low": (5, lambda k: (85.0, 1.0, 0.0), False),
+    # no fine metric at all (only GPU_UTIL 100): no evidence either way
+    "no_fine": (6, lambda k: (100.0, None, None), False),
+    # no GPU_UTIL (an exporter without the coarse metric)
+    "no_coarse": (7, lambda k: (None, 1.0, 0.0), False),
+}
+
+
+def _cluster(data_dir: Path, thresholds: Thresholds | None = None) -> dict[str, dict]:
+    rows = []
+    for job, (gpu, reading, _) in JOBS.items():
+        for k in range(MINUTES):
+            coarse, sm, tensor = reading(k)
+            rows.append({
+                "host": "h1", "gpu": gpu, "gpu_model": "NVIDIA H100 80GB HBM3",
+                "ts": T0 + timedelta(minutes=k),
+                "util": sm if sm is not None else coarse,  # the best metric present, as ingest
+                "util_source": "DCGM_FI_PROF_SM_ACTIVE" if sm is not None else "DCGM_FI_DEV_GPU_UTIL",
+                "gpu_util": coarse, "sm_active": sm, "tensor_active": tensor,
+                "mem_used_mib": 4000.0, "mem_total_mib": 81920.0, "job_id": job,
+            })  # fmt: skip
+    end = T0 + timedelta(minutes=MINUTES)
+    wh = Warehouse(data_dir)
+    wh.replace_window("gpu_samples", "c", T0, end, pl.DataFrame(rows))
+    n = len(JOBS)
+    wh.upsert("jobs", "c", "t", pl.DataFrame({
+        "job_id": list(JOBS), "user": ["u"] * n, "vc": ["v"] * n, "state": ["passed"] * n,
+        "start_ts": [T0] * n, "end_ts": [end] * n, "gpus": [1] * n,
+    }))  # fmt: skip
+    wh.upsert("job_gpus", "c", "t", pl.DataFrame({
+        "job_id": list(JOBS), "attempt": [0] * n, "host": ["h1"] * n,
+        "gpu": [g for g, _, _ in JOBS.values()], "gpu_instance": [None] * n,
+        "mig_profile": [None] * n, "start_ts": [T0] * n, "end_ts": [end] * n,
+    }), )  # fmt: skip
+    analyze(Settings(data_dir=data_dir, thresholds=thresholds or Thresholds()), quiet=True)
+    return {r["job_id"]: r for r in wh.read("job_usage", "c").iter_rows(named=True)}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("busy") / "data"
+    _cluster(d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def jobs(data_dir: Path) -> dict[str, dict]:
+    return {
+        r["job_id"]: r for r in Warehouse(data_dir).read("job_usage", "c").iter_rows(named=True)
+    }
+
+
+def test_exactly_the_hollow_jobs_look_busy(jobs: dict[str, dict]) -> None:
+    got = {job: row["looks_busy"] for job, row in jobs.items()}
+    assert got == {job: want for job, (_, _, want) in JOBS.items()}
+
+
+def test_the_evidence_is_in_the_diagnoses(jobs: dict[str, dict]) -> None:
+    assert (
+        "looks_busy (GPU_UTIL 100 % while SM/tensor activity 1.0 % in 100 % of samples)"
+        in (jobs["loop"]["diagnoses"])
+    )
+    # 31 of 60 minutes hollow (52 %); SM/tensor mean: (31 x 1 + 29 x 70) / 60 = 34.35
+    assert "in 52 % of samples" in jobs["mostly"]["diagnoses"]
+    assert "SM/tensor activity 34.4 %" in jobs["mostly"]["diagnoses"]
+    assert all("looks_busy" not in jobs[j]["diagnoses"] for j in JOBS if not JOBS[j][2])
+
+
+def test_the_thresholds_are_parameters(tmp_path: Path) -> None:
+    """GPU_UTIL >= 80 takes coarse_low in; a share of 0.4 takes half in."""
+    got = _cluster(tmp_path, Thresholds(busy_coarse_min_pct=80.0, looks_busy_share=0.4))
+    flagged = {job for job, row in got.items() if row["looks_busy"]}
+    assert flagged == {"loop", "mostly", "half", "coarse_low"}
+
+
+WINDOW = Window(T0, T0 + timedelta(days=1))
+
+
+def _worst(data_dir: Path, count: bool) -> dict[str, dict]:
+    con = connect(data_dir)
+    try:
+        figures = window_figures(con, "c", WINDOW, 20, count_looks_busy=count)
+    finally:
+        con.close()
+    return {r["job_id"]: r for r in figures.worst.iter_rows(named=True)}
+
+
+def test_notices_count_looks_busy_jobs_as_idle_only_when_asked(data_dir: Path) -> None:
+    """No job here has an idle slot: without the flag none lost anything; with it, each
+    looks-busy job's hour (all of it busy by utilization) is lost, and the others still none."""
+    assert _worst(data_dir, count=False) == {}
+    worst = _worst(data_dir, count=True)
+    assert set(worst) == {"loop", "mostly"}
+    for row in worst.values():
+        assert row["lost_gpu_h"] == pytest.approx(1.0) == row["looks_busy_gpu_h"]
+    ctx = DigestContext(NotifyConfig(), "c", WINDOW, 0.5)
+    text = "\n".join(job_lines(figures_of(worst, "loop"), ctx))
+    assert "1.00 of 1.00 GPU hours lost" in text
+    assert "1.00 h that looked busy: GPU_UTIL high while the GPU's SM and tensor activity " in text
+    assert "counted as idle (--count-looks-busy)" in text
+    assert "GPU looks busy but does no work" in text  # the advice for the diagnosis
+
+
+def figures_of(worst: dict[str, dict], job: str) -> pl.DataFrame:
+    return pl.DataFrame([worst[job]])
+
+
+def test_the_replay_cancels_looks_busy_jobs_only_when_asked(data_dir: Path) -> None:
+    """A 0.5 h idle rule: no job has an idle slot, so nothing is cancelled; counting looks-busy
+    jobs as idle cancels exactly them at start + 0.5 h, reclaiming the other half hour with no
+    work lost, and says why."""
+    rule = make_rule(["0.5"], 0.0, "all", None)
+    con = connect(data_dir)
+    try:
+        plain = replay(con, rule, jobs=True)
+        counted = replay(con, rule, jobs=True, count_looks_busy=True)
+    finally:
+        con.close()
+    assert plain.height == 0
+    assert sorted(counted["job_id"]) == ["loop", "mostly"]
+    for row in counted.iter_rows(named=True):
+        assert row["reason"] == "looks busy (counted idle)"
+        assert row["cancel_ts"] == T0 + timedelta(minutes=30)
+        assert not row["wrongful"]
