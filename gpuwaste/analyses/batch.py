@@ -219,11 +219,14 @@ def stage_batch(spec: BatchSpec, data_dir: Path, staging: Path) -> BatchOutcome:
             assert isinstance(frame, pl.DataFrame)
             atomic_write_parquet(frame, staged_file(staging, name, spec.index))
     except Exception as exc:
+        disk = isinstance(exc, DiskError)
         return BatchOutcome(
             index=spec.index,
             error=one_line(exc),
-            errors=[traceback.format_exc()],
-            disk=isinstance(exc, DiskError),
+            # a disk that refused a write: its sentence says it all, and no traceback log is
+            # written on the full disk (as for a cluster's DiskError in analyses/run.py)
+            errors=[] if disk else [traceback.format_exc()],
+            disk=disk,
         )
     return outcome
 
