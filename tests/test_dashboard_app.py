@@ -565,8 +565,12 @@ def test_totals_of_the_jobs_in_view_equal_waste_daily(demo: Path) -> None:
             daily = q.gpu_hours(con, f).row(0, named=True)
             jobs = q.job_gpu_hours(con, f).row(0, named=True)
             assert daily["observed_gpu_h"] > 0
-            for column, value in jobs.items():
-                assert value == pytest.approx(daily[column], rel=1e-6, abs=1e-6), (f, column)
+            # idle held / empty and energy (issue 44) are not in waste_daily (energy per day is
+            # energy_daily's)
+            per_job_only = {"idle_held_gpu_h", "idle_empty_gpu_h", "energy_kwh", "lost_energy_kwh"}
+            assert set(jobs) - set(daily) == per_job_only, f
+            for column in set(jobs) & set(daily):
+                assert jobs[column] == pytest.approx(daily[column], rel=1e-6, abs=1e-6), (f, column)
     finally:
         con.close()
 
@@ -629,7 +633,7 @@ def _check_overview_of_an_analyzed_warehouse(at: AppTest, table3: float) -> None
     stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d"
     assert all(re.fullmatch(stamp, v) for v in fresh["Last analyze (UTC)"]), fresh
     assert all(re.fullmatch(stamp, v) for v in fresh["Last ingest (UTC)"]), fresh
-    assert not fresh["Results stale"].any()
+    assert not (fresh["Results stale"] == "yes").any(), fresh  # booleans read yes/no
     assert not [w for w in at.warning if "older than its data" in str(w.value)]
     (jobs,) = [d.value for d in at.dataframe if "Job id" in d.value.columns]
     ends = jobs.loc[jobs["State"] == "running", "End (UTC)"].tolist()

@@ -25,7 +25,7 @@ CHECKED_ELSEWHERE = {"prometheus"}
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("inputs")
-    generate_command(out / "gen", seed=4, gpus=8, days=0.05)
+    generate_command(out / "gen", seed=4, gpus=8, days=0.05, logs=True)
     for name in ("samples", "jobs"):  # the CSV export as parquet: every column as text
         pl.read_csv(TABULAR / f"{name}.csv", infer_schema=False).write_parquet(
             out / f"{name}.parquet"
@@ -39,6 +39,7 @@ def _args(source: str, inputs: Path) -> list[str]:
         "openmetrics": ["--file", str(gen / "metrics.om")],
         "slurm": ["--file", str(gen / "sacct.txt"), "--timezone", "UTC"],
         "philly": [str(gen / "philly")],
+        "logs": ["--dir", str(gen / "logs")],
         "csv": ["--samples", str(TABULAR / "samples.csv"), "--jobs", str(TABULAR / "jobs.csv"),
                 "--mapping", str(TABULAR / "mapping.toml")],
         "parquet": ["--samples", str(inputs / "samples.parquet"),
@@ -47,12 +48,12 @@ def _args(source: str, inputs: Path) -> list[str]:
 
 
 def test_every_source_is_checked() -> None:
-    assert {s.name for s in SOURCES} == {"openmetrics", "slurm", "philly", "csv", "parquet"} | (
+    assert {s.name for s in SOURCES} == {"openmetrics", "slurm", "philly", "csv", "parquet", "logs"} | (
         CHECKED_ELSEWHERE
     )
 
 
-@pytest.mark.parametrize("source", ["openmetrics", "slurm", "philly", "csv", "parquet"])
+@pytest.mark.parametrize("source", ["openmetrics", "slurm", "philly", "csv", "parquet", "logs"])
 def test_a_one_off_ingest_records_its_run(inputs: Path, tmp_path: Path, source: str) -> None:
     data_dir = tmp_path / "wh"
     argv = ["ingest", "--data-dir", str(data_dir), source, *_args(source, inputs)]

@@ -98,7 +98,7 @@ ENERGY_COLUMNS = ("energy_kwh", "lost_energy_kwh", "power_mean_w")
 
 def digest_table(data_dir: Path, name: str, projection: Projection = as_stored) -> dict[str, Any]:
     """{rows, sha256} of one table's stored rows (all clusters), through `projection`, without
-    the `ENERGY_COLUMNS`."""
+    the `ADDED_COLUMNS` and the `ENERGY_COLUMNS`."""
     files = sorted(
         p for p in (data_dir / "parquet" / name).glob("**/*.parquet") if ".tmp" not in p.name
     )
@@ -107,7 +107,7 @@ def digest_table(data_dir: Path, name: str, projection: Projection = as_stored) 
     frame = pl.concat(
         [pl.read_parquet(f, hive_partitioning=False) for f in files], how="diagonal_relaxed"
     )
-    frame = projection(name, frame).drop(ENERGY_COLUMNS, strict=False)
+    frame = as_stored(name, projection(name, frame)).drop(ENERGY_COLUMNS, strict=False)
     frame = frame.select(sorted(frame.columns))
     canon = _canonical(frame)
     h = hashlib.sha256()
