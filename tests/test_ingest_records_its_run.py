@@ -48,9 +48,14 @@ def _args(source: str, inputs: Path) -> list[str]:
 
 
 def test_every_source_is_checked() -> None:
-    assert {s.name for s in SOURCES} == {"openmetrics", "slurm", "philly", "csv", "parquet", "logs"} | (
-        CHECKED_ELSEWHERE
-    )
+    assert {s.name for s in SOURCES} == {
+        "openmetrics",
+        "slurm",
+        "philly",
+        "csv",
+        "parquet",
+        "logs",
+    } | (CHECKED_ELSEWHERE)
 
 
 @pytest.mark.parametrize("source", ["openmetrics", "slurm", "philly", "csv", "parquet", "logs"])
