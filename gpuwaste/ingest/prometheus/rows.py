@@ -191,6 +191,22 @@ def describe(metric: str, labels: Mapping[str, str]) -> str:
     return f"{metric}{{{inner}}}"
 
 
+def _no_refusals(samples: pl.DataFrame) -> pl.DataFrame:
+    """The empty frame of refused samples: `samples`' columns and a `reason`."""
+    return samples.clear().with_columns(pl.lit(None, dtype=pl.String).alias("reason"))
+
+
+def _split_by_reason(
+    samples: pl.DataFrame, marked: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(good, bad) of `marked` (the samples with a `reason`, null where fine); `samples` as they
+    were when none is refused."""
+    bad = marked.filter(pl.col("reason").is_not_null())
+    if bad.height == 0:
+        return samples, bad
+    return marked.filter(pl.col("reason").is_null()).drop("reason"), bad
+
+
 def _bad_value_rows(
     samples: pl.DataFrame, maximum: float, slack: float
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -198,7 +214,7 @@ def _bad_value_rows(
     v = pl.col("value")
     fine = v.is_not_null() & v.is_finite() & (v >= 0) & (v <= maximum + slack)
     if samples.select(fine.all()).item():
-        return samples, samples.clear().with_columns(pl.lit(None, dtype=pl.String).alias("reason"))
+        return samples, _no_refusals(samples)
     reason = (
         pl.when(v.is_null())
         .then(pl.lit("not a number"))
@@ -213,11 +229,7 @@ def _bad_value_rows(
         .otherwise(pl.lit(None, dtype=pl.String))
         .alias("reason")
     )
-    marked = samples.with_columns(reason)
-    bad = marked.filter(pl.col("reason").is_not_null())
-    if bad.height == 0:
-        return samples, bad
-    return marked.filter(pl.col("reason").is_null()).drop("reason"), bad
+    return _split_by_reason(samples, samples.with_columns(reason))
 
 
 def counter_backwards(samples: pl.DataFrame, scale: float) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -226,7 +238,7 @@ def counter_backwards(samples: pl.DataFrame, scale: float) -> tuple[pl.DataFrame
     kept, the analyses count from the new value) when it is no more than the energy a GPU can
     draw since that reading (`MAX_W` x the seconds between), else the counter ran backwards."""
     if samples.height < 2:
-        return samples, samples.clear().with_columns(pl.lit(None, dtype=pl.String).alias("reason"))
+        return samples, _no_refusals(samples)
     ordered = samples.sort("gid", "ts")
     v = pl.col("value")
     before = v.shift(1).over("gid")
@@ -238,11 +250,7 @@ def counter_backwards(samples: pl.DataFrame, scale: float) -> tuple[pl.DataFrame
         .otherwise(pl.lit(None, dtype=pl.String))
         .alias("reason")
     )
-    marked = ordered.with_columns(reason)
-    bad = marked.filter(pl.col("reason").is_not_null())
-    if bad.height == 0:
-        return samples, bad
-    return marked.filter(pl.col("reason").is_null()).drop("reason"), bad
+    return _split_by_reason(samples, ordered.with_columns(reason))
 
 
 def above_model_limit(
@@ -254,7 +262,7 @@ def above_model_limit(
     limits = {g: power_limit_w(m) for g, m in models.items()}
     limits = {g: w for g, w in limits.items() if w is not None}
     if not limits or not samples.height:
-        return samples, samples.clear().with_columns(pl.lit(None, dtype=pl.String).alias("reason"))
+        return samples, _no_refusals(samples)
     limit = pl.col("gid").replace_strict(limits, default=None, return_dtype=pl.Float64)
     over = (pl.col("value") * scale > 2 * limit).fill_null(False)
     bad = samples.filter(over).with_columns(
