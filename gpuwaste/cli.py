@@ -216,6 +216,16 @@ def generate(
             "each failed job's reason in truth.json's 'failure_logs'.",
         ),
     ] = False,
+    busy_loops: Annotated[
+        int,
+        typer.Option(
+            "--busy-loops",
+            help="Make this many batch jobs of 30 min or more busy loops: GPU utilization 100 "
+            "percent while SM activity is 1-2 percent and power near the memory-held power (the "
+            "SM-activity series is then written where the exporter has one), listed in "
+            "truth.json's 'busy_loops'.",
+        ),
+    ] = 0,
 ) -> None:
     """Write a synthetic multi-tenant cluster in the sources' own formats, with its planted truth."""
     from gpuwaste.generate.cli import generate_command
@@ -236,6 +246,7 @@ def generate(
         no_job_labels,
         vc_quotas,
         logs,
+        busy_loops,
     )
 
 

@@ -55,11 +55,17 @@ def generate_command(
     no_job_labels: bool = False,
     vc_quotas: bool = False,
     logs: bool = False,
+    busy_loops: int = 0,
 ) -> None:
     """Generate a synthetic cluster in DIR: metrics.om, sacct.txt, philly/, truth.json (and
     scontrol/ where the telemetry does not name the job)."""
     check_sizes(gpus, days, interval_s)
-    for flag, n in (("--mig-hosts", mig_hosts), ("--shared-gpus", shared_gpus)):
+    counts = (
+        ("--mig-hosts", mig_hosts),
+        ("--shared-gpus", shared_gpus),
+        ("--busy-loops", busy_loops),
+    )
+    for flag, n in counts:
         if n < 0:
             raise UsageError(f"{flag} {n} is not accepted: it must be 0 or more.")
     try:
@@ -79,6 +85,7 @@ def generate_command(
             telemetry=telemetry,
             job_labels=not no_job_labels,
             vc_quotas=vc_quotas,
+            busy_loops=busy_loops,
         )
     except ValueError as exc:
         given = [f"--telemetry {telemetry}"] + [
@@ -88,6 +95,7 @@ def generate_command(
                 ("--vc-quotas", vc_quotas),
                 (f"--mig-hosts {mig_hosts}", mig_hosts),
                 (f"--shared-gpus {shared_gpus}", shared_gpus),
+                (f"--busy-loops {busy_loops}", busy_loops),
             )
             if on
         ]
@@ -103,7 +111,10 @@ def what_was_written(spec: GeneratorSpec, out: Path) -> str:
     with its size."""
     extra = [
         f"{n} {what}"
-        for n, what in ((spec.mig_hosts, "MIG host(s)"), (spec.shared_gpus, "time-sliced GPU(s)"))
+        for n, what in (
+            (spec.mig_hosts, "MIG host(s)"),
+            (spec.shared_gpus, "time-sliced GPU(s)"),
+        )
         if n
     ]
     lines = [

@@ -50,6 +50,8 @@ class GeneratorSpec:
     # VC quotas enforced by the scheduler, and the truth of each wait's causes
     # (gpuwaste/generate/queue_truth.py); False keeps the output as it was
     vc_quotas: bool = False
+    # jobs planted as busy loops (gpuwaste/generate/busy_loops.py); 0 keeps the output as it was
+    busy_loops: int = 0
 
     def __post_init__(self) -> None:
         if self.start.tzinfo is None:
@@ -63,6 +65,10 @@ class GeneratorSpec:
         dialect(self.telemetry)  # ValueError naming the accepted ones
         if self.telemetry != "dcgm" and (self.mig_hosts or self.shared_gpus):
             raise ValueError("MIG and shared GPUs are generated in the dcgm telemetry only")
+        if self.busy_loops < 0:
+            raise ValueError("busy_loops must be 0 or more")
+        if self.busy_loops and (self.mig_hosts or self.shared_gpus):
+            raise ValueError("busy loops are generated on whole, unshared GPUs only")
         if not self.job_labels and self.telemetry == "slurm-job-exporter":
             raise ValueError("slurm-job-exporter's series are per job: they always name it")
 

@@ -56,7 +56,7 @@ def write_openmetrics(
     stamps = [f"{spec.t0 + (win.k0 + k) * spec.interval_s}\n" for k in range(n)]
     counts: dict[str, int] = {}
     d = dialect(spec.telemetry)
-    for fam in families(d):
+    for fam in families(d, sm=spec.busy_loops > 0):
         fh.write(f"# HELP {fam.name} {fam.help}\n# TYPE {fam.name} gauge\n")
         written = 0
         for g in range(spec.n_gpus):

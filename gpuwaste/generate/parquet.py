@@ -81,6 +81,8 @@ def day_table(cluster: Cluster, k0: int, k1: int) -> pa.Table:
 
 def write_samples_parquet(spec: GeneratorSpec, out_dir: Path) -> None:
     """Simulate, then write one parquet file per UTC day of the window."""
+    if spec.busy_loops:  # the rows have one utilization: no coarse metric to plant them in
+        raise ValueError("busy loops are written in the exporter's text (write_all) only")
     cluster = simulate(spec)
     out_dir = Path(out_dir)
     for date, k0, k1 in day_bounds(spec):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuwaste.generate import params
+from gpuwaste.generate import busy_loops, params
 from gpuwaste.generate.model import BUSY, FLUCT, IDLE, STALL, Gap, GeneratorSpec, Job, JobPlan
 from gpuwaste.generate.policy_cases import policy_kind, policy_timeline
 
@@ -228,8 +228,10 @@ def _segments(
     return segs
 
 
-def build_plan(spec: GeneratorSpec, job: Job) -> JobPlan | None:
-    """The plan of one job that ran, or None for a job cancelled before it started."""
+def build_plan(spec: GeneratorSpec, job: Job, busy_loop: bool = False) -> JobPlan | None:
+    """The plan of one job that ran, or None for a job cancelled before it started; `busy_loop`:
+    the job is a planted busy loop (generate/busy_loops.py), memory held on every GPU throughout
+    (its utilization is set by series.alloc_series)."""
     if not job.alloc:
         return None
     rng = np.random.default_rng([spec.seed, 1, job.index])
@@ -241,7 +243,10 @@ def build_plan(spec: GeneratorSpec, job: Job) -> JobPlan | None:
     hostmem = float(rng.uniform(0.01, 0.08))
     never: set[int] = set()
     kind = policy_kind(spec, job)
-    if kind is not None:  # --policy-cases: busy then idle, or idle then busy, on every GPU
+    if busy_loop:
+        tags.add(busy_loops.TAG)
+        segs = _segments(rng, [(BUSY, n)], spec.gpu_mem_mib, spec.interval_s, (False, False, False))
+    elif kind is not None:  # --policy-cases: busy then idle, or idle then busy, on every GPU
         tags.add(kind)
         timeline = policy_timeline(rng, n, kind)
         segs = _segments(rng, timeline, spec.gpu_mem_mib, spec.interval_s, (False, False, False))

@@ -4,7 +4,9 @@ the energy each allocation used and lost is in the truth (truth.py's `energy_tru
 The model's power (whole watts, so the exporters' texts and the truth agree exactly):
 - idle, no memory held: `IDLE_W` (the GPU's idle power);
 - no kernel but memory held (a process holds a context and memory): `HELD_W`, 3.5 x idle;
-- busy at utilization u: idle + (LOADED_W - idle) x u / 100.
+- busy at utilization u: idle + (LOADED_W - idle) x u / 100;
+- a busy loop's samples (generate/busy_loops.py: memory held, a tiny kernel always running):
+  `HELD_W` + (LOADED_W - idle) x u / 100, u being its real work (1-2 %).
 
 Per sample, the power stands for the interval before it (as the analyses weigh samples), so a
 sample's energy is power x interval. The DCGM energy counter (mJ since boot) starts at a
@@ -26,10 +28,14 @@ RESET_AT = 0.5  # ... at this fraction of the window's samples
 KWH = 3.6e6  # J
 
 
-def power_w(util: np.ndarray, mem: np.ndarray) -> np.ndarray:
-    """Power (int W) of samples with utilization `util` (0-100) and memory used `mem` (MiB)."""
-    busy = IDLE_W + np.rint((LOADED_W - IDLE_W) * util.astype(np.float64) / 100.0)
-    return np.where(util > 0, busy, np.where(mem > 0, HELD_W, IDLE_W)).astype(np.int64)
+def power_w(util: np.ndarray, mem: np.ndarray, loop: np.ndarray | None = None) -> np.ndarray:
+    """Power (int W) of samples with utilization `util` (0-100) and memory used `mem` (MiB);
+    `loop` (bool, same shape) marks a busy loop's samples (None: none)."""
+    work = np.rint((LOADED_W - IDLE_W) * util.astype(np.float64) / 100.0)
+    out = np.where(util > 0, IDLE_W + work, np.where(mem > 0, HELD_W, IDLE_W))
+    if loop is not None:
+        out = np.where(loop, HELD_W + work, out)
+    return out.astype(np.int64)
 
 
 def counter_j(cluster: Cluster, g: int, power: np.ndarray) -> F64:

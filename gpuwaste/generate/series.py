@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuwaste.generate import params
+from gpuwaste.generate import busy_loops, params
 from gpuwaste.generate.model import BUSY, F32, F64, FLUCT, IDLE, STALL, Cluster, Job, Window
 from gpuwaste.generate.plans import slot_levels
 
@@ -38,6 +38,8 @@ def alloc_series(seed: int, job: Job, slot: int) -> tuple[np.ndarray, np.ndarray
     level = np.repeat(slot_levels(plan, slot), plan.seg_len)
     mu = np.repeat(plan.seg_mu, plan.seg_len)
     busy = np.clip(np.rint(mu + params.UTIL_NOISE_SD * z), 1, 100)
+    if busy_loops.TAG in plan.tags:
+        busy = busy_loops.loop_util(z)
     fl = np.where(side, low, high)
     util_f = np.where(mode == BUSY, busy, np.where(mode == FLUCT, fl, 0))
     util = util_f.astype(np.uint8)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuwaste.generate import busy_loops
 from gpuwaste.generate.model import Cluster, GeneratorSpec
 from gpuwaste.generate.plans import build_plan, place_gaps
+from gpuwaste.generate.policy_cases import policy_kind
 from gpuwaste.generate.schedule import Scheduler
 from gpuwaste.generate.workload import Workload, make_hosts, make_users
 
@@ -18,8 +20,10 @@ def simulate(spec: GeneratorSpec) -> Cluster:
     sched = Scheduler(spec, workload, np.random.default_rng([spec.seed, 13]))
     sched.run()
     jobs = sched.jobs()
+    policy = {j.index for j in jobs if policy_kind(spec, j) is not None}
+    loops = busy_loops.pick(spec, jobs, policy)
     for job in jobs:
-        job.plan = build_plan(spec, job)
+        job.plan = build_plan(spec, job, job.index in loops)
         job.steps = _steps(spec.seed, job.index, job.is_debug, job.ran)
     gaps = place_gaps(spec, jobs)
     queue = sched.queue_truth(jobs)

@@ -24,6 +24,10 @@ Samples inside a data gap are absent from every family of the GPU exporter.
 Power (where the dialect declares it) in whole watts of the model in generate/power.py, in the
 dialect's unit; the energy counter (where it declares one) counts that power through data gaps,
 with one reset (generate/power.py).
+
+With busy loops (generate/busy_loops.py), the utilization series reads 100 on a busy loop's
+samples, and the dialect's SM-activity series (where it declares one) is written beside it for
+every GPU, with the samples' real work.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from operator import itemgetter
 import numpy as np
 
 from gpuwaste.dialects import Dialect, Series, dialect
-from gpuwaste.generate import params
+from gpuwaste.generate import busy_loops, params
 from gpuwaste.generate.model import Cluster, GeneratorSpec, Window
 from gpuwaste.generate.power import LOADED_W, counter_j, power_w
 
@@ -51,7 +55,7 @@ EXPORTER_PORT = {
     "amd": 5000,
 }
 
-Quantity = str  # "util", "used", "free", "total", "power", "energy", "job_gauge", "info"
+Quantity = str  # "util", "sm", "used", "free", "total", "power", "energy", "job_gauge", "info"
 
 
 def names_job(spec: GeneratorSpec) -> bool:
@@ -69,12 +73,13 @@ class Family:
     quantity: Quantity
 
 
-def families(d: Dialect) -> list[Family]:
-    """The GPU families written for dialect `d`, in file order."""
-    out = [
-        Family(d.util[-1].name, f"GPU utilization ({d.title}).", "util"),
-        Family(d.mem_used.name, f"GPU memory used ({d.title}).", "used"),
-    ]
+def families(d: Dialect, sm: bool = False) -> list[Family]:
+    """The GPU families written for dialect `d`, in file order; `sm`: with its SM-activity
+    family (where it has one), as the busy loops need."""
+    out = [Family(d.util[-1].name, f"GPU utilization ({d.title}).", "util")]
+    if sm and d.sm_active is not None:
+        out.append(Family(d.sm_active.name, f"SM activity ({d.title}).", "sm"))
+    out.append(Family(d.mem_used.name, f"GPU memory used ({d.title}).", "used"))
     if d.mem_total is not None:
         out.append(Family(d.mem_total.name, f"GPU memory total ({d.title}).", "total"))
     elif d.mem_free is not None:
@@ -111,6 +116,8 @@ class Tables:
         total = d.mem_total if d.mem_total is not None else d.mem_used
         self.total = f"{_raw(total, cap)} "
         self.power = [f"{_raw(d.power, v)} " for v in range(LOADED_W + 1)] if d.power else []
+        sm = d.sm_active
+        self.sm = [f"{_raw(sm, v)} " for v in range(101)] if sm is not None else []
 
 
 def gpu_label_pairs(d: Dialect, cluster: Cluster, g: int) -> list[tuple[str, str]]:
@@ -202,16 +209,20 @@ def gpu_series(
     table: list[str] | str
     values_row: np.ndarray | None
     if family.quantity == "util":
-        table, values_row = tables.util, win.util[g]
+        table, values_row = tables.util, busy_loops.coarse_util(cluster, win.util[g], jobs_row)
+    elif family.quantity == "sm":
+        table, values_row = tables.sm, win.util[g]
     elif family.quantity == "used":
         table, values_row = tables.used, win.mem[g]
     elif family.quantity == "free":
         table, values_row = tables.free, win.mem[g]
     elif family.quantity == "power":
-        table, values_row = tables.power, power_w(win.util[g], win.mem[g])
+        loop = busy_loops.loop_mask(cluster, jobs_row)
+        table, values_row = tables.power, power_w(win.util[g], win.mem[g], loop)
     elif family.quantity == "energy":
         assert d.energy is not None and win.k0 == 0
-        joules = counter_j(cluster, g, power_w(win.util[g], win.mem[g]))
+        loop = busy_loops.loop_mask(cluster, jobs_row)
+        joules = counter_j(cluster, g, power_w(win.util[g], win.mem[g], loop))
         table, values_row = [f"{v / d.energy.scale:.0f} " for v in joules.tolist()], None
     else:
         table, values_row = tables.total, win.mem[g]

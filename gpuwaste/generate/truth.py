@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuwaste.generate import params
+from gpuwaste.generate import busy_loops, params
 from gpuwaste.generate.model import Cluster, Job
 from gpuwaste.generate.philly import PhillyView, short_hash
 from gpuwaste.generate.plans import slot_levels
@@ -86,7 +86,8 @@ def energy_truth(cluster: Cluster) -> list[dict[str, Any]]:
         for slot, (h, i) in enumerate(job.alloc):
             g = h * params.GPUS_PER_HOST + i
             util, mem, _ = alloc_series(spec.seed, job, slot)
-            joules = power_w(util, mem).astype(np.float64) * dt
+            loop = np.full(plan.n, busy_loops.TAG in plan.tags)
+            joules = power_w(util, mem, loop).astype(np.float64) * dt
             present = np.ones(plan.n, dtype=np.bool_)
             for k0, k1 in gaps.get(g, []):
                 present[max(k0 - plan.i0, 0) : max(min(k1 - plan.i0, plan.n), 0)] = False
@@ -110,6 +111,34 @@ def energy_truth(cluster: Cluster) -> list[dict[str, Any]]:
                     "lost_energy_kwh": float(joules[present & lost].sum()) / KWH,
                 }
             )
+    return out
+
+
+def busy_loop_truth(cluster: Cluster) -> list[dict[str, Any]]:
+    """truth.json's `busy_loops`: per planted job (generate/busy_loops.py), its times, GPUs and
+    the readings planted: the coarse metric, the largest SM activity and power of its samples."""
+    spec = cluster.spec
+    out: list[dict[str, Any]] = []
+    for job in cluster.jobs:
+        if job.plan is None or busy_loops.TAG not in job.plan.tags or job.end is None:
+            continue
+        sm, watts = 0, 0
+        for slot in range(len(job.alloc)):
+            util, mem, _ = alloc_series(spec.seed, job, slot)
+            sm = max(sm, int(util.max(initial=0)))
+            loop = np.ones(util.shape, dtype=np.bool_)
+            watts = max(watts, int(power_w(util, mem, loop).max(initial=0)))
+        out.append(
+            {
+                "job_id": job.job_id,
+                "start": iso_z(spec.t0 + job.start),
+                "end": iso_z(spec.t0 + job.end),
+                "gpus": len(job.alloc),
+                "coarse_pct": busy_loops.LOOP_COARSE_PCT,
+                "sm_pct_max": sm,
+                "power_w_max": watts,
+            }
+        )
     return out
 
 
@@ -201,8 +230,10 @@ def truth_dict(cluster: Cluster, philly: PhillyView, extra: dict[str, Any]) -> d
 
     g8 = params.GPUS_PER_HOST
     planted_policy = {"policy_cases": policy_truth(spec, cluster.jobs)} if spec.policy_cases else {}
+    planted_loops = {"busy_loops": busy_loop_truth(cluster)} if spec.busy_loops else {}
     return {
         **planted_policy,
+        **planted_loops,
         "spec": {
             "seed": spec.seed,
             "gpus": spec.n_gpus,
