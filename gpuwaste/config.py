@@ -106,11 +106,14 @@ class Thresholds(_Strict):
     debug_unused_share: Share = 0.8
     # Telemetry-visible causes [ICSE24 Table 1].
     low_util_pct: Percent = 50.0
-    # Looks busy (#44, docs/definitions.md "Looks busy"): the coarse busy metric (GPU_UTIL) at or
-    # above busy_coarse_min_pct while SM/tensor activity is at or under busy_fine_max_pct, in
-    # more than looks_busy_share of the job's samples that carry the coarse metric.
+    # Looks busy (#44, docs/definitions.md#looks-busy): the coarse busy metric (GPU_UTIL) at or
+    # above busy_coarse_min_pct while SM/tensor activity is at or under busy_fine_max_pct or, on
+    # samples without SM/tensor activity, power is at or under busy_power_max_idle_x times the
+    # model's idle power (the idle_power analysis), in more than looks_busy_share of the job's
+    # samples that carry the coarse metric.
     busy_coarse_min_pct: Percent = 90.0
     busy_fine_max_pct: Percent = 5.0
+    busy_power_max_idle_x: PositiveFloat = 4.0
     looks_busy_share: Share = 0.5
     batch_mem_peak_pct: Percent = 50.0
     insufficient_mem_peak_pct: Percent = 80.0

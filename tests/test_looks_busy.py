@@ -1,12 +1,14 @@
 """Looks busy (#44): a job whose coarse busy metric (gpu_samples.gpu_util: DCGM GPU_UTIL) is high
 while SM or tensor activity says the GPU did almost nothing, for most of the job. Hand-built
 samples through a real `analyze` (warehouse rows written as ingest writes them), each job's
-answer computed by hand from the thresholds (defaults: GPU_UTIL >= 90 %, SM/tensor <= 5 %, in
-more than half of the samples carrying GPU_UTIL).
+answer computed by hand from the thresholds (defaults: GPU_UTIL >= 90 %, SM/tensor <= 5 % or,
+on samples without SM/tensor activity, power <= 4 x the model's idle power, in more than half of
+the samples carrying GPU_UTIL).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,13 +25,16 @@ from gpuwaste.warehouse.store import Warehouse
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 MINUTES = 60
+H100 = "NVIDIA H100 80GB HBM3"
+Reading = tuple[float | None, ...]  # (gpu_util, sm_active, tensor_active[, power_w])
 
 
-def _busy_loop(k: int) -> tuple[float, float | None, float | None]:
+def _busy_loop(k: int) -> Reading:
     return 100.0, 1.0, 0.0  # GPU_UTIL 100, SM activity 1 %, tensor 0
 
 
-# job -> (gpu, per-minute (gpu_util, sm_active, tensor_active), expected looks_busy)
+# job -> (gpu, per-minute (gpu_util, sm_active, tensor_active), expected looks_busy: None where
+# nothing can judge it)
 JOBS = {
     # a busy loop all along
     "loop": (0, _busy_loop, True),
@@ -43,37 +48,47 @@ JOBS = {
     "half": (4, lambda k: _busy_loop(k) if k < 30 else (100.0, 70.0, 0.0), False),
     # GPU_UTIL 85 %, below busy_coarse_min_pct, with SM 1 %: not flagged
     "coarse_low": (5, lambda k: (85.0, 1.0, 0.0), False),
-    # no fine metric at all (only GPU_UTIL 100): no evidence either way
-    "no_fine": (6, lambda k: (100.0, None, None), False),
-    # no GPU_UTIL (an exporter without the coarse metric)
-    "no_coarse": (7, lambda k: (None, 1.0, 0.0), False),
+    # no fine metric and no power (only GPU_UTIL 100): not judged (null, not false)
+    "no_fine": (6, lambda k: (100.0, None, None), None),
+    # no GPU_UTIL (an exporter without the coarse metric): not judged
+    "no_coarse": (7, lambda k: (None, 1.0, 0.0), None),
 }
 
 
-def _cluster(data_dir: Path, thresholds: Thresholds | None = None) -> dict[str, dict]:
-    rows = []
-    for job, (gpu, reading, _) in JOBS.items():
+def _cluster(
+    data_dir: Path,
+    thresholds: Thresholds | None = None,
+    jobs: Mapping[str, tuple[int, Callable[[int], Reading], bool | None]] = JOBS,
+    models: Mapping[str, str] | None = None,
+    extra: list[dict] | None = None,
+) -> dict[str, dict]:
+    """The jobs' samples (one a minute, model H100 unless `models` names another) and the
+    `extra` sample rows written as ingest writes them, each job one GPU of host h1 for an hour;
+    analyzed; job_usage by job."""
+    rows = list(extra or [])
+    for job, (gpu, reading, _) in jobs.items():
         for k in range(MINUTES):
-            coarse, sm, tensor = reading(k)
+            coarse, sm, tensor, *power = reading(k)
             rows.append({
-                "host": "h1", "gpu": gpu, "gpu_model": "NVIDIA H100 80GB HBM3",
+                "host": "h1", "gpu": gpu, "gpu_model": (models or {}).get(job, H100),
                 "ts": T0 + timedelta(minutes=k),
                 "util": sm if sm is not None else coarse,  # the best metric present, as ingest
                 "util_source": "DCGM_FI_PROF_SM_ACTIVE" if sm is not None else "DCGM_FI_DEV_GPU_UTIL",
                 "gpu_util": coarse, "sm_active": sm, "tensor_active": tensor,
+                "power_w": power[0] if power else None,
                 "mem_used_mib": 4000.0, "mem_total_mib": 81920.0, "job_id": job,
             })  # fmt: skip
     end = T0 + timedelta(minutes=MINUTES)
     wh = Warehouse(data_dir)
-    wh.replace_window("gpu_samples", "c", T0, end, pl.DataFrame(rows))
-    n = len(JOBS)
+    wh.replace_window("gpu_samples", "c", T0, end, pl.DataFrame(rows, infer_schema_length=None))
+    n = len(jobs)
     wh.upsert("jobs", "c", "t", pl.DataFrame({
-        "job_id": list(JOBS), "user": ["u"] * n, "vc": ["v"] * n, "state": ["passed"] * n,
+        "job_id": list(jobs), "user": ["u"] * n, "vc": ["v"] * n, "state": ["passed"] * n,
         "start_ts": [T0] * n, "end_ts": [end] * n, "gpus": [1] * n,
     }))  # fmt: skip
     wh.upsert("job_gpus", "c", "t", pl.DataFrame({
-        "job_id": list(JOBS), "attempt": [0] * n, "host": ["h1"] * n,
-        "gpu": [g for g, _, _ in JOBS.values()], "gpu_instance": [None] * n,
+        "job_id": list(jobs), "attempt": [0] * n, "host": ["h1"] * n,
+        "gpu": [g for g, _, _ in jobs.values()], "gpu_instance": [None] * n,
         "mig_profile": [None] * n, "start_ts": [T0] * n, "end_ts": [end] * n,
     }), )  # fmt: skip
     analyze(Settings(data_dir=data_dir, thresholds=thresholds or Thresholds()), quiet=True)
@@ -140,7 +155,10 @@ def test_notices_count_looks_busy_jobs_as_idle_only_when_asked(data_dir: Path) -
     ctx = DigestContext(NotifyConfig(), "c", WINDOW, 0.5)
     text = "\n".join(job_lines(figures_of(worst, "loop"), ctx))
     assert "1.00 of 1.00 GPU hours lost" in text
-    assert "1.00 h that looked busy: GPU_UTIL high while the GPU's SM and tensor activity " in text
+    assert (
+        "1.00 h that looked busy: GPU_UTIL high while the GPU's SM and tensor activity stayed near "
+        "zero or its power near idle, counted as idle (--count-looks-busy)"
+    ) in text
     assert "counted as idle (--count-looks-busy)" in text
     assert "GPU looks busy but does no work" in text  # the advice for the diagnosis
 
@@ -166,3 +184,97 @@ def test_the_replay_cancels_looks_busy_jobs_only_when_asked(data_dir: Path) -> N
         assert row["reason"] == "looks busy (counted idle)"
         assert row["cancel_ts"] == T0 + timedelta(minutes=30)
         assert not row["wrongful"]
+
+
+# --------------------------------------------------------------------------- the power arm
+# The model's idle power, from an unallocated GPU's idle samples (util 0, no memory): 70 W, the
+# H100's as the real nvidia-smi capture reads it; so the threshold is 4 x 70 = 280 W.
+IDLE_W = 70.0
+
+
+def _power(watts: float, sm: float | None = None) -> Callable[[int], Reading]:
+    return lambda k: (100.0, sm, None, watts)
+
+
+POWER_JOBS: dict[str, tuple[int, Callable[[int], Reading], bool | None]] = {
+    "p_loop": (0, _power(279.0), True),  # just under 280 W
+    "p_at": (1, _power(280.0), True),  # at the threshold: "at or under"
+    "p_above": (2, _power(281.0), False),  # just over
+    "p_work": (3, _power(600.0), False),  # real work
+    # SM activity says it worked: the fine metric judges, the low power is no evidence
+    "p_fine_wins": (4, _power(100.0, sm=70.0), False),
+    # 31 of 60 minutes at 200 W, the rest at 600 W: most of the job
+    "p_mostly": (5, lambda k: (100.0, None, None, 200.0 if k < 31 else 600.0), True),
+    "p_half": (6, lambda k: (100.0, None, None, 200.0 if k < 30 else 600.0), False),
+    # a model with no idle sample in the data: no idle power, not judged
+    "p_no_idle": (7, _power(100.0), None),
+    # 20 minutes hollow by SM activity, 20 by power (no SM reading), 20 of work: 40 of 60
+    "p_mixed": (
+        8,
+        lambda k: (
+            (100.0, 1.0, None, 600.0)
+            if k < 20
+            else (100.0, None, None, 150.0)
+            if k < 40
+            else (100.0, 70.0, None, 600.0)
+        ),
+        True,
+    ),
+}
+
+
+def _idle_gpu() -> list[dict]:
+    return [
+        {"host": "h1", "gpu": 9, "gpu_model": H100, "ts": T0 + timedelta(minutes=k), "util": 0.0,
+         "util_source": "DCGM_FI_DEV_GPU_UTIL", "gpu_util": 0.0, "sm_active": None,
+         "tensor_active": None, "power_w": IDLE_W, "mem_used_mib": 0.0,
+         "mem_total_mib": 81920.0, "job_id": None}
+        for k in range(MINUTES)
+    ]  # fmt: skip
+
+
+def _power_cluster(data_dir: Path, thresholds: Thresholds | None = None) -> dict[str, dict]:
+    models = {"p_no_idle": "NVIDIA L40S"}
+    return _cluster(data_dir, thresholds, POWER_JOBS, models, _idle_gpu())
+
+
+@pytest.fixture(scope="module")
+def power_jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    return _power_cluster(tmp_path_factory.mktemp("busy_power") / "data")
+
+
+def test_the_power_arm_flags_exactly_the_jobs_near_idle_power(power_jobs: dict[str, dict]) -> None:
+    got = {job: row["looks_busy"] for job, row in power_jobs.items()}
+    assert got == {job: want for job, (_, _, want) in POWER_JOBS.items()}
+
+
+def test_the_power_arm_names_itself_and_its_figures(power_jobs: dict[str, dict]) -> None:
+    """GPU_UTIL is the only utilization of p_loop (U = 100 %): the diagnosis is there anyway."""
+    loop = power_jobs["p_loop"]
+    assert loop["util_mean"] == pytest.approx(100.0)
+    # 279 / 70 = 3.99
+    assert loop["diagnoses"] == (
+        "looks_busy (GPU_UTIL 100 % while power 279 W (4.0 x the model's idle 70 W) in 100 % of "
+        "samples)"
+    )
+    # mean power (31 x 200 + 29 x 600) / 60 = 393.3 W = 5.6 x 70; 31 of 60 samples = 52 %
+    assert power_jobs["p_mostly"]["diagnoses"] == (
+        "looks_busy (GPU_UTIL 100 % while power 393 W (5.6 x the model's idle 70 W) in 52 % of "
+        "samples)"
+    )
+    # both arms: SM/tensor mean over the 40 samples with it (20 x 1 + 20 x 70) / 40 = 35.5;
+    # power over the 20 samples judged by it: 150 W = 2.1 x 70; 20 of 60 samples each = 33 %
+    assert power_jobs["p_mixed"]["diagnoses"] == (
+        "looks_busy (GPU_UTIL 100 % while SM/tensor activity 35.5 % in 33 % of samples; "
+        "GPU_UTIL 100 % while power 150 W (2.1 x the model's idle 70 W) in 33 % of samples)"
+    )
+    for job in ("p_above", "p_work", "p_fine_wins", "p_half", "p_no_idle"):
+        assert "looks_busy" not in power_jobs[job]["diagnoses"], job
+
+
+def test_the_power_threshold_is_a_parameter(tmp_path: Path) -> None:
+    """At 4.1 x 70 = 287 W, p_above (281 W) is in; at 3.9 x 70 = 273 W, p_loop (279 W) is out."""
+    got = _power_cluster(tmp_path / "a", Thresholds(busy_power_max_idle_x=4.1))
+    assert got["p_above"]["looks_busy"] and got["p_loop"]["looks_busy"]
+    got = _power_cluster(tmp_path / "b", Thresholds(busy_power_max_idle_x=3.9))
+    assert not got["p_loop"]["looks_busy"] and got["p_mostly"]["looks_busy"]

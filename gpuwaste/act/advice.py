@@ -54,7 +54,8 @@ ADVICE: dict[str, tuple[str, str]] = {
     "looks_busy": (
         "GPU looks busy but does no work",
         "Stop the process that keeps the GPU busy and release the allocation: GPU_UTIL read high "
-        "while the GPU's SM and tensor activity stayed near zero (a busy loop, not training).",
+        "while the GPU's SM and tensor activity stayed near zero or its power near idle (a busy "
+        "loop, not training).",
     ),
 }
 

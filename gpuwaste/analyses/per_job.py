@@ -136,7 +136,7 @@ JOB_STEP = _analysis_step("batch_job_usage", "job_usage")
 BUSY_STEP = Step(
     "batch_busy_evidence",
     sql="staging/job_busy_evidence",
-    inputs=("analyze_alloc", "gpu_samples"),
+    inputs=("analyze_alloc", "batch_gpu_usage", "gpu_samples"),
 )
 AFTER_RANGES: tuple[Step, ...] = (GPU_STEP, HOST_STEP, BUSY_STEP, JOB_STEP)
 # Every step of a batch, in the order they run.

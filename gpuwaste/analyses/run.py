@@ -35,6 +35,7 @@ from gpuwaste.analyses.batch import (
     one_line,
     stable,
 )
+from gpuwaste.analyses.busy_power import idle_power_variables
 from gpuwaste.analyses.engines import Engine, LocalEngine
 from gpuwaste.analyses.freshness import newest_sample_ts
 from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES
@@ -279,13 +280,18 @@ def analyze_cluster(
         jobs_changed = bool(counts.recomputed or counts.removed or run.rebuilt)
         last = state.load_meta(settings.data_dir, cluster)
         if jobs_changed:
+            with connect(settings.data_dir) as con:
+                # the power arm of looks_busy: the models' idle power (not in the fingerprint)
+                configure_batch_connection(con, memory_limit)
+                set_variables(con, variables)
+                idle_power = idle_power_variables(con, cluster, t)
             template = BatchSpec(
                 cluster=cluster,
                 thresholds=t,
                 as_of=as_of,
                 batch_hosts=batch_hosts,
                 memory_limit=memory_limit,
-                variables=variables,
+                variables={**variables, **idle_power},
                 shared_spans=staging / SHARED_SPANS_FILE,
                 range_samples=range_samples,
             )

@@ -203,7 +203,8 @@ def _looks_busy(job: dict[str, Any]) -> str:
         return ""
     return (
         f", {job['looks_busy_gpu_h']:.2f} h that looked busy: GPU_UTIL high while the GPU's SM "
-        "and tensor activity stayed near zero, counted as idle (--count-looks-busy)"
+        "and tensor activity stayed near zero or its power near idle, counted as idle "
+        "(--count-looks-busy)"
     )
 
 

@@ -8,7 +8,7 @@
 -- sources: job_gpu_usage, job_usage.
 -- variables: cluster, period_start, period_end (timestamptz), count_looks_busy (boolean).
 -- With count_looks_busy (`gpuwaste notify --count-looks-busy`), a job that looks busy
--- (job_usage.looks_busy: GPU_UTIL high while SM/tensor activity is near zero) has its busy
+-- (job_usage.looks_busy: GPU_UTIL high while SM/tensor activity or power is near idle) has its busy
 -- seconds counted as idle: `looks_busy_gpu_h`, added to its lost hours and money.
 -- Period rule (as sql/reports/waste_by.sql): a job is in the window when one of its GPU
 -- allocations overlaps it (a running job's allocation reaches the watermark it was analyzed up

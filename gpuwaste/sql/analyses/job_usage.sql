@@ -131,14 +131,25 @@ host_usage as (
 ),
 
 busy as (
-    -- looks busy (#44): the coarse metric high while the fine activity is near zero, in more
-    -- than looks_busy_share of the job's samples carrying the coarse metric
+    -- looks busy (#44, docs/definitions.md#looks-busy): the coarse metric high while the fine
+    -- activity is near zero (fine arm) or, on samples without it, power near the model's idle
+    -- power (power arm), in more than looks_busy_share of the job's samples carrying the coarse
+    -- metric; null (not judged) where no sample has a fine metric or a usable power
     select
         job_id,
-        hollow_samples > getvariable('looks_busy_share')::double * coarse_samples as looks_busy,
+        case when fine_samples + power_samples > 0
+            then hollow_samples + low_power_samples
+                > getvariable('looks_busy_share')::double * coarse_samples
+        end as looks_busy,
+        hollow_samples > 0 as fine_arm,
+        low_power_samples > 0 as power_arm,
         round(100.0 * hollow_samples / coarse_samples) as hollow_pct,
+        round(100.0 * low_power_samples / coarse_samples) as low_power_pct,
         round(coarse_util_mean) as coarse_util_mean,
-        round(fine_util_mean, 1) as fine_util_mean
+        round(fine_util_mean, 1) as fine_util_mean,
+        round(power_mean_w) as power_mean_w,
+        round(idle_power_w) as idle_power_w,
+        round(power_mean_w / idle_power_w, 1) as power_idle_x
     from batch_busy_evidence
     where coarse_samples > 0
 ),
@@ -195,8 +206,8 @@ joined as (
         coalesce(e.slow_start, false) as slow_start,
         coalesce(e.unreleased, false) as unreleased,
         coalesce(sf.fits_smaller_slice, false) as fits_smaller_slice,
-        coalesce(b.looks_busy, false) as looks_busy,
-        b.hollow_pct, b.coarse_util_mean, b.fine_util_mean,
+        b.looks_busy, b.fine_arm, b.power_arm, b.hollow_pct, b.low_power_pct,
+        b.coarse_util_mean, b.fine_util_mean, b.power_mean_w, b.idle_power_w, b.power_idle_x,
         g.gpu_cost,
         g.lost_cost,
         g.energy_kwh,
@@ -237,9 +248,11 @@ diagnosed as (
     select
         *,
         is_debug_declared or is_debug_inferred as is_debug,
-        case when low_data or coalesce(util_mean, 0) > getvariable('low_util_pct')::double
-            then ''
-            else concat_ws(',',
+        -- ICSE24's causes for low-utilization jobs; looks_busy whatever the utilization (a busy
+        -- loop's utilization reads 100 % where GPU_UTIL is the only utilization series)
+        case when low_data then '' else concat_ws(',',
+            case when coalesce(util_mean, 0) <= getvariable('low_util_pct')::double
+            then nullif(concat_ws(',',
                 case when mem_util_max <= getvariable('batch_mem_peak_pct')::double
                      then 'improper_batch_size' end,
                 case when mem_util_max > getvariable('insufficient_mem_peak_pct')::double
@@ -252,14 +265,23 @@ diagnosed as (
                      then 'non_dl_job' end,
                 case when is_debug_declared or is_debug_inferred then 'interactive_job' end,
                 case when checkpointing then 'synchronous_checkpointing' end,
-                case when fits_smaller_slice then 'fits_smaller_slice' end,
-                -- the evidence in the text: GPU_UTIL's mean, SM/tensor activity's, and the share
-                case when looks_busy then 'looks_busy' || format(
-                    ' (GPU_UTIL {:.0f} % while SM/tensor activity {} % in {:.0f} % of samples)',
+                case when fits_smaller_slice then 'fits_smaller_slice' end
+            ), '') end,
+            -- the evidence in the text, per arm that fired: GPU_UTIL's mean, SM/tensor
+            -- activity's (fine) or power's and the model's idle power (power), and the share
+            case when looks_busy then 'looks_busy' || ' (' || concat_ws('; ',
+                case when fine_arm then format(
+                    'GPU_UTIL {:.0f} % while SM/tensor activity {} % in {:.0f} % of samples',
                     coarse_util_mean, fine_util_mean, hollow_pct
+                ) end,
+                case when power_arm then format(
+                    -- no comma: the diagnoses are comma-separated (act/advice.py diagnoses_of)
+                    'GPU_UTIL {:.0f} % while power {:.0f} W ({} x the model''s idle {:.0f} W) '
+                    || 'in {:.0f} % of samples',
+                    coarse_util_mean, power_mean_w, power_idle_x, idle_power_w, low_power_pct
                 ) end
-            )
-        end as diagnoses
+            ) || ')' end
+        ) end as diagnoses
     from flagged
 ),
 

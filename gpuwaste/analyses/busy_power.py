@@ -1,0 +1,38 @@
+"""The models' idle power for the power arm of "looks busy" (#44, docs/definitions.md#looks-busy):
+measured once per `analyze` run, before the per-job batches, by the `idle_power` analysis's own
+query (one definition: docs/definitions.md#idle-power), and handed to every batch as the SQL
+variables staging/job_busy_evidence.sql reads.
+
+Not part of the run's fingerprint of thresholds: the estimate moves a little with every ingest,
+and a changed fingerprint rebuilds every job. A job is judged against the estimate of the run
+that (re)computed it.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+from gpuwaste.analyses.registry import BY_NAME
+from gpuwaste.analyses.sqlfiles import Scalar, set_variables, threshold_variables
+from gpuwaste.config import Thresholds
+from gpuwaste.warehouse.results import ALL_MODELS
+
+MODELS = "idle_power_models"  # the models with an idle power measured (varchar[])
+WATTS = "idle_power_watts"  # ... and that power, W (double[], in the same order)
+
+
+def idle_power_variables(
+    con: duckdb.DuckDBPyConnection, cluster: str, thresholds: Thresholds
+) -> dict[str, Scalar]:
+    """{MODELS, WATTS} of `cluster`'s GPU models with an idle power in the data (none: {}, and
+    the SQL reads null: no power arm). `con` must see the cluster's gpu_samples and the
+    cluster's device variables (gpu_models patterns)."""
+    set_variables(con, {**threshold_variables(thresholds), "cluster": cluster})
+    rows = BY_NAME["idle_power"].compute(con)
+    rows = rows.filter((rows["gpu_model"] != ALL_MODELS) & rows["idle_power_w"].is_not_null())
+    if not rows.height:
+        return {}
+    return {
+        MODELS: [str(m) for m in rows["gpu_model"].to_list()],
+        WATTS: [float(w) for w in rows["idle_power_w"].to_list()],
+    }
