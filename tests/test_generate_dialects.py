@@ -213,4 +213,8 @@ def test_generate_refuses_what_it_cannot_write(tmp_path: Path) -> None:
                          no_job_labels=True)  # fmt: skip
     with pytest.raises(GpuwasteError, match="--mig-hosts 1 is not accepted"):
         generate_command(tmp_path, gpus=8, days=0.01, telemetry="amd", mig_hosts=1)
+    with pytest.raises(GpuwasteError, match=r"^--busy-loops -1 is not accepted: .*0 or more"):
+        generate_command(tmp_path, gpus=8, days=0.01, busy_loops=-1)
+    with pytest.raises(GpuwasteError, match="--mig-hosts 1 --busy-loops 2 is not accepted: busy"):
+        generate_command(tmp_path, gpus=8, days=0.01, mig_hosts=1, busy_loops=2)
     assert not list(tmp_path.iterdir())

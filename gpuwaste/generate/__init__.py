@@ -32,7 +32,8 @@ truth.json (sorted keys; times ISO 8601 UTC with `Z`)
   is_debug, submit, start, end, timelimit_s, gpus, alloc [{host, gpu, minor, uuid}], attempts (the
   Philly job's attempts as written: start/end null where the file says "None"), planted (tags:
   slow_start[_long], unreleased[_long], mid_idle, short_zero, stall, checkpointing, fluctuating,
-  non_dl, oversubscription, never_used, debug), first_sample, n_samples.
+  non_dl, oversubscription, never_used, debug; busy_loop with --busy-loops), first_sample,
+  n_samples.
   A job cancelled before it started has start == end and no alloc.
 - `phases`: for every allocated (job, GPU) with samples, the maximal runs of one planted memory
   level, covering all its samples: {job_id, host, gpu, start, end, mem_mib}. `start` is the
@@ -51,6 +52,8 @@ truth.json (sorted keys; times ISO 8601 UTC with `Z`)
 - `gaps`: {host, gpu, start, end}: no GPU-exporter samples for start <= t < end (all three DCGM
   families; node-exporter series have no gaps). Gaps lie inside a steady phase (two samples
   clear of its edges) or in unallocated time (two samples clear of any allocation).
+- `busy_loops` (only with `--busy-loops`, generate/busy_loops.py): the jobs planted as busy loops,
+  {job_id, start, end, gpus, coarse_pct (GPU_UTIL: 100), sm_pct_max, power_w_max}.
 - `debug_jobs`: job ids of partition `debug` (names interactive, bash, jupyter);
   `timeouts`: debug jobs that hit the 8 h limit (state TIMEOUT, end - start == 8 h exactly).
 - `hosts`, `philly_machine_map` (host -> m<N>), `philly_vc_map`, `philly_user_map` (name -> the
