@@ -19,6 +19,9 @@ from gpuwaste.warehouse.results import ALL_MODELS
 
 MODELS = "idle_power_models"  # the models with an idle power measured (varchar[])
 WATTS = "idle_power_watts"  # ... and that power, W (double[], in the same order)
+# Its time in a run's per-step seconds (ClusterRun.seconds), beside the batches' steps; the
+# busy step itself is per_job.BUSY_STEP.
+IDLE_POWER_STEP = "idle power (looks_busy)"
 
 
 def idle_power_variables(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from gpuwaste.analyses.batch import (
     one_line,
     stable,
 )
-from gpuwaste.analyses.busy_power import idle_power_variables
+from gpuwaste.analyses.busy_power import IDLE_POWER_STEP, idle_power_variables
 from gpuwaste.analyses.engines import Engine, LocalEngine
 from gpuwaste.analyses.freshness import newest_sample_ts
 from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES
@@ -280,11 +281,13 @@ def analyze_cluster(
         jobs_changed = bool(counts.recomputed or counts.removed or run.rebuilt)
         last = state.load_meta(settings.data_dir, cluster)
         if jobs_changed:
+            started = time.perf_counter()
             with connect(settings.data_dir) as con:
                 # the power arm of looks_busy: the models' idle power (not in the fingerprint)
                 configure_batch_connection(con, memory_limit)
                 set_variables(con, variables)
                 idle_power = idle_power_variables(con, cluster, t)
+            run.seconds[IDLE_POWER_STEP] = time.perf_counter() - started  # for the benchmark
             template = BatchSpec(
                 cluster=cluster,
                 thresholds=t,

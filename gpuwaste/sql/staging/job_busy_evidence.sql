@@ -1,15 +1,16 @@
 -- grain: one row per job of the batch with coarse-busy samples: the evidence of "looks busy"
---        (#44, docs/definitions.md#looks-busy): of its GPUs' samples that carry the coarse busy
---        metric (`gpu_util`: DCGM GPU_UTIL, nvidia-smi's utilization), how many read it at or
---        above `busy_coarse_min_pct` while the GPU did almost nothing, by one of two arms:
---        * fine: the fine activity (the larger of SM and tensor-pipe activity) is at or under
---          `busy_fine_max_pct`;
---        * power, for a sample without a fine metric: its power is at or under
---          `busy_power_max_idle_x` times the idle power of the device's model measured in the
---          data (analyses/idle_power.sql, handed over as idle_power_models / idle_power_watts);
---        their means beside. (job_usage.sql decides looks_busy from it.)
+--        (#44, docs/definitions.md#looks-busy), arm by arm (see below).
 -- sources: analyze_alloc (staging/allocations.sql), batch_gpu_usage (the device's model),
 --          gpu_samples.
+-- Of the job's samples that carry the coarse busy metric (`gpu_util`: DCGM GPU_UTIL,
+-- nvidia-smi's utilization), how many read it at or above `busy_coarse_min_pct` while the GPU
+-- did almost nothing, by one of two arms:
+--   * fine: the fine activity (the larger of SM and tensor-pipe activity) is at or under
+--     `busy_fine_max_pct`;
+--   * power, for a sample without a fine metric: its power is at or under
+--     `busy_power_max_idle_x` times the idle power of the device's model measured in the data
+--     (analyses/idle_power.sql, handed over as idle_power_models / idle_power_watts);
+-- their means beside. (job_usage.sql decides looks_busy from it.)
 -- variables: cluster, date_lo, date_hi, host_lo, host_hi, busy_coarse_min_pct,
 --            busy_fine_max_pct, busy_power_max_idle_x, idle_power_models, idle_power_watts
 --            (unset: no model has an idle power, no power arm).
