@@ -71,6 +71,7 @@ def test_every_sql_file_is_run_and_every_oracle_says_it_is_one() -> None:
     run = {a.sql_file for a in ANALYSES if a.kind != "per_job"}  # summaries, cluster rows
     run |= {s.sql for s in BATCH_STEPS if s.sql}
     run |= {"staging/allocations", "staging/resolve_unknown_gpus", "staging/host_newest"}
+    run |= {f"staging/{s}" for a in ANALYSES for s in a.staging}  # views the summaries read
     run |= {"reports/waste_by"}
     run |= set(POLICY_SQL)  # gpuwaste policy replay
     run |= set(PLAN_SQL)  # gpuwaste analyze: the jobs to recompute and their batches

@@ -247,6 +247,24 @@ def test_energy_daily_applies_the_clusters_factors(data_dir: Path) -> None:
     assert "lost_co2e_kg" not in waste_by(Settings(data_dir=data_dir), "vc").columns
 
 
+def test_energy_daily_splits_a_job_across_midnight_as_waste_daily_does(data_dir: Path) -> None:
+    """One hour at 400 W from 23:30 to 00:30 UTC: 0.2 kWh on each day, with half a GPU hour;
+    both daily summaries read the one split (staging/allocation_days.sql)."""
+    start = 14 * 3600 - 1800  # T0 is 10:00 UTC: 23:30
+    rows = [(start + 15 * k, 50, 1000, 400.0) for k in range(1, 241)]
+    build(data_dir, points(rows), [{"job_id": "j1", "start": at(start), "end": at(start + 3600),
+                                    "gpus": [("h1", 0)]}])  # fmt: skip
+    wh = run(data_dir, sampling_interval_s=15)
+    everything = (pl.col("vc") == "(all)") & (pl.col("gpu_model") == "(all)")
+    energy = wh.read("energy_daily", "c").filter(everything).sort("day")
+    waste = wh.read("waste_daily", "c").filter(everything).sort("day")
+    assert [d.isoformat() for d in energy["day"]] == ["2026-11-01", "2026-11-02"]
+    assert energy["energy_kwh"].to_list() == pytest.approx([0.2, 0.2], abs=1e-6)
+    assert energy["gpu_h"].to_list() == pytest.approx([0.5, 0.5])
+    assert energy["day"].to_list() == waste["day"].to_list()
+    assert energy["gpu_h"].to_list() == waste["alloc_gpu_h"].to_list()
+
+
 def test_idle_power_of_the_real_nvidia_smi_scrapes(tmp_path: Path) -> None:
     """The H100 captures (tests/fixtures/exporter_text): idle 69.85 W, loaded 631.95 W; the
     estimator takes the idle one and leaves the loaded one out (utilization 100)."""

@@ -2,7 +2,9 @@
 model that an import needs: panels with a datasource, targets and a gridPos on the 24-column
 grid, templating with a `vc` query variable), whose every PromQL expression names only metrics
 that a live exporter serves: the names are read from `/metrics` of `gpuwaste exporter` running
-on loopback over a warehouse that has every kind of figure."""
+on loopback over a warehouse that has every kind of figure; that Prometheus parses (`promtool
+check rules`); whose units are Grafana's own unit ids; and whose energy panels, evaluated by
+Prometheus over counters of known rates (`promtool test rules`), give the hand-computed kWh."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuwaste.exporter.collector import WasteCollector
 from tests.test_exporter import build, serving
+from tests.test_exporter_rules import promtool
 
 DASHBOARD = Path(__file__).resolve().parent.parent / "deploy" / "grafana" / "gpuwaste.json"
 PROMQL_WORDS = {
@@ -147,3 +150,121 @@ def test_every_query_uses_only_metrics_the_live_exporter_serves(
             used.add(m.group(1))
     assert len(used) >= 12  # the check saw the queries' names
     assert "gpuwaste_up" in live_metric_names and "gpuwaste_idle_job_gpus" in live_metric_names
+    assert "gpuwaste_energy_joules_total" in used  # the energy panels were checked too
+
+
+# Grafana's unit ids (packages/grafana-data/src/valueFormats/categories.ts of grafana/grafana,
+# commit 002fa1b09fd5c809ef370334a20e23ec520ac8e3; tests/fixtures/README.md): those a panel of
+# this dashboard may use. An id Grafana does not know (e.g. "kWh") shows the bare number.
+GRAFANA_UNITS = {"none", "percentunit", "s", "h", "dtdurations", "watt", "watth", "kwatth", "joule"}
+
+
+def units(panel: dict[str, Any]) -> list[str]:
+    field = panel.get("fieldConfig", {})
+    found = [field.get("defaults", {}).get("unit")]
+    for o in field.get("overrides", []):
+        found += [p["value"] for p in o["properties"] if p["id"] == "unit"]
+    return [u for u in found if u is not None]
+
+
+def test_every_unit_is_one_grafana_knows(dashboard: dict[str, Any]) -> None:
+    seen = [u for p in graph_panels(dashboard) for u in units(p)]
+    assert {"kwatth", "percentunit", "s"} <= set(seen)
+    assert set(seen) <= GRAFANA_UNITS
+
+
+def test_energy_panels_show_kwh_allocated_and_lost_per_cluster_and_vc_and_the_share(
+    dashboard: dict[str, Any],
+) -> None:
+    energy = [
+        p
+        for p in graph_panels(dashboard)
+        if any("gpuwaste_energy_joules_total" in t["expr"] for t in p["targets"])
+    ]
+    exprs = [" ".join(t["expr"] for t in p["targets"]) for p in energy]
+    for p, e in zip(energy, exprs, strict=True):
+        assert "increase(gpuwaste_energy_joules_total{" in e, p["title"]
+        assert 'cluster=~"$cluster"' in e and 'vc=~"$vc"' in e, p["title"]
+        share = "/ sum" in e or "/ (sum" in e
+        # a share is lost / used in percent; an amount is joules / 3.6e6 in Grafana's kWh
+        assert units(p) == (["percentunit"] if share else ["kwatth"]), p["title"]
+        assert share or e.count("/ 3.6e6") == len(p["targets"]), p["title"]
+    amounts = " ".join(e for p, e in zip(energy, exprs, strict=True) if units(p) == ["kwatth"])
+    assert 'kind="used"' in amounts and 'kind="lost"' in amounts
+    assert "sum by (cluster) (" in amounts and "sum by (cluster, vc) (" in amounts
+    shares = [e for p, e in zip(energy, exprs, strict=True) if units(p) == ["percentunit"]]
+    assert any("sum by (cluster, vc) (" in e for e in shares) and any(
+        e.startswith("sum(") for e in shares
+    )
+
+
+def as_prometheus(expr: str) -> str:
+    """A panel's expression as Prometheus receives it: Grafana's variables substituted (every
+    cluster and VC; the time range 1 h)."""
+    return expr.replace("$cluster", ".*").replace("$vc", ".*").replace("$__range", "1h")
+
+
+@pytest.mark.prometheus
+def test_every_query_parses_in_prometheus(dashboard: dict[str, Any], tmp_path: Path) -> None:
+    exprs = [as_prometheus(t["expr"]) for p in graph_panels(dashboard) for t in p["targets"]]
+    rules = {"groups": [{"name": "panels", "rules": [
+        {"record": f"panel:expr{i}", "expr": e} for i, e in enumerate(exprs)
+    ]}]}  # fmt: skip
+    (tmp_path / "panels.yml").write_text(json.dumps(rules))
+    done = promtool("check", "rules", "panels.yml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"SUCCESS: {len(exprs)} rules found" in done.stdout
+
+
+@pytest.mark.prometheus
+def test_the_energy_panels_give_the_hand_computed_kwh(
+    dashboard: dict[str, Any], tmp_path: Path
+) -> None:
+    """Each energy query evaluated by Prometheus itself (`promtool test rules`) over counters
+    that grow at a known rate: c1/a draws 1 kW (60 kJ a minute), 0.25 kW of it lost; c1/b
+    0.5 kW, none lost; c2/a 2 kW, 1 kW lost. Over an hour, in kWh: 1, 0.25; 0.5, 0; 2, 1."""
+    rates = {
+        ("c1", "a"): (60_000, 15_000),
+        ("c1", "b"): (30_000, 0),
+        ("c2", "a"): (120_000, 60_000),
+    }
+    series = [
+        {"series": f'gpuwaste_energy_joules_total{{cluster="{c}",kind="{k}",vc="{v}"}}',
+         "values": f"0+{r}x120"}
+        for (c, v), (used, lost) in rates.items() for k, r in (("used", used), ("lost", lost))
+    ]  # fmt: skip
+    c1, c2 = '{cluster="c1"}', '{cluster="c2"}'
+    c1a, c1b, c2a = ('{cluster="c1", vc="a"}', '{cluster="c1", vc="b"}', '{cluster="c2", vc="a"}')
+    want = {  # panel title -> per target, in order: {series labels: value}
+        "Energy allocated, over the time range": [{"{}": 3.5}],
+        "Energy lost, over the time range": [{"{}": 1.25}],
+        "Share of the energy lost, over the time range": [{"{}": 1.25 / 3.5}],
+        "Energy per cluster (kWh in the hour before each point)": [
+            {c1: 1.5, c2: 2.0},
+            {c1: 0.25, c2: 1.0},
+        ],
+        "Energy lost per VC (kWh in the hour before each point)": [{c1a: 0.25, c1b: 0, c2a: 1}],
+        "Share of the energy lost per VC (over the 24 h before each point)": [
+            {c1a: 0.25, c1b: 0, c2a: 0.5}
+        ],
+    }
+    panels = {
+        p["title"]: p
+        for p in graph_panels(dashboard)
+        if any("gpuwaste_energy_joules_total" in t["expr"] for t in p["targets"])
+    }
+    assert set(panels) == set(want)
+    tests = [
+        {
+            "expr": as_prometheus(t["expr"]),
+            "eval_time": "100m",
+            "exp_samples": [{"labels": k, "value": v} for k, v in expected.items()],
+        }
+        for title, per_target in want.items()
+        for t, expected in zip(panels[title]["targets"], per_target, strict=True)
+    ]
+    spec = {"rule_files": [], "evaluation_interval": "1m",
+            "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": tests}]}  # fmt: skip
+    (tmp_path / "panels.test.yml").write_text(json.dumps(spec))
+    done = promtool("test", "rules", "panels.test.yml", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -33,7 +33,7 @@ def promtool(*args: str, cwd: Path = DEPLOY) -> subprocess.CompletedProcess[str]
 def test_promtool_check_rules() -> None:
     done = promtool("check", "rules", RULES.name)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 7 rules found" in done.stdout
+    assert "SUCCESS: 9 rules found" in done.stdout
 
 
 def test_promtool_test_rules() -> None:
@@ -50,6 +50,8 @@ def test_promtool_test_rules() -> None:
         ("> 0.5", "> 0.7"),
         ("10 * 3600", "1 * 3600"),
         ('kind=~"idle_slot|never_used"', 'kind=~"idle_slot"'),
+        ('energy_joules_total{kind="lost"}', 'energy_joules_total{kind="used"}'),
+        ('energy_joules_total{kind="used"}[1h])) > 0)', 'energy_joules_total{kind="used"}[1h])) >= 0)'),
         ("(3 * gpuwaste_update_interval_seconds)", "(4 * gpuwaste_update_interval_seconds)"),
     ],
 )  # fmt: skip

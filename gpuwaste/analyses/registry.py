@@ -34,7 +34,7 @@ import duckdb
 import polars as pl
 
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables
-from gpuwaste.warehouse.reading import read_frame
+from gpuwaste.warehouse.reading import read_frame, run
 from gpuwaste.warehouse.results import RESULT_TABLES, ROLLUP_LABELS
 from gpuwaste.warehouse.schema import Table
 
@@ -50,6 +50,9 @@ class Analysis:
     inputs: tuple[str, ...]  # tables and batch relations its SQL reads (its header's sources)
     definition: str  # what it computes, in words (docs/definitions.md for the full rule)
     sql: str = ""  # file under gpuwaste/sql/, without .sql (default: analyses/<name>)
+    # staging queries its SQL reads by name (gpuwaste/sql/staging/<name>.sql, over its inputs):
+    # made temp views first, so that a definition several summaries share has one home
+    staging: tuple[str, ...] = ()
 
     @property
     def sql_file(self) -> str:
@@ -68,13 +71,20 @@ class Analysis:
         `cluster`, the thresholds set). The labels of its roll-up rows are set here, from
         the one definition in warehouse/results.py."""
         set_variables(con, ROLLUP_LABELS)
+        for name in self.staging:
+            run(con, f"create or replace temp view {name} as {load_sql(f'staging/{name}')}")
         return read_frame(con, load_sql(self.sql_file))
 
 
 def _summary(
-    name: str, title: str, section: str, inputs: tuple[str, ...], definition: str
+    name: str,
+    title: str,
+    section: str,
+    inputs: tuple[str, ...],
+    definition: str,
+    staging: tuple[str, ...] = (),
 ) -> Analysis:
-    return Analysis(name, "summary", title, section, inputs, definition)
+    return Analysis(name, "summary", title, section, inputs, definition, staging=staging)
 
 
 def _cluster_rows(
@@ -364,6 +374,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "[Philly §4]. An allocation is split across the days it spans in proportion to its "
         "overlap with each day. Grain: one row per VC x GPU model of the job (each with '(all)') x UTC day. Units: GPU "
         "hours.",
+        staging=("allocation_days",),
     ),
     _summary(
         "waste_by_model",
@@ -426,6 +437,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "`co2_g_per_kwh` / 1000; money = facility kWh x `price_per_kwh` (null where not "
         "configured). `measured_gpu_h`: the GPU hours with a power reading. Grain: one row per "
         "VC x GPU model (each with '(all)') x UTC day. Units: kWh, kg, currency, GPU hours.",
+        staging=("allocation_days",),
     ),
     _summary(
         "idle_power",

@@ -1,6 +1,7 @@
 -- grain: one row per VC (and '(all)') x GPU model (and '(all)') x UTC day: the GPUs' energy
 --        and the part lost, the facility's energy, kg CO2e and money (docs/definitions.md#energy).
--- sources: job_gpu_usage, job_usage.
+-- sources: allocation_days (staging/allocation_days.sql: job_gpu_usage x job_usage, one row
+--          per allocated GPU x UTC day, with the day's share of the allocation).
 -- variables: cluster, all_vcs, all_models; energy_pue, energy_co2_g_per_kwh,
 --            energy_price_per_kwh (the cluster's `[energy]` factors; the last two null when not
 --            configured, and then so are kg CO2e and money).
@@ -8,38 +9,11 @@
 -- energy (null), not 0: `measured_gpu_h` says how many of the GPU hours the kWh are of.
 -- facility kWh = kWh x PUE; kg CO2e = facility kWh x g/kWh / 1000; money = facility kWh x price.
 -- An allocation's energy is split across the days it spans in proportion to its overlap with
--- each day (as waste_daily.sql: exact for the GPU hours, an even spread for the energy).
+-- each day (allocation_days, as for waste_daily.sql: exact for the GPU hours, an even spread
+-- for the energy).
 -- The rows of VC / model '(all)' are the groups of `cube(vc, gpu_model)` that roll a column
 -- up, labelled with the variables all_vcs and all_models.
 with
-
-gpus as (
-    select
-        g.start_ts, g.end_ts, g.alloc_s, g.energy_kwh, g.lost_energy_kwh,
-        coalesce(j.vc, '(none)') as vc, j.gpu_model
-    from job_gpu_usage as g
-    join job_usage as j on j.cluster = g.cluster and j.job_id = g.job_id
-    where g.cluster = getvariable('cluster') and g.alloc_s > 0
-),
-
-days as (
-    select
-        *,
-        unnest(
-            generate_series(
-                date_trunc('day', start_ts), end_ts - interval 1 microsecond, interval 1 day
-            )
-        ) as day_start
-    from gpus
-),
-
-shares as (
-    select
-        *,
-        epoch(least(end_ts, day_start + interval 1 day) - greatest(start_ts, day_start))
-            / epoch(end_ts - start_ts) as share
-    from days
-),
 
 summed as (
     select
@@ -51,7 +25,7 @@ summed as (
             as measured_gpu_h,
         sum(share * energy_kwh) as energy_kwh,
         sum(share * lost_energy_kwh) as lost_energy_kwh
-    from shares
+    from allocation_days
     group by cube(vc, gpu_model), day_start
 ),
 

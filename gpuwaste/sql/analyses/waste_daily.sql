@@ -2,46 +2,19 @@
 --        allocated, busy, in idle slots, never used, without data, observed, utilization-weighted, and the GPU hours of
 --        debugging, failed and killed jobs. GPU utilization (time-weighted mean) over any days
 --        and VCs = 100 * sum(util_gpu_h) / sum(observed_gpu_h).
--- sources: job_gpu_usage, job_usage.
+-- sources: allocation_days (staging/allocation_days.sql: job_gpu_usage x job_usage, one row
+--          per allocated GPU x UTC day, with the day's share of the allocation).
 -- variables: cluster, all_vcs, all_models.
 -- (alloc_s are GPU seconds, weighted by a MIG slice; the share is of wall time.)
 -- An allocation's figures are split across the days it spans in proportion to its overlap with
--- each day (exact for allocated hours; a day's share of the others assumes they spread evenly).
+-- each day (allocation_days: exact for allocated hours; a day's share of the others assumes
+-- they spread evenly).
 -- The job's GPU model is job_usage.gpu_model (docs/analyses.md#split-by-gpu-model); the rows of
 -- model '(all)' are every model together.
 -- The rows of VC / model '(all)' are the groups of `cube(vc, gpu_model)` that roll a column
 -- up, labelled with the variables all_vcs and all_models (ROLLUP_LABELS in
 -- gpuwaste/warehouse/results.py, set by whatever runs the summaries).
 with
-
-gpus as (
-    select
-        g.start_ts, g.end_ts, g.alloc_s, g.busy_s, g.idle_slot_s, g.never_used_s, g.missing_s,
-        g.observed_s, coalesce(g.util_mean, 0) * g.observed_s / 100 as util_s,
-        coalesce(j.vc, '(none)') as vc, j.gpu_model, j.is_debug, j.state
-    from job_gpu_usage as g
-    join job_usage as j on j.cluster = g.cluster and j.job_id = g.job_id
-    where g.cluster = getvariable('cluster') and g.alloc_s > 0
-),
-
-days as (
-    select
-        *,
-        unnest(
-            generate_series(
-                date_trunc('day', start_ts), end_ts - interval 1 microsecond, interval 1 day
-            )
-        ) as day_start
-    from gpus
-),
-
-shares as (
-    select
-        *,
-        epoch(least(end_ts, day_start + interval 1 day) - greatest(start_ts, day_start))
-            / epoch(end_ts - start_ts) as share
-    from days
-),
 
 final as (
     select
@@ -54,11 +27,11 @@ final as (
         sum(share * never_used_s) / 3600 as never_used_gpu_h,
         sum(share * missing_s) / 3600 as missing_gpu_h,
         sum(share * observed_s) / 3600 as observed_gpu_h,
-        sum(share * util_s) / 3600 as util_gpu_h,
+        sum(share * (coalesce(util_mean, 0) * observed_s / 100)) / 3600 as util_gpu_h,
         sum(share * alloc_s) filter (where is_debug) / 3600 as debug_gpu_h,
         sum(share * alloc_s) filter (where state = 'unsuccessful') / 3600 as failed_gpu_h,
         sum(share * alloc_s) filter (where state = 'killed') / 3600 as killed_gpu_h
-    from shares
+    from allocation_days
     group by cast(day_start as date), cube(vc, gpu_model)
 )
 
