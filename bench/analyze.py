@@ -6,12 +6,14 @@ metrics (what a notebook would do). Each runs in its own process; peak memory is
     python bench/analyze.py --gpus 64 --days 2 --skip-pandas          # quick
     python bench/analyze.py --work /tmp/bench --skip-pandas --repeat 5  # a noisy machine
 
-Figures go to stdout as a markdown table (copy into bench/RESULTS.md).
+Figures go to stdout as a markdown table (copy into bench/RESULTS.md), with the CPU time of the
+analyses issue #45 added (`NEW_ANALYSES`) against the rest of the same run (target <= 20 %).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -50,6 +52,32 @@ select count(*) from r where run_start and epoch(end_ts - start_ts) > 60
 ''').fetchall()
 print(rows[0][0])
 """
+
+# `gpuwaste analyze --rebuild` as `python -m gpuwaste` runs it (the process's allocators set
+# first, then the same `analyze` call), printing the CPU seconds of each phase
+# (`ClusterRun.cpu_seconds`) as JSON, so that one run gives both its time and its steps' shares.
+ANALYZE = """
+import json, sys
+from pathlib import Path
+from gpuwaste.process import configure_process
+configure_process()
+from gpuwaste.analyses.run import analyze
+from gpuwaste.config import load_settings
+runs = analyze(load_settings(data_dir=Path(sys.argv[1])), rebuild=True,
+               batch_days=int(sys.argv[2]), quiet=True)
+print(json.dumps(runs[0].cpu_seconds))
+"""
+
+# The analyses issue #45 added (queueing causes, waiting behind idle GPUs, failures): its speed
+# bound is their CPU time against the rest of `analyze` on this cluster.
+NEW_ANALYSES = (
+    "queue_causes",
+    "queue_cause_summary",
+    "queue_idle_overlap",
+    "failure_attempts",
+    "failure_reasons",
+    "failure_retries",
+)
 
 BASELINE_PANDAS = """
 import sys, glob
@@ -165,14 +193,12 @@ def main() -> None:
     data = args.work / "warehouse"
     glob = str(data / "parquet" / "gpu_samples" / "cluster=bench" / "*" / "*.parquet")
     py = sys.executable
-    # the console script's entry point, whatever script an older install left in the venv
-    analyze = [py, "-m", "gpuwaste", "analyze", "--rebuild", "--quiet"]
-    analyze += ["--batch-days", str(args.batch_days)]
+    analyze = [py, "-c", ANALYZE, str(data), str(args.batch_days)]
     floors: list[Timed] = []
     runs: list[Timed] = []
     for _ in range(max(1, args.repeat)):
         floors.append(timed([py, "-c", BASELINE_DUCKDB, glob]))
-        runs.append(timed([*analyze, "--data-dir", str(data)]))
+        runs.append(timed(analyze))
     results = [("duckdb lag/lead pass (a)", _median(floors))]
     results.append(("gpuwaste analyze --rebuild", _median(runs)))
     if not args.skip_pandas:
@@ -205,6 +231,23 @@ def main() -> None:
         print(f"each pair, analyze / floor: {pairs}")
     if len(results) > 2:
         print(f"pandas (b) / analyze: {results[2][1].wall / run.wall:.1f}x (target >= 5x)")
+    print_new_analyses(runs)
+
+
+def print_new_analyses(runs: list[Timed]) -> None:
+    """The CPU time of `NEW_ANALYSES` against the rest of each run (its whole CPU time less
+    theirs), the median ratio, and each of them (median seconds)."""
+    steps = [json.loads(r.out.splitlines()[-1]) for r in runs]
+    new = [sum(s.get(n, 0.0) for n in NEW_ANALYSES) for s in steps]
+    ratios = sorted(n / (r.cpu - n) for n, r in zip(new, runs, strict=True))
+    each = ", ".join(f"{n / (r.cpu - n):.1%}" for n, r in zip(new, runs, strict=True))
+    print(
+        f"\nissue #45's analyses / the rest of analyze, in CPU time: "
+        f"{ratios[(len(ratios) - 1) // 2]:.1%} (target <= 20 %; each run: {each})"
+    )
+    for name in NEW_ANALYSES:
+        secs = sorted(s.get(name, 0.0) for s in steps)
+        print(f"  {name}: {secs[(len(secs) - 1) // 2]:.2f} CPU s")
 
 
 def _median(runs: list[Timed]) -> Timed:

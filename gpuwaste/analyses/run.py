@@ -81,7 +81,10 @@ class ClusterRun:
     unresolved_gpus: int = 0
     rebuilt: bool = False
     rows: dict[str, int] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)  # wall, per step of the batches
+    # CPU seconds of this process (every thread) per phase: `per_job` (the plan, the batches,
+    # the commit) and each summary or cluster-rows table by name, for the benchmark
+    cpu_seconds: dict[str, float] = field(default_factory=dict)
     failed_jobs: dict[str, str] = field(default_factory=dict)  # job_id -> why, one line
     error: str = ""  # why the whole cluster's analysis failed, one line ("" if it did not)
     log: Path | None = None  # where the tracebacks of failures were written
@@ -248,6 +251,7 @@ def analyze_cluster(
     thresholds_json = t.model_dump_json() + json.dumps(variables, sort_keys=True)
     schema_now = state.results_schema(tuple(RESULT_TABLES))
     staging = staging_dir(settings.data_dir, cluster)
+    cpu_start = time.process_time()
     try:
         with connect(settings.data_dir) as con:  # closed on an error too
             configure_batch_connection(con, memory_limit)
@@ -307,6 +311,7 @@ def analyze_cluster(
                 None if run.rebuilt else staging / TOUCHED_FILE,  # rebuilt: every row
                 memory_limit,
             )
+        run.cpu_seconds["per_job"] = time.process_time() - cpu_start
         if jobs_changed or last is None or last.inputs != inputs:  # new job logs: summaries
             refresh_catalog(settings.data_dir)
             with connect(settings.data_dir) as con:
@@ -314,12 +319,14 @@ def analyze_cluster(
                 con.execute(f"set memory_limit = '{memory_limit}'")
                 set_variables(con, {**variables, **threshold_variables(t), "cluster": cluster})
                 for name, compute in SUMMARIES.items():
+                    cpu_start = time.process_time()
                     rows = stable(compute(con))
                     run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, rows)
                     if name in READ_BY_SUMMARIES:
                         # the catalog's view was made before this run wrote the table: the
                         # summaries after it read this cluster's new rows from here
                         con.register(name, rows.with_columns(pl.lit(cluster).alias("cluster")))
+                    run.cpu_seconds[name] = time.process_time() - cpu_start
         state.save(
             settings.data_dir,
             cluster,

@@ -101,9 +101,11 @@ cluster_used as (
     )
 ),
 
+-- only a VC with a quota is looked up (fair-share is judged for it alone)
 vc_used as (
     select vc, ts, round(sum(sum(d)) over (partition by vc order by ts), 6) as used
     from events
+    where vc in (select vc from quotas)
     group by vc, ts
 ),
 
@@ -236,6 +238,15 @@ runs as (
     group by k, cause, run
 ),
 
+-- each stretch's part of each run of its class (read by the causes and the out-of-order starts)
+stretch_runs as materialized (
+    select
+        w.job_id, w.attempt, w.submit_ts, w.gpus, w.per_host, r.cause,
+        greatest(w.wait_start, r.r0) as x0, least(w.wait_end, r.r1) as x1
+    from waits_k as w
+    join runs as r on r.k = w.k and r.r0 < w.wait_end and r.r1 > w.wait_start
+),
+
 by_stretch as (
     select
         job_id, attempt,
@@ -249,43 +260,45 @@ by_stretch as (
             list_position(['fair-share', 'capacity', 'fragmentation', 'other'], cause)
         ) as cause
     from (
-        select
-            w.job_id, w.attempt, r.cause,
-            sum(epoch(least(w.wait_end, r.r1) - greatest(w.wait_start, r.r0))) as s
-        from waits_k as w
-        join runs as r on r.k = w.k and r.r0 < w.wait_end and r.r1 > w.wait_start
-        group by all
+        select job_id, attempt, cause, sum(epoch(x1 - x0)) as s from stretch_runs group by all
     )
     group by all
 ),
 
 -- a start jumped the queue when, as it started, an earlier-submitted job that its GPUs would
--- have fitted (no more GPUs, no more per host) waited for a reason other than fair-share
--- the times each job waited for a cause other than fair-share, cut into UTC hours so that a
--- start meets the waits of its own hour by an equi-join (an inequality join over every wait
--- is far slower)
+-- have fitted (no more GPUs, no more per host) waited for a reason other than fair-share.
+-- The times each job waited for a cause other than fair-share are cut into 10-minute buckets,
+-- and a start meets the waits of its own bucket and of each class (GPUs, per host) it fits by
+-- an equi-join (an inequality join over every wait is far slower; hours and no class met ten
+-- times as many pairs). The same job's earlier wait is never earlier-submitted.
 waiting_then as (
-    select
-        a.job_id, a.submit_ts, a.gpus, a.per_host,
-        greatest(a.wait_start, r.r0) as x0, least(a.wait_end, r.r1) as x1
-    from waits_k as a
-    join runs as r
-        on r.k = a.k and r.r0 < a.wait_end and r.r1 > a.wait_start and r.cause <> 'fair-share'
+    select submit_ts, gpus, per_host, x0, x1 from stretch_runs where cause <> 'fair-share'
 ),
 
-waiting_hours as (
-    select *, unnest(range(epoch(x0)::bigint // 3600, epoch(x1)::bigint // 3600 + 1)) as hour
+waiting_buckets as (
+    select *, unnest(range(epoch(x0)::bigint // 600, epoch(x1)::bigint // 600 + 1)) as bucket
     from waiting_then
+),
+
+fitting as (
+    select distinct gpus, per_host from waiting_then
+),
+
+start_fits as (
+    select
+        b.job_id, b.attempt, b.submit_ts, b.wait_end, f.gpus, f.per_host,
+        epoch(b.wait_end)::bigint // 600 as bucket
+    from starts as b
+    join fitting as f on f.gpus <= b.gpus and f.per_host <= b.per_host
 ),
 
 jumped as (
     select distinct b.job_id, b.attempt
-    from starts as b
-    join waiting_hours as a
-        on a.hour = epoch(b.wait_end)::bigint // 3600
+    from start_fits as b
+    join waiting_buckets as a
+        on a.bucket = b.bucket and a.gpus = b.gpus and a.per_host = b.per_host
         and a.x0 <= b.wait_end and a.x1 > b.wait_end
-        and a.submit_ts < b.submit_ts and a.job_id <> b.job_id
-        and a.gpus <= b.gpus and a.per_host <= b.per_host
+        and a.submit_ts < b.submit_ts
 ),
 
 final as (

@@ -11,8 +11,11 @@
 -- waits behind their own idle GPUs (same_user) keep that bound.
 with
 
+-- the stretches numbered (w), so that the pairs carry a number, not the stretch's columns
 waits as (
-    select job_id, attempt, "user", vc, gpus, wait_start, wait_end, wait_s
+    select
+        row_number() over (order by job_id, attempt) as w,
+        job_id, attempt, "user", vc, gpus, wait_start, wait_end, wait_s
     from queue_causes
     where cluster = getvariable('cluster') and wait_s > 0
 ),
@@ -40,18 +43,36 @@ idle as (
     where never_used and end_ts > start_ts and w_never > 0
 ),
 
-held as (
+-- a holder without a user meets no stretch (no equality holds on a null user): left out
+held_by as (
     select i.*, j."user" as holder_user, coalesce(j.vc, '(none)') as holder_vc
     from idle as i
     join job_usage as j on j.cluster = getvariable('cluster') and j.job_id = i.job_id
+    where j."user" is not null
+),
+
+-- the holders numbered: h per user and VC, u per user; every join and window below is on
+-- these numbers, not on the names
+holders as (
+    select
+        holder_user, holder_vc,
+        row_number() over (order by holder_user, holder_vc) as h,
+        dense_rank() over (order by holder_user) as u
+    from (select distinct holder_user, holder_vc from held_by)
+),
+
+held as (
+    select o.h, o.u, i.start_ts, i.end_ts, i.w
+    from held_by as i
+    join holders as o using (holder_user, holder_vc)
 ),
 
 -- each holder's idle GPUs from each change on, and its idle GPU-seconds before: a stretch's
 -- idle GPU-seconds of a holder are the difference of that integral at its two ends
 holder_events as (
-    select holder_user, holder_vc, start_ts as ts, w as d from held
+    select h, start_ts as ts, w as d from held
     union all
-    select holder_user, holder_vc, end_ts, -w from held
+    select h, end_ts, -w from held
 ),
 
 holder_segments as (
@@ -59,28 +80,27 @@ holder_segments as (
         *,
         coalesce(
             sum(gpus * epoch(next_ts - ts)) over (
-                partition by holder_user, holder_vc order by ts
-                rows between unbounded preceding and 1 preceding
+                partition by h order by ts rows between unbounded preceding and 1 preceding
             ),
             0
         ) as before_s
     from (
         select
-            holder_user, holder_vc, ts,
-            lead(ts) over (partition by holder_user, holder_vc order by ts) as next_ts,
-            round(sum(sum(d)) over (partition by holder_user, holder_vc order by ts), 6) as gpus
+            h, ts,
+            lead(ts) over (partition by h order by ts) as next_ts,
+            round(sum(sum(d)) over (partition by h order by ts), 6) as gpus
         from holder_events
-        group by holder_user, holder_vc, ts
+        group by h, ts
     )
 ),
 
 -- the holders that held idle GPUs in each UTC hour a stretch waited (candidates; the integral
 -- says how much)
 holder_hours as (
-    select distinct holder_user, holder_vc, hour
+    select distinct h, hour
     from (
         select
-            holder_user, holder_vc,
+            h,
             unnest(range(epoch(start_ts)::bigint // 3600, epoch(end_ts)::bigint // 3600 + 1))
                 as hour
         from held
@@ -88,12 +108,10 @@ holder_hours as (
 ),
 
 candidates as (
-    select distinct
-        w.job_id, w.attempt, w."user", w.vc, w.gpus, w.wait_start, w.wait_end, w.wait_s,
-        h.holder_user, h.holder_vc
+    select distinct w.w, h.h
     from (
         select
-            *,
+            w,
             unnest(
                 range(epoch(wait_start)::bigint // 3600, epoch(wait_end)::bigint // 3600 + 1)
             ) as hour
@@ -105,27 +123,26 @@ candidates as (
 pairs as (
     select * from (
     select
-        c.*,
-        c.holder_vc = c.vc as same_vc,
-        c.holder_user = c."user" as same_user,
+        c.w, c.h,
         round(
             coalesce(e1.before_s + e1.gpus * epoch(c.wait_end - e1.ts), 0)
             - coalesce(e0.before_s + e0.gpus * epoch(c.wait_start - e0.ts), 0),
             6
         ) as idle_gpu_s,
         least(idle_gpu_s, c.gpus * c.wait_s) as bound_gpu_s
-    from candidates as c
-    asof left join holder_segments as e0
-        on e0.holder_user = c.holder_user and e0.holder_vc = c.holder_vc
-        and e0.ts <= c.wait_start
-    asof left join holder_segments as e1
-        on e1.holder_user = c.holder_user and e1.holder_vc = c.holder_vc
-        and e1.ts <= c.wait_end
+    from (
+        select c.w, c.h, w.gpus, w.wait_start, w.wait_end, w.wait_s
+        from candidates as c
+        join waits as w using (w)
+    ) as c
+    asof left join holder_segments as e0 on e0.h = c.h and e0.ts <= c.wait_start
+    asof left join holder_segments as e1 on e1.h = c.h and e1.ts <= c.wait_end
     )
     where idle_gpu_s > 0
 ),
 
--- the GPUs waited for, from each change on (every stretch), and per waiting user
+-- the GPUs waited for, from each change on (every stretch), and per waiting user (holders
+-- only: only theirs are looked up)
 demand_events as (
     select wait_start as ts, "user", gpus as d from waits
     union all
@@ -142,28 +159,28 @@ demand as (
 ),
 
 user_demand as (
-    select "user", ts, round(sum(sum(d)) over (partition by "user" order by ts), 6) as gpus
-    from demand_events
-    group by "user", ts
+    select o.u, e.ts, round(sum(sum(e.d)) over (partition by o.u order by e.ts), 6) as gpus
+    from demand_events as e
+    join (select distinct holder_user, u from holders) as o on o.holder_user = e."user"
+    group by o.u, e.ts
 ),
 
 -- each holder's idle GPUs, from each change on
 idle_events as (
-    select holder_user, start_ts as ts, w as d from held
+    select u, start_ts as ts, w as d from held
     union all
-    select holder_user, end_ts, -w from held
+    select u, end_ts, -w from held
 ),
 
 holder_idle as (
     select
-        holder_user, ts,
-        lead(ts, 1, 'infinity'::timestamptz) over (partition by holder_user order by ts) as next_ts,
+        u, ts,
+        lead(ts, 1, 'infinity'::timestamptz) over (partition by u order by ts) as next_ts,
         gpus
     from (
-        select holder_user, ts, round(sum(sum(d)) over (partition by holder_user order by ts), 6)
-            as gpus
+        select u, ts, round(sum(sum(d)) over (partition by u order by ts), 6) as gpus
         from idle_events
-        group by holder_user, ts
+        group by u, ts
     )
 ),
 
@@ -171,7 +188,7 @@ holder_idle as (
 -- the one holding its end), not by an inequality join
 pieces as (
     select
-        i.holder_user, greatest(i.ts, d.ts) as p0, least(i.next_ts, d.next_ts) as p1,
+        i.u, greatest(i.ts, d.ts) as p0, least(i.next_ts, d.next_ts) as p1,
         i.gpus as idle, d.gpus as waited
     from (
         select i.*, unnest(range(coalesce(d0.idx, 1), coalesce(d1.idx, 0) + 1)) as idx
@@ -185,30 +202,42 @@ pieces as (
 ),
 
 holder_total as (
-    select p.holder_user, sum(epoch(p.p1 - p.p0) * least(p.idle, p.waited - coalesce(u.gpus, 0)))
+    select p.u, sum(epoch(p.p1 - p.p0) * least(p.idle, p.waited - coalesce(d.gpus, 0)))
         as blocked_gpu_s
     from pieces as p
-    asof left join user_demand as u on u."user" = p.holder_user and u.ts <= p.p0
-    where p.waited - coalesce(u.gpus, 0) > 0
-    group by p.holder_user
+    asof left join user_demand as d on d.u = p.u and d.ts <= p.p0
+    where p.waited - coalesce(d.gpus, 0) > 0
+    group by p.u
+),
+
+named as (
+    select
+        w.job_id, w.attempt, w."user", w.vc, w.gpus, w.wait_start, w.wait_end, w.wait_s,
+        o.holder_user, o.holder_vc,
+        o.holder_vc = w.vc as same_vc,
+        o.holder_user = w."user" as same_user,
+        p.idle_gpu_s, p.bound_gpu_s, o.u
+    from pairs as p
+    join waits as w using (w)
+    join holders as o using (h)
+),
+
+-- each holder's bounds over the stretches of other users, the shares' denominator
+bounds as (
+    select u, sum(if(same_user, 0, bound_gpu_s)) as bound_sum from named group by u
 ),
 
 final as (
     select
-        p.* exclude (bound_gpu_s),
+        p.* exclude (bound_gpu_s, u),
         if(
             p.same_user,
             p.bound_gpu_s,
-            coalesce(
-                t.blocked_gpu_s * p.bound_gpu_s
-                / nullif(
-                    sum(if(p.same_user, 0, p.bound_gpu_s)) over (partition by p.holder_user), 0
-                ),
-                0
-            )
+            coalesce(t.blocked_gpu_s * p.bound_gpu_s / nullif(b.bound_sum, 0), 0)
         ) as blocked_gpu_s
-    from pairs as p
-    left join holder_total as t using (holder_user)
+    from named as p
+    join bounds as b using (u)
+    left join holder_total as t using (u)
 )
 
 select * from final
