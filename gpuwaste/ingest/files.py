@@ -9,13 +9,16 @@ file is refused with one sentence naming it and the bound (`IngestError`): a gzi
 decompressing at most the ratio times its size, which is checked before anything is parsed or
 written (`text_tail` reads the whole stream once). The sources that still read a file whole
 (sacct, scontrol, the Philly job log, a generic jobs file) refuse one past `[files]
-max_read_whole_mib` (`check_read_whole`).
+max_read_whole_mib` (`check_read_whole`). Job logs are read from their tail (`read_tail`): a
+plain file by a seek, a `.gz` as a stream of which only the last bytes are kept, within the same
+bounds.
 """
 
 from __future__ import annotations
 
 import codecs
 import gzip
+import os
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +32,15 @@ GZIP_MAGIC = b"\x1f\x8b"
 READ_BYTES = 1 << 20  # one read of the (decompressed) stream
 CHUNK_BYTES = 16 << 20  # text handed to a parser at once
 MAX_LINE = 1 << 20  # no line of a text export is this long; past it the file is refused
+
+
+class OverBound(IngestError):
+    """A file past a bound of `[files]`; `reason` says which, without the file's name (for a
+    source that quarantines the file and reads the others)."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path} {reason}; nothing was written.")
+        self.reason = reason
 
 
 class _Bounded:
@@ -56,10 +68,10 @@ class _Bounded:
 
     def _refuse(self) -> None:
         text = "decompresses to" if self.gzipped else "holds"
-        raise IngestError(
-            f"{self.path} {text} more than {self.max_bytes:,} bytes of text ({self.size_bound}): "
-            f"refused as {'a likely gzip bomb' if self.gzipped else 'too large'}; "
-            "nothing was written."
+        raise OverBound(
+            self.path,
+            f"{text} more than {self.max_bytes:,} bytes of text ({self.size_bound}): "
+            f"refused as {'a likely gzip bomb' if self.gzipped else 'too large'}",
         )
 
     def read(self, size: int = READ_BYTES) -> bytes:
@@ -122,6 +134,28 @@ def read_whole(path: Path, what: str, limits: FileLimits) -> bytes:
                 )
             parts.append(data)
     return b"".join(parts)
+
+
+def read_tail(path: Path, what: str, limits: FileLimits, tail_bytes: int) -> tuple[bytes, bool]:
+    """The last `tail_bytes` bytes of the file's text and whether they are all of it. A plain
+    file is read from a seek to its tail; a `.gz` (by its magic bytes) is decompressed as a
+    stream of which only the last `tail_bytes` are kept, so memory stays within about twice that
+    whatever the file inflates to, and a gzip bomb is refused (`OverBound`) once it passes
+    `_Bounded`'s bounds. OSError when the file cannot be opened."""
+    with path.open("rb") as fh:
+        if fh.read(2) != GZIP_MAGIC:
+            size = os.fstat(fh.fileno()).st_size
+            start = max(0, size - tail_bytes)
+            fh.seek(start)
+            return fh.read(tail_bytes), start == 0
+        fh.seek(0)
+        reader = _Bounded(path, what, limits, fh)
+        kept = bytearray()
+        while data := reader.read():
+            kept += data
+            if len(kept) > 2 * tail_bytes:  # trimmed in halves: each byte moved at most twice
+                del kept[: len(kept) - tail_bytes]
+        return bytes(kept[-tail_bytes:]), reader.total <= tail_bytes
 
 
 def _not_utf8(path: Path, what: str) -> IngestError:

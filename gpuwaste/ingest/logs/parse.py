@@ -4,8 +4,8 @@ A file name maps to a job by the configured pattern (`[clusters.logs] pattern`),
 the group `job` (the job id as the scheduler shows it: `123`, or `123_4` for an array task) and
 optionally `attempt` (0 without it). The default takes Slurm's own default names,
 `slurm-%j.out` and `slurm-%A_%a.out` (and `.err`), whose job part is the JobID as sacct prints
-it. A log is decoded as UTF-8 with bytes of another encoding replaced (U+FFFD), never refused:
-an error message is still found around them.
+it; a name ending `.gz` is matched without it too. A log is decoded as UTF-8 with bytes of
+another encoding replaced (U+FFFD), never refused: an error message is still found around them.
 """
 
 from __future__ import annotations
@@ -20,8 +20,12 @@ class LogName(NamedTuple):
 
 
 def log_name(name: str, pattern: re.Pattern[str]) -> LogName | None:
-    """The job and attempt of a file name, or None when the pattern does not match it."""
+    """The job and attempt of a file name, or None when the pattern does not match it. A
+    compressed log's name (`slurm-123.out.gz`) is matched without its `.gz` when the pattern
+    does not take it as it is."""
     m = pattern.search(name)
+    if m is None and name.endswith(".gz"):
+        m = pattern.search(name.removesuffix(".gz"))
     if m is None or not m.group("job"):
         return None
     attempt = m.groupdict().get("attempt")

@@ -5,7 +5,9 @@ Incremental: each file's size, mtime and the digest of the rules it was matched 
 its `job_logs` row; a file whose three are unchanged is not opened again, a file that grew (or
 was rewritten, or the rules changed) is read and matched again and its row replaced. A file is
 read from its last `tail_mib` MiB only (memory stays bounded by that, whatever the file's size:
-the error that ended a job is at its end). Files whose name the pattern does not match, and
+the error that ended a job is at its end); a `.gz` log (`slurm-123.out.gz`, its name matched
+without `.gz`) is decompressed as a stream keeping only that tail, within `[files]`'s bounds on
+decompressed bytes (`files.read_tail`): a gzip bomb is quarantined with its reason. Files whose name the pattern does not match, and
 files that cannot be read (permissions), are quarantined with the reason, per folder; the
 others are read. Files gone from the folder keep their rows (a rotated
 log still tells why its attempt failed). Only the matched line is stored, never the log.
@@ -20,8 +22,9 @@ from pathlib import Path
 
 import polars as pl
 
-from gpuwaste.config import ClusterConfig, LogsSource, Settings
+from gpuwaste.config import ClusterConfig, FileLimits, LogsSource, Settings
 from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
+from gpuwaste.ingest.files import OverBound, read_tail
 from gpuwaste.ingest.logs.parse import log_name, tail_text
 from gpuwaste.ingest.logs.rules import RuleSet, match_text, rule_set
 from gpuwaste.warehouse.bookkeeping import (
@@ -36,16 +39,6 @@ from gpuwaste.warehouse.store import Warehouse
 SOURCE = "logs"
 
 
-def read_tail(path: Path, size: int, tail_bytes: int) -> str:
-    """The text of the file's last `tail_bytes` bytes (all of it when smaller); OSError when it
-    cannot be read."""
-    start = max(0, size - tail_bytes)
-    with path.open("rb") as fh:
-        fh.seek(start)
-        data = fh.read(tail_bytes)
-    return tail_text(data, from_start=start == 0)
-
-
 def _files(root: Path) -> list[Path]:
     if not root.is_dir():
         raise IngestError(f"job log folder {root} does not exist (or is not a folder).")
@@ -53,7 +46,7 @@ def _files(root: Path) -> list[Path]:
 
 
 def scan_logs(
-    wh: Warehouse, cluster: str, cfg: LogsSource, rules: RuleSet
+    wh: Warehouse, cluster: str, cfg: LogsSource, rules: RuleSet, limits: FileLimits
 ) -> tuple[pl.DataFrame, list[Refused], int]:
     """(rows of the files read now, refused file names, files unchanged since their last read)."""
     pattern = re.compile(cfg.pattern)
@@ -79,10 +72,17 @@ def scan_logs(
             if known.get(rel) == (st.st_size, st.st_mtime_ns, rules.digest):
                 unchanged += 1
                 continue
-            text = read_tail(path, st.st_size, tail_bytes)
+            data, whole = read_tail(path, "job log", limits, tail_bytes)
         except OSError as exc:  # one unreadable file does not stop the others
             refused.append(Refused(rel, f"could not be read: {exc.strerror or exc}", path.name))
             continue
+        except OverBound as exc:  # a gzip bomb: refused, the others read
+            refused.append(Refused(rel, exc.reason, path.name))
+            continue
+        except IngestError as exc:  # a damaged .gz
+            refused.append(Refused(rel, f"could not be read: {exc}", path.name))
+            continue
+        text = tail_text(data, from_start=whole)
         found = match_text(text, rules)
         rows.append(
             {
@@ -112,7 +112,7 @@ def ingest_logs(settings: Settings, cluster: ClusterConfig) -> IngestResult:
         raise IngestError(f"cluster '{cluster.name}' has no [logs] source configured.")
     wh = Warehouse(settings.data_dir)
     rules = rule_set(settings.failures)
-    rows, refused, unchanged = scan_logs(wh, cluster.name, cfg, rules)
+    rows, refused, unchanged = scan_logs(wh, cluster.name, cfg, rules, settings.files)
     written = {"job_logs": wh.upsert("job_logs", cluster.name, SOURCE, rows) if rows.height else 0}
     written["quarantine"] = write_quarantine(wh, cluster.name, SOURCE, str(cfg.dir), refused)
     if rows.height:
