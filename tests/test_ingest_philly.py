@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from gpuwaste.cli import app
-from gpuwaste.config import ClusterConfig, OpenMetricsSource, PhillySource, Settings
+from gpuwaste.config import ClusterConfig, FileLimits, OpenMetricsSource, PhillySource, Settings
 from gpuwaste.ingest.base import IngestError
 from gpuwaste.ingest.philly.parse import (
     PhillyFormatError,
@@ -185,6 +185,20 @@ def test_wrong_files_are_refused_before_anything_is_written(data_dir: Path, tmp_
     with pytest.raises(IngestError, match="does not exist"):
         ingest_philly(Settings(data_dir=data_dir), cluster(tmp_path / "nowhere"))
     assert not (data_dir / "parquet").exists()
+
+
+def test_a_utilization_file_past_the_size_bound_is_refused(data_dir: Path) -> None:
+    """The utilization files are read within `[files]` (files.byte_blocks, as OpenMetrics)."""
+    size = (PHILLY / "cluster_gpu_util").stat().st_size
+    limits = FileLimits(max_size_gib=(size - 1) / (1 << 30))
+    with pytest.raises(IngestError) as err:
+        ingest_philly(Settings(data_dir=data_dir, files=limits), cluster())
+    assert str(err.value).startswith(
+        f"{PHILLY / 'cluster_gpu_util'} holds more than {size - 1:,} bytes of text ([files] "
+        "max_size_gib = "
+    )
+    assert str(err.value).endswith("refused as too large; nothing was written.")
+    assert not list((data_dir / "parquet").rglob("*.parquet"))
 
 
 def test_headers() -> None:

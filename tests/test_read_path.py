@@ -68,9 +68,6 @@ WRITERS: dict[str, str] = {
     "warehouse/readonly.py::limit_memory": "sets the memory and spill bounds; reads no file",
     "warehouse/readonly.py::refuse_settings_readers": "asks DuckDB for the query's parse tree "
     "(json_serialize_sql of a constant); reads no file",
-    "warehouse/readonly.py::run_query": "binds an operator's checked query and returns it "
-    "unfetched, for the SQL sandbox tests; no module of gpuwaste calls it "
-    "(test_run_query_is_for_tests_only)",
 }
 
 
@@ -196,12 +193,3 @@ def test_the_readers_of_issue_47_bypass_it_as_they_were() -> None:
         assert (PACKAGE / module).is_file(), module
         found = bypasses(module, source)
         assert found and not any(allowed(b) for b in found), module
-
-
-def test_run_query_is_for_tests_only() -> None:
-    """readonly.run_query hands out an unfetched relation (allowed above for the SQL sandbox
-    tests): no module of gpuwaste may read through it."""
-    users = [
-        m for m, src in modules().items() if "run_query" in src and m != "warehouse/readonly.py"
-    ]
-    assert not users, users

@@ -12,9 +12,12 @@ import polars as pl
 import pytest
 
 from gpuwaste.warehouse import Warehouse, refresh_catalog
-from gpuwaste.warehouse.readonly import QueryRefused, read_only_connection, run_query
+from gpuwaste.warehouse.bounded import Bounds, query_frame
+from gpuwaste.warehouse.readonly import QueryRefused, read_only_connection
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
+# `gpuwaste sql`'s path (bounded.query_frame), with bounds no query here comes near
+BOUNDS = Bounds(memory_mib=1024, timeout_s=60)
 
 
 @pytest.fixture
@@ -39,15 +42,17 @@ def gpuwaste(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_reads_work(filled: Path) -> None:
-    rel = run_query(filled, "select gpu, avg(util) from gpu_samples group by gpu order by gpu")
-    assert rel is not None and rel.fetchall() == [(0, 1.5), (1, 3.5)]
+    df = query_frame(
+        filled, "select gpu, avg(util) from gpu_samples group by gpu order by gpu", BOUNDS
+    )
+    assert df is not None and df.rows() == [(0, 1.5), (1, 3.5)]
     for q in [
         "describe gpu_samples",
         "show tables",
         "from gpu_samples limit 1",
         "summarize gpu_samples",
     ]:
-        assert run_query(filled, q) is not None
+        assert query_frame(filled, q, BOUNDS) is not None
 
 
 @pytest.mark.parametrize(
@@ -71,7 +76,7 @@ def test_reads_work(filled: Path) -> None:
 )
 def test_anything_but_one_read_is_refused(filled: Path, sql: str) -> None:
     with pytest.raises(QueryRefused):
-        run_query(filled, sql)
+        query_frame(filled, sql, BOUNDS)
 
 
 @pytest.mark.parametrize(
@@ -89,7 +94,7 @@ def test_anything_but_one_read_is_refused(filled: Path, sql: str) -> None:
 )
 def test_refusal_names_the_statement_as_typed(filled: Path, sql: str, named: str) -> None:
     with pytest.raises(QueryRefused) as refused:
-        run_query(filled, sql)
+        query_frame(filled, sql, BOUNDS)
     assert str(refused.value) == f"only read queries (SELECT) are allowed, not {named}."
 
 
@@ -104,9 +109,7 @@ def test_refusal_names_the_statement_as_typed(filled: Path, sql: str, named: str
 )
 def test_files_outside_the_warehouse_are_refused(filled: Path, sql: str) -> None:
     with pytest.raises(duckdb.Error, match=r"(?i)permission|disabled"):
-        rel = run_query(filled, sql)
-        assert rel is not None
-        rel.fetchall()
+        query_frame(filled, sql, BOUNDS)
 
 
 def test_connection_settings_are_locked(filled: Path) -> None:

@@ -3,7 +3,8 @@
 `what` names the format in messages ("OpenMetrics": "OpenMetrics file <path> does not exist.").
 
 The OpenMetrics source never holds a whole file: `text_blocks` gives its text as blocks of whole lines of
-about `chunk_bytes`, a `.gz` decompressed as it is read. Past `[files] max_size_gib` of text, or
+about `chunk_bytes`, a `.gz` decompressed as it is read (the Philly source's utilization files:
+`byte_blocks`, the same blocks undecoded). Past `[files] max_size_gib` of text, or
 (a `.gz`) past `max_gzip_ratio` times its size on disk, or with a line longer than `MAX_LINE`, the
 file is refused with one sentence naming it and the bound (`IngestError`): a gzip bomb stops after
 decompressing at most the ratio times its size, which is checked before anything is parsed or
@@ -181,12 +182,13 @@ def text_tail(path: Path, what: str, limits: FileLimits, n: int = 64) -> str:
                 return tail
 
 
-def text_blocks(
+def byte_blocks(
     path: Path, what: str, limits: FileLimits, chunk_bytes: int = CHUNK_BYTES
-) -> Iterator[tuple[int, list[str]]]:
-    """(number of the first line, lines) of the file's text in file order, about `chunk_bytes`
-    of text at a time, split at `\\n` as `str.split` splits the whole text (so the last block
-    ends with the empty line after a final `\\n`, and the lines number `str.split`'s)."""
+) -> Iterator[tuple[int, bytes, bool]]:
+    """(number of the first line, bytes, whether it is the last block) of the file in file order,
+    about `chunk_bytes` at a time (a `.gz` decompressed), within the bounds: every block but the
+    last ends with a `\\n`; the last holds the rest (maybe nothing, maybe no final `\\n`). The
+    bytes are not decoded: a parser that refuses a line that is not UTF-8 (Philly's) gets them."""
     lineno = 1
     buf = bytearray()
     line_start = 0  # where the last line in `buf` starts
@@ -209,14 +211,24 @@ def text_blocks(
             block = bytes(buf[:cut])
             del buf[:cut]
             line_start -= cut
-            try:
-                text = block.decode("utf-8")
-            except UnicodeDecodeError:
-                raise _not_utf8(path, what) from None
-            lines = text.split("\n")
-            if data:
-                lines.pop()  # the empty string after the block's last line end
-            yield lineno, lines
-            lineno += len(lines)
+            yield lineno, block, not data
             if not data:
                 return
+            lineno += block.count(b"\n")
+
+
+def text_blocks(
+    path: Path, what: str, limits: FileLimits, chunk_bytes: int = CHUNK_BYTES
+) -> Iterator[tuple[int, list[str]]]:
+    """(number of the first line, lines) of the file's text in file order, about `chunk_bytes`
+    of text at a time (`byte_blocks`), split at `\\n` as `str.split` splits the whole text (so the
+    last block ends with the empty line after a final `\\n`, and the lines number `str.split`'s)."""
+    for lineno, block, last in byte_blocks(path, what, limits, chunk_bytes):
+        try:
+            text = block.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _not_utf8(path, what) from None
+        lines = text.split("\n")
+        if not last:
+            lines.pop()  # the empty string after the block's last line end
+        yield lineno, lines

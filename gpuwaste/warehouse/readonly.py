@@ -147,10 +147,3 @@ def limit_memory(con: duckdb.DuckDBPyConnection, memory_mib: int) -> None:
     """Bound DuckDB's memory for `con`'s database, and what it may spill to its temp folder."""
     con.execute(f"SET memory_limit = '{int(memory_mib * DUCKDB_SHARE)}MiB'")
     con.execute(f"SET max_temp_directory_size = '{int(memory_mib) * SPILL_TIMES}MiB'")
-
-
-def run_query(data_dir: Path, sql: str) -> duckdb.DuckDBPyRelation | None:
-    """Check and run one read-only query; DuckDB's own error surfaces as duckdb.Error."""
-    check_read_only(sql)
-    con = read_only_connection(data_dir)
-    return con.sql(sql)

@@ -21,7 +21,8 @@ import pytest
 from harness.prometheus import PrometheusServer
 
 from gpuwaste.warehouse.bookkeeping import get_watermark
-from gpuwaste.warehouse.readonly import run_query
+from gpuwaste.warehouse.reading import read_rows
+from gpuwaste.warehouse.readonly import read_only_connection
 from gpuwaste.warehouse.store import Warehouse
 from tests.reliability.faults import (
     SPEC,
@@ -95,8 +96,13 @@ def test_killed_ingest_resumes_to_the_same_warehouse(
         assert_same(snapshot(d), want, f"kill point {point} ({events[int(point.rstrip('+'))]})")
         # The next run under the lock swept the torn temporary files the kill left.
         assert not leftover_temp_files(d), point
-        rel = run_query(d, "select count(*) from gpu_samples")
-        assert rel is not None and rel.fetchall()[0][0] == gpu_want.height
+        # (read as the report commands read, without `gpuwaste sql`'s process-wide memory bound,
+        # which the ingests started meanwhile by the other threads would inherit)
+        con = read_only_connection(d)
+        try:
+            assert read_rows(con, "select count(*) from gpu_samples") == [(gpu_want.height,)]
+        finally:
+            con.close()
         return point
 
     with ThreadPoolExecutor(max_workers=3) as pool:  # each point is two real processes

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import os
 import resource
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -23,18 +24,22 @@ import pytest
 
 from gpuwaste.config import ClusterConfig, FileLimits, PrometheusLabels, Settings
 from gpuwaste.generate import GeneratorSpec, write_all
-from gpuwaste.ingest.base import IngestError
+from gpuwaste.ingest.base import IngestError, IngestResult
 from gpuwaste.ingest.prometheus import openmetrics_source, rows
 from gpuwaste.ingest.prometheus.openmetrics_parse import parse_text
 from gpuwaste.ingest.prometheus.openmetrics_source import OPENMETRICS, ingest_openmetrics
 from gpuwaste.warehouse.store import Warehouse
 
 GPUWASTE = Path(sys.executable).parent / "gpuwaste"
-# Two days and a half at 5-minute scrapes: three day files, a few hundred KiB of text.
+# Two days and a half at 5-minute scrapes: three day files, some MB of text.
 SPEC = GeneratorSpec(
     seed=11, gpus=16, days=2.5, interval_s=300, start=datetime(2026, 3, 1, 6, tzinfo=UTC)
 )
 CLUSTER = ClusterConfig(name="big")
+# Blocks small enough that the file is a few hundred of them (every day boundary crossed inside
+# the file, and many a series' samples cut between two blocks); smaller ones add only time
+# (each block is staged on its own).
+BLOCK = 64 << 10
 
 # Oddities that the day-by-day build must refuse exactly as one piece does: a series without a
 # host (refused once, with its samples over the whole file), values out of range, a line that is
@@ -71,6 +76,22 @@ def big_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def loaded(
+    big_file: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Settings, IngestResult]:
+    """`big_file` ingested once in blocks of `BLOCK`, the slow part of the tests below: those
+    that write to the warehouse write to a copy (`_copy`)."""
+    settings = Settings(data_dir=tmp_path_factory.mktemp("loaded") / "d")
+    return settings, ingest_openmetrics(settings, CLUSTER, big_file, chunk_bytes=BLOCK)
+
+
+def _copy(loaded: tuple[Settings, IngestResult], tmp_path: Path) -> Settings:
+    settings = Settings(data_dir=tmp_path / "d")
+    shutil.copytree(loaded[0].data_dir, settings.data_dir)
+    return settings
+
+
 def _snapshot(data_dir: Path) -> dict[str, bytes]:
     root = data_dir / "parquet"
     return {
@@ -83,10 +104,11 @@ def _table(wh: Warehouse, name: str) -> pl.DataFrame:
     return df.sort(df.columns, nulls_last=True)
 
 
-def test_blocks_give_the_rows_of_one_piece(big_file: Path, tmp_path: Path) -> None:
-    """Blocks of 4 KiB (hundreds of them; three days) == the whole text parsed at once."""
-    settings = Settings(data_dir=tmp_path / "d")
-    result = ingest_openmetrics(settings, CLUSTER, big_file, chunk_bytes=4096)
+def test_blocks_give_the_rows_of_one_piece(
+    big_file: Path, loaded: tuple[Settings, IngestResult], tmp_path: Path
+) -> None:
+    """Blocks of `BLOCK` (hundreds of them; three days) == the whole text parsed at once."""
+    settings, result = loaded
     wh = Warehouse(settings.data_dir)
     assert len(wh.day_files("gpu_samples", CLUSTER.name)) == 3
 
@@ -116,24 +138,27 @@ def test_blocks_give_the_rows_of_one_piece(big_file: Path, tmp_path: Path) -> No
         assert _table(Warehouse(other.data_dir), name).equals(_table(wh, name)), name
 
 
-def test_loading_again_duplicates_nothing(big_file: Path, tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path / "d")
-    ingest_openmetrics(settings, CLUSTER, big_file, chunk_bytes=4096)
+def test_loading_again_duplicates_nothing(
+    big_file: Path, loaded: tuple[Settings, IngestResult], tmp_path: Path
+) -> None:
+    settings = _copy(loaded, tmp_path)  # loaded once in blocks of BLOCK
     wh = Warehouse(settings.data_dir)
     first = {n: _table(wh, n) for n in ("gpu_samples", "host_samples", "quarantine", "jobs")}
-    ingest_openmetrics(settings, CLUSTER, big_file, chunk_bytes=65536)
+    ingest_openmetrics(settings, CLUSTER, big_file, chunk_bytes=1 << 20)  # other block boundaries
     for name, frame in first.items():
         assert _table(wh, name).equals(frame), name
 
 
 def test_an_error_mid_file_writes_nothing(
-    big_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    big_file: Path,
+    loaded: tuple[Settings, IngestResult],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The file loaded once; then its second load fails half-way through: a line too long in
     the middle of the file (found while parsing), and a failure building the second day's rows.
     Both leave every warehouse file as it was, and no staging folder."""
-    settings = Settings(data_dir=tmp_path / "d")
-    ingest_openmetrics(settings, CLUSTER, big_file, chunk_bytes=4096)
+    settings = _copy(loaded, tmp_path)
     before = _snapshot(settings.data_dir)
 
     lines = big_file.read_text().split("\n")
@@ -141,7 +166,7 @@ def test_an_error_mid_file_writes_nothing(
     damaged = tmp_path / "damaged.om"
     damaged.write_text("\n".join([*lines[:half], "x" * (2 << 20), *lines[half:]]))
     with pytest.raises(IngestError) as err:
-        ingest_openmetrics(settings, CLUSTER, damaged, chunk_bytes=4096)
+        ingest_openmetrics(settings, CLUSTER, damaged, chunk_bytes=BLOCK)
     assert str(err.value) == (
         f"{damaged} has a line longer than 1,048,576 bytes (line {half + 1:,}): not OpenMetrics "
         "text; nothing was written."
@@ -159,7 +184,7 @@ def test_an_error_mid_file_writes_nothing(
 
     monkeypatch.setattr(openmetrics_source, "host_rows", failing)
     with pytest.raises(RuntimeError, match="second day"):
-        ingest_openmetrics(settings, CLUSTER, big_file, chunk_bytes=4096)
+        ingest_openmetrics(settings, CLUSTER, big_file, chunk_bytes=BLOCK)
     assert _snapshot(settings.data_dir) == before
     assert not list((settings.data_dir / ".staging").glob("*"))
 

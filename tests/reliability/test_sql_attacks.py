@@ -19,10 +19,13 @@ import polars as pl
 import pytest
 
 from gpuwaste.warehouse import Warehouse, refresh_catalog
-from gpuwaste.warehouse.readonly import QueryRefused, read_only_connection, run_query
+from gpuwaste.warehouse.bounded import Bounds, query_frame
+from gpuwaste.warehouse.readonly import QueryRefused, read_only_connection
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 SECRET = "s3cr3t-Zq9-do-not-leak"
+# `gpuwaste sql`'s path (bounded.query_frame), with bounds no query here comes near
+BOUNDS = Bounds(memory_mib=1024, timeout_s=60)
 
 
 @pytest.fixture
@@ -44,8 +47,8 @@ def wh(tmp_path: Path) -> Path:
 def attempt(data_dir: Path, sql: str) -> str:
     """Run a query; 'refused' when refused before running, 'error' on a DuckDB error, else rows."""
     try:
-        rel = run_query(data_dir, sql)
-        return repr(rel.fetchall() if rel is not None else None)
+        df = query_frame(data_dir, sql, BOUNDS)
+        return repr(df.rows() if df is not None else None)
     except QueryRefused:
         return "refused"
     except duckdb.Error as exc:
@@ -171,7 +174,7 @@ def test_environment_and_settings_do_not_reveal_secrets(wh: Path) -> None:
 )
 def test_set_and_other_statements_are_refused(wh: Path, sql: str) -> None:
     with pytest.raises(QueryRefused):
-        run_query(wh, sql)
+        query_frame(wh, sql, BOUNDS)
 
 
 def test_configuration_cannot_be_changed_even_past_the_statement_check(wh: Path) -> None:
@@ -245,7 +248,7 @@ def test_settings_that_name_folders_cannot_be_read(wh: Path, sql: str) -> None:
     # (temp_directory, allowed_directories) and the home directory (secret_directory). Fixed in
     # readonly.py: functions that read settings are refused, the secrets folder is blank.
     with pytest.raises(QueryRefused, match="settings are hidden"):
-        run_query(wh, sql)
+        query_frame(wh, sql, BOUNDS)
 
 
 def test_no_answer_or_error_names_the_home_or_the_warehouse(wh: Path) -> None:

@@ -1,7 +1,8 @@
 """The Philly source: a folder with the public trace's files -> jobs, job_gpus, samples.
 
 I/O and writes only; parsing is in `philly.parse`. The utilization files (3 GB of CSV in the real
-trace) are read in byte chunks cut at line ends (`CHUNK_BYTES`), each chunk parsed by polars'
+trace) are read in byte chunks cut at line ends (`CHUNK_BYTES`; `files.byte_blocks`, within the
+`[files]` bounds), each chunk parsed by polars'
 CSV reader (`parse_chunk`: clean rows in bulk, odd rows line by line) and written at once to a
 staging folder inside the data directory, one parquet file per chunk and UTC
 day; memory therefore stays bounded by one chunk and, at the end, one day of samples. Then, day by
@@ -27,7 +28,7 @@ import polars as pl
 
 from gpuwaste.config import ClusterConfig, FileLimits, Settings
 from gpuwaste.ingest.base import IngestError, IngestResult, RunOptions
-from gpuwaste.ingest.files import MAX_LINE, check_read_whole
+from gpuwaste.ingest.files import byte_blocks, check_read_whole
 from gpuwaste.ingest.job_precedence import yield_label_jobs
 from gpuwaste.ingest.philly.parse import (
     CPU_UTIL,
@@ -49,36 +50,23 @@ from gpuwaste.warehouse.schema import UTC_TS
 from gpuwaste.warehouse.store import Warehouse
 
 CHUNK_BYTES = 32 * 1024 * 1024
+UTIL_FILE = "Philly utilization"  # in the reader's messages
 
 
-def iter_byte_chunks(path: Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[tuple[int, bytes]]:
-    """(first line number, block of whole lines) of about `chunk_bytes`, after the header line.
+def iter_byte_chunks(
+    path: Path, chunk_bytes: int = CHUNK_BYTES, limits: FileLimits = FileLimits()
+) -> Iterator[tuple[int, bytes]]:
+    """(first line number, block of whole lines) of about `chunk_bytes`, after the header line
+    (`files.byte_blocks`, within the `[files]` bounds).
 
     Line numbers are 1-based (the header is line 1), counted with `\n` as in the file.
     """
-    with open(path, "rb") as fh:
-        fh.readline()  # the header, checked already
-        lineno = 2
-        rest = b""
-        while True:
-            block = fh.read(chunk_bytes)
-            if not block:
-                if rest:
-                    yield lineno, rest
-                return
-            buf = rest + block
-            cut = buf.rfind(b"\n")
-            if cut < 0:
-                if len(buf) > MAX_LINE:  # no line end in sight: not the trace's CSV
-                    raise IngestError(
-                        f"{path} has a line longer than {MAX_LINE:,} bytes (line {lineno:,}): "
-                        "not a Philly utilization file; nothing was written."
-                    )
-                rest = buf
-                continue
-            data, rest = buf[: cut + 1], buf[cut + 1 :]
+    for lineno, data, _last in byte_blocks(path, UTIL_FILE, limits, chunk_bytes):
+        if lineno == 1:  # the header, checked already
+            _header, _nl, data = data.partition(b"\n")
+            lineno = 2
+        if data:
             yield lineno, data
-            lineno += data.count(b"\n")
 
 
 def first_line(path: Path) -> str:
@@ -93,12 +81,13 @@ def stage_file(
     timezone: str,
     chunk_bytes: int = CHUNK_BYTES,
     times: TimeBounds = TimeBounds(),
+    limits: FileLimits = FileLimits(),
 ) -> tuple[int, pl.DataFrame]:
     """Parse one utilization file chunk by chunk into staged parquet; (records, refused). A
     line at a time `times` does not believe is refused."""
     records = 0
     refused: list[pl.DataFrame] = []
-    for part, (first, data) in enumerate(iter_byte_chunks(path, chunk_bytes)):
+    for part, (first, data) in enumerate(iter_byte_chunks(path, chunk_bytes, limits)):
         good, bad, n = parse_chunk(kind, data, first, str(path), timezone)
         good, late = refuse_times(good, times, str(path))
         records += n
@@ -314,7 +303,13 @@ def ingest_philly(
     with staging_folder(settings.data_dir, SOURCE) as staged:
         for kind in present:
             n, bad = stage_file(
-                folder / kind, kind, staged / kind, cfg.timezone, chunk_bytes, times
+                folder / kind,
+                kind,
+                staged / kind,
+                cfg.timezone,
+                chunk_bytes,
+                times,
+                settings.files,
             )
             records += n
             r = _to_refused(bad)
