@@ -6,16 +6,25 @@ every planted busy-loop job is flagged and no other job is, by each arm:
 - slurm-job-exporter, GPU_UTIL and power only (no SM activity written): the power arm (the
   loop draws the memory-held power, about 3.5 x the idle power the data shows).
 
+nvidia-smi (GPU_UTIL and power only, as slurm-job-exporter) is checked at the samples the power
+arm reads: its series name no job, and the scontrol captures tie jobs holding part of a host
+whose minor numbers differ from their indices (all of them on this one-host cluster) to other
+GPUs (tests/test_dialects_e2e.py, `misplaced`), so its jobs' flags are not the planted ones.
+
 Each cluster is generated small (8 GPUs, half a day, a sample a minute), ingested from its
-OpenMetrics file with its sacct file, and analyzed once, in one warehouse for both.
+OpenMetrics file with its sacct file (and scontrol captures), and analyzed once, in one
+warehouse for all.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
 from gpuwaste.analyses.run import analyze
@@ -29,12 +38,14 @@ from gpuwaste.warehouse.store import Warehouse
 
 LOOPS = 4
 TELEMETRY = {"dcgm": "SM/tensor activity", "slurm-job-exporter": "power"}  # -> the arm's words
+NVIDIA_SMI = "nvidia-smi"
 
 
 @dataclass
 class Cluster:
     truth: dict[str, Any]
     jobs: dict[str, dict[str, Any]]  # job_usage by job id
+    data_dir: Path
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +53,7 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Cluster]:
     base = tmp_path_factory.mktemp("busy_generated")
     configs = []
     truth = {}
-    for telemetry in TELEMETRY:
+    for telemetry in [*TELEMETRY, NVIDIA_SMI]:
         out = base / telemetry
         spec = GeneratorSpec(
             seed=11, gpus=8, days=0.5, interval_s=60, telemetry=telemetry, busy_loops=LOOPS
@@ -54,7 +65,11 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Cluster]:
                 name=telemetry,
                 telemetry=telemetry,
                 openmetrics=OpenMetricsSource(file=out / "metrics.om"),
-                slurm=SlurmSource(file=out / "sacct.txt"),
+                slurm=SlurmSource(
+                    file=out / "sacct.txt",
+                    scontrol_file=out / "scontrol" if telemetry == NVIDIA_SMI else None,
+                    gres_idx="index" if telemetry == NVIDIA_SMI else "minor",
+                ),
             )
         )
     settings = Settings(data_dir=base / "data", clusters=configs)
@@ -63,9 +78,11 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Cluster]:
     wh = Warehouse(settings.data_dir)
     return {
         name: Cluster(
-            truth[name], {r["job_id"]: r for r in wh.read("job_usage", name).iter_rows(named=True)}
+            truth[name],
+            {r["job_id"]: r for r in wh.read("job_usage", name).iter_rows(named=True)},
+            settings.data_dir,
         )
-        for name in TELEMETRY
+        for name in truth
     }
 
 
@@ -103,3 +120,33 @@ def test_the_evidence_names_the_arm_that_fired(
             assert HELD_W <= loop["power_w_max"] <= HELD_W + 7
         else:
             assert loop["sm_pct_max"] <= 2
+
+
+def test_nvidia_smi_gives_the_power_arm_its_planted_loops(clusters: dict[str, Cluster]) -> None:
+    """As ingested: every sample of a planted loop's GPUs during the loop reads GPU_UTIL 100 at
+    the memory-held power (213-217 W) with no SM or tensor activity; no other sample reads
+    GPU_UTIL >= 90 % at 4 x the idle power or under; the idle power measured is IDLE_W."""
+    c = clusters[NVIDIA_SMI]
+    wh = Warehouse(c.data_dir)
+    samples = wh.read("gpu_samples", NVIDIA_SMI)
+    jobs = {j["job_id"]: j for j in c.truth["jobs"]}
+    in_loop = pl.lit(False)
+    for loop in c.truth["busy_loops"]:
+        start = datetime.fromisoformat(loop["start"].replace("Z", "+00:00"))
+        end = datetime.fromisoformat(loop["end"].replace("Z", "+00:00"))
+        for a in jobs[loop["job_id"]]["alloc"]:
+            in_loop = in_loop | (
+                (pl.col("host") == a["host"])
+                & (pl.col("gpu") == a["gpu"])
+                & pl.col("ts").is_between(start, end, closed="left")
+            )
+    marked = samples.with_columns(in_loop.alias("in_loop"))
+    loops = marked.filter("in_loop")
+    assert loops.height >= 30 * LOOPS
+    assert (loops["gpu_util"] == 100).all()
+    assert loops["power_w"].is_between(HELD_W, HELD_W + 7).all()
+    assert loops["sm_active"].is_null().all() and loops["tensor_active"].is_null().all()
+    others = marked.filter(~pl.col("in_loop"))
+    assert not others.filter((pl.col("gpu_util") >= 90) & (pl.col("power_w") <= 4 * IDLE_W)).height
+    idle = wh.read("idle_power", NVIDIA_SMI).filter(pl.col("gpu_model") != "(all)")
+    assert idle["idle_power_w"].to_list() == [IDLE_W]
