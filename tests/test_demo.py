@@ -91,3 +91,28 @@ def test_summary_utilization_is_the_time_weighted_mean_everywhere(demo_dir: Path
         line = next(x for x in lines if x.startswith(f"{cluster}:"))
         assert f"; {UTIL_NAME} {util:.0f}%;" in line
         assert "mean GPU utilization" not in line
+
+
+def test_the_bundled_sample_plants_power_and_the_demo_shows_its_energy(demo_dir: Path) -> None:
+    """sample_data/demo carries DCGM power and the energy counter (`make sample` after the
+    generator learned them): the demo's energy per job x GPU is the planted truth within 1 %
+    (allocations of 200 samples or more) and over the cluster, the energy lost too."""
+    import json
+
+    import polars as pl
+
+    from gpuwaste.demo import sample_dir
+    from gpuwaste.warehouse.store import Warehouse
+
+    truth = pl.DataFrame(json.loads((sample_dir() / "truth.json").read_text())["energy"])
+    found = Warehouse(demo_dir).read("job_gpu_usage", "demo")
+    found = found.select("job_id", "host", "gpu", "energy_kwh", "lost_energy_kwh")
+    assert found["energy_kwh"].null_count() == 0  # every GPU of the demo has power
+    both = truth.join(found, on=["job_id", "host", "gpu"], suffix="_got")
+    assert both.height == truth.height > 200
+    long = both.filter(pl.col("samples") >= 200)
+    err = (pl.col("energy_kwh_got") - pl.col("energy_kwh")).abs()
+    assert long.height > 100 and long.filter(err > 0.01 * pl.col("energy_kwh")).is_empty()
+    for col in ("energy_kwh", "lost_energy_kwh"):
+        assert both[f"{col}_got"].sum() == pytest.approx(both[col].sum(), rel=0.01), col
+    assert 0 < both["lost_energy_kwh"].sum() < both["energy_kwh"].sum()

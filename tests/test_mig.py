@@ -197,6 +197,35 @@ def mig_cluster(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[st
     return data, truth
 
 
+def test_the_dashboards_per_job_totals_over_a_period_weigh_slices_as_waste_daily(
+    mig_cluster: tuple[Path, dict[str, object]],
+) -> None:
+    """With a period, the Overview's own sum of the jobs' GPU rows (a user, size or state filter:
+    queries.job_gpu_hours) counts each allocation's share of its wall time in the period, so
+    a MIG slice or a shared GPU keeps its weight: over the cluster's days it equals
+    waste_daily, and the whole period equals no period at all."""
+    from gpuwaste.dashboard import queries as q
+    from gpuwaste.dashboard.filters import Filters
+    from gpuwaste.warehouse.readonly import read_only_connection
+
+    data, _ = mig_cluster
+    con = read_only_connection(data)
+    try:
+        lo, hi = con.sql("select min(day), max(day) from waste_daily").fetchall()[0]
+        period = Filters(cluster="m", start=lo, end=hi)
+        jobs = q.job_gpu_hours(con, period).row(0, named=True)
+        daily = q.gpu_hours(con, period).row(0, named=True)
+        everything = q.job_gpu_hours(con, Filters(cluster="m")).row(0, named=True)
+    finally:
+        con.close()
+    weighted = Warehouse(data).read("job_gpu_usage", "m")["alloc_s"].sum() / 3600
+    assert jobs["alloc_gpu_h"] == pytest.approx(weighted, rel=1e-6)
+    for column in set(jobs) & set(daily):
+        assert jobs[column] == pytest.approx(daily[column], rel=1e-6, abs=1e-6), column
+    for column, value in everything.items():
+        assert jobs[column] == pytest.approx(value, rel=1e-6, abs=1e-6), column
+
+
 def test_default_generator_output_has_no_mig(tmp_path: Path) -> None:
     write_all(GeneratorSpec(seed=4, gpus=8, days=0.05), tmp_path)
     assert "GPU_I_ID" not in (tmp_path / "metrics.om").read_text()

@@ -414,7 +414,8 @@ def unresolved_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataF
 def job_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
     """gpu_hours' row for the jobs in the view, every filter applied (user, size and state too,
     which waste_daily cannot honor): job_gpu_usage of those jobs summed, each GPU allocation
-    counted for its overlap with the period as waste_daily splits it across days. Also
+    counted for its overlap with the period as waste_daily splits it across days (a share of
+    its wall time: alloc_s are GPU seconds, a MIG slice's or a shared GPU's weighted). Also
     `idle_held_gpu_h` and `idle_empty_gpu_h` (the idle-slot hours with and without GPU memory
     held), `observed_gpu_h` (GPU hours with data) and `util_gpu_h` (utilization-weighted GPU hours):
     100 * util_gpu_h / observed_gpu_h is the GPU utilization (time-weighted mean) of the view.
@@ -423,7 +424,8 @@ def job_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
     where, params = f.jobs_where("j")
     lo, hi = f.period_start, f.period_end
     share = (
-        "greatest(epoch(least(g.end_ts, ?) - greatest(g.start_ts, ?)), 0) / g.alloc_s"
+        "greatest(epoch(least(g.end_ts, ?) - greatest(g.start_ts, ?)), 0)"
+        " / epoch(g.end_ts - g.start_ts)"
         if lo is not None and hi is not None
         else "1.0"
     )
