@@ -205,3 +205,15 @@ def test_analyze_cluster_closes_its_connection_on_an_error(
     assert len(opened) == 1
     with pytest.raises(duckdb.ConnectionException):
         opened[0].execute("select 1")
+
+
+def test_analyze_cluster_times_the_per_job_pass_and_each_analysis_after_it(
+    tmp_path: Path,
+) -> None:
+    """The CPU seconds bench/analyze.py reads: the per-job pass, then every summary and
+    cluster-rows table in the order they ran."""
+    write_two_jobs(tmp_path)
+    run = run_module.analyze_cluster(Settings(data_dir=tmp_path), "c")
+    assert list(run.cpu_seconds) == ["per_job", *(a.name for a in AFTER_PER_JOB)]
+    assert all(s >= 0 for s in run.cpu_seconds.values())
+    assert run.cpu_seconds["per_job"] > 0

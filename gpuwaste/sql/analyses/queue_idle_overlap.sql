@@ -95,15 +95,17 @@ holder_segments as (
 ),
 
 -- the holders that held idle GPUs in each UTC hour a stretch waited (candidates; the integral
--- says how much)
+-- says how much), from the holder's segments with idle GPUs (fewer than its idle intervals)
 holder_hours as (
     select distinct h, hour
     from (
         select
             h,
-            unnest(range(epoch(start_ts)::bigint // 3600, epoch(end_ts)::bigint // 3600 + 1))
-                as hour
-        from held
+            unnest(
+                range(epoch(ts)::bigint // 3600, epoch(coalesce(next_ts, ts))::bigint // 3600 + 1)
+            ) as hour
+        from holder_segments
+        where gpus > 0
     )
 ),
 
