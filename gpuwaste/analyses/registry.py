@@ -391,7 +391,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "failure_attempts",
         "Failed attempts with their reason and matched log line (Philly §4.2)",
         "Philly §4.2, Table 7",
-        ("jobs", "job_gpus", "job_logs", "job_usage"),
+        ("jobs", "job_gpus", "job_attempts", "job_logs", "job_usage"),
         "Definition (docs/definitions.md#failures): an attempt (a job's allocation in job_gpus) "
         "failed when it ended and was retried, or is the last attempt of a job that ended "
         "unsuccessful or killed. Its reason comes from the scheduler first (NODE_FAIL, "

@@ -174,7 +174,11 @@ def build_job_gpus(jobs: pl.DataFrame, evidence: list[pl.DataFrame]) -> pl.DataF
     for name in ("mig_profile", "gpu_model"):
         if name not in started.columns:
             started = started.with_columns(pl.lit(None, dtype=pl.String()).alias(name))
-    spans = started.select("job_id", "start_ts", "end_ts")
+    # a job's attempt (a Slurm requeue's earlier runs, `ingest.slurm.source`), else 0
+    attempt = pl.col("attempt") if "attempt" in started.columns else pl.lit(0)
+    spans = started.select(
+        "job_id", "start_ts", "end_ts", attempt.cast(pl.Int16()).alias("attempt")
+    )
     details = started.select("job_id", "mig_profile", "gpu_model")
     whole_gpu_jobs = started.filter(pl.col("mig_profile").is_null()).select("job_id")
     have = pl.DataFrame(schema={"job_id": pl.String()})
@@ -212,7 +216,6 @@ def build_job_gpus(jobs: pl.DataFrame, evidence: list[pl.DataFrame]) -> pl.DataF
     ).unique()
     return (
         pairs.join(spans, on="job_id", how="inner")
-        .with_columns(pl.lit(0, dtype=pl.Int16()).alias("attempt"))
         .select(JOB_GPU_COLUMNS)
         .sort("job_id", "host", "gpu", "gpu_instance")
     )
@@ -274,8 +277,11 @@ def tie_jobs(
     stored = wh.read("job_gpus", cluster, JOB_GPUS_KEY)
     if "gpu_from" not in stored.columns:
         stored = stored.with_columns(pl.lit(None, dtype=pl.String()).alias("gpu_from"))
+    same = ["job_id", "attempt"] if "attempt" in jobs.columns else ["job_id"]
     earlier = stored.filter((pl.col("gpu") >= 0) & pl.col("gpu_from").is_in(_LASTING_NOT)).join(
-        jobs.select("job_id"), on="job_id", how="semi"
+        jobs.select(same).cast({"attempt": pl.Int16()} if "attempt" in same else {}),
+        on=same,
+        how="semi",
     )
     evidence = [
         # a job's own devices (job-local indices, `job_local_gpus`) are no GPUs of the host
@@ -324,7 +330,7 @@ def fill_unknown_gpus(wh: Warehouse, cluster: str, start: datetime, end: datetim
         return 0
     # the rows carry what build_job_gpus needs: the job's interval and its hosts; the job's
     # GPU count and display id are in `jobs`
-    jobs = unknown.group_by("job_id").agg(
+    jobs = unknown.group_by("job_id", "attempt").agg(
         pl.col("start_ts").first(),
         pl.col("end_ts").first(),
         pl.col("host").alias("hosts"),
@@ -342,20 +348,26 @@ def fill_unknown_gpus(wh: Warehouse, cluster: str, start: datetime, end: datetim
         )
     )
     jobs = jobs.join(facts, on="job_id", how="left")
-    ties = tie_jobs(wh, cluster, jobs, within=(start, end))
-    resolved_ids = ties.rows.filter(pl.col("gpu") != UNKNOWN_GPU).select("job_id").unique()
-    if ties.minors.refused:
-        write_quarantine(
-            wh,
-            cluster,
-            "slurm",
-            f"scontrol IDX, samples {start.isoformat()}..{end.isoformat()}",
-            ties.minors.refused,
-        )
-    if resolved_ids.height == 0:
-        return 0
-    rows = ties.rows.join(resolved_ids, on="job_id", how="semi")
-    ids = resolved_ids["job_id"].implode()
-    wh.replace_rows_where("job_gpus", cluster, JOB_GPUS_KEY, pl.col("job_id").is_in(ids), rows)
-    prune_minors(wh, cluster)
-    return resolved_ids.height
+    resolved = 0
+    # one tie per attempt number: the evidence is per job id, each attempt has its interval
+    for (number,), attempt_jobs in jobs.group_by("attempt"):
+        ties = tie_jobs(wh, cluster, attempt_jobs, within=(start, end))
+        resolved_ids = ties.rows.filter(pl.col("gpu") != UNKNOWN_GPU).select("job_id").unique()
+        if ties.minors.refused:
+            write_quarantine(
+                wh,
+                cluster,
+                "slurm",
+                f"scontrol IDX, samples {start.isoformat()}..{end.isoformat()}",
+                ties.minors.refused,
+            )
+        if resolved_ids.height == 0:
+            continue
+        rows = ties.rows.join(resolved_ids, on="job_id", how="semi")
+        ids = resolved_ids["job_id"].implode()
+        where = pl.col("job_id").is_in(ids) & (pl.col("attempt") == number)
+        wh.replace_rows_where("job_gpus", cluster, JOB_GPUS_KEY, where, rows)
+        resolved += resolved_ids.height
+    if resolved:
+        prune_minors(wh, cluster)
+    return resolved

@@ -227,6 +227,28 @@ JOB_LOGS = Table(
     "any, and the matched line; never the log itself.",
 )
 
+JOB_ATTEMPTS = Table(
+    "job_attempts",
+    {
+        "cluster": pl.String(),
+        "job_id": pl.String(),
+        "attempt": pl.Int16(),  # 0 for the first run; the job_gpus rows of the run carry it
+        "submit_ts": UTC_TS,  # when this run was queued (Slurm resets Submit at a requeue)
+        "start_ts": UTC_TS,
+        "end_ts": UTC_TS,
+        "state": pl.String(),  # passed | killed | unsuccessful | running, as jobs.state
+        "raw_state": pl.String(),  # the scheduler's (REQUEUED, NODE_FAIL, PREEMPTED, ...)
+        "exit_code": pl.Int32(),
+        "exit_signal": pl.Int32(),
+    },
+    layout="cluster",
+    key=("job_id", "attempt"),
+    sort=("job_id", "attempt"),
+    doc="One row per run of a job the scheduler ran more than once (Slurm: a requeued job's "
+    "records under one JobID in `sacct --duplicates`), with each run's own state; a job run "
+    "once has none (its state is in jobs).",
+)
+
 FACT_TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -239,6 +261,7 @@ FACT_TABLES: dict[str, Table] = {
         INGEST_STATE,
         QUARANTINE,
         JOB_LOGS,
+        JOB_ATTEMPTS,
     )
 }
 

@@ -34,6 +34,16 @@ What real output contains, and what this parser does with it:
   if any); another type (`gres/gpu:a100=4`) gives the job's `gpu_model`. A job with several
   types gets neither. Slurm's indices of MIG devices do not name the parent GPU and instance, so
   a MIG job's devices come from the DCGM job labels of the instances' series.
+- **Requeues** (`sacct --duplicates`/`-D`): a requeued job's runs are printed as job records
+  under one JobID, one per run (the earlier ones in states such as REQUEUED, NODE_FAIL,
+  PREEMPTED), each with its own Submit (Slurm resets it at a requeue), Start, End and NodeList.
+  The run with the latest Submit (the file's order breaks a tie) is the job's row, with the
+  earliest Submit as its submission; every run that started becomes an attempt (`attempts`,
+  numbered 0, 1, ... in that order), so the earlier ones count as failed attempts and the waits
+  between them as waits. Records with the same Start are one run printed twice (overlapping
+  windows concatenated): the last printed stands. Without `-D`, sacct prints the last run
+  alone: one attempt. A job whose last run is pending is skipped, as any pending job, until it
+  runs again.
 - **Encoding**: UTF-8; a byte-order mark before the header is skipped. A line with bytes that
   are not UTF-8 (a Latin-1 `é` in a job name) is refused alone: the caller decodes with
   `surrogateescape`, and such a line holds lone surrogates; its raw text keeps the bytes as
@@ -64,6 +74,7 @@ from zoneinfo import ZoneInfo
 import polars as pl
 
 from gpuwaste.ingest.slurm_notation import (
+    KILLED,
     PENDING,
     RUNNING,
     HostListError,
@@ -111,6 +122,22 @@ JOB_SCHEMA: dict[str, pl.DataType] = {
     "exit_signal": pl.Int32(),
 }
 
+# The runs of a job printed more than once (`sacct --duplicates`: a requeue), one row per run
+# that started; the job_gpus rows of each come from its own interval and hosts.
+ATTEMPT_SCHEMA: dict[str, pl.DataType] = {
+    "job_id": pl.String(),
+    "attempt": pl.Int16(),
+    "submit_ts": UTC_TS,
+    "start_ts": UTC_TS,
+    "end_ts": UTC_TS,
+    "state": pl.String(),
+    "raw_state": pl.String(),
+    "exit_code": pl.Int32(),
+    "exit_signal": pl.Int32(),
+    "hosts": pl.List(pl.String()),
+    "gpus": pl.Int32(),
+}
+
 # Jobstats' per-GPU figures (gpuwaste.jobstats_summary), one row per job x host x GPU minor.
 SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     "job_id": pl.String(),
@@ -155,6 +182,8 @@ class SacctParse:
     delimiter: str = "|"
     columns: tuple[str, ...] = ()
     gpu_summaries: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=SUMMARY_SCHEMA))
+    # the runs of requeued jobs (ATTEMPT_SCHEMA); empty when no job was printed twice
+    attempts: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=ATTEMPT_SCHEMA))
 
 
 @dataclass
@@ -465,6 +494,7 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
     ncol = len(cols)
     refused: list[Refused] = []
     jobs: dict[str, _Row] = {}
+    runs: dict[str, list[_Row]] = {}  # a job's records, one per run (several: a requeue)
     steps: dict[str, list[_Row]] = {}
     accepted = 0
     pending_ids: set[str] = set()
@@ -589,11 +619,16 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
                         f"{', '.join(strangers)} (their GPUs left out)"
                     )
         if step is None:
-            jobs[job_id] = row  # a job printed twice (--duplicates, requeue): the last wins
+            runs.setdefault(job_id, []).append(row)
         else:
             steps.setdefault(job_id, []).append(row)
 
     refused.sort(key=lambda r: int(r.location.rsplit(":", 1)[1]))
+    attempts: list[tuple[_Row, int, bool]] = []
+    for job_id, job_runs in runs.items():
+        jobs[job_id], started = _last_run(job_runs)
+        if len(started) > 1 and jobs[job_id].state != PENDING:
+            attempts.extend((r, i, i == len(started) - 1) for i, r in enumerate(started))
     for job_id, rows in steps.items():
         if job_id not in jobs:
             jobs[job_id] = _job_from_steps(rows)
@@ -627,6 +662,7 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
         schema=JOB_SCHEMA,
     )
     return SacctParse(
+        attempts=_attempt_rows(attempts),
         jobs=frame,
         refused=refused,
         accepted=accepted,
@@ -634,6 +670,51 @@ def parse_sacct(text: str, opts: SacctOptions | None = None, location: str = "sa
         delimiter=delim,
         columns=cols,
         gpu_summaries=_summary_rows(out),
+    )
+
+
+def _last_run(rows: list[_Row]) -> tuple[_Row, list[_Row]]:
+    """A job's row from its records (one per run; several after a requeue, with `-D`): the run
+    queued last (Slurm resets Submit at a requeue; the file's order breaks a tie) with the
+    earliest Submit, the job's submission; and its runs that started, in that order. Records of
+    one run printed twice (concatenated outputs of overlapping windows; a run seen running, then
+    ended) share their Start: the last one printed stands for the run."""
+    one: dict[object, _Row] = {}
+    for r in rows:
+        one[r.start if r.start is not None else ("not started", r.submit)] = r
+    rows = list(one.values())
+    if len(rows) == 1:
+        return rows[0], [rows[0]] if rows[0].start is not None else []
+    floor = datetime.min.replace(tzinfo=UTC)
+    ordered = sorted(rows, key=lambda r: r.submit or r.start or floor)  # stable: file order
+    submits = [r.submit for r in rows if r.submit is not None]
+    last = replace(ordered[-1], submit=min(submits) if submits else None)
+    return last, [r for r in ordered if r.start is not None and r.state != PENDING]
+
+
+def _attempt_rows(attempts: list[tuple[_Row, int, bool]]) -> pl.DataFrame:
+    """ATTEMPT_SCHEMA rows of the runs of requeued jobs (run, its number, whether it is the
+    last). An earlier run in a live state (REQUEUED, REQUEUE_HOLD, REQUEUE_FED) ended when it
+    was requeued, from outside: killed."""
+    return pl.DataFrame(
+        [
+            (
+                r.job_id_raw or r.job_id,
+                i,
+                r.submit,
+                r.start,
+                r.end,
+                KILLED if r.state == RUNNING and not last else r.state,
+                r.raw_state,
+                r.exit_code,
+                r.exit_signal,
+                r.hosts,
+                r.gpus,
+            )
+            for r, i, last in attempts
+        ],
+        schema=ATTEMPT_SCHEMA,
+        orient="row",
     )
 
 

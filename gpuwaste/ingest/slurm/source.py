@@ -140,7 +140,7 @@ def write_slurm(
         .select("job_id", "host", "gpu")
         .with_columns(pl.lit(JOBSTATS_SUMMARY).alias("gpu_from"))
     ]
-    ties = tie_jobs(wh, cluster, jobs, gres_idx=gres_idx, extra=extra) if jobs.height else None
+    ties = tie_runs(wh, cluster, jobs, parsed.attempts, gres_idx, extra) if jobs.height else None
     shown = jobs.with_columns(pl.col("slurm_job_id").alias("shown_id"))  # what log names carry
     written["jobs"] = wh.upsert("jobs", cluster, SOURCE, shown) if jobs.height else 0
     if ties is not None:
@@ -148,6 +148,15 @@ def write_slurm(
         written["job_gpus"] = wh.replace_rows_where(
             "job_gpus", cluster, JOB_GPUS_KEY, pl.col("job_id").is_in(ids), ties.rows
         )
+        stored_runs = wh.cluster_dir("job_attempts", cluster) / f"{SOURCE}.parquet"
+        if parsed.attempts.height or stored_runs.exists():  # a job requeued since: its runs
+            written["job_attempts"] = wh.replace_rows_where(
+                "job_attempts",
+                cluster,
+                SOURCE,
+                pl.col("job_id").is_in(ids),
+                parsed.attempts.drop("hosts", "gpus"),
+            )
         stored = wh.cluster_dir("job_gpu_summaries", cluster) / f"{JOB_GPUS_KEY}.parquet"
         if summaries.height or stored.exists():
             written["job_gpu_summaries"] = wh.replace_rows_where(
@@ -157,6 +166,44 @@ def write_slurm(
     refused = parsed.refused + (ties.minors.refused if ties is not None else [])
     written["quarantine"] = write_quarantine(wh, cluster, SOURCE, batch, refused)
     return written, ties
+
+
+def tie_runs(
+    wh: Warehouse,
+    cluster: str,
+    jobs: pl.DataFrame,
+    attempts: pl.DataFrame,
+    gres_idx: GresIdx,
+    extra: list[pl.DataFrame],
+) -> Ties:
+    """The job_gpus rows of the jobs, each run of a requeued job (`attempts`) under its attempt
+    number. The evidence is per job id, so each attempt number is tied on its own, with each
+    run's interval; an earlier run keeps only devices on its own hosts (a capture or a summary
+    names the job, not the run), and the Jobstats summary, written at the job's end, counts for
+    its last run alone. A job run once is attempt 0, as before."""
+    if attempts.height == 0:
+        return tie_jobs(wh, cluster, jobs, gres_idx=gres_idx, extra=extra)
+    last = attempts.group_by("job_id").agg(pl.col("attempt").max().alias("last"))
+    finals = jobs.join(last, on="job_id", how="left").with_columns(
+        pl.col("last").fill_null(0).cast(pl.Int16()).alias("attempt")
+    )
+    earlier = (
+        attempts.join(last, on="job_id")
+        .filter(pl.col("attempt") < pl.col("last"))
+        .join(jobs.select("job_id", "slurm_job_id", "mig_profile", "gpu_model"), on="job_id")
+        .select(
+            *("job_id", "slurm_job_id", "attempt", "start_ts", "end_ts", "gpus", "hosts"),
+            *("mig_profile", "gpu_model"),
+        )
+    )
+    ties = tie_jobs(wh, cluster, finals.drop("last"), gres_idx=gres_idx, extra=extra)
+    rows = [ties.rows]
+    for _number, runs in earlier.group_by("attempt"):
+        hosts = runs.select("job_id", pl.col("hosts").alias("host")).explode("host")
+        rows.append(
+            tie_jobs(wh, cluster, runs, gres_idx=gres_idx).rows.join(hosts, on=["job_id", "host"])
+        )
+    return Ties(rows=pl.concat(rows).sort("job_id", "attempt", "host", "gpu"), minors=ties.minors)
 
 
 def _tie_note(ties: Ties | None) -> str:

@@ -1,18 +1,21 @@
 -- grain: one row per failed attempt [Philly §4.2, Table 7], with the job's own VC and GPU model
 --        (no roll-up rows): its reason, where the reason came from, the matched log line, its
 --        runtime to failure and the GPU time it burned.
--- sources: jobs, job_gpus, job_logs, job_usage.
+-- sources: jobs, job_gpus, job_attempts, job_logs, job_usage.
 -- variables: cluster, admin_uids (uids whose `CANCELLED by <uid>` is an
 --            admin's; default root, 0).
--- An attempt is a job's allocation interval in job_gpus (Slurm: one per job; Philly: each
--- attempt of the trace). It failed when it ended and was retried (not the job's last attempt),
--- or is the last attempt of a job that ended unsuccessful or killed (docs/definitions.md#failures).
+-- An attempt is a job's allocation interval in job_gpus (Slurm: one per run, several for a job
+-- requeued and read with `sacct --duplicates`; Philly: each attempt of the trace). It failed
+-- when it ended and was retried (not the job's last attempt), or is the last attempt of a job
+-- that ended unsuccessful or killed (docs/definitions.md#failures). Its state: the run's own
+-- (job_attempts, a requeued Slurm job's runs), else the job's on its last attempt.
 -- Its reason, first match wins:
---   1. the scheduler's, on the job's last attempt: NODE_FAIL, BOOT_FAIL, OUT_OF_MEMORY,
---      TIMEOUT, DEADLINE, PREEMPTED, CANCELLED by an admin / a user, the trace's Killed;
+--   1. the scheduler's, from the attempt's state: NODE_FAIL, BOOT_FAIL, OUT_OF_MEMORY,
+--      TIMEOUT, DEADLINE, PREEMPTED, REQUEUED (a run ended by a requeue: 'requeued'),
+--      CANCELLED by an admin / a user, the trace's Killed;
 --   2. the job's logs (job_logs; a file's name gives the job, as the scheduler shows its id,
 --      and the attempt): the most specific signature over the attempt's files (.out, .err);
---   3. the signal of a FAILED job (ExitCode `code:signal`): a core-dumping signal (SIGILL 4,
+--   3. the signal of a FAILED attempt (ExitCode `code:signal`): a core-dumping signal (SIGILL 4,
 --      SIGABRT 6, SIGBUS 7, SIGFPE 8, SIGSEGV 11) is a core dump, another one a kill by signal;
 --   4. 'no signature'.
 with
@@ -46,13 +49,34 @@ numbered as (
     from attempt a
 ),
 
+-- each run's own state, where the scheduler printed the job more than once (a requeue)
+run as (
+    select job_id, attempt, raw_state, exit_code, exit_signal
+    from job_attempts
+    where cluster = getvariable('cluster')
+),
+
 failed as (
     select
         n.job_id, n.attempt, n.start_ts, n.end_ts, n.attempt = n.last_attempt as is_last,
         coalesce(n.devices, j.gpus, 0) as gpus,
-        epoch(n.end_ts) - epoch(n.start_ts) as runtime_s, j.* exclude (job_id, gpus)
+        epoch(n.end_ts) - epoch(n.start_ts) as runtime_s,
+        j.* exclude (job_id, gpus, raw_state, base_state, cancelled_by, exit_code, exit_signal),
+        coalesce(r.raw_state, if(n.attempt = n.last_attempt, j.raw_state, null)) as raw_state,
+        coalesce(
+            split_part(r.raw_state, ' ', 1), if(n.attempt = n.last_attempt, j.base_state, null)
+        ) as base_state,
+        coalesce(
+            regexp_extract(r.raw_state, 'by (\d+)', 1),
+            if(n.attempt = n.last_attempt, j.cancelled_by, null)
+        ) as cancelled_by,
+        if(r.job_id is not null, r.exit_code, if(n.attempt = n.last_attempt, j.exit_code, null))
+            as exit_code,
+        if(r.job_id is not null, r.exit_signal,
+            if(n.attempt = n.last_attempt, j.exit_signal, null)) as exit_signal
     from numbered n
     join job j using (job_id)
+    left join run r on r.job_id = n.job_id and r.attempt = n.attempt
     where n.end_ts is not null
         and (n.attempt < n.last_attempt or j.state in ('unsuccessful', 'killed'))
 ),
@@ -85,13 +109,14 @@ scheduler as (
     select
         job_id, attempt,
         case
-            when not is_last then null
+            when base_state is null then null
             when base_state = 'NODE_FAIL' then 'node failure'
             when base_state = 'BOOT_FAIL' then 'node boot failure'
             when base_state = 'OUT_OF_MEMORY' then 'CPU OOM'
             when base_state = 'TIMEOUT' then 'time limit'
             when base_state = 'DEADLINE' then 'deadline'
             when base_state = 'PREEMPTED' then 'job preempted'
+            when base_state in ('REQUEUED', 'REQUEUE_HOLD', 'REQUEUE_FED') then 'requeued'
             when base_state = 'CANCELLED' and cancelled_by <> ''
                 and list_contains(coalesce(getvariable('admin_uids'), ['0']), cancelled_by)
                 then 'cancelled by admin'
@@ -108,16 +133,16 @@ reasoned as (
         case
             when s.reason is not null then s.reason
             when m.reason is not null then m.reason
-            when f.is_last and f.base_state = 'FAILED' and f.exit_signal in (4, 6, 7, 8, 11)
+            when f.base_state = 'FAILED' and f.exit_signal in (4, 6, 7, 8, 11)
                 then 'core dump'
-            when f.is_last and f.base_state = 'FAILED' and f.exit_signal > 0
+            when f.base_state = 'FAILED' and f.exit_signal > 0
                 then 'killed by a signal'
             else 'no signature'
         end as reason,
         case
             when s.reason is not null then 'scheduler'
             when m.reason is not null then 'log'
-            when f.is_last and f.base_state = 'FAILED' and f.exit_signal > 0 then 'exit status'
+            when f.base_state = 'FAILED' and f.exit_signal > 0 then 'exit status'
             else 'none'
         end as origin
     from failed f

@@ -1,0 +1,153 @@
+"""Slurm requeues (`sacct --duplicates`): a requeued job's runs, printed under one JobID, become
+attempts, each with its own interval, hosts and state; its failed earlier runs are failed
+attempts with the scheduler's reason, its waits between runs are waits, and re-reading the file
+duplicates nothing. The capture (tests/fixtures/sacct/requeue_duplicates_P_written.txt) is
+written from Slurm's own test of `sacct -D` after a requeue, not captured (fixtures README)."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime, timedelta
+
+import polars as pl
+import pytest
+
+from gpuwaste.analyses.run import analyze
+from gpuwaste.config import ClusterConfig, Settings, SlurmSource
+from gpuwaste.ingest.slurm.parse import parse_sacct
+from gpuwaste.ingest.slurm.source import ingest_slurm
+from gpuwaste.warehouse.schema import UTC_TS as ts_dtype
+from gpuwaste.warehouse.store import Warehouse
+from tests.conftest import REPO
+
+CAPTURE = REPO / "tests" / "fixtures" / "sacct" / "requeue_duplicates_P_written.txt"
+NOW = datetime(2026, 11, 3, tzinfo=UTC)
+
+
+def _t(hhmm: str) -> datetime:
+    return datetime.fromisoformat(f"2026-11-02T{hhmm}:00+00:00")
+
+
+@pytest.fixture(scope="module")
+def requeued(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, dict[str, int]]:
+    root = tmp_path_factory.mktemp("requeue")
+    shutil.copy(CAPTURE, root / "sacct.txt")
+    s = Settings(
+        data_dir=root / "wh",
+        clusters=[ClusterConfig(name="c", slurm=SlurmSource(file=root / "sacct.txt"))],
+    )
+    # telemetry of every GPU (4 on gpu01-03, 1 on gpu04) every 5 minutes: each run holds whole
+    # hosts, so each attempt is tied to its own host's GPUs
+    ts = [_t("08:00") + timedelta(minutes=5 * i) for i in range(49)]
+    rows = [
+        (host, gpu, t, 50.0)
+        for host, n in (("gpu01", 4), ("gpu02", 4), ("gpu03", 4), ("gpu04", 1))
+        for gpu in range(n)
+        for t in ts
+    ]
+    samples = pl.DataFrame(
+        rows,
+        schema={"host": pl.String(), "gpu": pl.Int16(), "ts": ts_dtype, "util": pl.Float64()},
+        orient="row",
+    )
+    Warehouse(s.data_dir).replace_window(
+        "gpu_samples", "c", ts[0], ts[-1] + timedelta(minutes=5), samples, source="t"
+    )
+    ingest_slurm(s, s.clusters[0], now=NOW)
+    again = ingest_slurm(s, s.clusters[0], now=NOW)  # re-reading the file: nothing doubles
+    analyze(s, quiet=True)
+    return s, again.written
+
+
+def test_the_parser_gives_each_run_and_the_job_its_last_run() -> None:
+    parsed = parse_sacct(CAPTURE.read_text())
+    assert not parsed.refused and parsed.accepted == 12
+    job = parsed.jobs.filter(pl.col("job_id") == "4242").row(0, named=True)
+    # the last run, with the first run's Submit (Slurm resets Submit at a requeue)
+    assert (job["raw_state"], job["submit_ts"], job["start_ts"]) == (
+        "COMPLETED",
+        _t("08:00"),
+        _t("10:30"),
+    )
+    runs = parsed.attempts.sort("job_id", "attempt")
+    assert runs.select("job_id", "attempt", "raw_state", "state", "hosts").rows() == [
+        ("4242", 0, "NODE_FAIL", "unsuccessful", ["gpu01"]),
+        ("4242", 1, "REQUEUED", "killed", ["gpu02"]),
+        ("4242", 2, "COMPLETED", "passed", ["gpu03"]),
+        ("4244", 0, "PREEMPTED", "killed", ["gpu04"]),
+        ("4244", 1, "FAILED", "unsuccessful", ["gpu04"]),
+    ]
+
+
+def test_one_run_printed_twice_is_one_attempt() -> None:
+    """Overlapping windows concatenated: the run seen running, then ended, is one run."""
+    lines = CAPTURE.read_text().splitlines()
+    running = lines[9].replace("|FAILED|1:0|", "|RUNNING|0:0|").replace("2026-11-02T09:10:00", "")
+    text = "\n".join([lines[0], running, *lines[1:]]) + "\n"
+    runs = parse_sacct(text).attempts.filter(pl.col("job_id") == "4244")
+    assert runs.select("attempt", "raw_state").rows() == [(0, "PREEMPTED"), (1, "FAILED")]
+
+
+def test_each_run_is_an_attempt_in_job_gpus_and_rereading_doubles_nothing(
+    requeued: tuple[Settings, dict[str, int]],
+) -> None:
+    s, again = requeued
+    wh = Warehouse(s.data_dir)
+    gpus = wh.read("job_gpus", "c").sort("job_id", "attempt")
+    got = gpus.group_by("job_id", "attempt", "host", "start_ts", "end_ts").agg(pl.col("gpu").sort())
+    assert got.sort("job_id", "attempt").rows() == [
+        ("4242", 0, "gpu01", _t("08:05"), _t("09:00"), [0, 1, 2, 3]),
+        ("4242", 1, "gpu02", _t("09:20"), _t("10:00"), [0, 1, 2, 3]),
+        ("4242", 2, "gpu03", _t("10:30"), _t("12:00"), [0, 1, 2, 3]),
+        ("4243", 0, "gpu04", _t("08:02"), _t("08:32"), [0]),
+        ("4244", 0, "gpu04", _t("08:12"), _t("08:40"), [0]),
+        ("4244", 1, "gpu04", _t("08:50"), _t("09:10"), [0]),
+    ]
+    assert wh.read("job_attempts", "c").height == 5 and wh.read("jobs", "c").height == 3
+    assert again["job_attempts"] == 5  # replaced, not appended
+
+
+def test_failed_earlier_runs_are_failed_attempts_with_the_schedulers_reason(
+    requeued: tuple[Settings, dict[str, int]],
+) -> None:
+    s, _ = requeued
+    df = Warehouse(s.data_dir).read("failure_attempts", "c").sort("job_id", "attempt")
+    got = [
+        (r["job_id"], r["attempt"], r["raw_state"], r["reason"], r["runtime_s"], r["gpu_s"])
+        for r in df.iter_rows(named=True)
+    ]
+    assert got == [
+        ("4242", 0, "NODE_FAIL", "node failure", 3300, 4 * 3300),
+        ("4242", 1, "REQUEUED", "requeued", 2400, 4 * 2400),
+        ("4243", 0, "FAILED", "no signature", 1800, 1800),
+        ("4244", 0, "PREEMPTED", "job preempted", 1680, 1680),
+        ("4244", 1, "FAILED", "no signature", 1200, 1200),
+    ]
+    retries = (
+        Warehouse(s.data_dir)
+        .read("failure_retries", "c")
+        .filter(
+            (pl.col("vc") == "(all)")
+            & (pl.col("gpu_model") == "(all)")
+            & (pl.col("size_class") == "all")
+        )
+    )
+    row = retries.row(0, named=True)
+    assert (row["jobs"], row["jobs_retried"], row["retries"], row["failed_attempts"]) == (
+        3,
+        2,
+        3,
+        5,
+    )
+
+
+def test_the_waits_between_runs_are_waits(requeued: tuple[Settings, dict[str, int]]) -> None:
+    s, _ = requeued
+    df = Warehouse(s.data_dir).read("queue_causes", "c").filter(pl.col("job_id") == "4242")
+    waits = sorted((r["attempt"], r["wait_start"], r["wait_end"]) for r in df.iter_rows(named=True))
+    assert waits == [
+        (0, _t("08:00"), _t("08:05")),
+        (1, _t("09:00"), _t("09:20")),
+        (2, _t("10:00"), _t("10:30")),
+    ]
+    assert timedelta(minutes=5 + 20 + 30) == sum((b - a for _, a, b in waits), start=timedelta())
