@@ -173,29 +173,52 @@ def test_every_unit_is_one_grafana_knows(dashboard: dict[str, Any]) -> None:
     assert set(seen) <= GRAFANA_UNITS
 
 
+def target_unit(panel: dict[str, Any], target: dict[str, Any]) -> str | None:
+    """The unit a target's values are shown in: the panel's, or in a table the override of the
+    column the target's values are renamed to (`Value #<refId>`)."""
+    default = panel.get("fieldConfig", {}).get("defaults", {}).get("unit")
+    if panel["type"] != "table":
+        return default
+    renamed = {
+        old: new
+        for tr in panel.get("transformations", [])
+        if tr["id"] == "organize"
+        for old, new in tr["options"].get("renameByName", {}).items()
+    }
+    column = renamed.get(f"Value #{target['refId']}")
+    for o in panel["fieldConfig"].get("overrides", []):
+        if o["matcher"] == {"id": "byName", "options": column}:
+            return next((p["value"] for p in o["properties"] if p["id"] == "unit"), default)
+    return default
+
+
 def test_energy_panels_show_kwh_allocated_and_lost_per_cluster_and_vc_and_the_share(
     dashboard: dict[str, Any],
 ) -> None:
-    energy = [
-        p
+    targets = [
+        (p, t)
         for p in graph_panels(dashboard)
-        if any("gpuwaste_energy_joules_total" in t["expr"] for t in p["targets"])
+        for t in p["targets"]
+        if "gpuwaste_energy_joules_total" in t["expr"]
     ]
-    exprs = [" ".join(t["expr"] for t in p["targets"]) for p in energy]
-    for p, e in zip(energy, exprs, strict=True):
+    amounts, shares = [], []
+    for p, t in targets:
+        e = t["expr"]
         assert "increase(gpuwaste_energy_joules_total{" in e, p["title"]
         assert 'cluster=~"$cluster"' in e and 'vc=~"$vc"' in e, p["title"]
-        share = "/ sum" in e or "/ (sum" in e
         # a share is lost / used in percent; an amount is joules / 3.6e6 in Grafana's kWh
-        assert units(p) == (["percentunit"] if share else ["kwatth"]), p["title"]
-        assert share or e.count("/ 3.6e6") == len(p["targets"]), p["title"]
-    amounts = " ".join(e for p, e in zip(energy, exprs, strict=True) if units(p) == ["kwatth"])
-    assert 'kind="used"' in amounts and 'kind="lost"' in amounts
-    assert "sum by (cluster) (" in amounts and "sum by (cluster, vc) (" in amounts
-    shares = [e for p, e in zip(energy, exprs, strict=True) if units(p) == ["percentunit"]]
-    assert any("sum by (cluster, vc) (" in e for e in shares) and any(
-        e.startswith("sum(") for e in shares
-    )
+        if "/ sum" in e or "/ (sum" in e:
+            assert target_unit(p, t) == "percentunit", (p["title"], t["refId"])
+            shares.append(e)
+        else:
+            assert target_unit(p, t) == "kwatth", (p["title"], t["refId"])
+            assert e.endswith(" / 3.6e6"), (p["title"], t["refId"])
+            amounts.append(e)
+    for by in ("sum(", "sum by (cluster) (", "sum by (cluster, vc) ("):
+        assert any(e.startswith(by) and 'kind="used"' in e for e in amounts), by
+        assert any(e.startswith(by) and 'kind="lost"' in e for e in amounts), by
+    for by in ("sum(", "sum by (cluster, vc) ("):
+        assert any(e.startswith(by) for e in shares), by
 
 
 def as_prometheus(expr: str) -> str:
@@ -246,6 +269,11 @@ def test_the_energy_panels_give_the_hand_computed_kwh(
         "Energy lost per VC (kWh in the hour before each point)": [{c1a: 0.25, c1b: 0, c2a: 1}],
         "Share of the energy lost per VC (over the 24 h before each point)": [
             {c1a: 0.25, c1b: 0, c2a: 0.5}
+        ],
+        "Energy per cluster and VC, over the time range": [
+            {c1a: 1.0, c1b: 0.5, c2a: 2.0},
+            {c1a: 0.25, c1b: 0, c2a: 1.0},
+            {c1a: 0.25, c1b: 0, c2a: 0.5},
         ],
     }
     panels = {
