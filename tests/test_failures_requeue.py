@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -151,3 +152,37 @@ def test_the_waits_between_runs_are_waits(requeued: tuple[Settings, dict[str, in
         (2, _t("10:00"), _t("10:30")),
     ]
     assert timedelta(minutes=5 + 20 + 30) == sum((b - a for _, a, b in waits), start=timedelta())
+
+
+def test_runs_read_in_two_windows_stay_one_job_s_attempts(tmp_path: Path) -> None:
+    """A configured command reads a window at a time, and `-D` prints only the runs of its
+    window: 4242's first two runs in one read, its last run alone in the next."""
+    lines = CAPTURE.read_text().splitlines()
+    first, second = tmp_path / "w1.txt", tmp_path / "w2.txt"
+    first.write_text("\n".join(lines[:5]) + "\n")  # header, runs 0 and 1 of 4242
+    second.write_text("\n".join([lines[0], *lines[5:7]]) + "\n")  # its last run
+    s = Settings(
+        data_dir=tmp_path / "wh",
+        clusters=[ClusterConfig(name="c", slurm=SlurmSource(file=first))],
+    )
+    ingest_slurm(s, s.clusters[0], now=NOW)
+    later = s.model_copy(
+        update={"clusters": [ClusterConfig(name="c", slurm=SlurmSource(file=second))]}
+    )
+    for _ in range(2):  # the second window read twice: nothing doubles
+        ingest_slurm(later, later.clusters[0], now=NOW)
+    wh = Warehouse(s.data_dir)
+    runs = wh.read("job_attempts", "c").sort("attempt")
+    assert runs.select("attempt", "raw_state").rows() == [
+        (0, "NODE_FAIL"),
+        (1, "REQUEUED"),
+        (2, "COMPLETED"),
+    ]
+    spans = wh.read("job_gpus", "c").select("attempt", "host", "start_ts").sort("attempt")
+    assert spans.rows() == [
+        (0, "gpu01", _t("08:05")),
+        (1, "gpu02", _t("09:20")),
+        (2, "gpu03", _t("10:30")),
+    ]
+    job = wh.read("jobs", "c").row(0, named=True)
+    assert (job["raw_state"], job["submit_ts"]) == ("COMPLETED", _t("08:00"))
