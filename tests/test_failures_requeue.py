@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import shutil
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import polars as pl
 import pytest
 
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import ClusterConfig, Settings, SlurmSource
+from gpuwaste.ingest.gpu_indices import fill_unknown_gpus
 from gpuwaste.ingest.slurm.parse import parse_sacct
 from gpuwaste.ingest.slurm.source import ingest_slurm
 from gpuwaste.warehouse.schema import UTC_TS as ts_dtype
@@ -28,6 +30,26 @@ def _t(hhmm: str) -> datetime:
     return datetime.fromisoformat(f"2026-11-02T{hhmm}:00+00:00")
 
 
+TS = [_t("08:00") + timedelta(minutes=5 * i) for i in range(49)]
+
+
+def write_samples(wh: Warehouse) -> None:
+    """Telemetry of every GPU (4 on gpu01-03, 1 on gpu04) every 5 minutes from 08:00 to 12:00:
+    each run holds whole hosts, so each attempt is tied to its own host's GPUs."""
+    rows = [
+        (host, gpu, t, 50.0)
+        for host, n in (("gpu01", 4), ("gpu02", 4), ("gpu03", 4), ("gpu04", 1))
+        for gpu in range(n)
+        for t in TS
+    ]
+    samples = pl.DataFrame(
+        rows,
+        schema={"host": pl.String(), "gpu": pl.Int16(), "ts": ts_dtype, "util": pl.Float64()},
+        orient="row",
+    )
+    wh.replace_window("gpu_samples", "c", TS[0], TS[-1] + timedelta(minutes=5), samples, source="t")
+
+
 @pytest.fixture(scope="module")
 def requeued(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, dict[str, int]]:
     root = tmp_path_factory.mktemp("requeue")
@@ -36,23 +58,7 @@ def requeued(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, dict[s
         data_dir=root / "wh",
         clusters=[ClusterConfig(name="c", slurm=SlurmSource(file=root / "sacct.txt"))],
     )
-    # telemetry of every GPU (4 on gpu01-03, 1 on gpu04) every 5 minutes: each run holds whole
-    # hosts, so each attempt is tied to its own host's GPUs
-    ts = [_t("08:00") + timedelta(minutes=5 * i) for i in range(49)]
-    rows = [
-        (host, gpu, t, 50.0)
-        for host, n in (("gpu01", 4), ("gpu02", 4), ("gpu03", 4), ("gpu04", 1))
-        for gpu in range(n)
-        for t in ts
-    ]
-    samples = pl.DataFrame(
-        rows,
-        schema={"host": pl.String(), "gpu": pl.Int16(), "ts": ts_dtype, "util": pl.Float64()},
-        orient="row",
-    )
-    Warehouse(s.data_dir).replace_window(
-        "gpu_samples", "c", ts[0], ts[-1] + timedelta(minutes=5), samples, source="t"
-    )
+    write_samples(Warehouse(s.data_dir))
     ingest_slurm(s, s.clusters[0], now=NOW)
     again = ingest_slurm(s, s.clusters[0], now=NOW)  # re-reading the file: nothing doubles
     analyze(s, quiet=True)
@@ -151,3 +157,65 @@ def test_the_waits_between_runs_are_waits(requeued: tuple[Settings, dict[str, in
         (2, _t("10:00"), _t("10:30")),
     ]
     assert timedelta(minutes=5 + 20 + 30) == sum((b - a for _, a, b in waits), start=timedelta())
+
+
+def test_runs_read_in_two_windows_stay_one_job_s_attempts(tmp_path: Path) -> None:
+    """A configured command reads a window at a time, and `-D` prints only the runs of its
+    window: 4242's first two runs in one read, its last run alone in the next."""
+    lines = CAPTURE.read_text().splitlines()
+    first, second = tmp_path / "w1.txt", tmp_path / "w2.txt"
+    first.write_text("\n".join(lines[:5]) + "\n")  # header, runs 0 and 1 of 4242
+    second.write_text("\n".join([lines[0], *lines[5:7]]) + "\n")  # its last run
+    s = Settings(
+        data_dir=tmp_path / "wh",
+        clusters=[ClusterConfig(name="c", slurm=SlurmSource(file=first))],
+    )
+    ingest_slurm(s, s.clusters[0], now=NOW)
+    later = s.model_copy(
+        update={"clusters": [ClusterConfig(name="c", slurm=SlurmSource(file=second))]}
+    )
+    for _ in range(2):  # the second window read twice: nothing doubles
+        ingest_slurm(later, later.clusters[0], now=NOW)
+    wh = Warehouse(s.data_dir)
+    runs = wh.read("job_attempts", "c").sort("attempt")
+    assert runs.select("attempt", "raw_state").rows() == [
+        (0, "NODE_FAIL"),
+        (1, "REQUEUED"),
+        (2, "COMPLETED"),
+    ]
+    spans = wh.read("job_gpus", "c").select("attempt", "host", "start_ts").sort("attempt")
+    assert spans.rows() == [
+        (0, "gpu01", _t("08:05")),
+        (1, "gpu02", _t("09:20")),
+        (2, "gpu03", _t("10:30")),
+    ]
+    job = wh.read("jobs", "c").row(0, named=True)
+    assert (job["raw_state"], job["submit_ts"]) == ("COMPLETED", _t("08:00"))
+
+
+def test_telemetry_arriving_after_the_runs_fills_each_attempt_s_gpus(tmp_path: Path) -> None:
+    """Slurm first (no samples: one row per host, GPU index unknown, per attempt), telemetry
+    after: `fill_unknown_gpus` gives each attempt its own host's GPUs and keeps the attempts."""
+    s = Settings(
+        data_dir=tmp_path / "wh",
+        clusters=[ClusterConfig(name="c", slurm=SlurmSource(file=CAPTURE))],
+    )
+    ingest_slurm(s, s.clusters[0], now=NOW)
+    wh = Warehouse(s.data_dir)
+    before = wh.read("job_gpus", "c").filter(pl.col("job_id") == "4242")
+    assert before.select("attempt", "host", "gpu").sort("attempt").rows() == [
+        (0, "gpu01", -1),
+        (1, "gpu02", -1),
+        (2, "gpu03", -1),
+    ]
+    write_samples(wh)
+    assert fill_unknown_gpus(wh, "c", TS[0], TS[-1] + timedelta(minutes=5)) == 3
+    after = wh.read("job_gpus", "c").group_by("job_id", "attempt", "host").agg(pl.col("gpu").sort())
+    assert after.sort("job_id", "attempt").rows() == [
+        ("4242", 0, "gpu01", [0, 1, 2, 3]),
+        ("4242", 1, "gpu02", [0, 1, 2, 3]),
+        ("4242", 2, "gpu03", [0, 1, 2, 3]),
+        ("4243", 0, "gpu04", [0]),
+        ("4244", 0, "gpu04", [0]),
+        ("4244", 1, "gpu04", [0]),
+    ]

@@ -348,7 +348,7 @@ def fill_unknown_gpus(wh: Warehouse, cluster: str, start: datetime, end: datetim
         )
     )
     jobs = jobs.join(facts, on="job_id", how="left")
-    resolved = 0
+    resolved: set[str] = set()
     # one tie per attempt number: the evidence is per job id, each attempt has its interval
     for (number,), attempt_jobs in jobs.group_by("attempt"):
         ties = tie_jobs(wh, cluster, attempt_jobs, within=(start, end))
@@ -367,7 +367,7 @@ def fill_unknown_gpus(wh: Warehouse, cluster: str, start: datetime, end: datetim
         ids = resolved_ids["job_id"].implode()
         where = pl.col("job_id").is_in(ids) & (pl.col("attempt") == number)
         wh.replace_rows_where("job_gpus", cluster, JOB_GPUS_KEY, where, rows)
-        resolved += resolved_ids.height
+        resolved.update(resolved_ids["job_id"].to_list())
     if resolved:
         prune_minors(wh, cluster)
-    return resolved
+    return len(resolved)

@@ -33,12 +33,16 @@ def register(app: typer.Typer, source: Source) -> None:
             typer.Option(
                 "--pattern",
                 help="Regex from a file name to its job: group `job`, optional `attempt` "
-                "(default: Slurm's slurm-<jobid>.out and slurm-<arrayjob>_<task>.out, .err).",
+                "(default: Slurm's slurm-<jobid>.out and slurm-<arrayjob>_<task>.out, .err; "
+                "a .gz log's name is matched without .gz).",
             ),
         ] = None,
         tail_mib: Annotated[
             float | None,
-            typer.Option("--tail-mib", help="Read a larger file from its last MiB only (4)."),
+            typer.Option(
+                "--tail-mib",
+                help="Read a larger file (a .gz once decompressed) from its last MiB only (4).",
+            ),
         ] = None,
         cluster: ClusterName = None,
         config: ConfigOpt = None,

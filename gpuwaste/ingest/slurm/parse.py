@@ -679,6 +679,8 @@ def _last_run(rows: list[_Row]) -> tuple[_Row, list[_Row]]:
     earliest Submit, the job's submission; and its runs that started, in that order. Records of
     one run printed twice (concatenated outputs of overlapping windows; a run seen running, then
     ended) share their Start: the last one printed stands for the run."""
+    if len(rows) == 1:  # nearly every job
+        return rows[0], [rows[0]] if rows[0].start is not None else []
     one: dict[object, _Row] = {}
     for r in rows:
         one[r.start if r.start is not None else ("not started", r.submit)] = r

@@ -12,7 +12,9 @@ host-only allocation in `gpu_indices`.
 
 Jobs are upserted by `job_id`: a job seen running and later completed is updated in place.
 
-`job_gpus` (attempt 0, [start_ts, end_ts]; end null while running): the GPUs of each job come
+`job_gpus` (attempt 0, [start_ts, end_ts]; end null while running; a job requeued and read with
+`sacct --duplicates`: one attempt per run, each run's state in `job_attempts`, `tie_runs` and
+`earlier_runs`): the GPUs of each job come
 from the evidence `gpu_indices` lists, in its order (a whole host, scontrol's IDX, the job's
 Jobstats summary in the `AdminComment` column, whose minor numbers `summary_ties` maps to
 indices, the samples' job labels), else one row per host with **gpu = -1, "index unknown"**.
@@ -63,6 +65,7 @@ from gpuwaste.ingest.slurm.summary_ties import summary_gpus
 from gpuwaste.ingest.times import TimeBounds, latest_job_time
 from gpuwaste.warehouse.bookkeeping import get_watermark, set_watermark, write_quarantine
 from gpuwaste.warehouse.gpu_from import GPU_FROM_VALUES, JOBSTATS_SUMMARY, UNKNOWN
+from gpuwaste.warehouse.schema import JOB_ATTEMPTS
 from gpuwaste.warehouse.store import Warehouse
 
 
@@ -140,22 +143,38 @@ def write_slurm(
         .select("job_id", "host", "gpu")
         .with_columns(pl.lit(JOBSTATS_SUMMARY).alias("gpu_from"))
     ]
-    ties = tie_runs(wh, cluster, jobs, parsed.attempts, gres_idx, extra) if jobs.height else None
+    attempts, kept = earlier_runs(wh, cluster, jobs, parsed.attempts)
+    if kept.height:  # the job was submitted when its first run, read before, was
+        first = kept.group_by("job_id").agg(pl.col("submit_ts").min().alias("first"))
+        jobs = (
+            jobs.join(first, on="job_id", how="left")
+            .with_columns(pl.min_horizontal("submit_ts", "first").alias("submit_ts"))
+            .drop("first")
+        )
+    ties = tie_runs(wh, cluster, jobs, attempts, gres_idx, extra) if jobs.height else None
     shown = jobs.with_columns(pl.col("slurm_job_id").alias("shown_id"))  # what log names carry
     written["jobs"] = wh.upsert("jobs", cluster, SOURCE, shown) if jobs.height else 0
     if ties is not None:
         ids = jobs["job_id"].implode()
+        run_key = pl.concat_str(
+            pl.col("job_id"), pl.col("attempt").cast(pl.String()), separator="|"
+        )
+        stays = kept.select(run_key)["job_id"].implode()  # the stored runs kept, and their rows
         written["job_gpus"] = wh.replace_rows_where(
-            "job_gpus", cluster, JOB_GPUS_KEY, pl.col("job_id").is_in(ids), ties.rows
+            "job_gpus",
+            cluster,
+            JOB_GPUS_KEY,
+            pl.col("job_id").is_in(ids) & ~run_key.is_in(stays),
+            ties.rows,
         )
         stored_runs = wh.cluster_dir("job_attempts", cluster) / f"{SOURCE}.parquet"
-        if parsed.attempts.height or stored_runs.exists():  # a job requeued since: its runs
+        if attempts.height or stored_runs.exists():  # a job requeued since: its runs
             written["job_attempts"] = wh.replace_rows_where(
                 "job_attempts",
                 cluster,
                 SOURCE,
                 pl.col("job_id").is_in(ids),
-                parsed.attempts.drop("hosts", "gpus"),
+                pl.concat([kept, attempts.drop("hosts", "gpus")]),
             )
         stored = wh.cluster_dir("job_gpu_summaries", cluster) / f"{JOB_GPUS_KEY}.parquet"
         if summaries.height or stored.exists():
@@ -166,6 +185,46 @@ def write_slurm(
     refused = parsed.refused + (ties.minors.refused if ties is not None else [])
     written["quarantine"] = write_quarantine(wh, cluster, SOURCE, batch, refused)
     return written, ties
+
+
+def earlier_runs(
+    wh: Warehouse, cluster: str, jobs: pl.DataFrame, attempts: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(the runs read now, numbered after the stored runs of their jobs that started before any
+    of them; those stored runs). A configured command reads a window at a time, and `sacct -D`
+    prints only the runs of its window: a requeued job's earlier runs, read before, stay its
+    first attempts (their job_gpus rows kept), and a job whose one run is read now, after stored
+    runs, gets that run as its next attempt. Reading the same runs again replaces them."""
+    empty = pl.DataFrame(schema=JOB_ATTEMPTS.stored_columns)
+    path = wh.cluster_dir("job_attempts", cluster) / f"{SOURCE}.parquet"
+    if not path.exists() or jobs.height == 0:
+        return attempts, empty
+    stored = wh.read("job_attempts", cluster, SOURCE).join(jobs.select("job_id"), on="job_id")
+    starts = pl.concat([attempts.select("job_id", "start_ts"), jobs.select("job_id", "start_ts")])
+    first = starts.group_by("job_id").agg(pl.col("start_ts").min().alias("first"))
+    kept = (
+        stored.join(first, on="job_id")
+        .filter(pl.col("start_ts") < pl.col("first"))
+        .select(empty.columns)
+        .cast(empty.schema)
+    )
+    if kept.height == 0:
+        return attempts, empty
+    offset = kept.group_by("job_id").agg(pl.len().cast(pl.Int16()).alias("offset"))
+    single = (
+        jobs.join(attempts.select("job_id").unique(), on="job_id", how="anti")
+        .join(offset, on="job_id", how="semi")
+        .filter(pl.col("start_ts").is_not_null())
+        .with_columns(pl.lit(0, dtype=pl.Int16()).alias("attempt"))
+        .select(attempts.columns)
+    )
+    shifted = (
+        pl.concat([attempts, single.cast(attempts.schema)])
+        .join(offset, on="job_id", how="left")
+        .with_columns((pl.col("attempt") + pl.col("offset").fill_null(0)).cast(pl.Int16()))
+        .drop("offset")
+    )
+    return shifted, kept
 
 
 def tie_runs(

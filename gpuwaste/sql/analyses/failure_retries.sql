@@ -3,8 +3,8 @@
 --        after the first), failed attempts and the GPU hours they burned.
 -- sources: job_gpus, job_usage, failure_attempts.
 -- variables: cluster, all_vcs, all_models.
--- A job's attempts are its attempts in job_gpus (Slurm: one per job; the Philly trace lists
--- each retry). The rows of VC / model '(all)' are the groups of `cube(vc, gpu_model)`.
+-- A job's attempts are its attempts in job_gpus (Slurm: one per run, several for a requeued
+-- job read with `sacct --duplicates`; the Philly trace lists each retry). The rows of VC / model '(all)' are the groups of `cube(vc, gpu_model)`.
 with
 
 attempts as (
