@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, settings
 
 # 2,000 per parser under CI (CI=true, as `make test` runs there), 500 in a developer's quick run,
 # and as many as asked for with GPUWASTE_FUZZ_EXAMPLES (`make fuzz` asks for 200,000). The inputs
-# are derandomized, the same each run: CI's 2,000 reach each parser's lines that 10,000 reached
-# (docs/reliability.md#bad-input-fuzzing) in a fifth of the time; the nightly size looks further.
+# are derandomized, the same each run: CI's 2,000 reach about the parser lines that 10,000 did
+# (counts: docs/reliability.md#bad-input-fuzzing) in a fifth of the time; `make fuzz` goes further.
 CI_EXAMPLES = 2000
 FUZZ_EXAMPLES = int(
     os.environ.get("GPUWASTE_FUZZ_EXAMPLES", str(CI_EXAMPLES) if in_ci() else "500")
