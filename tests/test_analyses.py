@@ -341,6 +341,29 @@ def test_running_job_is_analyzed_up_to_the_watermark(data_dir: Path) -> None:
     assert gpu_row(wh, "j")["alloc_s"] == 600
 
 
+def test_a_running_job_ends_at_its_own_hosts_newest_sample(data_dir: Path) -> None:
+    """Host h reports up to the watermark (600 s), host g only up to 300 s: g's running job
+    ends at 300 s + one sampling interval (330 s, the 30 s fallback), h's at the watermark; a
+    finished job on g is not bounded."""
+    pts = [(15 * k, 50, 1000) for k in range(1, 41)]
+    build(
+        data_dir,
+        series("h", 0, pts) + series("g", 0, pts[:20]),
+        [
+            {"job_id": "a", "start": at(0), "end": None, "gpus": [("h", 0)], "state": "running"},
+            {"job_id": "b", "start": at(0), "end": None, "gpus": [("g", 0)], "state": "running"},
+            {"job_id": "c", "start": at(230), "end": at(430), "gpus": [("g", 1)]},
+        ],
+    )
+    from gpuwaste.warehouse.bookkeeping import set_watermark
+
+    set_watermark(Warehouse(data_dir), "c", "prometheus", at(600))
+    wh = run(data_dir)
+    assert gpu_row(wh, "a")["alloc_s"] == 600
+    assert gpu_row(wh, "b")["alloc_s"] == 330
+    assert gpu_row(wh, "c", gpu=1)["alloc_s"] == 200
+
+
 def test_rerun_changes_nothing_and_rebuild_is_identical(data_dir: Path) -> None:
     pts = [(15 * k, 0 if 10 < k < 20 else 50, 0 if 10 < k < 20 else 900) for k in range(1, 41)]
     build(

@@ -70,7 +70,8 @@ def test_every_sql_step_declares_what_it_reads() -> None:
 def test_every_sql_file_is_run_and_every_oracle_says_it_is_one() -> None:
     run = {a.sql_file for a in ANALYSES if a.kind != "per_job"}  # summaries, cluster rows
     run |= {s.sql for s in BATCH_STEPS if s.sql}
-    run |= {"staging/allocations", "staging/resolve_unknown_gpus", "staging/host_newest"}
+    run |= {"staging/alloc_intervals", "staging/allocations", "staging/host_newest"}
+    run |= {"staging/resolve_unknown_gpus"}
     run |= {f"staging/{s}" for a in ANALYSES for s in a.staging}  # views the summaries read
     run |= {"reports/waste_by"}
     run |= set(POLICY_SQL)  # gpuwaste policy replay

@@ -340,6 +340,7 @@ def test_generated_cluster_from_the_warehouse(tmp_path: Path) -> None:
     as_of = spec.start + timedelta(days=1)
     set_variables(con, {**threshold_variables(t), "cluster": "c", "as_of": as_of})
     con.execute(f"create temp table shared_spans as {load_sql('plan/shared_spans')}")
+    con.execute(f"create temp table alloc_intervals as {load_sql('staging/alloc_intervals')}")
     con.execute(f"create temp table analyze_alloc as {load_sql('staging/allocations')}")
     lo, hi = con.sql(
         "select min(start_ts)::date, max(end_ts - interval 1 microsecond)::date from analyze_alloc"

@@ -56,7 +56,8 @@ def test_profile_problems() -> None:
 
 
 def _sql_weights(profiles: list[str | None]) -> list[float]:
-    """gpu_weight as staging/allocations.sql computes it, for one allocation per profile."""
+    """gpu_weight as staging/alloc_intervals.sql and allocations.sql compute it, for one
+    allocation per profile."""
     con = duckdb.connect()
     con.execute("set TimeZone = 'UTC'")
     n = len(profiles)
@@ -84,6 +85,7 @@ def _sql_weights(profiles: list[str | None]) -> list[float]:
     con.register("analyze_batch", pl.DataFrame({"job_id": [f"j{i:03d}" for i in range(n)]}))
     set_variables(con, {"cluster": "c", "as_of": T0})
     con.execute(f"create temp table shared_spans as {load_sql('plan/shared_spans')}")
+    con.execute(f"create temp table alloc_intervals as {load_sql('staging/alloc_intervals')}")
     rows = con.sql(f"select job_id, gpu_weight from ({load_sql('staging/allocations')})").pl()
     return rows.sort("job_id")["gpu_weight"].to_list()
 

@@ -159,12 +159,12 @@ HOST_NEWEST = "host_newest"  # the SQL variable staging/allocations.sql bounds r
 
 
 def _bound_running(rel: Relations, as_of: datetime, thresholds: Thresholds) -> None:
-    """End each running allocation at its own host's newest sample + one sampling interval when
-    that is before `as_of` (the rule is staging/allocations.sql's): `analyze_alloc` is made
-    again with the bound when any allocation changes, else left as it is (the usual case: every
-    host reports up to the watermark). The samples' views must name the batch's days."""
+    """Set `HOST_NEWEST` to the hosts whose newest sample + one sampling interval is before
+    `as_of` (the usual case: none, every host reports up to the watermark), by which
+    staging/allocations.sql ends their running allocations. Reads `alloc_intervals`; the
+    samples' views must name the batch's days."""
     con = rel.con
-    running = con.execute("select count(*) from analyze_alloc where end_ts >= $1", [as_of])
+    running = con.execute("select count(*) from alloc_intervals where end_ts >= $1", [as_of])
     if not running.fetchall()[0][0]:
         return  # no running allocation: no samples to read
     newest = rel.query(load_sql("staging/host_newest"))
@@ -178,7 +178,6 @@ def _bound_running(rel: Relations, as_of: datetime, thresholds: Thresholds) -> N
         f"set variable {HOST_NEWEST} = map($1::varchar[], $2::timestamptz[])",
         [behind["host"].to_list(), behind["newest_ts"].to_list()],
     )
-    rel.table("analyze_alloc", load_sql("staging/allocations"))
 
 
 def _resolve_unknown(rel: Relations) -> int:
@@ -288,8 +287,10 @@ def _allocations(
         if shared_spans
         else load_sql("plan/shared_spans"),
     )
-    rel.table("analyze_alloc", load_sql("staging/allocations"))
-    spans = con.sql("select host, start_ts, end_ts from analyze_alloc").pl()
+    # the intervals first (their days and hosts name the samples that bound running ones),
+    # then the allocations once, bounded and with shared devices divided
+    rel.table("alloc_intervals", load_sql("staging/alloc_intervals"))
+    spans = con.sql("select host, start_ts, end_ts from alloc_intervals").pl()
     span = date_span(spans)
     lo, hi = span if span else (as_of.date(), as_of.date())
     set_variables(con, {"date_lo": lo, "date_hi": hi})
@@ -302,6 +303,8 @@ def _allocations(
             "(connect(dated=False)) and no data_dir to name them from"
         )
     _bound_running(rel, as_of, thresholds)
+    rel.table("analyze_alloc", load_sql("staging/allocations"))
+    rel.release("alloc_intervals")
     unresolved = _resolve_unknown(rel)
     return con.sql("select * from analyze_alloc").pl(), unresolved
 

@@ -93,6 +93,34 @@ def _cap(text: str, max_lines: int) -> str:
     return "\n".join(lines[:max_lines]) if len(lines) > max_lines else text
 
 
+# The strategies each draw uses, built once.
+_OPS = st.sampled_from(
+    [
+        "garble",
+        "garble",
+        "garble",
+        "drop_field",
+        "dup_field",
+        "drop_line",
+        "dup_line",
+        "swap_lines",
+        "delimiter",
+        "insert",
+        "truncate",
+        "crlf",
+    ]
+)
+_DELIMITER = st.sampled_from(DELIMITERS)
+_INSERTED = st.text(max_size=40)
+
+
+@cache
+def _values(extra_values: tuple[str, ...]) -> st.SearchStrategy[str]:
+    """The values a garbled field takes: built once per set of extras, not once per example
+    (building and validating a strategy cost more than drawing from it)."""
+    return st.sampled_from([*BAD_VALUES, *extra_values]) | st.text(max_size=12)
+
+
 @st.composite
 def mutated(
     draw: st.DrawFn, texts: list[str], *, max_lines: int = 60, extra_values: tuple[str, ...] = ()
@@ -100,26 +128,9 @@ def mutated(
     """A real text broken by 1-5 field- and line-level mutations."""
     text = _cap(draw(st.sampled_from(texts)), max_lines)
     lines = text.split("\n")
-    values = st.sampled_from([*BAD_VALUES, *extra_values]) | st.text(max_size=12)
+    values = _values(extra_values)
     for _ in range(draw(st.integers(1, 5))):
-        op = draw(
-            st.sampled_from(
-                [
-                    "garble",
-                    "garble",
-                    "garble",
-                    "drop_field",
-                    "dup_field",
-                    "drop_line",
-                    "dup_line",
-                    "swap_lines",
-                    "delimiter",
-                    "insert",
-                    "truncate",
-                    "crlf",
-                ]
-            )
-        )
+        op = draw(_OPS)
         if not lines:
             lines = [""]
         i = draw(st.integers(0, len(lines) - 1))
@@ -135,7 +146,7 @@ def mutated(
             elif op == "dup_field":
                 fields.insert(j, fields[j])
             if op == "delimiter":
-                lines[i] = draw(st.sampled_from(DELIMITERS)).join(fields)
+                lines[i] = draw(_DELIMITER).join(fields)
             else:
                 lines[i] = delim.join(fields)
         elif op == "drop_line":
@@ -146,7 +157,7 @@ def mutated(
             k = draw(st.integers(0, len(lines) - 1))
             lines[i], lines[k] = lines[k], lines[i]
         elif op == "insert":
-            lines.insert(i, draw(st.text(max_size=40)))
+            lines.insert(i, draw(_INSERTED))
         elif op == "crlf":
             lines[i] = line + "\r"
         elif op == "truncate":

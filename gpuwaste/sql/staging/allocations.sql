@@ -1,9 +1,9 @@
 -- grain: one row per job x attempt x allocated GPU of the jobs being analyzed, with the
 --        interval [start_ts, end_ts) it was held (a running job: see below), numbered by
 --        alloc_id so that the per-sample pass carries one integer, not five keys.
--- sources: job_gpus, jobs (facts); analyze_batch (the job_ids of this run, one column job_id);
+-- sources: alloc_intervals (staging/alloc_intervals.sql: the intervals before the bound);
 --          shared_spans (plan/shared_spans.sql: the cluster's allocations that may share a device).
--- variables: cluster, as_of; host_newest (a MAP host -> newest sample, staging/host_newest.sql;
+-- variables: as_of; host_newest (a MAP host -> newest sample, staging/host_newest.sql;
 --            NULL: no bound), sampling_interval_s, fallback_interval_s.
 -- choice: a running allocation (no end in job_gpus or jobs) ends at `as_of`, the watermark of
 -- the cluster's data, or earlier at its host's newest sample + one sampling interval
@@ -12,8 +12,8 @@
 -- ahead, or data of one host that arrives later, never lengthens another host's jobs. An
 -- allocation whose host sent nothing since it started keeps `as_of` (all of it without data).
 -- A device is a whole GPU (gpu_instance null) or a MIG instance of one; gpu_weight is its
--- share of one GPU's time: a profile's compute slices / the GPU's (7; 4 for A30's
--- 1g.6gb, 2g.12gb, 4g.24gb), 1 for a whole GPU (docs/analyses.md#mig-instances).
+-- share of one GPU's time: a profile's compute slices / the GPU's (slice_weight, from
+-- staging/alloc_intervals.sql), 1 for a whole GPU (docs/analyses.md#mig-instances).
 -- gpuwaste/warehouse/mig.py states the same rule; tests/test_mig.py checks they agree.
 -- A shared device (allocations overlapping on it: time-slicing, MPS) divides its time:
 -- over each stretch, each of the k allocations holding it gets 1/k; gpu_weight is then
@@ -26,58 +26,26 @@
 -- into the GPUs whose samples carry the job's label.
 with
 
-batch as (
-    select distinct job_id from analyze_batch
-),
-
-cluster_jobs as (
-    select job_id, start_ts, end_ts
-    from jobs
-    where cluster = getvariable('cluster')
-),
-
-cluster_job_gpus as (
-    select job_id, attempt, host, gpu, gpu_instance, mig_profile, gpu_model, start_ts, end_ts
-    from job_gpus
-    where cluster = getvariable('cluster')
-),
-
-intervals as (
+bounded as (
+    -- a running allocation ends at its host's newest sample + one sampling interval, when its
+    -- host has a sample since it started (and that is before `as_of`)
     select
-        g.job_id,
-        g.attempt,
-        g.host,
-        g.gpu,
-        g.gpu_instance,
-        g.mig_profile,
-        g.gpu_model,
-        coalesce(try_cast(regexp_extract(lower(g.mig_profile), '^(\d+)g\.', 1) as double)
-            / case when regexp_extract(lower(g.mig_profile), '^(\d+g\.\d+gb)', 1)
-                        in ('1g.6gb', '2g.12gb', '4g.24gb') then 4.0 else 7.0 end, 1.0)
-            as slice_weight,
-        coalesce(g.start_ts, j.start_ts) as start_ts,
-        coalesce(
-            g.end_ts,
-            j.end_ts,
-            case when getvariable('host_newest')[g.host]::timestamptz >= coalesce(g.start_ts, j.start_ts)
-                then least(
-                    getvariable('as_of')::timestamptz,
-                    getvariable('host_newest')[g.host]::timestamptz + to_microseconds((1e6 * coalesce(
-                        getvariable('sampling_interval_s'), getvariable('fallback_interval_s')
-                    ))::bigint)
-                )
-            end,
-            getvariable('as_of')::timestamptz
-        ) as end_ts
-    from cluster_job_gpus as g
-    join batch as b on b.job_id = g.job_id
-    left join cluster_jobs as j on j.job_id = g.job_id
+        * exclude (end_ts, running),
+        case when running and getvariable('host_newest')[host]::timestamptz >= start_ts
+            then least(
+                getvariable('as_of')::timestamptz,
+                getvariable('host_newest')[host]::timestamptz + to_microseconds((1e6 * coalesce(
+                    getvariable('sampling_interval_s'), getvariable('fallback_interval_s')
+                ))::bigint)
+            )
+            else end_ts
+        end as end_ts
+    from alloc_intervals
 ),
 
 held as (
     select *, concat_ws('|', job_id, attempt, host, gpu, coalesce(gpu_instance, -1)) as a_key
-    from intervals
-    where start_ts is not null and end_ts > start_ts
+    from bounded
 ),
 
 overlapping as (

@@ -3,13 +3,14 @@
 --        sample (gpu_samples or host_samples) before `as_of`. A host's samples carry its own
 --        clock: a running allocation is counted up to them (staging/allocations.sql), never up
 --        to another host's.
--- sources: analyze_alloc (staging/allocations.sql before this bound), gpu_samples, host_samples.
+-- sources: alloc_intervals (staging/alloc_intervals.sql: before this bound), gpu_samples,
+--          host_samples.
 -- variables: cluster, as_of, date_lo, date_hi.
 with
 
 running as (
     select host, min(start_ts) as since
-    from analyze_alloc
+    from alloc_intervals
     where end_ts >= getvariable('as_of')::timestamptz
     group by host
 ),

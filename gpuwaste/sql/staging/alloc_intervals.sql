@@ -1,0 +1,58 @@
+-- grain: one row per job x attempt x allocated GPU of the jobs being analyzed, with the
+--        interval [start_ts, end_ts) it was held, a running one (no end in job_gpus or jobs)
+--        up to `as_of`, the watermark of the cluster's data: staging/allocations.sql's first
+--        part, before it bounds a running allocation by its host's newest sample
+--        (staging/host_newest.sql, which reads this) and divides shared devices.
+-- sources: job_gpus, jobs (facts); analyze_batch (the job_ids of this run, one column job_id).
+-- variables: cluster, as_of.
+-- choice: slice_weight is a device's share of one GPU's time: a MIG profile's compute slices /
+-- the GPU's (7; 4 for A30's 1g.6gb, 2g.12gb, 4g.24gb), 1 for a whole GPU
+-- (docs/analyses.md#mig-instances); gpuwaste/warehouse/mig.py states the same rule,
+-- tests/test_mig.py checks they agree. An allocation without a start, or that ends before it
+-- starts, held nothing (a bound never changes that: it ends a running one after its start).
+with
+
+batch as (
+    select distinct job_id from analyze_batch
+),
+
+cluster_jobs as (
+    select job_id, start_ts, end_ts
+    from jobs
+    where cluster = getvariable('cluster')
+),
+
+cluster_job_gpus as (
+    select job_id, attempt, host, gpu, gpu_instance, mig_profile, gpu_model, start_ts, end_ts
+    from job_gpus
+    where cluster = getvariable('cluster')
+),
+
+intervals as (
+    select
+        g.job_id,
+        g.attempt,
+        g.host,
+        g.gpu,
+        g.gpu_instance,
+        g.mig_profile,
+        g.gpu_model,
+        coalesce(try_cast(regexp_extract(lower(g.mig_profile), '^(\d+)g\.', 1) as double)
+            / case when regexp_extract(lower(g.mig_profile), '^(\d+g\.\d+gb)', 1)
+                        in ('1g.6gb', '2g.12gb', '4g.24gb') then 4.0 else 7.0 end, 1.0)
+            as slice_weight,
+        coalesce(g.start_ts, j.start_ts) as start_ts,
+        coalesce(g.end_ts, j.end_ts, getvariable('as_of')::timestamptz) as end_ts,
+        g.end_ts is null and j.end_ts is null as running
+    from cluster_job_gpus as g
+    join batch as b on b.job_id = g.job_id
+    left join cluster_jobs as j on j.job_id = g.job_id
+),
+
+final as (
+    select *
+    from intervals
+    where start_ts is not null and end_ts > start_ts
+)
+
+select * from final
