@@ -34,18 +34,26 @@ idle as (
       and coalesce(mem_used_mib, 0) <= getvariable('idle_mem_floor_mib')::double
 ),
 
-final as (
+quantiles as (
     select
         getvariable('all_vcs') as vc,
         if(grouping(gpu_model) = 1, getvariable('all_models'), gpu_model) as gpu_model,
         -- both quantiles from one state: two (median and quantile_cont) hold every idle
         -- sample twice, past analyze's memory limit on the benchmark cluster (13.7 M samples)
         quantile_cont(power_w, [0.1, 0.5]) as q,
-        q[1] as idle_power_w,
-        q[2] as idle_power_median_w,
         count(*) as samples
     from idle
     group by rollup(gpu_model)
+),
+
+final as (
+    select
+        vc,
+        gpu_model,
+        q[1] as idle_power_w,
+        q[2] as idle_power_median_w,
+        samples
+    from quantiles
 )
 
-select * exclude (q) from final
+select * from final
