@@ -19,6 +19,7 @@ import polars as pl
 import pytest
 
 from gpuwaste.analyses.run import analyze
+from gpuwaste.analyses.waste_by import waste_by
 from gpuwaste.config import Settings, Thresholds
 from gpuwaste.generate.power import HELD_W
 from gpuwaste.warehouse.store import Warehouse
@@ -202,3 +203,12 @@ def test_generated_held_energy_is_the_planted_held_power(generated: Warehouse) -
     assert jobs["held_idle_energy_kwh"].sum() == pytest.approx(
         generated.read("job_gpu_usage", "gen")["held_idle_energy_kwh"].sum()
     )
+
+
+def test_report_by_user_shows_the_held_idle_hours_and_energy(generated: Warehouse) -> None:
+    """`report --by user`'s rows add up to the GPUs' held-idle hours and energy (no period:
+    each allocation counts whole)."""
+    df = waste_by(Settings(data_dir=generated.data_dir), "user", cluster="gen")
+    gpus = generated.read("job_gpu_usage", "gen")
+    assert df["idle_held_gpu_h"].sum() == pytest.approx(gpus["idle_held_s"].sum() / 3600)
+    assert df["held_idle_energy_kwh"].sum() == pytest.approx(gpus["held_idle_energy_kwh"].sum())
