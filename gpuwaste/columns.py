@@ -145,6 +145,13 @@ COLUMNS: dict[str, Column] = {
     "failed_gpu_h": _gpu_h("Failed jobs' GPU hours"),
     "killed_gpu_h": _gpu_h("Killed jobs' GPU hours"),
     "idle_slots": _count("Idle slots"),
+    # idle held versus empty (#44): memory held with no kernel, at 0 % for over a minute
+    "idle_held_s": _gpu_h("Held-idle GPU hours", HOURS),
+    "idle_held_gpu_s": _gpu_h("Held-idle GPU hours", HOURS),
+    "idle_held_gpu_h": _gpu_h("Held-idle GPU hours"),
+    "idle_empty_s": _gpu_h("Empty-idle GPU hours", HOURS, Rank.DETAIL),
+    "idle_empty_gpu_h": _gpu_h("Empty-idle GPU hours", rank=Rank.DETAIL),
+    "held_idle_energy_kwh": Column("Held-idle energy (kWh)", "number"),
     # flags (the Job page's; a name's words would read "is debug")
     "is_debug": _detail("Debugging"),
     "is_debug_declared": _detail("Declared debugging"),

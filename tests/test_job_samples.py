@@ -618,8 +618,7 @@ def test_idle_slots_hand_computed() -> None:
     is not a slot at 60, 80 s is); a never-used GPU has none; one sample after a gap stands for
     nothing; seconds round to the microsecond as in SQL, and a duration is divided as DuckDB's
     epoch() divides (80.000003 s, where a multiplication by 1e-6 is one bit off). The SQL gives
-    the same rows, to the bit. A slot's samples holding memory (j1's last two, one with the tail)
-    are its held seconds, the rest empty: 15 + 35.000003 held of 80.000003."""
+    the same rows, to the bit. Memory readings under the floor do not matter to a slot."""
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     rows = [  # alloc_id, s, idle, run_start, run_end, covered_s, tail_covered_s, mem_used_mib
         (1, 15, False, True, True, 15.0, 0.0, 0.0),
@@ -671,10 +670,6 @@ def test_idle_slots_hand_computed() -> None:
         t = Thresholds(idle_slot_min_s=minimum)
         got = idle_slots.compute(flags, stats, alloc, t).sort(SLOT_KEYS)
         assert got.select("job_id", "start_ts", "end_ts", "duration_s").rows() == expected
-        held = dict(zip(got["start_ts"], got["held_s"], strict=True))
-        want = {at[2]: 50.000003} if minimum == 60.0 else {at[0]: 0, at[2]: 50.000003, at[4]: 0}
-        assert held == pytest.approx(want, abs=1e-9)
-        assert (got["held_s"] + got["empty_s"]).to_list() == got["duration_s"].to_list()
         sql = _sql_over("idle_slots", frames, t).sort(SLOT_KEYS)
         assert_frame_equal(got, sql, check_exact=True)
     empty = idle_slots.compute(flags.clear(), stats, alloc, Thresholds())

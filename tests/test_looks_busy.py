@@ -125,6 +125,23 @@ def test_the_evidence_is_in_the_diagnoses(jobs: dict[str, dict]) -> None:
     assert all("looks_busy" not in jobs[j]["diagnoses"] for j in JOBS if not JOBS[j][2])
 
 
+def test_a_low_data_job_keeps_its_looks_busy_evidence(tmp_path: Path) -> None:
+    """A busy loop with readings for 20 of its 60 minutes only is low data (observed 1/3 <
+    min_observed_share 0.5): its other diagnoses are left out, but its looks-busy verdict keeps
+    its evidence (never looks_busy = true with no text); a low-data job at work has none."""
+    sparse: dict[str, tuple[int, Callable[[int], Reading], bool | None]] = {
+        "sparse_loop": (0, lambda k: _busy_loop(k) if k < 20 else (None, None, None), True),
+        "sparse_work": (1, lambda k: (100.0, 70.0, 0.0) if k < 20 else (None, None, None), False),
+    }
+    got = _cluster(tmp_path, jobs=sparse)
+    assert all(row["low_data"] for row in got.values())
+    assert got["sparse_loop"]["looks_busy"]
+    assert got["sparse_loop"]["diagnoses"] == (
+        "looks_busy (GPU_UTIL 100 % while SM/tensor activity 1.0 % in 100 % of samples)"
+    )
+    assert got["sparse_work"]["looks_busy"] is False and got["sparse_work"]["diagnoses"] == ""
+
+
 def test_the_thresholds_are_parameters(tmp_path: Path) -> None:
     """GPU_UTIL >= 80 takes coarse_low in; a share of 0.4 takes half in."""
     got = _cluster(tmp_path, Thresholds(busy_coarse_min_pct=80.0, looks_busy_share=0.4))
@@ -239,8 +256,42 @@ def _power_cluster(data_dir: Path, thresholds: Thresholds | None = None) -> dict
 
 
 @pytest.fixture(scope="module")
-def power_jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    return _power_cluster(tmp_path_factory.mktemp("busy_power") / "data")
+def power_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("busy_power") / "data"
+    _power_cluster(d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def power_jobs(power_dir: Path) -> dict[str, dict]:
+    return {
+        r["job_id"]: r for r in Warehouse(power_dir).read("job_usage", "c").iter_rows(named=True)
+    }
+
+
+def test_counted_looks_busy_hours_bring_their_energy(power_dir: Path) -> None:
+    """With --count-looks-busy the lost GPU hours of a looks-busy job include its busy hours,
+    and the lost energy their energy: p_loop's hour at 279 W is 0.279 kWh lost (no idle slot:
+    0 kWh without the flag); a job that does not look busy loses none either way."""
+    plain, counted = _worst(power_dir, count=False), _worst(power_dir, count=True)
+    assert "p_loop" not in plain  # nothing lost
+    assert counted["p_loop"]["lost_gpu_h"] == pytest.approx(1.0)
+    assert counted["p_loop"]["lost_energy_kwh"] == pytest.approx(279 * 3600 / 3.6e6)
+    # samples at minutes 0-30 at 200 W, 31-59 at 600 W, all busy by utilization; the first
+    # stands for no time (the job's start), the last also for the minute after it to the end:
+    # 30 min at 200 W and 30 at 600 W
+    want = (30 * 200 + 30 * 600) * 60 / 3.6e6
+    assert counted["p_mostly"]["lost_energy_kwh"] == pytest.approx(want)
+    assert "p_work" not in counted
+    # the digests' totals ("The GPUs drew X kWh in the lost GPU hours"): every looks-busy
+    # job's whole energy, nothing else being lost here
+    con = connect(power_dir)
+    try:
+        groups = window_figures(con, "c", WINDOW, 20, count_looks_busy=True).groups
+    finally:
+        con.close()
+    jobs = Warehouse(power_dir).read("job_usage", "c").filter(pl.col("looks_busy"))
+    assert groups["lost_energy_kwh"].sum() == pytest.approx(jobs["energy_kwh"].sum())
 
 
 def test_the_power_arm_flags_exactly_the_jobs_near_idle_power(power_jobs: dict[str, dict]) -> None:

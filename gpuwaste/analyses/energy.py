@@ -11,7 +11,9 @@ one after a gap, has no previous reading in the allocation and takes power x sec
 
 Energy lost: the energy of the samples inside the allocation's idle slots (idle_slots.py) and
 the whole energy of a never-used device. Both are None (null) where the device has no power
-reading at all: no series is not 0 J.
+reading at all: no series is not 0 J. Held-idle energy (#44): the energy of the samples inside
+the allocation's held-idle stretches (idle_slots.held_stretches: utilization 0, memory held),
+beside the lost energy, not in it.
 
 The sums are per device as the exporter reports it: on a MIG instance the exporter repeats its
 parent GPU's power, so job_gpu_usage.sql weighs them by the instance's slice (`gpu_weight`) and
@@ -29,6 +31,7 @@ SCHEMA: dict[str, pl.DataType] = {
     "energy_j": pl.Float64(),
     "lost_energy_j": pl.Float64(),
     "power_s": pl.Float64(),  # the seconds with a power (or counter) reading
+    "held_energy_j": pl.Float64(),  # in held-idle stretches (#44); not part of lost_energy_j
 }
 
 
@@ -56,14 +59,16 @@ def compute(
     gpu_sample_stats: pl.DataFrame,
     batch_idle_slots: pl.DataFrame,
     range_alloc: pl.DataFrame,
+    batch_held_idle: pl.DataFrame,
 ) -> pl.DataFrame:
-    """Pure: sample_flags rows (alloc_id, ts, idle, covered_s, tail_covered_s, power_w and
+    """Pure: sample_flags rows (alloc_id, ts, idle, held, covered_s, tail_covered_s, power_w and
     optionally energy_j, is_first, gap_before), gpu_sample_stats (alloc_id, never_used), the
-    range's idle slots and allocations -> per allocation with a reading, its joules and the
-    joules lost (`SCHEMA`)."""
+    range's idle slots and allocations, its held-idle stretches -> per allocation with a
+    reading, its joules, the joules lost and those in held-idle stretches (`SCHEMA`)."""
     if "power_w" not in sample_flags.columns or not sample_flags.height:
         return pl.DataFrame(schema=SCHEMA)
     cols = ["alloc_id", "ts", "idle", "covered_s", "tail_covered_s", "power_w", "is_first"]
+    cols += ["held"] if "held" in sample_flags.columns else []
     cols += ["gap_before"] + (["energy_j"] if "energy_j" in sample_flags.columns else [])
     flags = sample_flags.select(cols).with_columns(pl.col("alloc_id").cast(pl.Int64))
     read = pl.col("power_w").is_not_null()
@@ -77,21 +82,14 @@ def compute(
         on=list(ALLOC_COLUMNS),
         nulls_equal=True,
     ).select("alloc_id", pl.col("start_ts").alias("slot_start"), pl.col("end_ts").alias("slot_end"))
-    idle = joules.filter(pl.col("idle")).select("alloc_id", "ts", "j").sort("alloc_id", "ts")
-    # an idle sample is in the slot that starts at or before it and ends at or after it
-    in_slots = (
-        idle.join_asof(
-            slots.sort("alloc_id", "slot_start"),
-            left_on="ts",
-            right_on="slot_start",
-            by="alloc_id",
-            strategy="backward",
-            check_sortedness=False,
-        )
-        .filter(pl.col("ts") <= pl.col("slot_end"))
-        .group_by("alloc_id")
-        .agg(pl.col("j").sum().alias("slot_j"))
+    in_slots = _in_stretches(joules.filter(pl.col("idle")), slots, "slot_j")
+    held = batch_held_idle.select(
+        pl.col("alloc_id").cast(pl.Int64),
+        pl.col("start_ts").alias("slot_start"),
+        pl.col("end_ts").alias("slot_end"),
     )
+    held_samples = joules.filter(pl.col("held")) if "held" in joules.columns else joules.clear()
+    in_held = _in_stretches(held_samples, held, "held_energy_j")
     never = gpu_sample_stats.select(pl.col("alloc_id").cast(pl.Int64), "never_used")
     per_alloc = (
         joules.group_by("alloc_id")
@@ -100,6 +98,7 @@ def compute(
             (pl.col("covered_s") + pl.col("tail_covered_s")).sum().alias("power_s"),
         )
         .join(in_slots, on="alloc_id", how="left")
+        .join(in_held, on="alloc_id", how="left")
         .join(never, on="alloc_id", how="left")
     )
     lost = (
@@ -107,5 +106,27 @@ def compute(
         .then(pl.col("energy_j"))
         .otherwise(pl.col("slot_j").fill_null(0.0))
     )
-    out = per_alloc.select("alloc_id", "energy_j", lost.alias("lost_energy_j"), "power_s")
+    held_j = pl.col("held_energy_j").fill_null(0.0).alias("held_energy_j")
+    out = per_alloc.select("alloc_id", "energy_j", lost.alias("lost_energy_j"), "power_s", held_j)
     return out.cast(SCHEMA)  # type: ignore[arg-type]
+
+
+def _in_stretches(samples: pl.DataFrame, stretches: pl.DataFrame, name: str) -> pl.DataFrame:
+    """Per allocation, the joules `j` of `samples` (alloc_id, ts, j) inside `stretches`
+    (alloc_id, slot_start, slot_end), as column `name`: a sample is in the stretch that starts
+    at or before it and ends at or after it."""
+    return (
+        samples.select("alloc_id", "ts", "j")
+        .sort("alloc_id", "ts")
+        .join_asof(
+            stretches.sort("alloc_id", "slot_start"),
+            left_on="ts",
+            right_on="slot_start",
+            by="alloc_id",
+            strategy="backward",
+            check_sortedness=False,
+        )
+        .filter(pl.col("ts") <= pl.col("slot_end"))
+        .group_by("alloc_id")
+        .agg(pl.col("j").sum().alias(name))
+    )

@@ -1,4 +1,4 @@
-"""The idle slots of each allocation, over the sample_flags frame.
+"""The idle slots and the held-idle stretches of each allocation, over the sample_flags frame.
 
 The definition [CloudBrain §IV-C]: a run of idle samples with
 no missing data inside (sample_flags marks where runs open and close), from the time its first
@@ -6,11 +6,14 @@ sample stands for to the end of its last one, lasting strictly longer than `idle
 on a GPU that was used at some time. Only the samples that open or close an idle run matter, a
 few in a hundred: polars picks them out on both cores, and pairs each opening with its closing
 over those rows alone, where DuckDB scanned the whole frame through Arrow.
-Each slot's time is split into **held** (its idle samples with memory used above 0 MiB: memory
-held, no kernel running) and **empty** (no memory held), held_s + empty_s = duration_s
-(docs/definitions.md "Idle held versus empty"). Idle samples have memory at or under
-`idle_mem_floor_mib`, so with the default floor (0 MiB) every slot is empty; a raised floor lets
-memory-holding GPUs with no kernel into the slots, and held_s says how much of them they are.
+
+**Held idle** (#44, docs/definitions.md "Idle held versus empty"): the same rule over runs of
+*held* samples, utilization 0 with memory used above `idle_mem_floor_mib` (memory held, no
+kernel), with the same minimum: `held_stretches`. An idle slot is **empty** idle (memory at or
+under the floor), a held stretch held idle; a run of utilization 0 in which memory is taken or
+released is two runs, each judged by the minimum. Held stretches are not idle slots (the
+studies' figures are unchanged: that time stays busy); they are summed per device into
+job_gpu_usage's `idle_held_s` and their energy, and not stored per stretch.
 tests/test_job_samples.py checks the rows against its test oracle, tests/oracles/idle_slots.sql.
 """
 
@@ -23,19 +26,20 @@ from gpuwaste.config import Thresholds
 
 ALLOC_COLUMNS = ("job_id", "attempt", "host", "gpu", "gpu_instance", "mig_profile")
 
+HELD_SCHEMA: dict[str, pl.DataType] = {
+    "alloc_id": pl.Int64(),
+    "start_ts": pl.Datetime("us", "UTC"),
+    "end_ts": pl.Datetime("us", "UTC"),
+    "duration_s": pl.Float64(),
+}
 
-def compute(
-    sample_flags: pl.DataFrame,
-    gpu_sample_stats: pl.DataFrame,
-    range_alloc: pl.DataFrame,
-    t: Thresholds,
-) -> pl.DataFrame:
-    """Pure: sample_flags rows (alloc_id, ts, idle, run_start, run_end, covered_s,
-    tail_covered_s), gpu_sample_stats rows (alloc_id, never_used) and the allocations ->
-    the idle slots (the rows of test oracle idle_slots.sql)."""
+
+def _runs(sample_flags: pl.DataFrame, flag: str) -> pl.LazyFrame:
+    """(alloc_id, start_ts, end_ts) of each run of samples where column `flag` holds: its
+    opening and closing samples paired, over those rows alone."""
     boundaries = (
         sample_flags.lazy()
-        .filter(pl.col("idle") & (pl.col("run_start") | pl.col("run_end")))
+        .filter(pl.col(flag) & (pl.col("run_start") | pl.col("run_end")))
         .select(
             pl.col("alloc_id").cast(pl.Int64),
             "ts",
@@ -46,12 +50,7 @@ def compute(
         )
         .sort("alloc_id", "ts", "run_end")
     )
-    never_used = (
-        gpu_sample_stats.lazy()
-        .filter(pl.col("never_used"))
-        .select(pl.col("alloc_id").cast(pl.Int64))
-    )
-    runs = (
+    return (
         boundaries.with_columns(
             pl.col("closes_at").shift(-1).over("alloc_id").alias("next_closes_at")
         )
@@ -65,54 +64,51 @@ def compute(
             .alias("end_ts"),
         )
         .filter(pl.col("end_ts").is_not_null())  # as the SQL: no closing, no duration, no slot
-        .join(never_used, on="alloc_id", how="anti")
+    )
+
+
+def _longer(runs: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
+    """`runs` with `duration_s`, those lasting strictly longer than `idle_slot_min_s`."""
+    # seconds as DuckDB's epoch() gives them: polars divides a column by a constant as a
+    # multiplication by its inverse, one bit off for 3 in 10 sub-second durations; numpy divides
+    micros = (runs["end_ts"] - runs["start_ts"]).dt.total_microseconds().to_numpy()
+    runs = runs.with_columns(pl.Series("duration_s", micros / 1e6, dtype=pl.Float64))
+    return runs.filter(pl.col("duration_s") > float(t.idle_slot_min_s))
+
+
+def compute(
+    sample_flags: pl.DataFrame,
+    gpu_sample_stats: pl.DataFrame,
+    range_alloc: pl.DataFrame,
+    t: Thresholds,
+) -> pl.DataFrame:
+    """Pure: sample_flags rows (alloc_id, ts, idle, run_start, run_end, covered_s,
+    tail_covered_s), gpu_sample_stats rows (alloc_id, never_used) and the allocations ->
+    the idle slots (the rows of test oracle idle_slots.sql)."""
+    never_used = (
+        gpu_sample_stats.lazy()
+        .filter(pl.col("never_used"))
+        .select(pl.col("alloc_id").cast(pl.Int64))
     )
     slots = (
-        runs.join(_held(sample_flags, runs), on=["alloc_id", "start_ts"], how="left")
+        _runs(sample_flags, "idle")
+        .join(never_used, on="alloc_id", how="anti")
         .join(
             range_alloc.lazy().select(pl.col("alloc_id").cast(pl.Int64), *ALLOC_COLUMNS),
             on="alloc_id",
         )
-        .select(*ALLOC_COLUMNS, "start_ts", "end_ts", "held_s")
+        .select(*ALLOC_COLUMNS, "start_ts", "end_ts")
         .collect()
     )
-    # seconds as DuckDB's epoch() gives them: polars divides a column by a constant as a
-    # multiplication by its inverse, one bit off for 3 in 10 sub-second durations; numpy divides
-    micros = (slots["end_ts"] - slots["start_ts"]).dt.total_microseconds().to_numpy()
-    slots = slots.with_columns(pl.Series("duration_s", micros / 1e6, dtype=pl.Float64))
-    held = pl.min_horizontal(pl.col("held_s").fill_null(0.0), pl.col("duration_s"))
-    return (
-        slots.filter(pl.col("duration_s") > float(t.idle_slot_min_s))
-        .with_columns(held.alias("held_s"))
-        .with_columns((pl.col("duration_s") - pl.col("held_s")).alias("empty_s"))
-        .select(*ALLOC_COLUMNS, "start_ts", "end_ts", "duration_s", "held_s", "empty_s")
-    )
+    return _longer(slots, t).select(*ALLOC_COLUMNS, "start_ts", "end_ts", "duration_s")
 
 
-def _held(sample_flags: pl.DataFrame, runs: pl.LazyFrame) -> pl.LazyFrame:
-    """Per idle run (alloc_id, start_ts): the seconds its samples holding memory stand for.
-    Only those samples are read (none under the default floor), each matched to the run that
-    opens at or before it and closes at or after it."""
-    holding = (
-        sample_flags.lazy()
-        .filter(pl.col("idle") & (pl.col("mem_used_mib") > 0))
-        .select(
-            pl.col("alloc_id").cast(pl.Int64),
-            "ts",
-            (pl.col("covered_s") + pl.col("tail_covered_s")).alias("held_s"),
-        )
-        .sort("ts")
-    )
-    return (
-        holding.join_asof(
-            runs.select("alloc_id", "start_ts", "end_ts").sort("start_ts"),
-            left_on="ts",
-            right_on="start_ts",
-            by="alloc_id",
-            strategy="backward",
-            check_sortedness=False,  # both sorted by time just above; polars cannot check by group
-        )
-        .filter(pl.col("ts") <= pl.col("end_ts"))
-        .group_by("alloc_id", "start_ts")
-        .agg(pl.col("held_s").sum())
-    )
+def held_stretches(sample_flags: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
+    """Pure: sample_flags rows (alloc_id, ts, held, run_start, run_end, covered_s,
+    tail_covered_s) -> the held-idle stretches (`HELD_SCHEMA`): runs of utilization 0 with
+    memory held, longer than `idle_slot_min_s`. A never-used GPU has none (its samples are
+    all idle, none held)."""
+    if "held" not in sample_flags.columns:
+        return pl.DataFrame(schema=HELD_SCHEMA)
+    runs = _runs(sample_flags, "held").collect()
+    return _longer(runs, t).select(list(HELD_SCHEMA)).cast(HELD_SCHEMA)  # type: ignore[arg-type]

@@ -136,8 +136,11 @@ def _compute_keyed(
     idle = (pl.col("util") == 0) & (
         pl.col("mem_used_mib").fill_null(0) <= pl.lit(idle_mem_floor_mib, pl.Float64)
     )
+    # held: utilization 0 with memory above the floor (memory held, no kernel; #44)
+    held = (pl.col("util") == 0) & ~idle
     flagged = matched.with_columns(
         idle.alias("idle"),
+        held.alias("held"),
         (pl.col("alloc_id") == pl.col("alloc_id").shift(1)).fill_null(False).alias("_same_prev"),
         (pl.col("alloc_id") == pl.col("alloc_id").shift(-1)).fill_null(False).alias("_same_next"),
     )
@@ -158,6 +161,7 @@ def _compute_keyed(
         "mem_total_mib",
         *_energy_readings(flagged),
         "idle",
+        "held",
         (~same_prev).alias("is_first"),
         _seconds(
             pl.col("ts") - pl.when(same_prev).then(pl.col("ts").shift(1)).otherwise("start_ts")
@@ -171,6 +175,8 @@ def _compute_keyed(
         nxt("idle"),
         prev("mem_used_mib").alias("prev_mem"),
         nxt("mem_used_mib").alias("next_mem"),
+        prev("held"),
+        nxt("held"),
     )
 
 

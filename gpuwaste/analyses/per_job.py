@@ -73,6 +73,7 @@ PART_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "batch_fluctuation": {**allocation_sums.FLUCTUATION_SCHEMA, "fluctuating": pl.Boolean()},
     "batch_checkpoint": allocation_sums.CHECKPOINT_SCHEMA,
     "batch_energy": energy.SCHEMA,
+    "batch_held_idle": idle_slots.HELD_SCHEMA,
 }
 
 # The columns of `analyze_alloc` a host range's steps read, as relation `range_alloc`.
@@ -107,6 +108,7 @@ GPU_STEPS: tuple[Step, ...] = (
     Step("level_runs", stable_phases.level_runs_frame, pure=True),
     Step("gpu_sample_stats", allocation_sums.gpu_sample_stats, pure=True),
     Step("batch_idle_slots", idle_slots.compute, pure=True, result="idle_slots"),
+    Step("batch_held_idle", idle_slots.held_stretches, pure=True),
     Step("batch_energy", energy.compute, pure=True),
     Step("batch_checkpoint", allocation_sums.checkpointing, pure=True),
     # per job and bucket of one host range: conformed once the host ranges are summed

@@ -108,6 +108,7 @@ ANALYSES: tuple[Analysis, ...] = (
             "device_models",
             "job_gpu_summaries",
             "batch_energy",
+            "batch_held_idle",
         ),
         "Definitions (docs/definitions.md#gpu-utilization): for GPU i of a job with samples u_ij at times t_j, "
         "U_i = sum_j u_ij (t_j - t_(j-1)) / (t_K - t_0), time-weighted; **choice**: a gap between "
@@ -129,7 +130,11 @@ ANALYSES: tuple[Analysis, ...] = (
         "increase over its observed time (resets counted from the new value), else power x "
         "the seconds each sample stands for (gaps not filled); `lost_energy_kwh`, the part in "
         "idle slots, or all of it on a never-used device; both slice-weighted on MIG and null "
-        "where the device has no reading. Units: seconds, percent 0-100, MiB, kWh, W.",
+        "where the device has no reading. Idle held versus empty (docs/definitions.md#idle): "
+        "`idle_held_s`, stretches longer than `idle_slot_min_s` of utilization 0 with memory "
+        "above `idle_mem_floor_mib` (memory held, no kernel; busy time for the studies), and "
+        "`idle_empty_s` = `idle_slot_s`; `held_idle_energy_kwh` their energy, beside "
+        "`lost_energy_kwh`, not in it. Units: seconds, percent 0-100, MiB, kWh, W.",
     ),
     Analysis(
         "idle_slots",

@@ -5,7 +5,9 @@ judged by [ICSE24 §3.2: the configured one, else the median spacing of its own 
 seconds each sample stands for (time weighting: sample j stands for (t_(j-1), t_j], a stretch
 longer than `missing_gap_intervals` intervals is missing data), and where runs of idle samples or
 of equal memory readings open and close, once per host range (a SQL view was evaluated again
-by each of its four readers). tests/test_job_samples.py checks it against its test oracles
+by each of its four readers). A run is a stretch of samples with the same (idle, held) flags:
+idle runs are CloudBrain's, held runs (utilization 0, memory above the floor) #44's.
+tests/test_job_samples.py checks it against its test oracles
 (tests/oracles/gpu_intervals.sql, sample_flags.sql). The median spacing is a compiled loop
 (numba) over each allocation's rows, a selection where polars grouped and sorted them (faster:
 docs/history/bench-analyze.md, "Compiled loops per allocation"), and
@@ -85,8 +87,18 @@ def compute(job_samples: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
         .otherwise(0.0)
         .alias("tail_covered_s"),
         (dt > limit).alias("gap_before"),
-        (pl.col("prev_idle").ne_missing(pl.col("idle")) | (dt > limit)).alias("run_start"),
-        (pl.col("next_idle").ne_missing(pl.col("idle")) | gap_after).alias("run_end"),
+        # runs of equal (idle, held): an idle run's edges are as CloudBrain's, and a held
+        # stretch (utilization 0, memory held) is a run of its own (idle_slots.py)
+        (
+            pl.col("prev_idle").ne_missing(pl.col("idle"))
+            | pl.col("prev_held").ne_missing(pl.col("held"))
+            | (dt > limit)
+        ).alias("run_start"),
+        (
+            pl.col("next_idle").ne_missing(pl.col("idle"))
+            | pl.col("next_held").ne_missing(pl.col("held"))
+            | gap_after
+        ).alias("run_end"),
         (pl.col("prev_mem").ne_missing(pl.col("mem_used_mib")) | (dt > limit)).alias("level_start"),
         (pl.col("next_mem").ne_missing(pl.col("mem_used_mib")) | gap_after).alias("level_end"),
     )

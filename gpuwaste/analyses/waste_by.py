@@ -75,7 +75,14 @@ def waste_by(
     df = with_co2e(df, settings)
     unpriced = [
         c
-        for c in ("cost", "lost_cost", "energy_kwh", "lost_energy_kwh", "lost_co2e_kg")
+        for c in (
+            "cost",
+            "lost_cost",
+            "energy_kwh",
+            "lost_energy_kwh",
+            "lost_co2e_kg",
+            "held_idle_energy_kwh",
+        )
         if c in df.columns and df[c].null_count() == df.height
     ]
     # money columns only where [cost] prices some GPU; energy where some GPU reports power

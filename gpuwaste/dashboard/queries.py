@@ -416,11 +416,12 @@ def job_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
     which waste_daily cannot honor): job_gpu_usage of those jobs summed, each GPU allocation
     counted for its overlap with the period as waste_daily splits it across days (a share of
     its wall time: alloc_s are GPU seconds, a MIG slice's or a shared GPU's weighted). Also
-    `idle_held_gpu_h` and `idle_empty_gpu_h` (the idle-slot hours with and without GPU memory
-    held), `observed_gpu_h` (GPU hours with data) and `util_gpu_h` (utilization-weighted GPU hours):
+    `idle_held_gpu_h` and `idle_empty_gpu_h` (held idle: 0 % with GPU memory held, busy for the
+    studies; empty idle: the idle-slot hours), `observed_gpu_h` (GPU hours with data) and `util_gpu_h` (utilization-weighted GPU hours):
     100 * util_gpu_h / observed_gpu_h is the GPU utilization (time-weighted mean) of the view.
     And `energy_kwh`, `lost_energy_kwh`: the GPUs' kWh and the part lost (docs/definitions.md
-    #energy), null when no GPU in view has a power reading."""
+    #energy), null when no GPU in view has a power reading, and `held_idle_energy_kwh` (in
+    held-idle stretches, not part of the lost)."""
     where, params = f.jobs_where("j")
     lo, hi = f.period_start, f.period_end
     share = (
@@ -447,6 +448,7 @@ def job_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
     sums = ", ".join(f"coalesce(sum({e}), 0) / 3600 AS {c}" for c, e in cols.items())
     sums += (
         ", sum(share * energy_kwh) AS energy_kwh, sum(share * lost_energy_kwh) AS lost_energy_kwh"
+        ", sum(share * held_idle_energy_kwh) AS held_idle_energy_kwh"
     )
     return _pl(
         con,
@@ -454,7 +456,7 @@ def job_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
         WITH g AS (
             SELECT {share} AS share, g.alloc_s, g.busy_s, g.idle_slot_s, g.idle_held_s,
                    g.idle_empty_s, g.never_used_s, g.missing_s, g.observed_s, g.util_mean,
-                   g.energy_kwh, g.lost_energy_kwh, j.is_debug, j.state
+                   g.energy_kwh, g.lost_energy_kwh, g.held_idle_energy_kwh, j.is_debug, j.state
             FROM job_gpu_usage g JOIN job_usage j ON j.cluster = g.cluster AND j.job_id = g.job_id
             WHERE {where} AND g.alloc_s > 0
         )

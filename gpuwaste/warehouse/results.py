@@ -66,8 +66,11 @@ JOB_GPU_USAGE = _result(
     missing_s=FLOAT,
     busy_s=FLOAT,
     idle_slot_s=FLOAT,
-    idle_held_s=FLOAT,  # of idle_slot_s: memory held, no kernel
-    idle_empty_s=FLOAT,  # of idle_slot_s: no memory held; held + empty = idle_slot_s
+    # idle held versus empty (#44, docs/definitions.md): held = stretches over idle_slot_min_s
+    # of utilization 0 with memory above the floor (busy time for the studies); empty = the
+    # idle-slot time. held + empty = the zero-utilization time in stretches over the minimum
+    idle_held_s=FLOAT,
+    idle_empty_s=FLOAT,
     idle_slots=INT,
     never_used=BOOL,
     never_used_s=FLOAT,
@@ -87,6 +90,7 @@ JOB_GPU_USAGE = _result(
     # it has no power or energy reading, never 0
     energy_kwh=FLOAT,
     lost_energy_kwh=FLOAT,  # during idle slots, or all of it on a never-used device
+    held_idle_energy_kwh=FLOAT,  # during held-idle stretches (not part of lost_energy_kwh)
     power_mean_w=FLOAT,  # the device's mean power over the seconds with a reading (not weighted)
 )
 
@@ -136,6 +140,7 @@ JOB_USAGE = _result(
     host_mem_util_max=FLOAT,
     idle_slot_gpu_s=FLOAT,
     idle_slots=INT,
+    idle_held_gpu_s=FLOAT,  # #44: held-idle GPU seconds (job_gpu_usage.idle_held_s summed)
     never_used_gpu_s=FLOAT,
     never_used_gpus=INT,
     idle_share=FLOAT,
@@ -151,6 +156,7 @@ JOB_USAGE = _result(
     lost_cost=FLOAT,
     energy_kwh=FLOAT,  # sum over its GPUs with a reading; null when none has one
     lost_energy_kwh=FLOAT,
+    held_idle_energy_kwh=FLOAT,
 )
 
 IDLE_SLOTS = _result(
@@ -167,8 +173,6 @@ IDLE_SLOTS = _result(
     start_ts=UTC_TS,
     end_ts=UTC_TS,
     duration_s=FLOAT,
-    held_s=FLOAT,  # of duration_s, idle with memory held (no kernel); wall seconds as duration_s
-    empty_s=FLOAT,  # the rest: no memory held. held_s + empty_s = duration_s
 )
 
 STABLE_PHASES = _result(

@@ -2,8 +2,6 @@
 --        (utilization 0, memory at or under the floor) with no missing data inside, lasting
 --        strictly longer than `idle_slot_min_s`. A never-used GPU has none: its whole observed
 --        time is never-used time, not counted again here.
---        Its time is split into held (idle samples with memory used above 0 MiB) and empty:
---        held_s + empty_s = duration_s.
 -- sources: sample_flags, gpu_sample_stats, analyze_alloc.
 -- variables: idle_slot_min_s.
 -- Only the samples that open or close a run are kept (a filter after the one window pass), and
@@ -40,33 +38,18 @@ runs as (
     where run_start
 ),
 
-held as (  -- the seconds the run's idle samples holding memory stand for
-    select r.alloc_id, r.start_ts, sum(f.covered_s + f.tail_covered_s) as held_s
-    from runs as r
-    join sample_flags as f
-        on f.alloc_id = r.alloc_id and f.ts >= r.start_ts and f.ts <= r.end_ts
-    where f.idle and f.mem_used_mib > 0
-    group by all
-),
-
 never_used as (
     select alloc_id from gpu_sample_stats where never_used
 ),
 
-slots as (
+final as (
     select
         a.job_id, a.attempt, a.host, a.gpu, a.gpu_instance, a.mig_profile, r.start_ts, r.end_ts,
-        epoch(r.end_ts - r.start_ts) as duration_s,
-        least(coalesce(h.held_s, 0), epoch(r.end_ts - r.start_ts)) as held_s
+        epoch(r.end_ts - r.start_ts) as duration_s
     from runs as r
     join analyze_alloc as a using (alloc_id)
-    left join held as h on h.alloc_id = r.alloc_id and h.start_ts = r.start_ts
     anti join never_used as n using (alloc_id)
     where epoch(r.end_ts - r.start_ts) > getvariable('idle_slot_min_s')::double
-),
-
-final as (
-    select *, duration_s - held_s as empty_s from slots
 )
 
 select * from final

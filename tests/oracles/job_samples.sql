@@ -82,7 +82,8 @@ matched as (
 allocated_samples as (
     select
         *,
-        util = 0 and coalesce(mem_used_mib, 0) <= getvariable('idle_mem_floor_mib') as idle
+        util = 0 and coalesce(mem_used_mib, 0) <= getvariable('idle_mem_floor_mib') as idle,
+        util = 0 and coalesce(mem_used_mib, 0) > getvariable('idle_mem_floor_mib') as held
     from matched
 ),
 
@@ -96,6 +97,7 @@ final as (
         power_w,
         energy_j,
         idle,
+        held,
         lag(ts) over w is null as is_first,
         epoch(ts - coalesce(lag(ts) over w, start_ts)) as dt_s,
         epoch(lead(ts) over w - ts) as next_dt_s,
@@ -106,7 +108,9 @@ final as (
         lag(util) over w as prev_util,
         lead(idle) over w as next_idle,
         lag(mem_used_mib) over w as prev_mem,
-        lead(mem_used_mib) over w as next_mem
+        lead(mem_used_mib) over w as next_mem,
+        lag(held) over w as prev_held,
+        lead(held) over w as next_held
     from allocated_samples
     window w as (partition by alloc_id order by ts)
 )

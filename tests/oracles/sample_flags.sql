@@ -31,8 +31,10 @@ final as (
             when next_dt_s is null and tail_s <= gap_limit_s then tail_s else 0
         end as tail_covered_s,
         dt_s > gap_limit_s as gap_before,
-        prev_idle is distinct from idle or dt_s > gap_limit_s as run_start,
-        next_idle is distinct from idle or coalesce(next_dt_s > gap_limit_s, true) as run_end,
+        prev_idle is distinct from idle or prev_held is distinct from held or dt_s > gap_limit_s
+            as run_start,
+        next_idle is distinct from idle or next_held is distinct from held
+            or coalesce(next_dt_s > gap_limit_s, true) as run_end,
         prev_mem is distinct from mem_used_mib or dt_s > gap_limit_s as level_start,
         next_mem is distinct from mem_used_mib
             or coalesce(next_dt_s > gap_limit_s, true) as level_end

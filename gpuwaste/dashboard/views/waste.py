@@ -94,11 +94,14 @@ if waste.height:
 study_table("waste_by_vc", "No jobs in this view.")
 st.caption("% own: of the GPU time of that kind of job; % all: of all GPU time in the VC.")
 idle = data.fetch(q.job_gpu_hours, f).row(0, named=True)
-if idle["idle_slot_gpu_h"] > 0:
-    st.caption(
-        f"Of the {idle['idle_slot_gpu_h']:.1f} idle-slot GPU h of the jobs in view, "
-        f"{idle['idle_held_gpu_h']:.1f} held GPU memory with no kernel running and "
-        f"{idle['idle_empty_gpu_h']:.1f} held none (idle held versus empty)."
+if idle["idle_held_gpu_h"] > 0 or idle["idle_slot_gpu_h"] > 0:
+    drew = idle["held_idle_energy_kwh"]
+    st.caption(  # empty idle is the idle-slot time (docs/definitions.md#idle)
+        f"Idle held versus empty: besides the {idle['idle_slot_gpu_h']:.1f} empty-idle GPU h "
+        f"(the idle slots, no memory held), the jobs in view held GPU memory with no kernel "
+        f"running at 0 % for over a minute for {idle['idle_held_gpu_h']:.1f} held-idle GPU h"
+        + ("" if drew is None else f", drawing {drew:.2f} kWh")
+        + " (busy time for the studies' figures, not counted as lost)."
     )
 act("ask the owners of the jobs that lose the most to release GPUs they leave idle, or to request "
     "fewer.", "lost", "Jobs with the most GPU hours lost")  # fmt: skip

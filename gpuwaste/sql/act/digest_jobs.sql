@@ -9,7 +9,9 @@
 -- variables: cluster, period_start, period_end (timestamptz), count_looks_busy (boolean).
 -- With count_looks_busy (`gpuwaste notify --count-looks-busy`), a job that looks busy
 -- (job_usage.looks_busy: GPU_UTIL high while SM/tensor activity or power is near idle) has its busy
--- seconds counted as idle: `looks_busy_gpu_h`, added to its lost hours and money.
+-- seconds counted as idle: `looks_busy_gpu_h`, added to its lost hours, money and energy (the
+-- energy of its busy seconds: a device's energy outside its idle slots, energy_kwh -
+-- lost_energy_kwh, missing data drawing none).
 -- Period rule (as sql/reports/waste_by.sql): a job is in the window when one of its GPU
 -- allocations overlaps it (a running job's allocation reaches the watermark it was analyzed up
 -- to); each allocation counts with the part of its figures inside the window, in proportion to
@@ -21,7 +23,8 @@ with
 
 gpus as (
     select
-        job_id, alloc_s, idle_slot_s, never_used_s, busy_s, gpu_cost, lost_cost, lost_energy_kwh,
+        job_id, alloc_s, idle_slot_s, never_used_s, busy_s, gpu_cost, lost_cost, energy_kwh,
+        lost_energy_kwh,
         (
             epoch_us(least(end_ts, getvariable('period_end')::timestamptz))
             - epoch_us(greatest(start_ts, getvariable('period_start')::timestamptz))
@@ -45,7 +48,8 @@ per_job as (
         sum(share * gpu_cost) as cost,
         sum(share * lost_cost) as lost_cost,
         sum(share * gpu_cost * busy_s / alloc_s) as busy_cost,
-        sum(share * lost_energy_kwh) as lost_energy_kwh
+        sum(share * lost_energy_kwh) as lost_energy_kwh,
+        sum(share * (energy_kwh - lost_energy_kwh)) as busy_energy_kwh
     from gpus
     group by job_id
 ),
@@ -64,7 +68,8 @@ final as (
         p.lost_gpu_h + case when b.counted then p.busy_gpu_h else 0 end as lost_gpu_h,
         p.cost,
         p.lost_cost + case when b.counted then p.busy_cost else 0 end as lost_cost,
-        p.lost_energy_kwh
+        p.lost_energy_kwh + case when b.counted then p.busy_energy_kwh else 0 end
+            as lost_energy_kwh
     from per_job as p
     join job_usage as j on j.cluster = getvariable('cluster') and j.job_id = p.job_id
     cross join lateral (

@@ -3,7 +3,7 @@
 --          batch's idle_slots), batch_phase_counts (phases per GPU from stable_phases.py),
 --          device_models (staging/device_models.sql), job_gpu_summaries (facts: Jobstats'
 --          end-of-job summaries), batch_energy (energy.py: joules per allocation from power or
---          the energy counter).
+--          the energy counter), batch_held_idle (idle_slots.py: held-idle stretches).
 -- variables: cluster, fallback_interval_s, min_observed_share, idle_mem_floor_mib,
 --            gpu_model_patterns and gpu_model_names
 --            (the cluster's `gpu_models` map: host glob -> model; unset: none).
@@ -23,6 +23,10 @@
 -- Every allocated second is exactly one of: idle slot, never used, busy (observed and not in an
 -- idle slot, including idle runs too short to be slots), missing (no data):
 --   idle_slot_s + never_used_s + busy_s + missing_s = alloc_s.
+-- Idle held versus empty (#44, docs/definitions.md): idle_held_s, the held-idle stretches
+-- (utilization 0, memory above the floor, longer than idle_slot_min_s: part of busy_s for the
+-- studies), and idle_empty_s = idle_slot_s (both 0 where a Jobstats summary stands for samples,
+-- as idle_slot_s).
 -- A device is a whole GPU or a MIG instance; its seconds are GPU seconds, wall seconds x
 -- gpu_weight (the instance's slice of its GPU; 1 for a whole GPU), so that every roll-up of GPU
 -- time counts a 1g.10gb instance as 1/7 of a GPU (docs/analyses.md#mig-instances). Energy too:
@@ -43,9 +47,15 @@ stats as (
 
 slots as (
     select job_id, attempt, host, gpu, gpu_instance,
-           sum(duration_s) as idle_slot_s, sum(held_s) as idle_held_s, count(*) as idle_slots
+           sum(duration_s) as idle_slot_s, count(*) as idle_slots
     from batch_idle_slots
     group by job_id, attempt, host, gpu, gpu_instance
+),
+
+held as (  -- held-idle stretches (idle_slots.py held_stretches), per allocation
+    select alloc_id, sum(duration_s) as idle_held_s
+    from batch_held_idle
+    group by alloc_id
 ),
 
 phases as (
@@ -118,7 +128,7 @@ joined as (
             as observed_s,
         coalesce(s.never_used, false) as never_used,
         coalesce(sl.idle_slot_s, 0) * a.gpu_weight as idle_slot_s,
-        coalesce(sl.idle_held_s, 0) * a.gpu_weight as idle_held_s,
+        coalesce(h.idle_held_s, 0) * a.gpu_weight as idle_held_s,
         case when not s.summarized then coalesce(sl.idle_slots, 0) end as idle_slots,
         s.util_mean,
         s.util_max,
@@ -134,10 +144,12 @@ joined as (
             as figures_from,
         e.energy_j * a.gpu_weight / 3.6e6 as energy_kwh,
         e.lost_energy_j * a.gpu_weight / 3.6e6 as lost_energy_kwh,
+        e.held_energy_j * a.gpu_weight / 3.6e6 as held_idle_energy_kwh,
         e.energy_j / nullif(e.power_s, 0) as power_mean_w
     from allocations as a
     left join figures as s using (alloc_id)
     left join batch_energy as e on e.alloc_id = a.alloc_id
+    left join held as h on h.alloc_id = a.alloc_id
     left join device_models as dm
       on dm.host = a.host and dm.gpu = a.gpu and dm.gpu_instance is not distinct from a.gpu_instance
     left join slots as sl
@@ -173,7 +185,7 @@ final as (
         case when never_used then 0 else observed_s - idle_slot_s end as busy_s,
         idle_slot_s,
         idle_held_s,
-        idle_slot_s - idle_held_s as idle_empty_s,
+        idle_slot_s as idle_empty_s,
         idle_slots,
         never_used,
         case when never_used then observed_s else 0 end as never_used_s,
@@ -183,7 +195,7 @@ final as (
         alloc_s / 3600 * price_per_gpu_h as gpu_cost,
         (idle_slot_s + case when never_used then observed_s else 0 end) / 3600 * price_per_gpu_h
             as lost_cost,
-        energy_kwh, lost_energy_kwh, power_mean_w
+        energy_kwh, lost_energy_kwh, held_idle_energy_kwh, power_mean_w
     from priced
 )
 

@@ -64,6 +64,7 @@ per_job_gpu as (
         max(100 * mem_used_max_mib / nullif(mem_total_mib, 0)) as mem_util_max,
         sum(idle_slot_s) as idle_slot_gpu_s,
         sum(idle_slots) as idle_slots,
+        sum(idle_held_s) as idle_held_gpu_s,
         sum(never_used_s) as never_used_gpu_s,
         count(*) filter (where never_used) as never_used_gpus,
         count(*) filter (where not never_used and observed_s > 0) as used_gpus,
@@ -74,6 +75,7 @@ per_job_gpu as (
         sum(lost_cost) as lost_cost,
         sum(energy_kwh) as energy_kwh,
         sum(lost_energy_kwh) as lost_energy_kwh,
+        sum(held_idle_energy_kwh) as held_idle_energy_kwh,
         -- the job's GPU model: the one model its devices name, 'mixed' when they name two or
         -- more (devices whose model is unknown are left out), '(unknown)' when none names one
         case when count(distinct gpu_model) > 1 then 'mixed' else min(gpu_model) end as gpu_model
@@ -193,6 +195,7 @@ joined as (
         coalesce(g.idle_slot_gpu_s, 0) as idle_slot_gpu_s,
         case when not coalesce(g.summary_only, false) then coalesce(g.idle_slots, 0) end
             as idle_slots,
+        coalesce(g.idle_held_gpu_s, 0) as idle_held_gpu_s,
         coalesce(g.never_used_gpu_s, 0) as never_used_gpu_s,
         coalesce(g.never_used_gpus, 0) as never_used_gpus,
         coalesce(g.used_gpus, 0) as used_gpus,
@@ -211,7 +214,8 @@ joined as (
         g.gpu_cost,
         g.lost_cost,
         g.energy_kwh,
-        g.lost_energy_kwh
+        g.lost_energy_kwh,
+        g.held_idle_energy_kwh
     from batch_jobs as j
     left join per_job_gpu as g using (job_id)
     left join first_attempt as fa using (job_id)
@@ -250,8 +254,11 @@ diagnosed as (
         is_debug_declared or is_debug_inferred as is_debug,
         -- ICSE24's causes for low-utilization jobs; looks_busy whatever the utilization (a busy
         -- loop's utilization reads 100 % where GPU_UTIL is the only utilization series)
-        case when low_data then '' else concat_ws(',',
-            case when coalesce(util_mean, 0) <= getvariable('low_util_pct')::double
+        -- a low_data job is not diagnosed (flagged, not judged), but a looks_busy verdict keeps
+        -- its evidence: looks_busy = true is never shown without it
+        concat_ws(',',
+            case when not low_data
+                      and coalesce(util_mean, 0) <= getvariable('low_util_pct')::double
             then nullif(concat_ws(',',
                 case when mem_util_max <= getvariable('batch_mem_peak_pct')::double
                      then 'improper_batch_size' end,
@@ -281,7 +288,7 @@ diagnosed as (
                     coarse_util_mean, power_mean_w, power_idle_x, idle_power_w, low_power_pct
                 ) end
             ) || ')' end
-        ) end as diagnoses
+        ) as diagnoses
     from flagged
 ),
 
@@ -292,9 +299,10 @@ final as (
         duration_s, queue_delay_s, gpu_s, observed_share, low_data,
         util_mean, util_max, mem_util_mean, mem_util_max,
         cpu_util_mean, cpu_util_max, host_mem_util_mean, host_mem_util_max,
-        idle_slot_gpu_s, idle_slots, never_used_gpu_s, never_used_gpus, idle_share,
-        n_phases, n_stable_phases, phase_level_spread_mib, fluctuating, checkpointing,
-        hit_time_limit, looks_busy, diagnoses, gpu_cost, lost_cost, energy_kwh, lost_energy_kwh
+        idle_slot_gpu_s, idle_slots, idle_held_gpu_s, never_used_gpu_s, never_used_gpus,
+        idle_share, n_phases, n_stable_phases, phase_level_spread_mib, fluctuating,
+        checkpointing, hit_time_limit, looks_busy, diagnoses, gpu_cost, lost_cost, energy_kwh,
+        lost_energy_kwh, held_idle_energy_kwh
     from diagnosed
 )
 

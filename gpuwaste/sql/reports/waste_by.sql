@@ -29,7 +29,7 @@ jobs as (
 gpus as (
     select
         cluster, job_id, gpu_model, alloc_s, busy_s, idle_slot_s, never_used_s, observed_s,
-        gpu_cost, lost_cost, energy_kwh, lost_energy_kwh,
+        gpu_cost, lost_cost, energy_kwh, lost_energy_kwh, idle_held_s, held_idle_energy_kwh,
         coalesce(util_mean, 0) * observed_s as util_x_s,
         epoch(
             least(end_ts, coalesce(getvariable('period_end')::timestamptz, end_ts))
@@ -76,7 +76,10 @@ lost as (
         sum(g.share * g.gpu_cost) as cost,
         sum(g.share * g.lost_cost) as lost_cost,
         sum(g.share * g.energy_kwh) as energy_kwh,
-        sum(g.share * g.lost_energy_kwh) as lost_energy_kwh
+        sum(g.share * g.lost_energy_kwh) as lost_energy_kwh,
+        -- held idle (#44, docs/definitions.md#idle): memory held, no kernel; not in lost_*
+        sum(g.share * g.idle_held_s) / 3600 as idle_held_gpu_h,
+        sum(g.share * g.held_idle_energy_kwh) as held_idle_energy_kwh
     from gpus as g
     join jobs as j using (cluster, job_id)
     group by all
