@@ -774,7 +774,6 @@ def test_a_shared_gpu_divides_its_time_among_its_sharers(tmp_path: Path) -> None
     assert wh.read("job_usage", "c")["gpu_s"].sum() == pytest.approx(90 * 60)
 
 
-@pytest.mark.xfail(strict=True, reason="shared_spans lists the running sharer up to the watermark")
 def test_a_running_sharer_cut_at_its_hosts_newest_sample_shares_only_up_to_the_cut(
     tmp_path: Path,
 ) -> None:
