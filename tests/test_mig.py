@@ -809,6 +809,19 @@ def test_a_running_sharer_cut_at_its_hosts_newest_sample_shares_only_up_to_the_c
     assert usage["b"]["alloc_s"] == pytest.approx(280)
     # conserved: the sharers' seconds add up to the device's held wall time, [0, 430)
     assert sum(r["alloc_s"] for r in usage.values()) == pytest.approx(430)
+    # the same when each job is in a batch of its own (the sharer then is another batch's)
+    from gpuwaste.analyses.per_job import run_batch
+    from gpuwaste.config import Thresholds
+    from gpuwaste.warehouse.catalog import connect
+
+    as_of = T0 + timedelta(seconds=600, microseconds=1)  # the newest sample, as analyze takes it
+    for job, want in (("c", 150), ("b", 280)):
+        con = connect(tmp_path, dated=False)
+        try:
+            result = run_batch(con, "c", [job], Thresholds(), as_of, data_dir=tmp_path)
+        finally:
+            con.close()
+        assert result.frames["job_gpu_usage"]["alloc_s"].to_list() == [pytest.approx(want)], job
 
 
 def test_the_job_page_shows_the_instance_not_its_parent(tmp_path: Path) -> None:
