@@ -16,13 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from gpuwaste.analyses.per_job import run_batch
 from gpuwaste.analyses.run import analyze
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables
 from gpuwaste.cli import app
-from gpuwaste.config import PrometheusLabels, Settings
+from gpuwaste.config import PrometheusLabels, Settings, Thresholds
 from gpuwaste.generate import GeneratorSpec, write_all
 from gpuwaste.ingest.prometheus.openmetrics_parse import parse_text
 from gpuwaste.ingest.prometheus.rows import gpu_rows
+from gpuwaste.warehouse.catalog import connect
 from gpuwaste.warehouse.mig import MODEL_PROFILES, parse_profile, profile_problem
 from gpuwaste.warehouse.store import Warehouse
 from tests.conftest import FIXTURES
@@ -810,10 +812,6 @@ def test_a_running_sharer_cut_at_its_hosts_newest_sample_shares_only_up_to_the_c
     # conserved: the sharers' seconds add up to the device's held wall time, [0, 430)
     assert sum(r["alloc_s"] for r in usage.values()) == pytest.approx(430)
     # the same when each job is in a batch of its own (the sharer then is another batch's)
-    from gpuwaste.analyses.per_job import run_batch
-    from gpuwaste.config import Thresholds
-    from gpuwaste.warehouse.catalog import connect
-
     as_of = T0 + timedelta(seconds=600, microseconds=1)  # the newest sample, as analyze takes it
     for job, want in (("c", 150), ("b", 280)):
         con = connect(tmp_path, dated=False)
