@@ -16,13 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from gpuwaste.analyses.per_job import run_batch
 from gpuwaste.analyses.run import analyze
 from gpuwaste.analyses.sqlfiles import load_sql, set_variables
 from gpuwaste.cli import app
-from gpuwaste.config import PrometheusLabels, Settings
+from gpuwaste.config import PrometheusLabels, Settings, Thresholds
 from gpuwaste.generate import GeneratorSpec, write_all
 from gpuwaste.ingest.prometheus.openmetrics_parse import parse_text
 from gpuwaste.ingest.prometheus.rows import gpu_rows
+from gpuwaste.warehouse.catalog import connect
 from gpuwaste.warehouse.mig import MODEL_PROFILES, parse_profile, profile_problem
 from gpuwaste.warehouse.store import Warehouse
 from tests.conftest import FIXTURES
@@ -772,6 +774,52 @@ def test_a_shared_gpu_divides_its_time_among_its_sharers(tmp_path: Path) -> None
     )
     assert daily["alloc_gpu_h"].sum() == pytest.approx(1.5)
     assert wh.read("job_usage", "c")["gpu_s"].sum() == pytest.approx(90 * 60)
+
+
+def test_a_running_sharer_cut_at_its_hosts_newest_sample_shares_only_up_to_the_cut(
+    tmp_path: Path,
+) -> None:
+    """Host g's telemetry is behind: its newest sample is at 300 s, another host's at 600 s (the
+    watermark). Job b, running on GPU 0 since 0 s, is cut at g's newest sample + one sampling
+    interval (30 s): 330 s. Job c held the same GPU from 230 s to 430 s (finished). Over
+    [230, 330) they share: 50 s each; c alone holds [330, 430): c has 150 s, b 230 + 50 = 280.
+    Together 430 s, the time the device was held, counted once (were b shared up to the
+    watermark, c would get 100 s and 50 s of the device would go to nobody)."""
+    at = [T0 + timedelta(seconds=s) for s in range(0, 601, 30)]
+    g = [t for t in at if t <= T0 + timedelta(seconds=300)]
+    samples = pl.DataFrame(
+        {
+            "host": ["g"] * len(g) + ["other"] * len(at),
+            "gpu": [0] * (len(g) + len(at)),
+            "ts": g + at,
+            "util": [50.0] * (len(g) + len(at)),
+            "mem_used_mib": [3000.0] * (len(g) + len(at)),
+            "mem_total_mib": [81920.0] * (len(g) + len(at)),
+        }
+    )
+    wh = Warehouse(tmp_path)
+    wh.replace_window("gpu_samples", "c", T0, T0 + timedelta(seconds=601), samples)
+    starts = [T0, T0 + timedelta(seconds=230)]
+    ends = [None, T0 + timedelta(seconds=430)]
+    jobs = {"job_id": ["b", "c"], "vc": ["v", "v"], "state": ["running", "passed"], "gpus": [1, 1]}
+    wh.upsert("jobs", "c", "t", pl.DataFrame({**jobs, "start_ts": starts, "end_ts": ends}))
+    spans = {"job_id": ["b", "c"], "attempt": [0, 0], "host": ["g", "g"], "gpu": [0, 0]}
+    wh.upsert("job_gpus", "c", "t", pl.DataFrame({**spans, "start_ts": starts, "end_ts": ends}))
+    analyze(Settings(data_dir=tmp_path), quiet=True)
+    usage = {r["job_id"]: r for r in wh.read("job_gpu_usage", "c").iter_rows(named=True)}
+    assert usage["c"]["alloc_s"] == pytest.approx(150)
+    assert usage["b"]["alloc_s"] == pytest.approx(280)
+    # conserved: the sharers' seconds add up to the device's held wall time, [0, 430)
+    assert sum(r["alloc_s"] for r in usage.values()) == pytest.approx(430)
+    # the same when each job is in a batch of its own (the sharer then is another batch's)
+    as_of = T0 + timedelta(seconds=600, microseconds=1)  # the newest sample, as analyze takes it
+    for job, want in (("c", 150), ("b", 280)):
+        con = connect(tmp_path, dated=False)
+        try:
+            result = run_batch(con, "c", [job], Thresholds(), as_of, data_dir=tmp_path)
+        finally:
+            con.close()
+        assert result.frames["job_gpu_usage"]["alloc_s"].to_list() == [pytest.approx(want)], job
 
 
 def test_the_job_page_shows_the_instance_not_its_parent(tmp_path: Path) -> None:

@@ -163,8 +163,8 @@ HOST_NEWEST = "host_newest"  # the SQL variable staging/allocations.sql bounds r
 def _bound_running(rel: Relations, as_of: datetime, thresholds: Thresholds) -> None:
     """Set `HOST_NEWEST` to the hosts whose newest sample + one sampling interval is before
     `as_of` (the usual case: none, every host reports up to the watermark), by which
-    staging/allocations.sql ends their running allocations. Reads `alloc_intervals`; the
-    samples' views must name the batch's days."""
+    staging/allocations.sql ends their running allocations (the batch's own and their devices'
+    sharers alike). Reads `alloc_intervals`; the samples' views must name the batch's days."""
     con = rel.con
     running = con.execute("select count(*) from alloc_intervals where end_ts >= $1", [as_of])
     if not running.fetchall()[0][0]:
@@ -289,10 +289,11 @@ def _allocations(
         if shared_spans
         else load_sql("plan/shared_spans"),
     )
-    # the intervals first (their days and hosts name the samples that bound running ones),
-    # then the allocations once, bounded and with shared devices divided
+    # the intervals first (their days and hosts name the samples that bound running ones:
+    # a running sharer's too, not a finished one's), then the allocations once, bounded and with
+    # shared devices divided
     rel.table("alloc_intervals", load_sql("staging/alloc_intervals"))
-    spans = con.sql("select host, start_ts, end_ts from alloc_intervals").pl()
+    spans = con.sql("select host, start_ts, end_ts from alloc_intervals where own or running").pl()
     span = date_span(spans)
     lo, hi = span if span else (as_of.date(), as_of.date())
     set_variables(con, {"date_lo": lo, "date_hi": hi})

@@ -10,6 +10,9 @@
 -- ends after it starts or the next one starts before it ends (its interval [start_ts, end_ts)
 -- as staging/allocations.sql takes it). Every allocation that overlaps another is listed, and
 -- those with an empty or reversed interval too (a superset changes nothing downstream).
+-- A running one (`running`: no end in job_gpus or jobs) is listed up to `as_of`: each batch
+-- bounds it as it bounds its own (staging/alloc_intervals.sql takes it in, allocations.sql
+-- bounds both), and a bounded end only shortens it, so the list stays a superset.
 with
 
 cluster_jobs as (
@@ -22,7 +25,8 @@ device_spans as (
     select
         g.job_id, g.attempt, g.host, g.gpu, g.gpu_instance,
         coalesce(g.start_ts, j.start_ts) as start_ts,
-        coalesce(g.end_ts, j.end_ts, getvariable('as_of')::timestamptz) as end_ts
+        coalesce(g.end_ts, j.end_ts, getvariable('as_of')::timestamptz) as end_ts,
+        g.end_ts is null and j.end_ts is null as running
     from job_gpus as g
     left join cluster_jobs as j on j.job_id = g.job_id
     where g.cluster = getvariable('cluster') and g.gpu >= 0
@@ -43,7 +47,7 @@ ordered as (
 ),
 
 final as (
-    select job_id, attempt, host, gpu, gpu_instance, start_ts, end_ts
+    select job_id, attempt, host, gpu, gpu_instance, start_ts, end_ts, running
     from ordered
     where earlier_end > start_ts or next_start < end_ts or end_ts <= start_ts
 )

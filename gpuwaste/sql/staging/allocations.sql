@@ -1,8 +1,8 @@
 -- grain: one row per job x attempt x allocated GPU of the jobs being analyzed, with the
 --        interval [start_ts, end_ts) it was held (a running job: see below), numbered by
 --        alloc_id so that the per-sample pass carries one integer, not five keys.
--- sources: alloc_intervals (staging/alloc_intervals.sql: the intervals before the bound);
---          shared_spans (plan/shared_spans.sql: the cluster's allocations that may share a device).
+-- sources: alloc_intervals (staging/alloc_intervals.sql: the batch's intervals and those of
+--          their possible sharers, from plan/shared_spans.sql, before the bound).
 -- variables: as_of; host_newest (a MAP host -> newest sample, staging/host_newest.sql;
 --            NULL: no bound), sampling_interval_s, fallback_interval_s.
 -- choice: a running allocation (no end in job_gpus or jobs) ends at `as_of`, the watermark of
@@ -21,14 +21,16 @@
 -- seconds (docs/analyses.md#shared-gpus). Sharers are found among all the cluster's
 -- allocations of known devices, not only this batch's: among those of shared_spans, which lists,
 -- once per run, every one that overlaps another on its device (an allocation that overlaps no
--- other is not in it, and keeps its whole time).
+-- other is not in it, and keeps its whole time). A sharer is bounded as the batch's own are,
+-- in the one `bounded` step below: a running sharer whose host's data are behind shares its
+-- device only up to its bounded end, so a device's time is counted once, by its holders.
 -- A GPU index of -1 (Slurm without GPU indices) is kept here; resolve_unknown_gpus.sql turns it
 -- into the GPUs whose samples carry the job's label.
 with
 
 bounded as (
-    -- a running allocation ends at its host's newest sample + one sampling interval, when its
-    -- host has a sample since it started (and that is before `as_of`)
+    -- a running allocation (the batch's own or a sharer) ends at its host's newest sample + one
+    -- sampling interval, when its host has a sample since it started (and that is before `as_of`)
     select
         * exclude (end_ts, running),
         case when running and getvariable('host_newest')[host]::timestamptz >= start_ts
@@ -46,6 +48,13 @@ bounded as (
 held as (
     select *, concat_ws('|', job_id, attempt, host, gpu, coalesce(gpu_instance, -1)) as a_key
     from bounded
+    where own
+),
+
+sharers as (
+    select host, gpu, gpu_instance, start_ts, end_ts
+    from bounded
+    where not own
 ),
 
 overlapping as (
@@ -55,7 +64,7 @@ overlapping as (
         greatest(o.start_ts, a.start_ts) as o_start,
         least(o.end_ts, a.end_ts) as o_end
     from held as a
-    join shared_spans as o
+    join sharers as o
       on o.host = a.host and o.gpu = a.gpu and o.gpu_instance is not distinct from a.gpu_instance
      and o.start_ts < a.end_ts and o.end_ts > a.start_ts
     where a.gpu >= 0

@@ -1,4 +1,5 @@
--- grain: one row per host of this batch that holds an allocation running at `as_of`, with
+-- grain: one row per host of this batch that holds an allocation running at `as_of` (the
+--        batch's own or a sharer of one of their devices: staging/alloc_intervals.sql), with
 --        samples since the earliest such allocation of the host started: the host's newest
 --        sample (gpu_samples or host_samples) before `as_of`. A host's samples carry its own
 --        clock: a running allocation is counted up to them (staging/allocations.sql), never up
