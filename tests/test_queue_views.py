@@ -13,6 +13,9 @@ from streamlit.testing.v1 import AppTest
 import gpuwaste.dashboard
 from gpuwaste.analyses.waste_by import waste_by
 from gpuwaste.config import DATA_DIR_ENV, Settings
+from gpuwaste.dashboard.filters import Filters
+from gpuwaste.dashboard.queries import queue_idle_holders
+from gpuwaste.warehouse.readonly import read_only_connection
 
 APP = str(Path(gpuwaste.dashboard.__file__).parent / "app.py")
 
@@ -62,3 +65,20 @@ def test_report_by_user_has_the_hours_others_waited_while_they_idled(
     }
     assert have == pytest.approx(want)
     assert "others_waited_gpu_h" not in waste_by(Settings(data_dir=demo_warehouse), "model").columns
+
+
+@pytest.mark.parametrize("cluster", ["demo", "philly-sample"])
+def test_the_holders_waits_count_each_wait_once(demo_warehouse: Path, cluster: str) -> None:
+    """queue_idle_holders counts a holder's rows as its waits (one row per wait and holder, the
+    table's key): the same as counting the distinct waits, on what analyze wrote."""
+    con = read_only_connection(demo_warehouse)
+    try:
+        have = queue_idle_holders(con, Filters(cluster=cluster), limit=10_000)
+        want = con.execute(
+            "select holder_user, holder_vc, count(distinct (job_id, attempt)) from "
+            "queue_idle_overlap where cluster = ? and not same_user group by all",
+            [cluster],
+        ).fetchall()
+    finally:
+        con.close()
+    assert want and sorted(have.select("user", "vc", "waits_behind").rows()) == sorted(want)
