@@ -378,14 +378,7 @@ def unresolved_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataF
     `unresolved_gpu_h`, `jobs`. Cluster, VC and period filters apply (the others are columns of
     job_usage, which these jobs are not in)."""
     lo, hi = f.period_start, f.period_end
-    where: list[str] = ["true"]
-    params: list[object] = []
-    if f.cluster:
-        where.append("j.cluster = ?")
-        params.append(f.cluster)
-    if f.vcs:
-        where.append(f"j.vc IN ({', '.join('?' * len(f.vcs))})")
-        params.extend(f.vcs)
+    where, params = f.place().jobs_where("j")
     span = (
         "epoch(least(coalesce(j.end_ts, w.reach, now()), coalesce(?::timestamptz, 'infinity')) "
         "- greatest(j.start_ts, coalesce(?::timestamptz, '-infinity')))"
@@ -403,7 +396,7 @@ def unresolved_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataF
                    AS unresolved_gpu_h,
                count(*) AS jobs
         FROM jobs AS j JOIN u USING (cluster, job_id) LEFT JOIN w USING (cluster)
-        WHERE j.start_ts IS NOT NULL AND {" AND ".join(where)}
+        WHERE j.start_ts IS NOT NULL AND {where}
           AND NOT EXISTS (SELECT 1 FROM job_gpu_usage AS x
                           WHERE x.cluster = j.cluster AND x.job_id = j.job_id)
         """,
@@ -467,14 +460,8 @@ def _queue_idle_where(f: Filters) -> tuple[str, list[Any]]:
     """queue_idle_overlap rows of the view: the cluster, the holders' VCs, stretches that waited
     in the period; other users' waits only (a user's own idle GPUs holding up their own job are
     not counted against them)."""
-    clauses: list[str] = ["NOT same_user"]
-    params: list[Any] = []
-    if f.cluster:
-        clauses.append("cluster = ?")
-        params.append(f.cluster)
-    if f.vcs:
-        clauses.append(f"holder_vc IN ({', '.join('?' * len(f.vcs))})")
-        params.extend(f.vcs)
+    place, params = f.place().jobs_where(vc="holder_vc")
+    clauses = ["NOT same_user", place]
     if f.period_start is not None and f.period_end is not None:
         clauses.append("wait_start < ? AND wait_end >= ?")
         params.extend([f.period_end, f.period_start])
