@@ -269,8 +269,7 @@ def bench_browser(
                 else:
                     switches.append(visit(server, page, path, p.title, seen, click=p.title))
         out[p.url_path] = [fresh, restarted, new_tab, *switches]
-        print(f"  {p.title}: " + ", ".join(f"{v.wall_s:.2f}" for v in out[p.url_path]),
-              flush=True)  # fmt: skip
+        print(f"  {p.title}: " + ", ".join(_cell(v) for v in out[p.url_path]), flush=True)
     shutil.rmtree(folder, ignore_errors=True)
     return out
 
