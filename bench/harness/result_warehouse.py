@@ -596,9 +596,11 @@ def _failures(rng: np.random.Generator, jobs: pl.DataFrame) -> pl.DataFrame:
         reason=picked(reasons),
         sources=picked(sources),
         origin=np.where(from_log, "log", "scheduler"),
-        line=pl.Series(np.where(from_log, picked(reasons), None), dtype=pl.String)
-        .str.replace(r"^(.+)$", "RuntimeError: $1 (rank 0)"),
-        log_path=np.where(from_log, "slurm-" + jobs["job_id"].to_numpy()[row] + ".out", None),
+        line=pl.Series([f"RuntimeError: {r} (rank 0)" if log else None
+                        for r, log in zip(picked(reasons), from_log, strict=True)], dtype=pl.String),
+        log_path=pl.Series([f"slurm-{j}.out" if log else None
+                            for j, log in zip(jobs["job_id"].to_numpy()[row], from_log, strict=True)],
+                           dtype=pl.String),
         line_no=np.where(from_log, 100 + pick, 0),
     )  # fmt: skip
 
