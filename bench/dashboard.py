@@ -1,33 +1,42 @@
-"""Benchmark: does every dashboard page render within 2 s on a warehouse of 1 M jobs?
+"""Benchmark: does every dashboard page open within 2 s on a warehouse of 1 M jobs, the very
+first visit after a server start included?
 
     .venv/bin/python bench/dashboard.py [--jobs 1000000] [--data-dir D] [--keep] [--no-browser]
-        [--browser-only]
+        [--browser-only] [--pages overview,queue]
 
 1. writes a synthetic result warehouse of that many jobs (bench/harness/result_warehouse.py:
-   every result table, ~3 GPUs per job, idle slots and phases for every GPU, samples for a few
-   drill-down jobs);
-2. per page, times its queries on a fresh read-only connection (cold: no Streamlit cache);
-3. per page, times the whole page script headless (streamlit AppTest: queries + figures), cold;
-4. per page, times a real browser (Debian's chromium, against `gpuwaste dashboard`) from
-   navigation until every expected chart has its traces and the app is idle: the first page of a
-   fresh browser on a fresh server; the page in a new tab of a browser that has the app's files
-   cached, on a server just (re)started; the page in a new tab of a browser that has the app's files
-   cached, on a running server, its queries not yet cached (an operator opening the dashboard in
-   the morning); a switch to the page from the sidebar with its queries not yet cached; the same
-   switch again (cached).
+   every result table the pages read, ~3 GPUs per job, idle slots and phases for every GPU, the
+   queue's waits and the failed attempts, samples for a few drill-down jobs), or reuses the one
+   at --data-dir;
+2. per page of the app (gpuwaste/dashboard/pages.py, every one), times the whole page script
+   headless (streamlit AppTest: queries + figures) with the caches cleared, and notes the charts
+   and tables it draws (what the browser then waits for);
+3. per page, times a real browser (Debian's chromium, against the dashboard's server with its
+   page runs and queries timed, harness/timed_server.py) from navigation until every chart the
+   page script drew has its marks, its tables are there and the app is idle: the first page of
+   a fresh browser on a freshly started server; the page in a new tab of a browser that has the
+   app's files cached, on a server just (re)started; the same on a running server, its queries
+   not yet cached (an operator opening the dashboard in the morning); a switch to the page from
+   the sidebar with its queries not yet cached; the same switch again (cached).
+   Beside each time: the server's CPU seconds during the visit (its process group's), which a
+   loaded machine inflates far less than the wall time, and for the first visits the browser
+   tab's main-thread task and script seconds (Chrome's Performance metrics through CDP).
 
-Prints a markdown table for bench/RESULTS.md. Median of --repeat runs for steps 2-3.
+Prints markdown tables for bench/RESULTS.md. Median of --repeat runs for step 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,57 +44,23 @@ REPO = Path(__file__).resolve().parent.parent
 
 from harness.result_warehouse import build_result_warehouse  # noqa: E402
 
-from gpuwaste.analyses import reads  # noqa: E402
 from gpuwaste.config import DATA_DIR_ENV  # noqa: E402
-from gpuwaste.dashboard import queries as q  # noqa: E402
-from gpuwaste.dashboard.filters import Filters  # noqa: E402
+from gpuwaste.dashboard.pages import JOB, PAGES, SQL, Page  # noqa: E402
+from gpuwaste.dashboard.server import WARM_THREAD  # noqa: E402
 from gpuwaste.warehouse.readonly import read_only_connection  # noqa: E402
 
 APP = REPO / "gpuwaste" / "dashboard" / "app.py"
+DEFAULT = next(p for p in PAGES if p.default)
+BY_PATH = {p.url_path: p for p in PAGES}
 
 
-def page_queries(job_id: str, data_dir: Path) -> dict[str, Callable[[Any, Filters], None]]:
-    """The queries each page runs with the default view (first cluster, all VCs); the SQL
-    page's runs in a process of its own over `data_dir`."""
+@dataclass
+class Drawn:
+    """What a page's script drew headless: chart titles and how many tables (outside its
+    expanders, which open collapsed)."""
 
-    def overview(con: Any, f: Filters) -> None:
-        q.filter_options(con)
-        q.gpu_hours(con, f)
-        q.gpu_hours_daily(con, f)
-        q.top_users(con, f)
-        q.top_jobs(con, f)
-        reads.source_states(con, f.cluster)
-        q.quarantine_reasons(con, f)
-
-    def cdfs(con: Any, f: Filters) -> None:
-        q.filter_options(con)
-        q.job_cdf(con, f, "util_mean")
-        q.job_cdf(con, f, "util_max")
-        q.minute_cdf(con, f, "size")
-        q.minute_cdf(con, f, "state")
-
-    def waste(con: Any, f: Filters) -> None:
-        q.filter_options(con)
-        for t in q.SUMMARY_ORDER:
-            q.summary(con, f, t)
-        for cond, order in q.JOB_LISTS.values():
-            q.job_list(con, f, cond, order)
-
-    def job(con: Any, f: Filters) -> None:
-        q.filter_options(con)
-        q.search_jobs(con, f, "")
-        reads.job(con, f.cluster, job_id)
-        for t in ("job_gpu_usage", "idle_slots", "stable_phases"):
-            reads.job_rows(con, t, f.cluster or "", job_id)
-        reads.job_timeline(con, f.cluster or "", job_id)
-
-    def sql(con: Any, f: Filters) -> None:
-        from gpuwaste.dashboard import sqlbox
-        from gpuwaste.warehouse.schema import all_tables
-
-        sqlbox.run(data_dir, sqlbox.example(all_tables()["job_usage"]))
-
-    return {"overview": overview, "cdfs": cdfs, "waste": waste, "job": job, "sql": sql}
+    charts: list[str] = field(default_factory=list)
+    tables: int = 0
 
 
 def median_time(fn: Callable[[], None], repeat: int) -> float:
@@ -97,148 +72,221 @@ def median_time(fn: Callable[[], None], repeat: int) -> float:
     return statistics.median(times)
 
 
-def bench_queries(data_dir: Path, job_id: str, repeat: int) -> dict[str, float]:
-    out = {}
-    f = Filters(cluster="demo")
-    for name, fn in page_queries(job_id, data_dir).items():
-
-        def run(fn: Callable[[Any, Filters], None] = fn) -> None:
-            con = read_only_connection(data_dir)  # fresh: nothing cached
-            try:
-                fn(con, f)
-            finally:
-                con.close()
-
-        out[name] = median_time(run, repeat)
-    return out
+def url_of(page: Page, job_id: str) -> str:
+    """The page's address below the server's (the default page is the server's own: Streamlit
+    serves it at `/` only); the Job page opens a job of the warehouse."""
+    if page.default:
+        return ""
+    return f"{page.url_path}?job={job_id}" if page.url_path == JOB else page.url_path
 
 
-def bench_apptest(data_dir: Path, job_id: str, repeat: int) -> dict[str, float]:
+def bench_apptest(
+    data_dir: Path, job_id: str, repeat: int, pages: list[Page]
+) -> tuple[dict[str, float], dict[str, Drawn]]:
+    """Per page: the median time of its script run headless with the caches cleared, and what
+    it drew."""
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
     os.environ[DATA_DIR_ENV] = str(data_dir)
-    out = {}
-    for name in ("overview", "cdfs", "waste", "job", "sql"):
-
-        def run(name: str = name) -> None:
+    times: dict[str, float] = {}
+    drawn: dict[str, Drawn] = {}
+    for page in pages:
+        runs = []
+        for _ in range(repeat):
             st.cache_data.clear()
             st.cache_resource.clear()
-            at = AppTest.from_file(str(APP), default_timeout=120)
-            if name == "job":
+            at = AppTest.from_file(str(APP), default_timeout=300)
+            if page.url_path == JOB:
                 at.query_params["job"] = job_id
-            if name == "overview":
-                at.run()
-            else:
-                # switch_page needs one run first; time only the page's own run
+            if not page.default:
+                # switch_page needs one run first (the default page); time only the page's own
                 at.run()
                 st.cache_data.clear()
                 st.cache_resource.clear()
-                at.switch_page(f"views/{name}.py")
-                t0 = time.perf_counter()
-                at.run()
-                run.elapsed = time.perf_counter() - t0  # type: ignore[attr-defined]
-                assert not at.exception, [e.value for e in at.exception]
-                return
-            assert not at.exception, [e.value for e in at.exception]
-
-        times = []
-        for _ in range(repeat):
+                at.switch_page(f"views/{page.script}")
             t0 = time.perf_counter()
-            run()
-            times.append(getattr(run, "elapsed", time.perf_counter() - t0))
-        out[name] = statistics.median(times)
+            at.run()
+            runs.append(time.perf_counter() - t0)
+            assert not at.exception, [e.value for e in at.exception]
+        times[page.url_path] = statistics.median(runs)
+        # a collapsed expander's charts and tables are not drawn in the browser until opened
+        hidden = [c.proto.spec for e in at.expander for c in e.get("vega_lite_chart")]
+        drawn[page.url_path] = Drawn(
+            charts=[
+                json.loads(c.proto.spec)["title"]["text"]
+                for c in at.get("vega_lite_chart")
+                if c.proto.spec not in hidden
+            ],
+            tables=len(at.dataframe) - sum(len(e.dataframe) for e in at.expander),
+        )
+    return times, drawn
+
+
+TABLES_JS = "() => document.querySelectorAll('[data-testid=\"stDataFrame\"]').length"
+
+
+def until_drawn(page: Any, heading: str, drawn: Drawn, timeout_s: float = 300) -> None:
+    """Until the page's heading shows, every chart its script drew has marks, its tables are
+    there and the app is idle (polled every 25 ms)."""
+    from harness.browser import wait_for_charts
+
+    page.get_by_role("heading", name=heading, exact=True).first.wait_for(timeout=timeout_s * 1000)
+    deadline = time.monotonic() + timeout_s
+    while page.evaluate(TABLES_JS) < drawn.tables:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{heading}: fewer than {drawn.tables} tables")
+        page.wait_for_timeout(25)
+    wait_for_charts(page, drawn.charts, timeout_s=timeout_s, poll_ms=25)
+
+
+@dataclass
+class Visit:
+    """One page opened in the browser: wall seconds, the server's CPU seconds meanwhile, the
+    tab's main-thread task and script seconds (null where not taken), and how many of the
+    page's queries the server ran for it (cache misses)."""
+
+    wall_s: float
+    server_cpu_s: float
+    task_s: float | None = None
+    script_s: float | None = None
+    queries: int = 0
+
+
+class Server:
+    """A timed dashboard server (harness/timed_server.py): its URL, process group and log."""
+
+    def __init__(self, url: str, pgid: int, timing: Path) -> None:
+        self.url, self.pgid, self.timing = url, pgid, timing
+
+    def cpu_s(self) -> float:
+        from harness.browser import group_cpu_s
+
+        return group_cpu_s(self.pgid)
+
+    def wait_warm(self, timeout_s: float = 300) -> dict[str, Any]:
+        """The start-up warm-up's line of the log, once it has finished."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            done = [x for x in self.lines() if x["kind"] == "warm"]
+            if done:
+                return done[0]
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no warm-up recorded in {timeout_s} s")
+            time.sleep(0.1)
+
+    def lines(self) -> list[dict[str, Any]]:
+        if not self.timing.exists():
+            return []
+        return [json.loads(x) for x in self.timing.read_text().splitlines() if x]
+
+
+@contextmanager
+def timed_server(data_dir: Path, folder: Path, port: int | None = None) -> Iterator[Server]:
+    from harness.browser import dashboard_server
+
+    timing = Path(tempfile.mkstemp(dir=folder, suffix=".jsonl")[1])
+    pid: list[int] = []
+    with dashboard_server(
+        data_dir, folder / "dashboard.log", port=port, timing_log=timing, pid=pid, timeout_s=120
+    ) as url:
+        yield Server(url, pid[0], timing)
+
+
+def visit(server: Server, page: Any, path: str, heading: str, drawn: Drawn,
+          click: str | None = None, metrics: bool = False) -> Visit:  # fmt: skip
+    """Open `path` (or click the sidebar link `click`) and wait until drawn."""
+    cdp = None
+    if metrics:
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Performance.enable")
+    seen = len(server.lines())
+    cpu0 = server.cpu_s()
+    t0 = time.perf_counter()
+    if click:
+        page.get_by_role("link", name=click, exact=True).first.click()
+    else:
+        page.goto(f"{server.url}/{path}")
+    until_drawn(page, heading, drawn)
+    wall = time.perf_counter() - t0
+    out = Visit(wall, server.cpu_s() - cpu0)
+    out.queries = sum(
+        1 for x in server.lines()[seen:] if x["kind"] == "query" and x["thread"] != WARM_THREAD
+    )
+    if cdp is not None:
+        m = {x["name"]: x["value"] for x in cdp.send("Performance.getMetrics")["metrics"]}
+        out.task_s, out.script_s = m.get("TaskDuration"), m.get("ScriptDuration")
     return out
 
 
-BROWSER_PAGES = {
-    "overview": ("", "Overview", ["Where the GPU hours went", "GPU hours per day", "Top users"]),
-    "cdfs": ("cdfs", "Utilization CDFs", ["CDF of job GPU utilization (mean)",
-             "CDF of job GPU utilization (max)", "Per-minute GPU utilization by job size"]),
-    "waste": ("waste", "Waste tables", ["Idle-slot and never-used GPU time",
-              "% of GPU time in stable phases"]),
-    "job": ("job?job={job}", "Job", ["GPU utilization and memory per GPU"]),
-    "sql": ("sql", "SQL", []),
-}  # fmt: skip
+SCENARIOS = (
+    "fresh browser, fresh server",
+    "new tab, server just started",
+    "new tab, running server",
+    "page switch, cold cache",
+    "page switch, warm",
+)
 
 
-def bench_browser(data_dir: Path, job_id: str) -> dict[str, tuple[float, ...]]:
-    """Per page: (cold load: the first page a new browser opens on a fresh server, with the
-    server's and the browser's start-up work; restarted server: a new tab of a browser that has
-    the app's files, on a server just started; new tab: the page in a new tab of a browser that
-    has the app's files cached, on a running server, its queries not yet cached; cold switch: the
-    page opened from the sidebar in an open dashboard, its queries not yet cached; warm switch:
-    the same again, cached)."""
-    from harness.browser import browser_page, dashboard_server, wait_for_charts
+def bench_browser(
+    data_dir: Path, job_id: str, pages: list[Page], drawn: dict[str, Drawn]
+) -> dict[str, list[Visit]]:
+    """Per page, a Visit per SCENARIOS."""
+    from harness.browser import browser_page
     from harness.components import free_port
 
-    out = {}
-    log = Path(tempfile.mkdtemp()) / "dashboard.log"
-
-    def until_drawn(page: Any, titles: list[str]) -> None:
-        if titles:
-            wait_for_charts(page, titles, timeout_s=120, poll_ms=25)
-        else:
-            page.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=120_000)
-
-    def switch(page: Any, url: str, path: str, title: str, titles: list[str]) -> float:
-        # from the SQL page (no chart), to the page by its sidebar link (same session)
-        if "?" in path:  # the Job page needs its job in the URL: a reload in the same browser
-            t0 = time.perf_counter()
-            page.goto(f"{url}/{path}")
-        else:
-            page.get_by_role("link", name="SQL", exact=True).first.click()
-            page.get_by_role("heading", name="SQL", exact=True).first.wait_for(timeout=60_000)
-            page.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=60_000)
-            t0 = time.perf_counter()
-            page.get_by_role("link", name=title, exact=True).first.click()
-        page.get_by_role("heading", name=title, exact=True).first.wait_for(timeout=60_000)
-        until_drawn(page, titles)
-        return time.perf_counter() - t0
-
-    for name, (path, title, titles) in BROWSER_PAGES.items():
-        path = path.format(job=job_id)
-        # cold load: a fresh server and browser open this page first
-        with dashboard_server(data_dir, log) as url, browser_page() as page:
-            t0 = time.perf_counter()
-            page.goto(f"{url}/{path}")
-            until_drawn(page, titles)
-            cold_load = time.perf_counter() - t0
-        # new tab: the browser has the app's files; the server has run another page's session
-        with dashboard_server(data_dir, log) as url, browser_page() as first:
-            first.goto(f"{url}/sql")
-            until_drawn(first, [])
-            page = first.context.new_page()
-            t0 = time.perf_counter()
-            page.goto(f"{url}/{path}")
-            until_drawn(page, titles)
-            new_tab = time.perf_counter() - t0
-        # restart: the browser has the app's files (its cache is per address), the server has
-        # just started and run nothing: the first visit after `gpuwaste dashboard` is restarted
+    folder = Path(tempfile.mkdtemp(prefix="gpuwaste-bench-dashboard-"))
+    sql = BY_PATH[SQL]
+    out: dict[str, list[Visit]] = {}
+    for p in pages:
+        path, seen = url_of(p, job_id), drawn[p.url_path]
+        # the very first visit: a fresh browser on a server just started
+        with timed_server(data_dir, folder) as server, browser_page() as page:
+            fresh = visit(server, page, path, p.title, seen, metrics=True)
+        # a browser with the app's files (its cache is per address) on a server just restarted
         port = free_port()
         with browser_page() as first:
-            with dashboard_server(data_dir, log, port=port) as url:
-                first.goto(f"{url}/sql")
-                until_drawn(first, [])
-            with dashboard_server(data_dir, log, port=port) as url:
-                page = first.context.new_page()
-                t0 = time.perf_counter()
-                page.goto(f"{url}/{path}")
-                until_drawn(page, titles)
-                restarted = time.perf_counter() - t0
-        # switches: a fresh server; the session first opens another chart page (the browser
-        # loads the chart library once per session), then the SQL page, then this one
-        with dashboard_server(data_dir, log) as url, browser_page() as page:
-            other, other_titles = (
-                ("cdfs", BROWSER_PAGES["cdfs"][2]) if name == "overview"
-                else ("", BROWSER_PAGES["overview"][2])
-            )  # fmt: skip
-            page.goto(f"{url}/{other}")
-            until_drawn(page, other_titles)
-            cold = switch(page, url, path, title, titles)
-            warm = switch(page, url, path, title, titles)
-        out[name] = (cold_load, restarted, new_tab, cold, warm)
+            with timed_server(data_dir, folder, port=port) as server:
+                visit(server, first, sql.url_path, sql.title, drawn[SQL])
+            with timed_server(data_dir, folder, port=port) as server:
+                restarted = visit(server, first.context.new_page(), path, p.title, seen,
+                                  metrics=True)  # fmt: skip
+        # a new tab on a running server that has served another page (its queries not cached)
+        with timed_server(data_dir, folder) as server, browser_page() as first:
+            server.wait_warm()  # it has run a while: its start-up warm-up is done
+            visit(server, first, sql.url_path, sql.title, drawn[SQL])
+            new_tab = visit(server, first.context.new_page(), path, p.title, seen, metrics=True)
+        # switches: the session opens another chart page first, then the SQL page, then this one
+        # (the Job page needs its job in the URL: a reload in the same tab)
+        with timed_server(data_dir, folder) as server, browser_page() as page:
+            other = BY_PATH["cdfs"] if p.default else DEFAULT
+            visit(server, page, url_of(other, job_id), other.title, drawn[other.url_path])
+            switches = []
+            for _ in range(2):
+                visit(server, page, sql.url_path, sql.title, drawn[SQL], click=sql.title)
+                if p.url_path == JOB:
+                    switches.append(visit(server, page, path, p.title, seen))
+                else:
+                    switches.append(visit(server, page, path, p.title, seen, click=p.title))
+        out[p.url_path] = [fresh, restarted, new_tab, *switches]
+        print(f"  {p.title}: " + ", ".join(_cell(v) for v in out[p.url_path]), flush=True)
+    shutil.rmtree(folder, ignore_errors=True)
     return out
+
+
+def warm_up_s(data_dir: Path) -> tuple[float, float]:
+    """The server's start-up warm-up alone: its wall seconds, and the server's CPU seconds from
+    its start to the warm-up's end (imports included)."""
+    folder = Path(tempfile.mkdtemp(prefix="gpuwaste-bench-warm-"))
+    try:
+        with timed_server(data_dir, folder) as server:
+            return server.wait_warm()["wall_s"], server.cpu_s()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _cell(v: Visit) -> str:
+    return f"{v.wall_s:.2f} ({v.server_cpu_s:.2f})"
 
 
 def main() -> None:
@@ -248,14 +296,16 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", action="store_true", help="keep the warehouse")
     ap.add_argument("--no-browser", action="store_true")
-    ap.add_argument("--browser-only", action="store_true", help="skip steps 2-3")
+    ap.add_argument(
+        "--browser-only", action="store_true", help="run each page script once, untimed"
+    )
+    ap.add_argument("--pages", default="", help="url paths, comma-separated (default: every page)")
     args = ap.parse_args()
+    pages = [BY_PATH[x] for x in args.pages.split(",") if x] or list(PAGES)
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="gpuwaste-bench-")) / "data"
     try:
         t0 = time.perf_counter()
         if (data_dir / "parquet" / "job_usage").is_dir():
-            from harness.result_warehouse import Built  # noqa: F401
-
             con = read_only_connection(data_dir)
             n = con.sql("SELECT count(*) FROM job_usage").fetchall()[0][0]
             job_id = con.sql(
@@ -270,25 +320,41 @@ def main() -> None:
             print(f"built {n:,} jobs in {time.perf_counter() - t0:.1f} s at {data_dir}")
         print(f"load average at the start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         size = sum(p.stat().st_size for p in (data_dir / "parquet").rglob("*.parquet"))
-        print(f"warehouse: {size / 1e6:.0f} MB of parquet")
-        pages = list(BROWSER_PAGES)
-        qt = dict.fromkeys(pages, float("nan"))
-        at = dict.fromkeys(pages, float("nan"))
-        if not args.browser_only:
-            qt = bench_queries(data_dir, job_id, args.repeat)
-            at = bench_apptest(data_dir, job_id, args.repeat)
-        br = {} if args.no_browser else bench_browser(data_dir, job_id)
-        print(f"\n{n:,} jobs; seconds; median of {args.repeat} for queries and page script\n")
-        print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores\n")
-        print("| page | queries, cold | page script (AppTest), cold | browser: fresh browser, fresh "
-              "server | browser: new tab, server just started | browser: new tab, running server "
-              "| browser: page switch, cold cache | browser: page switch, warm |")  # fmt: skip
-        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-        for name in qt:
-            b = br.get(name)
-            bs = " | ".join(f"{x:.2f}" for x in b) if b else "- | - | - | - | -"
-            q_, a_ = (f"{x:.2f}" if x == x else "-" for x in (qt[name], at[name]))  # nan: skipped
-            print(f"| {name} | {q_} | {a_} | {bs} |")
+        print(f"warehouse: {size / 1e6:.0f} MB of parquet", flush=True)
+        # the browser waits for what the scripts drew: the SQL and default pages are visited
+        # on the way to the others
+        needed = [p for p in PAGES if p in pages or p.url_path == SQL or p.default]
+        needed += [BY_PATH["cdfs"]] if DEFAULT in pages and BY_PATH["cdfs"] not in needed else []
+        at, drawn = bench_apptest(data_dir, job_id, 1 if args.browser_only else args.repeat,
+                                  needed)  # fmt: skip
+        for p in needed:
+            print(f"  {p.title} draws {drawn[p.url_path]}", flush=True)
+        warm = warm_up_s(data_dir) if not args.no_browser else None
+        br = {} if args.no_browser else bench_browser(data_dir, job_id, pages, drawn)
+        print(f"\n{n:,} jobs; seconds; median of {args.repeat} for the page script")
+        print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        if warm:
+            print(f"start-up warm-up alone: {warm[0]:.2f} s; the server's CPU from its start to "
+                  f"the warm-up's end: {warm[1]:.2f} s")  # fmt: skip
+        print("\nBrowser: wall seconds (the server's CPU seconds meanwhile)\n")
+        print("| page | page script (AppTest), cold | " + " | ".join(SCENARIOS) + " |")
+        print("| --- " * (len(SCENARIOS) + 2) + "|")
+        for p in pages:
+            a_ = "-" if args.browser_only else f"{at[p.url_path]:.2f}"
+            b = br.get(p.url_path)
+            cells = " | ".join(_cell(v) for v in b) if b else " | ".join("-" * len(SCENARIOS))
+            print(f"| {p.title} | {a_} | {cells} |")
+        if br:
+            print("\nFirst visits: the tab's main-thread task / script seconds (Chrome), queries "
+                  "the server ran for the visit\n")  # fmt: skip
+            print("| page | " + " | ".join(SCENARIOS[:3]) + " |")
+            print("| --- " * 4 + "|")
+            for p in pages:
+                cells = " | ".join(
+                    f"{v.task_s:.2f} / {v.script_s:.2f}, {v.queries} queries"
+                    for v in br[p.url_path][:3]
+                )
+                print(f"| {p.title} | {cells} |")
     finally:
         if not args.keep and args.data_dir is None:
             shutil.rmtree(data_dir.parent, ignore_errors=True)

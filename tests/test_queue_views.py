@@ -13,6 +13,9 @@ from streamlit.testing.v1 import AppTest
 import gpuwaste.dashboard
 from gpuwaste.analyses.waste_by import waste_by
 from gpuwaste.config import DATA_DIR_ENV, Settings
+from gpuwaste.dashboard.filters import Filters
+from gpuwaste.dashboard.queries import queue_idle_holders, queue_idle_total
+from gpuwaste.warehouse.readonly import read_only_connection
 
 APP = str(Path(gpuwaste.dashboard.__file__).parent / "app.py")
 
@@ -62,3 +65,40 @@ def test_report_by_user_has_the_hours_others_waited_while_they_idled(
     }
     assert have == pytest.approx(want)
     assert "others_waited_gpu_h" not in waste_by(Settings(data_dir=demo_warehouse), "model").columns
+
+
+@pytest.mark.parametrize("cluster", ["demo", "philly-sample"])
+def test_the_holders_waits_count_each_wait_once(demo_warehouse: Path, cluster: str) -> None:
+    """queue_idle_holders counts a holder's rows as its waits (one row per wait and holder, the
+    table's key): the same as counting the distinct waits, on what analyze wrote."""
+    con = read_only_connection(demo_warehouse)
+    try:
+        have = queue_idle_holders(con, Filters(cluster=cluster), limit=10_000)
+        want = con.execute(
+            "select holder_user, holder_vc, count(distinct (job_id, attempt)) from "
+            "queue_idle_overlap where cluster = ? and not same_user group by all",
+            [cluster],
+        ).fetchall()
+    finally:
+        con.close()
+    assert want and sorted(have.select("user", "vc", "waits_behind").rows()) == sorted(want)
+
+
+def test_the_waits_behind_idle_gpus_follow_the_holders_vc(demo_warehouse: Path) -> None:
+    """The VC filter picks the VC of the idle GPUs (holder_vc), not the waiting job's."""
+    con = read_only_connection(demo_warehouse)
+    try:
+        vc, other = con.execute(
+            "select holder_vc, count(*) filter (where vc <> holder_vc) from queue_idle_overlap "
+            "where cluster = 'demo' and not same_user group by 1 order by 2 desc limit 1"
+        ).fetchall()[0]
+        have = queue_idle_total(con, Filters(cluster="demo", vcs=(vc,))).row(0)
+        want = con.execute(
+            "select count(distinct (job_id, attempt)), coalesce(sum(blocked_gpu_s), 0) / 3600 "
+            "from queue_idle_overlap where cluster = 'demo' and not same_user and holder_vc = ?",
+            [vc],
+        ).fetchall()[0]
+    finally:
+        con.close()
+    assert other > 0 and want[0] > 0
+    assert have == pytest.approx(want)

@@ -74,20 +74,41 @@ def healthy(url: str) -> bool:
 
 @contextmanager
 def dashboard_server(
-    data_dir: Path, log: Path, timeout_s: float = 60.0, port: int | None = None
+    data_dir: Path,
+    log: Path,
+    timeout_s: float = 60.0,
+    port: int | None = None,
+    timing_log: Path | None = None,
+    pid: list[int] | None = None,
 ) -> Iterator[str]:
     """`gpuwaste dashboard --data-dir D --port P` on 127.0.0.1 (P free, or `port`: a server
-    restarted on the same address, whose files a browser has cached); yields its base URL."""
+    restarted on the same address, whose files a browser has cached); yields its base URL.
+    `timing_log`: the same server, started directly with its page runs and queries timed into
+    that file (harness/timed_server.py). `pid`: gets the server's process (group) id."""
+    from gpuwaste.config import DATA_DIR_ENV
+    from gpuwaste.dashboard.cli import streamlit_command
+
     port = port or free_port()
     gpuwaste = Path(sys.executable).with_name("gpuwaste")
     cmd = [str(gpuwaste), "dashboard", "--data-dir", str(data_dir), "--port", str(port)]
-    env = {k: v for k, v in os.environ.items() if k not in ("PORT", "GPUWASTE_DATA_DIR")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PORT", DATA_DIR_ENV)}
+    if timing_log is not None:
+        timed = Path(__file__).with_name("timed_server.py")
+        cmd = [
+            sys.executable,
+            str(timed),
+            str(timing_log),
+            *streamlit_command("127.0.0.1", port)[3:],
+        ]
+        env[DATA_DIR_ENV] = str(data_dir.resolve())
     url = f"http://127.0.0.1:{port}"
     with open(log, "wb") as out:
         # Its own process group, so that the streamlit child goes down with it.
         proc = subprocess.Popen(
             cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
+        if pid is not None:
+            pid.append(proc.pid)
         try:
             deadline = time.monotonic() + timeout_s
             while not healthy(url):
@@ -117,6 +138,20 @@ def stop_group(proc: subprocess.Popen[bytes]) -> None:
             except ProcessLookupError:
                 return
             time.sleep(0.1)
+
+
+def group_cpu_s(pgid: int) -> float:
+    """CPU seconds (user + system) of the live processes of a process group so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # fields after the name: state, ppid, pgrp, ...
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
 
 
 def charts(page: Any) -> list[dict[str, Any]]:

@@ -1,11 +1,13 @@
 """A result warehouse filled with plausible rows, for the dashboard's tests and benchmark.
 
-`build_result_warehouse(data_dir, n_jobs=...)` writes every result table of
-gpuwaste.warehouse.results (through `Warehouse.replace_file`), `ingest_state`, `quarantine`, and
-`gpu_samples` for a few "drill-down" jobs, for one cluster with a handful of virtual clusters.
-Nothing here is a metric the dashboard relies on being *right*: the summary tables are rolled up
-from the synthetic jobs so that they are consistent with them, which lets tests compare what a
-page shows with what the builder wrote.
+`build_result_warehouse(data_dir, n_jobs=...)` writes the result tables the dashboard reads
+(through `Warehouse.replace_file`): per job, per GPU, idle slots and phases, the summaries, the
+queue's waiting stretches and waits behind idle GPUs, the failed attempts and Table 7 (those two
+summaries computed by the analyses' own SQL files over the synthetic rows), `ingest_state`,
+`quarantine`, and `gpu_samples` for a few "drill-down" jobs, for one cluster with a handful of
+virtual clusters. Nothing here is a metric the dashboard relies on being *right*: the summary
+tables are rolled up from the synthetic jobs so that they are consistent with them, which lets
+tests compare what a page shows with what the builder wrote.
 
 It is vectorized (numpy + polars) so that the same builder writes the 1 M-job warehouse of
 bench/dashboard.py in seconds. Untrusted text is planted on purpose: a user and a job name with
@@ -18,11 +20,14 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import polars as pl
 
+from gpuwaste.analyses.sqlfiles import load_sql, set_variables
+from gpuwaste.ingest.logs.rules import shipped_rules
 from gpuwaste.warehouse.catalog import refresh_catalog
-from gpuwaste.warehouse.results import ALL_MODELS, ALL_VCS
+from gpuwaste.warehouse.results import ALL_MODELS, ALL_VCS, ROLLUP_LABELS
 from gpuwaste.warehouse.store import Warehouse
 
 NASTY_USER = "<b>mallory</b>\x1b[31m"
@@ -516,6 +521,102 @@ def _model_summaries(jobs: pl.DataFrame, start: datetime, days: float) -> dict[s
     }
 
 
+CAUSES = ("fair-share", "fragmentation", "capacity", "other")
+
+
+def _queue(rng: np.random.Generator, jobs: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """queue_causes (one start per job, its wait split by cause) and queue_idle_overlap (per
+    waiting stretch, a few holders of idle GPUs: other users' mostly), from the jobs' delays."""
+    n = jobs.height
+    wait = jobs["queue_delay_s"].to_numpy()
+    split = rng.dirichlet([0.6, 1.2, 1.0, 0.4], n) * wait[:, None]
+    cause = np.array(CAUSES, dtype=object)[split.argmax(axis=1)]
+    gpus = jobs["gpus"].cast(pl.Float64)
+    causes = jobs.select(
+        "job_id", pl.lit(0, pl.Int16).alias("attempt"), "user", "vc", "gpu_model", "size_class",
+        gpus.alias("gpus"), pl.col("n_hosts").alias("hosts"),
+        (gpus / pl.col("n_hosts")).alias("per_host"),
+        pl.lit(64.0).alias("vc_quota"),
+        pl.col("submit_ts").alias("wait_start"), pl.col("start_ts").alias("wait_end"),
+        pl.col("queue_delay_s").alias("wait_s"),
+    ).with_columns(
+        fair_share_s=split[:, 0], fragmentation_s=split[:, 1], capacity_s=split[:, 2],
+        other_s=split[:, 3], cause=cause, out_of_order=rng.random(n) < 0.35,
+    )  # fmt: skip
+    holders = rng.poisson(2.0, n)
+    row = np.repeat(np.arange(n), holders)
+    users = jobs["user"].to_numpy()
+    holder_user = users[rng.integers(0, n, row.size)]
+    vcs = jobs["vc"].to_numpy()
+    holder_vc = vcs[rng.integers(0, n, row.size)]
+    wait_r = wait[row]
+    idle = wait_r * rng.gamma(1.5, 1.5, row.size)
+    overlap = (
+        causes[row]
+        .select("job_id", "attempt", "user", "vc", "gpus", "wait_start", "wait_end", "wait_s")
+        .with_columns(holder_user=holder_user, holder_vc=holder_vc, idle_gpu_s=idle)
+        .with_columns(
+            same_vc=pl.col("holder_vc") == pl.col("vc"),
+            same_user=pl.col("holder_user") == pl.col("user"),
+            blocked_gpu_s=pl.min_horizontal("idle_gpu_s", pl.col("gpus") * pl.col("wait_s")),
+        )
+        .unique(subset=["job_id", "attempt", "holder_user", "holder_vc"], keep="first")
+    )
+    return {"queue_causes": causes, "queue_idle_overlap": overlap}
+
+
+def _failures(rng: np.random.Generator, jobs: pl.DataFrame) -> pl.DataFrame:
+    """failure_attempts: the last attempt of every unsuccessful or killed job, and earlier
+    attempts that were retried (about 1 job in 12), each with a reason of the shipped rules (a
+    matched log line for those) or of the scheduler."""
+    n = jobs.height
+    retried = np.where(rng.random(n) < 0.08, 1 + rng.poisson(0.5, n), 0)
+    last_failed = jobs["state"].is_in(["unsuccessful", "killed"]).to_numpy()
+    count = retried + last_failed
+    row = np.repeat(np.arange(n), count)
+    attempt = np.arange(row.size) - np.repeat(np.cumsum(count) - count, count)
+    rules = shipped_rules()
+    scheduler = [("TIMEOUT", "IF"), ("NODE_FAIL", "IF"), ("CANCELLED by 1001", "U")]
+    reasons = [r.reason for r in rules] + ["time limit", "node failure", "cancelled by user"]
+    sources = [",".join(r.sources) for r in rules] + [s for _, s in scheduler]
+    states = ["FAILED"] * len(rules) + [s for s, _ in scheduler]
+    pick = rng.integers(0, len(reasons), row.size)
+    from_log = pick < len(rules)
+    runtime = jobs["duration_s"].to_numpy()[row] / (retried[row] + 1)
+    picked = lambda values: np.array(values, dtype=object)[pick]  # noqa: E731
+    return jobs[row].select(
+        "job_id", "user", "vc", "gpu_model", "gpus",
+        pl.col("start_ts"), pl.col("end_ts"),
+    ).with_columns(
+        attempt=pl.Series(attempt, dtype=pl.Int16),
+        raw_state=picked(states),
+        exit_code=np.where(from_log, 1, 0).astype(np.int32),
+        runtime_s=runtime,
+        gpu_s=runtime * jobs["gpus"].to_numpy()[row],
+        reason=picked(reasons),
+        sources=picked(sources),
+        origin=np.where(from_log, "log", "scheduler"),
+        line=pl.Series([f"RuntimeError: {r} (rank 0)" if log else None
+                        for r, log in zip(picked(reasons), from_log, strict=True)], dtype=pl.String),
+        log_path=pl.Series([f"slurm-{j}.out" if log else None
+                            for j, log in zip(jobs["job_id"].to_numpy()[row], from_log, strict=True)],
+                           dtype=pl.String),
+        line_no=np.where(from_log, 100 + pick, 0),
+    )  # fmt: skip
+
+
+def _rolled_up(sql: str, table: str, rows: pl.DataFrame, cluster: str) -> pl.DataFrame:
+    """A summary of the analyses (`analyses/<sql>.sql`, run as `gpuwaste analyze` runs it) over
+    synthetic rows of the table it reads."""
+    con = duckdb.connect()
+    try:
+        con.register(table, rows.with_columns(cluster=pl.lit(cluster)))
+        set_variables(con, {"cluster": cluster, **ROLLUP_LABELS})
+        return con.sql(load_sql(f"analyses/{sql}")).pl()
+    finally:
+        con.close()
+
+
 def _bookkeeping(wh: Warehouse, cluster: str, end: datetime) -> None:
     state = pl.DataFrame(
         {
@@ -578,12 +679,20 @@ def build_result_warehouse(
     in_drill = pl.col("job_id").is_in(drill)
     samples, slots, phases = _samples(rng, jgu.filter(in_drill), sample_interval_s)
     bulk_slots, bulk_phases = _bulk_intervals(rng, jgu.filter(~in_drill))
+    queue = _queue(rng, jobs)
+    failed = _failures(rng, jobs)
     for name, df in {
         "job_usage": jobs,
         "job_gpu_usage": jgu,
         "idle_slots": pl.concat([slots, bulk_slots], how="diagonal_relaxed"),
         "stable_phases": pl.concat([phases, bulk_phases], how="diagonal_relaxed"),
         **_summaries(jobs, start, days),
+        **queue,
+        "queue_cause_summary": _rolled_up(
+            "queue_cause_summary", "queue_causes", queue["queue_causes"], cluster
+        ),
+        "failure_attempts": failed,
+        "failure_reasons": _rolled_up("failure_reasons", "failure_attempts", failed, cluster),
     }.items():
         wh.replace_file(name, cluster, KEY, df)
     if samples.height:

@@ -6,16 +6,11 @@ sidebar, and the switch to the Job page when a job is selected in any table.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import streamlit as st
 
 from gpuwaste.dashboard import data, widgets
 from gpuwaste.dashboard.filters import FILTER_KEYS
-
-HERE = Path(__file__).resolve().parent
-PAGES = HERE / "views"
-SQL = "sql"  # the SQL page's url path
+from gpuwaste.dashboard.pages import JOB, PAGES, SQL
 
 # The tab's icon, drawn here: a ":material/...:" icon would be fetched from fonts.gstatic.com,
 # and the dashboard must work with no internet access (an SVG becomes a data: URL).
@@ -28,26 +23,13 @@ ICON = (
 )
 st.set_page_config(page_title="gpuwaste", page_icon=ICON, layout="wide")
 
-job_page = st.Page(PAGES / "job.py", title="Job", icon=":material/search:", url_path="job")
-pages = [
-    st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:",
-            url_path="overview", default=True),
-    st.Page(PAGES / "now.py", title="Running now", icon=":material/hourglass_empty:",
-            url_path="now"),
-    st.Page(PAGES / "cdfs.py", title="Utilization CDFs", icon=":material/show_chart:",
-            url_path="cdfs"),
-    st.Page(PAGES / "waste.py", title="Waste tables", icon=":material/table_chart:",
-            url_path="waste"),
-    st.Page(PAGES / "queue.py", title="Queue and failures", icon=":material/queue:",
-            url_path="queue"),
-    st.Page(PAGES / "policies.py", title="Policies", icon=":material/gavel:",
-            url_path="policies"),
-    job_page,
-    st.Page(PAGES / "sql.py", title="SQL", icon=":material/terminal:", url_path=SQL),
-]  # fmt: skip
-page = st.navigation(pages)
+pages = {
+    p.url_path: st.Page(p.path, title=p.title, icon=p.icon, url_path=p.url_path, default=p.default)
+    for p in PAGES
+}
+page = st.navigation(list(pages.values()))
 
-widgets.open_requested_job(job_page)
+widgets.open_requested_job(pages[JOB])
 
 status = data.current_status()
 if not status.ok:

@@ -170,10 +170,13 @@ def fetch(fn: Callable[..., pl.DataFrame], *args: Any) -> pl.DataFrame:
 
 
 def overview(f: Filters) -> dict[str, pl.DataFrame]:
-    """The Overview's frames for view `f` (its page draws them; `warm` fetches them ahead)."""
+    """The Overview's frames for view `f` (its page draws them; `warm` fetches them ahead).
+    `per_job` (the jobs' own GPU rows: the energy, the idle held and empty hours) and `waited`
+    (widgets.waited_behind_idle's figure) serve the Waste tables too."""
     per_job = bool(f.user or f.sizes or f.states)  # waste_daily cannot narrow to these
     return {
         "totals": fetch(queries.job_gpu_hours if per_job else queries.gpu_hours, f),
+        "per_job": fetch(queries.job_gpu_hours, f),
         "counts": fetch(queries.job_counts, f),
         "daily": fetch(queries.gpu_hours_daily, f),
         "users": fetch(queries.top_users, f),
@@ -182,14 +185,29 @@ def overview(f: Filters) -> dict[str, pl.DataFrame]:
         "sources": fetch(reads.source_states, f.cluster),
         "reasons": fetch(queries.quarantine_reasons, f),
         "unresolved": fetch(queries.unresolved_gpu_hours, f),
+        "waited": fetch(queries.queue_idle_total, f),
+    }
+
+
+def queue(f: Filters, reason: str | None = None) -> dict[str, pl.DataFrame]:
+    """The Queue and failures page's frames for view `f`, its failed attempts of `reason` (None:
+    every reason, as the page opens): Table 2, the waits behind idle GPUs per day and per holder,
+    Table 7 and the attempts (its page draws them; `warm` fetches them ahead)."""
+    return {
+        "causes": fetch(queries.summary, f, "queue_cause_summary"),
+        "idle_daily": fetch(queries.queue_idle_daily, f),
+        "holders": fetch(queries.queue_idle_holders, f),
+        "reasons": fetch(queries.summary, f, "failure_reasons"),
+        "attempts": fetch(queries.failure_attempts, f, reason),
     }
 
 
 def warm() -> None:
-    """Open the warehouse's connection and fill the caches of the first page a visitor opens:
-    the status, the sidebar's filter options, the freshness and the Overview of the default
-    view (the first cluster, no other filter). Called by the server once it runs, so that the
-    first visitor after a start does not wait for them."""
+    """Open the warehouse's connection and fill the caches of the pages a visitor opens first:
+    the status, the sidebar's filter options, the freshness, then the Overview and the Queue and
+    failures page of the default view (the first cluster, no other filter), their heaviest
+    queries over every job (bench/RESULTS.md, "Dashboard on 1 M jobs"). Called by the server
+    once it runs, so that the first visitor after a start does not wait for them."""
     if not current_status().ok:
         return
     connection().close()
@@ -197,7 +215,9 @@ def warm() -> None:
     fetch(queries.model_options)
     cluster_freshness()
     if clusters:
-        overview(Filters(cluster=clusters[0]))
+        default = Filters(cluster=clusters[0])
+        overview(default)
+        queue(default)
 
 
 def current_status() -> Status:

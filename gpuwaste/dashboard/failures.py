@@ -44,8 +44,9 @@ ATTEMPTS = {
 EVERY = "(every reason)"
 
 
-def failures_section(f: Filters) -> None:
-    """Table 7 for the view, then the failed attempts of a chosen reason."""
+def failures_section(f: Filters, frames: dict[str, pl.DataFrame]) -> None:
+    """Table 7 for the view, then the failed attempts of a chosen reason (`frames`: the page's,
+    `data.queue`)."""
     st.subheader("Why jobs failed (Philly Table 7)")
     st.caption(
         "Each failed attempt (an attempt that was retried, or the last of a failed or killed "
@@ -55,7 +56,7 @@ def failures_section(f: Filters) -> None:
         "runtime to failure; RTF x demand: the GPU time the failures burned. Sources: IF "
         "infrastructure, AE AI engine, U user."
     )
-    reasons = data.fetch(q.summary, f, "failure_reasons")
+    reasons = frames["reasons"]
     if (reasons["gpu_model"] == ALL_MODELS).all():
         reasons = reasons.drop("gpu_model")
     table7 = reasons.with_columns(
@@ -70,7 +71,7 @@ def failures_section(f: Filters) -> None:
     if not names:
         return
     chosen = st.selectbox("Failed attempts of", [EVERY, *names], key="failure_reason")
-    attempts = data.fetch(q.failure_attempts, f, None if chosen == EVERY else chosen)
+    attempts = frames["attempts"] if chosen == EVERY else data.fetch(q.failure_attempts, f, chosen)
     widgets.table(
         widgets.readable(attempts, ATTEMPTS),
         "No failed attempts of this reason in this view.",

@@ -87,6 +87,11 @@ class Filters:
         """True when a filter applies that summary tables (per cluster x VC) cannot honor."""
         return bool(self.user or self.sizes or self.states or self.start or self.end)
 
+    def place(self) -> Filters:
+        """The view narrowed to where jobs ran: its cluster and VCs, no other filter (for tables
+        without the jobs' other columns)."""
+        return Filters(cluster=self.cluster, vcs=self.vcs)
+
     def running_now(self) -> Filters:
         """The view for jobs running now (the "Running now" page): without the period and state
         filters, which cannot apply to them."""
@@ -126,9 +131,9 @@ class Filters:
         return "_".join(file_part(p) for p in parts)
 
     # ------------------------------------------------------------ SQL
-    def jobs_where(self, prefix: str = "") -> tuple[str, list[Any]]:
+    def jobs_where(self, prefix: str = "", vc: str = "vc") -> tuple[str, list[Any]]:
         """WHERE clause over job_usage (or any table with its columns), jobs overlapping the
-        period."""
+        period. `vc`: the column the VC filter reads (a table whose VC is another's)."""
         p = f"{prefix}." if prefix else ""
         clauses: list[str] = []
         params: list[Any] = []
@@ -136,7 +141,7 @@ class Filters:
             clauses.append(f"{p}cluster = ?")
             params.append(self.cluster)
         if self.vcs:
-            clauses.append(f"{p}vc IN ({', '.join('?' * len(self.vcs))})")
+            clauses.append(f"{p}{vc} IN ({', '.join('?' * len(self.vcs))})")
             params.extend(self.vcs)
         if self.models:
             clauses.append(f"{p}gpu_model IN ({', '.join('?' * len(self.models))})")

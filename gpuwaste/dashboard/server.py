@@ -21,6 +21,8 @@ import time
 
 from gpuwaste.process import configure_process
 
+WARM_THREAD = "gpuwaste-warm"  # the thread that runs `data.warm` once the server runs
+
 # Imported on the first page run otherwise: pandas and pyarrow (Streamlit turns frames into Arrow
 # through them) and Streamlit's own modules for tables and charts. Best effort: Streamlit's
 # internal module names may change, and a missing one only costs the first visitor the wait.
@@ -78,7 +80,7 @@ def warm_when_running(timeout_s: float = 60.0) -> None:
 def main(argv: list[str]) -> int:
     configure_process()  # the dashboard's own process: before preload imports polars
     preload()
-    threading.Thread(target=warm_when_running, name="gpuwaste-warm", daemon=True).start()
+    threading.Thread(target=warm_when_running, name=WARM_THREAD, daemon=True).start()
     from streamlit.web import cli
 
     sys.argv = ["streamlit", *argv]

@@ -3,7 +3,7 @@
 One `gpuwaste dashboard` in Debian's chromium (Playwright). Every URL query parameter of every
 page gets a payload holding a Markdown image, a Markdown link, an HTML <img> and Markdown bold,
 all pointing at a host nothing serves (127.0.0.2:9). The pages and their parameters are read from
-the code (app.py's st.Page calls; every widget bound to the URL, the sidebar's on every page), so
+the code (the app's pages, gpuwaste/dashboard/pages.py; every widget bound to the URL, the sidebar's on every page), so
 a new page or parameter is covered without touching this file. The same payload is the user, the
 job name and the host of one job of the warehouse, and a VC, for the data-driven case.
 
@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 import gpuwaste.dashboard
+from gpuwaste.dashboard.pages import PAGES as APP_PAGES
 from gpuwaste.dashboard.widgets import plain
 from gpuwaste.render import safe_text
 from tests.reliability.fuzzing import fuzz_settings
@@ -96,23 +97,9 @@ def url_params(path: Path) -> list[str]:
 
 
 def pages() -> list[tuple[str, str, Path]]:
-    """(url path, title, script) of each st.Page of app.py (the default page's path: "")."""
-    app = DASHBOARD / "app.py"
-    tree = ast.parse(app.read_text())
-    namespace = _names(tree)
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and ast.unparse(node.func) == "st.Page":
-            kw = {k.arg: k.value for k in node.keywords}
-            script = node.args[0]
-            assert isinstance(script, ast.BinOp) and isinstance(script.right, ast.Constant)
-            url_path, title = _resolve(kw["url_path"], namespace), _resolve(kw["title"], namespace)
-            assert url_path is not None and title is not None, f"app.py:{node.lineno}"
-            default = kw.get("default")
-            if isinstance(default, ast.Constant) and default.value is True:
-                url_path = ""  # the default page is served at the root only
-            out.append((url_path, title, DASHBOARD / "views" / str(script.right.value)))
-    return out
+    """(url path, title, script) of each page of the app (the default page's path: "", it is
+    served at the root only)."""
+    return [("" if p.default else p.url_path, p.title, p.path) for p in APP_PAGES]
 
 
 SIDEBAR = url_params(DASHBOARD / "widgets.py")  # drawn by app.py on every page

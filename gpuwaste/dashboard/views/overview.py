@@ -6,7 +6,6 @@ import polars as pl
 import streamlit as st
 
 from gpuwaste.dashboard import charts, data, widgets
-from gpuwaste.dashboard import queries as q
 
 UTILIZATION = "GPU utilization (time-weighted mean)"  # the one headline name (docs/analyses.md)
 
@@ -22,7 +21,7 @@ row = frames["totals"].row(0, named=True)
 if not row.get("observed_gpu_h"):  # a waste_daily written before it had utilization columns
     row = {
         **row,
-        **data.fetch(q.job_gpu_hours, f).select("observed_gpu_h", "util_gpu_h").row(0, named=True),
+        **frames["per_job"].select("observed_gpu_h", "util_gpu_h").row(0, named=True),
     }
 jobs = int(frames["counts"]["jobs"][0])
 alloc = float(row["alloc_gpu_h"] or 0.0)
@@ -87,7 +86,7 @@ st.caption(
 )
 
 # The energy of the jobs in view, where some GPU reported power (docs/definitions.md#energy)
-energy = data.fetch(q.job_gpu_hours, f).select("energy_kwh", "lost_energy_kwh").row(0, named=True)
+energy = frames["per_job"].select("energy_kwh", "lost_energy_kwh").row(0, named=True)
 if energy["energy_kwh"] is not None:
     used_kwh, lost_kwh = float(energy["energy_kwh"]), float(energy["lost_energy_kwh"] or 0.0)
     st.metric(

@@ -7,7 +7,6 @@ import polars as pl
 import streamlit as st
 
 from gpuwaste.dashboard import charts, data, widgets
-from gpuwaste.dashboard import queries as q
 from gpuwaste.dashboard.failures import failures_section
 from gpuwaste.warehouse.results import ALL_MODELS
 
@@ -27,6 +26,7 @@ HOLDERS = {
 }
 
 f = widgets.current_filters()
+frames = data.queue(f)
 st.title("Queue and failures")
 widgets.show_view(f)
 
@@ -38,7 +38,7 @@ st.caption(
     "its GPUs per host), other (room was there: the scheduler's order or latency). A wait counts "
     "once, under the cause of most of its time; the waiting time splits by cause."
 )
-summary = data.fetch(q.summary, f, "queue_cause_summary")
+summary = frames["causes"]
 if (summary["gpu_model"] == ALL_MODELS).all():
     summary = summary.drop("gpu_model")
 shown = summary.filter(pl.col("vc") == summary["vc"].first()) if summary.height else summary
@@ -81,7 +81,7 @@ st.caption(
     "job's own GPUs x its wait), by the VC that held them. A user's idle GPUs behind their own "
     "waits are not counted."
 )
-daily = data.fetch(q.queue_idle_daily, f)
+daily = frames["idle_daily"]
 if daily.height:
     widgets.plot(
         charts.bars(daily, "day", "blocked_gpu_h", "holder_vc",
@@ -89,7 +89,7 @@ if daily.height:
         key="queue_idle_daily",
     )  # fmt: skip
 widgets.table(
-    widgets.readable(data.fetch(q.queue_idle_holders, f), HOLDERS),
+    widgets.readable(frames["holders"], HOLDERS),
     "No job waited while other users' GPUs were idle in this view.",
     name="waiting behind idle GPUs",
 )
@@ -99,4 +99,4 @@ st.markdown(
     "(Policies page) would have released the GPUs."
 )
 
-failures_section(f)
+failures_section(f, frames)

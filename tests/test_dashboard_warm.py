@@ -1,0 +1,56 @@
+"""The server's start-up warm-up (`data.warm`): after it, the first visit of the pages it warms
+runs no query (each one's result is already cached), so the first visitor after a start does not
+wait for them (bench/RESULTS.md, "Dashboard on 1 M jobs")."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import streamlit as st
+from harness.result_warehouse import Built, build_result_warehouse
+from streamlit.testing.v1 import AppTest
+
+from gpuwaste.config import DATA_DIR_ENV
+from gpuwaste.dashboard import data
+from tests.test_dashboard_app import APP, TIMEOUT
+
+
+@pytest.fixture(scope="module")
+def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    return build_result_warehouse(tmp_path_factory.mktemp("wh") / "data", n_jobs=300, seed=17)
+
+
+def _counted(ran: list[str], fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)  # data.fetch finds a query by its module and name
+    def run(*args: Any, **kwargs: Any) -> Any:
+        ran.append(fn.__name__)
+        return fn(*args, **kwargs)
+
+    return run
+
+
+@pytest.mark.parametrize(("page", "warmed"), [(None, True), ("queue", True), ("cdfs", False)])
+def test_after_the_warm_up_the_warmed_pages_run_no_query(
+    warehouse: Built, monkeypatch: pytest.MonkeyPatch, page: str | None, warmed: bool
+) -> None:
+    monkeypatch.setenv(DATA_DIR_ENV, str(warehouse.data_dir))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    data.warm()
+    ran: list[str] = []
+    for module in data.QUERY_MODULES.values():
+        for name, fn in list(vars(module).items()):
+            if callable(fn) and getattr(fn, "__module__", None) == module.__name__:
+                monkeypatch.setattr(module, name, _counted(ran, fn))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()  # the default page: the Overview
+    if page:
+        at.switch_page(f"views/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    if warmed:
+        assert ran == []
+    else:  # the check can fail: a page the warm-up leaves out runs its queries
+        assert "job_cdf" in ran
