@@ -116,6 +116,52 @@ def test_counter_increase_with_a_reset(data_dir: Path) -> None:
     assert row["energy_kwh"] == kwh(1500 + 1500 + 100 + 1500 + 1500)
 
 
+A100 = "NVIDIA A100-SXM4-80GB"  # board limit 400 W: a counter may add at most 800 W x seconds
+
+
+def _counter_run(data_dir: Path, counter: list[float], power: float | None = 300.0) -> Any:
+    """Four samples 15 s apart of an A100 at `power` W with the counter's readings `counter`,
+    the first two in one ingest window and the last two in the next, analyzed: its row and the
+    run."""
+    rows = [(15 * k, 50, 1000, power) for k in (1, 2, 3, 4)]
+    samples = [{**s, "gpu_model": A100} for s in points(rows, energy=counter)]
+    build(data_dir, samples, [job("j1", 75)], windows=[(at(0), at(31)), (at(31), at(61))])
+    t = Thresholds(sampling_interval_s=15)
+    (outcome,) = analyze(Settings(data_dir=data_dir, thresholds=t), quiet=True)
+    return gpu_row(Warehouse(data_dir), "j1"), outcome
+
+
+def test_counter_drop_at_a_window_boundary_is_set_aside(data_dir: Path) -> None:
+    # ingest checks a counter only against readings of the same window: the drop from
+    # 5_004_500 J to 4_900_000 J lands between two windows. A reboot restarts the counter at 0,
+    # so 4.9 MJ in 15 s (327 kW) is no reset: that sample takes power x 15 s instead
+    row, outcome = _counter_run(data_dir, [5_000_000.0, 5_004_500.0, 4_900_000.0, 4_904_500.0])
+    assert row["energy_kwh"] == kwh(4500 * 5)
+    assert outcome.counter_set_aside == 1
+    assert "1 energy-counter increase(s) set aside" in outcome.summary()
+
+
+def test_counter_jump_of_a_gigajoule_is_set_aside(data_dir: Path) -> None:
+    row, outcome = _counter_run(data_dir, [1000.0, 5500.0, 1e9 + 5500.0, 1e9 + 10_000.0])
+    assert row["energy_kwh"] == kwh(4500 * 5)  # not 1 GJ (278 kWh)
+    assert outcome.counter_set_aside == 1
+
+
+def test_counter_set_aside_without_power_counts_nothing(data_dir: Path) -> None:
+    # no power to fall back on: the jump's 15 s stand for nothing, not for 0 J of a reading
+    row, outcome = _counter_run(data_dir, [1000.0, 5500.0, 1e9 + 5500.0, 1e9 + 10_000.0], None)
+    assert row["energy_kwh"] == kwh(4500 + 4500)
+    assert outcome.counter_set_aside == 1
+
+
+def test_counter_reset_by_a_reboot_is_counted_from_zero(data_dir: Path) -> None:
+    # a true reboot: the counter restarts near 0 (2000 J in 15 s: 133 W, under 800 W), kept
+    row, outcome = _counter_run(data_dir, [5_000_000.0, 5_004_500.0, 2000.0, 6500.0])
+    assert row["energy_kwh"] == kwh(4500 + 4500 + 2000 + 4500 + 4500)
+    assert outcome.counter_set_aside == 0
+    assert "set aside" not in outcome.summary()
+
+
 def test_energy_in_an_idle_slot_is_lost(data_dir: Path) -> None:
     busy = [(15 * k, 80, 4000, 300.0) for k in range(1, 6)]
     idle = [(15 * k, 0, 0, 60.0) for k in range(6, 16)]  # 150 s idle: a slot
@@ -301,21 +347,23 @@ def _dcgm(lines: list[tuple[str, float]]) -> Any:
 
 
 def test_energy_counter_stored_reset_kept_backwards_refused() -> None:
-    """DCGM's counter (mJ) -> J; a drop to at most 100 kW x 15 s is a reboot, kept; a drop to
-    a larger value ran backwards: refused with its reason."""
-    # mJ: 5 MJ, +6 kJ, back to 4.9 MJ (backwards), 1 J (a reboot), +6 kJ
-    counter = [5_000_000_000, 5_006_000_000, 4_900_000_000, 1_000, 6_001_000]
+    """DCGM's counter (mJ) -> J; a drop to at most twice the A100's 400 W x 15 s is a reboot,
+    kept; a drop to a larger value ran backwards: refused with its reason."""
+    # mJ: 5 MJ, +6 kJ, back to 4.9 MJ (backwards), to 100 kJ (6.7 kW over 15 s: under the
+    # declared 100 kW, over the A100's 800 W: backwards), 1 J (a reboot), +6 kJ
+    counter = [5_000_000_000, 5_006_000_000, 4_900_000_000, 100_000_000, 1_000, 6_001_000]
     lines = []
     for v in counter:
         lines += [("DCGM_FI_DEV_GPU_UTIL", 50), ("DCGM_FI_DEV_FB_USED", 1000)]
         lines += [("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", v)]
     rows = _dcgm(lines)
     got = rows.frame.sort("ts")["energy_j"].to_list()
-    assert got == [5e6, 5.006e6, None, 1.0, 6001.0]
-    assert [r.reason for r in rows.refused] == [
-        "ran backwards without a reset (above 100000 W since the last reading): "
+    assert got == [5e6, 5.006e6, None, None, 1.0, 6001.0]
+    reason = (
+        "ran backwards without a reset (above 800.0 W since the last reading): "
         "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
-    ]
+    )
+    assert [r.reason for r in rows.refused] == [reason, reason]
 
 
 def test_bad_power_is_quarantined_never_summed() -> None:
