@@ -24,6 +24,7 @@ from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.run import analyze
 from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
 from gpuwaste.analyses.waste_by import waste_by
+from gpuwaste.columns import title
 from gpuwaste.config import (
     DATA_DIR_ENV,
     ClusterConfig,
@@ -268,11 +269,17 @@ def test_split_mig_gpu_uses_the_energy_of_the_whole_one(tmp_path: Path) -> None:
 
 
 def test_energy_daily_applies_the_clusters_factors(data_dir: Path) -> None:
-    """kWh x PUE x g/kWh, the cluster's own factors over the site's; money where a price is."""
-    rows = [(15 * k, 50, 1000, 400.0) for k in range(1, 241)]  # one hour at 400 W
+    """kWh x PUE x g/kWh, the cluster's own factors over the site's; money x the price; the same
+    in `report --by user`."""
+    # one hour: 400 W busy, but 10 minutes idle at 100 W in the middle (an idle slot)
+    rows = [(15 * k, 50, 1000, 400.0) for k in range(1, 241)]
+    rows[100:140] = [(15 * k, 0, 0, 100.0) for k in range(101, 141)]
     build(data_dir, points(rows), [job("j1", 3600)])
     energy = EnergySettings(
-        co2_g_per_kwh=500, pue=1.5, clusters={"c": EnergyFactors(co2_g_per_kwh=100)}
+        co2_g_per_kwh=500,
+        pue=1.5,
+        price_per_kwh=0.2,
+        clusters={"c": EnergyFactors(co2_g_per_kwh=100, price_per_kwh=0.2)},
     )
     t = Thresholds(sampling_interval_s=15)
     analyze(Settings(data_dir=data_dir, thresholds=t, energy=energy), quiet=True)
@@ -280,17 +287,31 @@ def test_energy_daily_applies_the_clusters_factors(data_dir: Path) -> None:
     row = day.filter((pl.col("vc") == "(all)") & (pl.col("gpu_model") == "(all)")).row(
         0, named=True
     )
-    assert row["energy_kwh"] == pytest.approx(0.4, abs=1e-6)
+    kwh_all, kwh_lost = (200 * 400 + 40 * 100) * 15 / KWH, 40 * 100 * 15 / KWH  # 0.35, 0.0167
+    assert row["energy_kwh"] == pytest.approx(kwh_all, abs=1e-6)
+    assert row["lost_energy_kwh"] == pytest.approx(kwh_lost, abs=1e-6)
     assert row["measured_gpu_h"] == pytest.approx(1.0)
-    assert row["facility_kwh"] == pytest.approx(0.6, abs=1e-6)
-    assert row["co2e_kg"] == pytest.approx(0.06, abs=1e-6)  # 0.6 kWh x 100 g/kWh
-    assert row["energy_cost"] is None  # no price set
-    # `report --by user`: the period's kWh, and kg CO2e of the kWh lost (none here)
+    assert row["facility_kwh"] == pytest.approx(1.5 * kwh_all, abs=1e-6)
+    assert row["co2e_kg"] == pytest.approx(1.5 * kwh_all * 0.1, abs=1e-6)  # 100 g/kWh
+    assert row["lost_co2e_kg"] == pytest.approx(1.5 * kwh_lost * 0.1, abs=1e-6)
+    assert row["energy_cost"] == pytest.approx(1.5 * kwh_all * 0.2, abs=1e-6)
+    assert row["lost_energy_cost"] == pytest.approx(1.5 * kwh_lost * 0.2, abs=1e-6)
+    # `report --by user`: the period's kWh, with the same factors
     settings = Settings(data_dir=data_dir, energy=energy)
     by_user = waste_by(settings, "user").row(0, named=True)
-    assert by_user["energy_kwh"] == pytest.approx(0.4, abs=1e-6)
-    assert by_user["lost_energy_kwh"] == 0 and by_user["lost_co2e_kg"] == 0
-    assert "lost_co2e_kg" not in waste_by(Settings(data_dir=data_dir), "vc").columns
+    for column in ("energy_kwh", "lost_energy_kwh", "co2e_kg", "lost_co2e_kg"):
+        assert by_user[column] == pytest.approx(row[column], abs=1e-6), column
+    assert by_user["energy_cost"] == pytest.approx(row["energy_cost"], abs=1e-6)
+    assert by_user["lost_energy_cost"] == pytest.approx(row["lost_energy_cost"], abs=1e-6)
+    # without [energy] factors: the kWh, no CO2e and no money columns
+    plain = waste_by(Settings(data_dir=data_dir), "vc").columns
+    assert "energy_kwh" in plain
+    assert not {"co2e_kg", "lost_co2e_kg", "energy_cost", "lost_energy_cost"} & set(plain)
+    # a site with a CO2 factor and no price: CO2e, no money
+    co2_only = EnergySettings(co2_g_per_kwh=500)
+    columns = waste_by(Settings(data_dir=data_dir, energy=co2_only), "model").columns
+    assert "co2e_kg" in columns and "energy_cost" not in columns
+    assert title("energy_cost") == "Money for energy" and title("co2e_kg") == "CO2e (kg)"
 
 
 def test_energy_daily_splits_a_job_across_midnight_as_waste_daily_does(data_dir: Path) -> None:
