@@ -5,6 +5,7 @@ a never-used GPU, no power at all, and a MIG-split GPU against the same GPU whol
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -466,17 +467,32 @@ def test_power_above_twice_the_models_limit_is_refused() -> None:
 
 def test_generated_dcgm_counter_with_its_reset_gives_the_planted_energy(tmp_path: Path) -> None:
     """The generator's DCGM cluster through `gpuwaste ingest` (OpenMetrics) and `analyze`: the
-    energy counter (mJ, one reset on the first GPU) is stored in J and the per-job energy from
-    it equals the planted truth within 1 % (jobs of 200 samples or more) and over the cluster."""
+    energy counter (mJ, with the resets truth.json's `power` lists) is stored in J, runs
+    backwards exactly there, and the per-job energy from it equals the planted truth within 1 %
+    (jobs of 200 samples or more) and over the cluster; the power stays within the planted
+    idle and loaded levels."""
     data = build_generated(tmp_path)
     truth = json.loads((tmp_path / "generated-src" / "truth.json").read_text())
+    (levels,) = truth["power"]["models"].values()
+    resets = truth["power"]["counter_resets"]
+    assert len(resets) == 1
     wh = Warehouse(data)
     with connect(data) as con:
-        first = con.sql(
-            "select energy_j from gpu_samples where gpu = 0 and host = (select min(host) "
-            "from gpu_samples) order by ts"
-        ).pl()["energy_j"]
-    assert first.null_count() == 0 and (first.diff() < 0).sum() == 1  # the planted reset
+        counters = con.sql(
+            "select host, gpu, ts, energy_j, power_w, energy_j < lag(energy_j) over "
+            "(partition by host, gpu order by ts) as drop from gpu_samples"
+        ).pl()
+    assert counters["energy_j"].null_count() == 0
+    drops = counters.filter(pl.col("drop"))
+    # the drop shows at the reset's sample, or at the next one present (a gap may hide it)
+    ((reset_ts, host, gpu),) = [(r["ts"], r["host"], r["gpu"]) for r in resets]
+    at_reset = datetime.fromisoformat(reset_ts.replace("Z", "+00:00"))
+    assert drops.select("host", "gpu").rows() == [(host, gpu)]
+    assert drops["ts"].item() >= at_reset
+    first = counters.filter((pl.col("host") == host) & (pl.col("gpu") == gpu))
+    assert drops["ts"].item() == first.filter(pl.col("ts") >= at_reset)["ts"].min()
+    assert counters["power_w"].min() == levels["idle_w"]
+    assert counters["power_w"].max() == levels["loaded_w"]
     found = wh.read("job_gpu_usage", "gen").select("job_id", "host", "gpu", "energy_kwh")
     both = pl.DataFrame(truth["energy"]).join(found, on=["job_id", "host", "gpu"], suffix="_got")
     assert both.height > 50
