@@ -521,3 +521,22 @@ def test_job_page_and_overview_show_power_and_energy(
     assert any(str(c.value).startswith("Energy: 0.11") for c in at.caption), at.caption
     overview = _open(AppTest.from_file(APP, default_timeout=TIMEOUT))
     assert _metric(overview, "Energy lost (kWh)") == "0.1 kWh"
+
+
+def test_job_page_says_no_power_data_where_the_energy_is_null(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Power only in samples without a utilization (the analysis reads none of them): the chart
+    draws it, the job's kWh is null, and the caption says so rather than "0.000 kWh"."""
+    samples = points([(15 * k, 50, 1000, None) for k in range(1, 21)])
+    for k in range(1, 21):
+        samples.append({**samples[0], "ts": at(15 * k - 7), "util": None, "power_w": 250.0})
+    build(data_dir, samples, [job("j1", 315)])
+    row = gpu_row(run(data_dir, sampling_interval_s=15), "j1")
+    assert row["energy_kwh"] is None
+    monkeypatch.setenv(DATA_DIR_ENV, str(data_dir))
+    page = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), "job", job="j1", cluster="c")
+    assert [c for t, c in _charts(page).items() if t.startswith("Power draw per GPU")]
+    captions = [str(c.value) for c in page.caption if str(c.value).startswith("Energy:")]
+    assert captions and captions[0].startswith("Energy: no power data"), captions
+    assert not any("0.000 kWh" in c for c in captions)
