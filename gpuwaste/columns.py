@@ -34,6 +34,8 @@ DECIMALS: dict[str, int] = {
     "MiB": 0,
     "GiB": 1,
     "money": 2,
+    "kWh": 2,
+    "kg": 2,
     "count": 0,
     "weight": 2,
     "number": 2,  # a float of no declared unit
@@ -198,6 +200,13 @@ COLUMNS: dict[str, Column] = {
     "cost": Column("Money", "money"),
     "gpu_cost": Column("Money", "money"),
     "lost_cost": Column("Money lost", "money"),
+    # energy ([energy]: CO2e and money where its factors are set)
+    "energy_kwh": Column("Energy (kWh)", "kWh"),
+    "lost_energy_kwh": Column("Energy lost (kWh)", "kWh"),
+    "co2e_kg": Column("CO2e (kg)", "kg"),
+    "lost_co2e_kg": Column("CO2e lost (kg)", "kg"),
+    "energy_cost": Column("Money for energy", "money"),
+    "lost_energy_cost": Column("Money for energy lost", "money"),
     # policy replay
     "jobs_hit": _count("Jobs cancelled", Rank.HEADLINE),
     "reclaimed_gpu_h": _gpu_h("GPU hours reclaimed", rank=Rank.HEADLINE),

@@ -5,6 +5,7 @@ a never-used GPU, no power at all, and a MIG-split GPU against the same GPU whol
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.run import analyze
 from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
 from gpuwaste.analyses.waste_by import waste_by
+from gpuwaste.columns import title
 from gpuwaste.config import (
     DATA_DIR_ENV,
     ClusterConfig,
@@ -114,6 +116,52 @@ def test_counter_increase_with_a_reset(data_dir: Path) -> None:
     counter = [1000.0, 2500.0, 100.0, 1600.0]
     row = analyzed(data_dir, points(rows, energy=counter), 75)
     assert row["energy_kwh"] == kwh(1500 + 1500 + 100 + 1500 + 1500)
+
+
+A100 = "NVIDIA A100-SXM4-80GB"  # board limit 400 W: a counter may add at most 800 W x seconds
+
+
+def _counter_run(data_dir: Path, counter: list[float], power: float | None = 300.0) -> Any:
+    """Four samples 15 s apart of an A100 at `power` W with the counter's readings `counter`,
+    the first two in one ingest window and the last two in the next, analyzed: its row and the
+    run."""
+    rows = [(15 * k, 50, 1000, power) for k in (1, 2, 3, 4)]
+    samples = [{**s, "gpu_model": A100} for s in points(rows, energy=counter)]
+    build(data_dir, samples, [job("j1", 75)], windows=[(at(0), at(31)), (at(31), at(61))])
+    t = Thresholds(sampling_interval_s=15)
+    (outcome,) = analyze(Settings(data_dir=data_dir, thresholds=t), quiet=True)
+    return gpu_row(Warehouse(data_dir), "j1"), outcome
+
+
+def test_counter_drop_at_a_window_boundary_is_set_aside(data_dir: Path) -> None:
+    # ingest checks a counter only against readings of the same window: the drop from
+    # 5_004_500 J to 4_900_000 J lands between two windows. A reboot restarts the counter at 0,
+    # so 4.9 MJ in 15 s (327 kW) is no reset: that sample takes power x 15 s instead
+    row, outcome = _counter_run(data_dir, [5_000_000.0, 5_004_500.0, 4_900_000.0, 4_904_500.0])
+    assert row["energy_kwh"] == kwh(4500 * 5)
+    assert outcome.counter_set_aside == 1
+    assert "1 energy-counter increase(s) set aside" in outcome.summary()
+
+
+def test_counter_jump_of_a_gigajoule_is_set_aside(data_dir: Path) -> None:
+    row, outcome = _counter_run(data_dir, [1000.0, 5500.0, 1e9 + 5500.0, 1e9 + 10_000.0])
+    assert row["energy_kwh"] == kwh(4500 * 5)  # not 1 GJ (278 kWh)
+    assert outcome.counter_set_aside == 1
+
+
+def test_counter_set_aside_without_power_counts_nothing(data_dir: Path) -> None:
+    # no power to fall back on: the jump's 15 s stand for nothing, not for 0 J of a reading
+    row, outcome = _counter_run(data_dir, [1000.0, 5500.0, 1e9 + 5500.0, 1e9 + 10_000.0], None)
+    assert row["energy_kwh"] == kwh(4500 + 4500)
+    assert outcome.counter_set_aside == 1
+
+
+def test_counter_reset_by_a_reboot_is_counted_from_zero(data_dir: Path) -> None:
+    # a true reboot: the counter restarts near 0 (2000 J in 15 s: 133 W, under 800 W), kept
+    row, outcome = _counter_run(data_dir, [5_000_000.0, 5_004_500.0, 2000.0, 6500.0])
+    assert row["energy_kwh"] == kwh(4500 + 4500 + 2000 + 4500 + 4500)
+    assert outcome.counter_set_aside == 0
+    assert "set aside" not in outcome.summary()
 
 
 def test_energy_in_an_idle_slot_is_lost(data_dir: Path) -> None:
@@ -222,11 +270,17 @@ def test_split_mig_gpu_uses_the_energy_of_the_whole_one(tmp_path: Path) -> None:
 
 
 def test_energy_daily_applies_the_clusters_factors(data_dir: Path) -> None:
-    """kWh x PUE x g/kWh, the cluster's own factors over the site's; money where a price is."""
-    rows = [(15 * k, 50, 1000, 400.0) for k in range(1, 241)]  # one hour at 400 W
+    """kWh x PUE x g/kWh, the cluster's own factors over the site's; money x the price; the same
+    in `report --by user`."""
+    # one hour: 400 W busy, but 10 minutes idle at 100 W in the middle (an idle slot)
+    rows = [(15 * k, 50, 1000, 400.0) for k in range(1, 241)]
+    rows[100:140] = [(15 * k, 0, 0, 100.0) for k in range(101, 141)]
     build(data_dir, points(rows), [job("j1", 3600)])
     energy = EnergySettings(
-        co2_g_per_kwh=500, pue=1.5, clusters={"c": EnergyFactors(co2_g_per_kwh=100)}
+        co2_g_per_kwh=500,
+        pue=1.5,
+        price_per_kwh=0.2,
+        clusters={"c": EnergyFactors(co2_g_per_kwh=100, price_per_kwh=0.2)},
     )
     t = Thresholds(sampling_interval_s=15)
     analyze(Settings(data_dir=data_dir, thresholds=t, energy=energy), quiet=True)
@@ -234,17 +288,31 @@ def test_energy_daily_applies_the_clusters_factors(data_dir: Path) -> None:
     row = day.filter((pl.col("vc") == "(all)") & (pl.col("gpu_model") == "(all)")).row(
         0, named=True
     )
-    assert row["energy_kwh"] == pytest.approx(0.4, abs=1e-6)
+    kwh_all, kwh_lost = (200 * 400 + 40 * 100) * 15 / KWH, 40 * 100 * 15 / KWH  # 0.35, 0.0167
+    assert row["energy_kwh"] == pytest.approx(kwh_all, abs=1e-6)
+    assert row["lost_energy_kwh"] == pytest.approx(kwh_lost, abs=1e-6)
     assert row["measured_gpu_h"] == pytest.approx(1.0)
-    assert row["facility_kwh"] == pytest.approx(0.6, abs=1e-6)
-    assert row["co2e_kg"] == pytest.approx(0.06, abs=1e-6)  # 0.6 kWh x 100 g/kWh
-    assert row["energy_cost"] is None  # no price set
-    # `report --by user`: the period's kWh, and kg CO2e of the kWh lost (none here)
+    assert row["facility_kwh"] == pytest.approx(1.5 * kwh_all, abs=1e-6)
+    assert row["co2e_kg"] == pytest.approx(1.5 * kwh_all * 0.1, abs=1e-6)  # 100 g/kWh
+    assert row["lost_co2e_kg"] == pytest.approx(1.5 * kwh_lost * 0.1, abs=1e-6)
+    assert row["energy_cost"] == pytest.approx(1.5 * kwh_all * 0.2, abs=1e-6)
+    assert row["lost_energy_cost"] == pytest.approx(1.5 * kwh_lost * 0.2, abs=1e-6)
+    # `report --by user`: the period's kWh, with the same factors
     settings = Settings(data_dir=data_dir, energy=energy)
     by_user = waste_by(settings, "user").row(0, named=True)
-    assert by_user["energy_kwh"] == pytest.approx(0.4, abs=1e-6)
-    assert by_user["lost_energy_kwh"] == 0 and by_user["lost_co2e_kg"] == 0
-    assert "lost_co2e_kg" not in waste_by(Settings(data_dir=data_dir), "vc").columns
+    for column in ("energy_kwh", "lost_energy_kwh", "co2e_kg", "lost_co2e_kg"):
+        assert by_user[column] == pytest.approx(row[column], abs=1e-6), column
+    assert by_user["energy_cost"] == pytest.approx(row["energy_cost"], abs=1e-6)
+    assert by_user["lost_energy_cost"] == pytest.approx(row["lost_energy_cost"], abs=1e-6)
+    # without [energy] factors: the kWh, no CO2e and no money columns
+    plain = waste_by(Settings(data_dir=data_dir), "vc").columns
+    assert "energy_kwh" in plain
+    assert not {"co2e_kg", "lost_co2e_kg", "energy_cost", "lost_energy_cost"} & set(plain)
+    # a site with a CO2 factor and no price: CO2e, no money
+    co2_only = EnergySettings(co2_g_per_kwh=500)
+    columns = waste_by(Settings(data_dir=data_dir, energy=co2_only), "model").columns
+    assert "co2e_kg" in columns and "energy_cost" not in columns
+    assert title("energy_cost") == "Money for energy" and title("co2e_kg") == "CO2e (kg)"
 
 
 def test_energy_daily_splits_a_job_across_midnight_as_waste_daily_does(data_dir: Path) -> None:
@@ -301,21 +369,23 @@ def _dcgm(lines: list[tuple[str, float]]) -> Any:
 
 
 def test_energy_counter_stored_reset_kept_backwards_refused() -> None:
-    """DCGM's counter (mJ) -> J; a drop to at most 100 kW x 15 s is a reboot, kept; a drop to
-    a larger value ran backwards: refused with its reason."""
-    # mJ: 5 MJ, +6 kJ, back to 4.9 MJ (backwards), 1 J (a reboot), +6 kJ
-    counter = [5_000_000_000, 5_006_000_000, 4_900_000_000, 1_000, 6_001_000]
+    """DCGM's counter (mJ) -> J; a drop to at most twice the A100's 400 W x 15 s is a reboot,
+    kept; a drop to a larger value ran backwards: refused with its reason."""
+    # mJ: 5 MJ, +6 kJ, back to 4.9 MJ (backwards), to 100 kJ (6.7 kW over 15 s: under the
+    # declared 100 kW, over the A100's 800 W: backwards), 1 J (a reboot), +6 kJ
+    counter = [5_000_000_000, 5_006_000_000, 4_900_000_000, 100_000_000, 1_000, 6_001_000]
     lines = []
     for v in counter:
         lines += [("DCGM_FI_DEV_GPU_UTIL", 50), ("DCGM_FI_DEV_FB_USED", 1000)]
         lines += [("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", v)]
     rows = _dcgm(lines)
     got = rows.frame.sort("ts")["energy_j"].to_list()
-    assert got == [5e6, 5.006e6, None, 1.0, 6001.0]
-    assert [r.reason for r in rows.refused] == [
-        "ran backwards without a reset (above 100000 W since the last reading): "
+    assert got == [5e6, 5.006e6, None, None, 1.0, 6001.0]
+    reason = (
+        "ran backwards without a reset (above 800.0 W since the last reading): "
         "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
-    ]
+    )
+    assert [r.reason for r in rows.refused] == [reason, reason]
 
 
 def test_bad_power_is_quarantined_never_summed() -> None:
@@ -397,17 +467,32 @@ def test_power_above_twice_the_models_limit_is_refused() -> None:
 
 def test_generated_dcgm_counter_with_its_reset_gives_the_planted_energy(tmp_path: Path) -> None:
     """The generator's DCGM cluster through `gpuwaste ingest` (OpenMetrics) and `analyze`: the
-    energy counter (mJ, one reset on the first GPU) is stored in J and the per-job energy from
-    it equals the planted truth within 1 % (jobs of 200 samples or more) and over the cluster."""
+    energy counter (mJ, with the resets truth.json's `power` lists) is stored in J, runs
+    backwards exactly there, and the per-job energy from it equals the planted truth within 1 %
+    (jobs of 200 samples or more) and over the cluster; the power stays within the planted
+    idle and loaded levels."""
     data = build_generated(tmp_path)
     truth = json.loads((tmp_path / "generated-src" / "truth.json").read_text())
+    (levels,) = truth["power"]["models"].values()
+    resets = truth["power"]["counter_resets"]
+    assert len(resets) == 1
     wh = Warehouse(data)
     with connect(data) as con:
-        first = con.sql(
-            "select energy_j from gpu_samples where gpu = 0 and host = (select min(host) "
-            "from gpu_samples) order by ts"
-        ).pl()["energy_j"]
-    assert first.null_count() == 0 and (first.diff() < 0).sum() == 1  # the planted reset
+        counters = con.sql(
+            "select host, gpu, ts, energy_j, power_w, energy_j < lag(energy_j) over "
+            "(partition by host, gpu order by ts) as drop from gpu_samples"
+        ).pl()
+    assert counters["energy_j"].null_count() == 0
+    drops = counters.filter(pl.col("drop"))
+    # the drop shows at the reset's sample, or at the next one present (a gap may hide it)
+    ((reset_ts, host, gpu),) = [(r["ts"], r["host"], r["gpu"]) for r in resets]
+    at_reset = datetime.fromisoformat(reset_ts.replace("Z", "+00:00"))
+    assert drops.select("host", "gpu").rows() == [(host, gpu)]
+    assert drops["ts"].item() >= at_reset
+    first = counters.filter((pl.col("host") == host) & (pl.col("gpu") == gpu))
+    assert drops["ts"].item() == first.filter(pl.col("ts") >= at_reset)["ts"].min()
+    assert counters["power_w"].min() == levels["idle_w"]
+    assert counters["power_w"].max() == levels["loaded_w"]
     found = wh.read("job_gpu_usage", "gen").select("job_id", "host", "gpu", "energy_kwh")
     both = pl.DataFrame(truth["energy"]).join(found, on=["job_id", "host", "gpu"], suffix="_got")
     assert both.height > 50
@@ -436,3 +521,22 @@ def test_job_page_and_overview_show_power_and_energy(
     assert any(str(c.value).startswith("Energy: 0.11") for c in at.caption), at.caption
     overview = _open(AppTest.from_file(APP, default_timeout=TIMEOUT))
     assert _metric(overview, "Energy lost (kWh)") == "0.1 kWh"
+
+
+def test_job_page_says_no_power_data_where_the_energy_is_null(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Power only in samples without a utilization (the analysis reads none of them): the chart
+    draws it, the job's kWh is null, and the caption says so rather than "0.000 kWh"."""
+    samples = points([(15 * k, 50, 1000, None) for k in range(1, 21)])
+    for k in range(1, 21):
+        samples.append({**samples[0], "ts": at(15 * k - 7), "util": None, "power_w": 250.0})
+    build(data_dir, samples, [job("j1", 315)])
+    row = gpu_row(run(data_dir, sampling_interval_s=15), "j1")
+    assert row["energy_kwh"] is None
+    monkeypatch.setenv(DATA_DIR_ENV, str(data_dir))
+    page = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), "job", job="j1", cluster="c")
+    assert [c for t, c in _charts(page).items() if t.startswith("Power draw per GPU")]
+    captions = [str(c.value) for c in page.caption if str(c.value).startswith("Energy:")]
+    assert captions and captions[0].startswith("Energy: no power data"), captions
+    assert not any("0.000 kWh" in c for c in captions)

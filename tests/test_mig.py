@@ -310,7 +310,9 @@ def layouts(draw: st.DrawFn) -> list[list[str | None]]:
 
 
 def _host_gpu_time(data_dir: Path, layout: list[list[str | None]], utils: list[float]) -> dict:
-    """Analyze one job per device, all over the same hour, and return the GPU-time totals."""
+    """Analyze one job per device, all over the same hour, and return the GPU-time and energy
+    totals. Each GPU draws its own power (`_parent_power`), which the exporter repeats on every
+    instance of it."""
     wh = Warehouse(data_dir)
     end = T0 + timedelta(hours=1)
     samples, job_gpus, jobs = [], [], []
@@ -339,6 +341,7 @@ def _host_gpu_time(data_dir: Path, layout: list[list[str | None]], utils: list[f
                     "util": u,
                     "mem_used_mib": 0.0 if u == 0 else 1000.0,
                     "mem_total_mib": 10240.0,
+                    "power_w": _parent_power(g),
                 }
                 for g, i, p, t, u in samples
             ],
@@ -394,7 +397,15 @@ def _host_gpu_time(data_dir: Path, layout: list[list[str | None]], utils: list[f
         "job_usage": wh.read("job_usage", "c")["gpu_s"].sum(),
         "waste_daily": daily["alloc_gpu_h"].sum() * 3600,
         "devices": usage.height,
+        "energy_kwh": usage["energy_kwh"].sum(),
+        "job_energy_kwh": wh.read("job_usage", "c")["energy_kwh"].sum(),
     }
+
+
+def _parent_power(gpu: int) -> float:
+    """The power (W) GPU `gpu` of the host draws, whole or split: a different one per GPU, so
+    that an instance weighed by another GPU's power would show."""
+    return 100.0 + 55.0 * gpu
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -411,6 +422,12 @@ def test_a_hosts_gpu_time_is_unchanged_when_its_gpus_are_split(
     for name in ("job_gpu_usage", "job_usage", "waste_daily"):
         assert split_time[name] == pytest.approx(hour_per_gpu), name
         assert whole_time[name] == pytest.approx(hour_per_gpu), name
+    # energy: each GPU's power for the hour, counted once however it is split (each device's
+    # kWh stored to 6 decimals: at most 7 roundings of 5e-7 per GPU)
+    kwh = sum(_parent_power(g) for g in range(len(layout))) * 3600 / 3.6e6
+    for name in ("energy_kwh", "job_energy_kwh"):
+        assert whole_time[name] == pytest.approx(kwh, abs=1e-5), name
+        assert split_time[name] == pytest.approx(whole_time[name], abs=7 * len(layout) * 5e-7), name
 
 
 # --- allocations to instances ---------------------------------------------------------------

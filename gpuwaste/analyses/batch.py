@@ -101,6 +101,7 @@ class BatchOutcome:
     failed_jobs: dict[str, str] = field(default_factory=dict)  # job_id -> why, one line
     errors: list[str] = field(default_factory=list)  # tracebacks of the failed jobs
     unresolved_gpus: int = 0
+    counter_set_aside: int = 0  # energy-counter increases set aside (analyses/energy.py)
     seconds: dict[str, float] = field(default_factory=dict)
     error: str = ""  # why the whole batch failed, one sentence ("" if it did not)
     disk: bool = False  # the error is a disk that refused a write (`DiskError`): the run stops
@@ -193,6 +194,7 @@ def compute_batch(spec: BatchSpec, data_dir: Path) -> tuple[dict[str, pa.Table],
         for part in run_isolating(run, list(spec.job_ids), outcome.failed_jobs, outcome.errors):
             result.add(part)
     outcome.unresolved_gpus = result.unresolved_gpus
+    outcome.counter_set_aside = result.counter_set_aside
     outcome.seconds = result.seconds
     tables: dict[str, pa.Table] = {}
     for name in PER_JOB_TABLES:

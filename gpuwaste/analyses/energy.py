@@ -9,6 +9,14 @@ previous sample of the allocation, a drop being a reset (the increase is then th
 counted from zero), as Prometheus' `increase()` counts; the first sample of an allocation, and
 one after a gap, has no previous reading in the allocation and takes power x seconds.
 
+A counter's increase (or post-reset value) is believed only when a GPU could have drawn it: at
+most twice the board power limit of the device's model (`dialects.power_limit_w`, as ingest
+bounds power) x the seconds it covers, or the dialect's declared maximum (`MAX_W`) where the
+model is unknown. Ingest checks each reading against the one before it in the same file or query
+window only, so a counter that ran backwards across two windows, or jumped forward, reaches
+here: such an increase is set aside (counted per allocation in `counter_set_aside`, and in the
+run's summary line) and the sample takes power x seconds instead, or nothing without power.
+
 Energy lost: the energy of the samples inside the allocation's idle slots (idle_slots.py) and
 the whole energy of a never-used device. Both are None (null) where the device has no power
 reading at all: no series is not 0 J. Held-idle energy (#44): the energy of the samples inside
@@ -25,6 +33,7 @@ from __future__ import annotations
 import polars as pl
 
 from gpuwaste.analyses.idle_slots import ALLOC_COLUMNS
+from gpuwaste.dialects import MAX_W, power_limit_w
 
 SCHEMA: dict[str, pl.DataType] = {
     "alloc_id": pl.Int64(),
@@ -32,16 +41,32 @@ SCHEMA: dict[str, pl.DataType] = {
     "lost_energy_j": pl.Float64(),
     "power_s": pl.Float64(),  # the seconds with a power (or counter) reading
     "held_energy_j": pl.Float64(),  # in held-idle stretches (#44); not part of lost_energy_j
+    "counter_set_aside": pl.UInt32(),  # counter increases no GPU could draw: not summed
 }
+# The column of `range_alloc` that names the device's model, for its power limit.
+MODEL = "device_model"
 
 
-def sample_energy(flags: pl.DataFrame) -> pl.Expr:
-    """Per sample of `flags` (sample_flags rows, in allocation and time order, with power_w and,
-    if the dialect has one, energy_j), the joules it stands for (null: no reading)."""
+def limit_w(range_alloc: pl.DataFrame) -> pl.DataFrame:
+    """Per allocation (alloc_id) of `range_alloc`, the most power its device can draw: twice its
+    model's board power limit (`power_limit_w`, the bound ingest puts on power), else `MAX_W`."""
+    ids = range_alloc.select(pl.col("alloc_id").cast(pl.Int64))
+    if MODEL not in range_alloc.columns:
+        return ids.with_columns(pl.lit(MAX_W).alias("limit_w"))
+    models = range_alloc[MODEL].drop_nulls().unique().to_list()
+    limits = {m: 2 * w for m in models if (w := power_limit_w(m)) is not None}
+    limit = pl.col(MODEL).replace_strict(limits, default=MAX_W, return_dtype=pl.Float64)
+    return ids.with_columns(range_alloc.select(limit.alias("limit_w")))
+
+
+def sample_energy(flags: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:
+    """Per sample of `flags` (sample_flags rows, in allocation and time order, with power_w,
+    `limit_w` and, if the dialect has one, energy_j): the joules it stands for (null: no
+    reading), and whether its counter increase was set aside as more than the device can draw."""
     seconds = pl.col("covered_s") + pl.col("tail_covered_s")
     by_power = pl.col("power_w") * seconds
     if "energy_j" not in flags.columns:
-        return by_power
+        return by_power, pl.lit(False)
     counter = pl.col("energy_j")
     before = counter.shift(1).over("alloc_id")
     # a previous reading of the same allocation with no gap between: its increase, a drop a
@@ -49,9 +74,13 @@ def sample_energy(flags: pl.DataFrame) -> pl.Expr:
     increase = pl.when(counter >= before).then(counter - before).otherwise(counter)
     usable = counter.is_not_null() & before.is_not_null() & ~pl.col("is_first")
     usable = usable & ~pl.col("gap_before")
+    # believed only if the device could draw it in the seconds since the previous reading (no
+    # gap between, so `covered_s`): else a counter that ran backwards or jumped, set aside
+    implausible = usable & (increase > pl.col("limit_w") * pl.col("covered_s"))
     # the last sample's tail (end of allocation after it) is power x tail seconds
     tail = pl.col("power_w") * pl.col("tail_covered_s")
-    return pl.when(usable).then(increase + tail.fill_null(0.0)).otherwise(by_power)
+    joules = pl.when(usable & ~implausible).then(increase + tail.fill_null(0.0)).otherwise(by_power)
+    return joules, implausible
 
 
 def compute(
@@ -63,18 +92,22 @@ def compute(
 ) -> pl.DataFrame:
     """Pure: sample_flags rows (alloc_id, ts, idle, held, covered_s, tail_covered_s, power_w and
     optionally energy_j, is_first, gap_before), gpu_sample_stats (alloc_id, never_used), the
-    range's idle slots and allocations, its held-idle stretches -> per allocation with a
-    reading, its joules, the joules lost and those in held-idle stretches (`SCHEMA`)."""
+    range's idle slots and allocations (with their `device_model` where known), its held-idle
+    stretches -> per allocation with a reading, its joules, the joules lost, those in held-idle
+    stretches and the counter increases set aside (`SCHEMA`)."""
     if "power_w" not in sample_flags.columns or not sample_flags.height:
         return pl.DataFrame(schema=SCHEMA)
     cols = ["alloc_id", "ts", "idle", "covered_s", "tail_covered_s", "power_w", "is_first"]
     cols += ["held"] if "held" in sample_flags.columns else []
     cols += ["gap_before"] + (["energy_j"] if "energy_j" in sample_flags.columns else [])
     flags = sample_flags.select(cols).with_columns(pl.col("alloc_id").cast(pl.Int64))
+    if "energy_j" in flags.columns:
+        flags = flags.join(limit_w(range_alloc), on="alloc_id", how="left", maintain_order="left")
     read = pl.col("power_w").is_not_null()
     if "energy_j" in flags.columns:
         read = read | pl.col("energy_j").is_not_null()
-    joules = flags.with_columns(sample_energy(flags).alias("j")).filter(read)
+    j, set_aside = sample_energy(flags)
+    joules = flags.with_columns(j.alias("j"), set_aside.alias("set_aside")).filter(read)
     if not joules.height:
         return pl.DataFrame(schema=SCHEMA)
     slots = batch_idle_slots.join(
@@ -94,8 +127,14 @@ def compute(
     per_alloc = (
         joules.group_by("alloc_id")
         .agg(
-            pl.col("j").sum().alias("energy_j"),
-            (pl.col("covered_s") + pl.col("tail_covered_s")).sum().alias("power_s"),
+            # null, not 0, where no sample stands for any joules (its increases set aside and
+            # no power to fall back on)
+            pl.when(pl.col("j").count() > 0).then(pl.col("j").sum()).alias("energy_j"),
+            (pl.col("covered_s") + pl.col("tail_covered_s"))
+            .filter(pl.col("j").is_not_null())
+            .sum()
+            .alias("power_s"),
+            pl.col("set_aside").sum().alias("counter_set_aside"),
         )
         .join(in_slots, on="alloc_id", how="left")
         .join(in_held, on="alloc_id", how="left")
@@ -107,7 +146,14 @@ def compute(
         .otherwise(pl.col("slot_j").fill_null(0.0))
     )
     held_j = pl.col("held_energy_j").fill_null(0.0).alias("held_energy_j")
-    out = per_alloc.select("alloc_id", "energy_j", lost.alias("lost_energy_j"), "power_s", held_j)
+    out = per_alloc.select(
+        "alloc_id",
+        "energy_j",
+        lost.alias("lost_energy_j"),
+        "power_s",
+        held_j,
+        "counter_set_aside",
+    )
     return out.cast(SCHEMA)  # type: ignore[arg-type]
 
 

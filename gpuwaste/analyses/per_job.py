@@ -51,6 +51,7 @@ from gpuwaste.warehouse.store import sql_string
 class BatchResult:
     frames: dict[str, pl.DataFrame] = field(default_factory=dict)
     unresolved_gpus: int = 0  # allocations with unknown GPU index and no labelled samples
+    counter_set_aside: int = 0  # energy-counter increases no GPU could draw (energy.py)
     seconds: dict[str, float] = field(default_factory=dict)  # time per step, for the benchmark
     parts: dict[str, list[pl.DataFrame]] = field(default_factory=dict)
 
@@ -59,6 +60,7 @@ class BatchResult:
         for name, df in other.frames.items():
             self.parts.setdefault(name, []).append(df)
         self.unresolved_gpus += other.unresolved_gpus
+        self.counter_set_aside += other.counter_set_aside
         for step, secs in other.seconds.items():
             self.seconds[step] = self.seconds.get(step, 0.0) + secs
 
@@ -88,6 +90,7 @@ RANGE_ALLOC_COLUMNS = (
     "gpu_weight",
     "start_ts",
     "end_ts",
+    energy.MODEL,
 )
 
 
@@ -312,6 +315,22 @@ def _allocations(
     return con.sql("select * from analyze_alloc").pl(), unresolved
 
 
+def _with_device_models(rel: Relations, alloc: pl.DataFrame, made: bool) -> pl.DataFrame:
+    """`alloc` with `energy.MODEL`: the model its device's samples name (`device_models`, if
+    `made`), else the scheduler's GPU type; energy.py bounds a counter's increase by it. (The
+    cluster's `gpu_models` host patterns, job_gpu_usage.sql's middle choice, are not read: a
+    device without either falls back to the declared maximum.)"""
+    key = ["host", "gpu", "gpu_instance"]
+    models = (
+        rel.query(f"select {', '.join(key)}, gpu_model as sample_model from device_models")
+        if made
+        else pl.DataFrame(schema={**alloc.select(key).schema, "sample_model": pl.String})
+    )
+    joined = alloc.join(models, on=key, how="left", nulls_equal=True, maintain_order="left")
+    model = pl.coalesce("sample_model", "gpu_model").alias(energy.MODEL)
+    return joined.with_columns(model).drop("sample_model")
+
+
 def run_batch(
     con: duckdb.DuckDBPyConnection,
     cluster: str,
@@ -360,6 +379,7 @@ def run_batch(
         if ranges.hosts:  # over the batch's hosts, first to last, and its days
             set_variables(con, {"host_lo": ranges.hosts[0], "host_hi": ranges.hosts[-1]})
             BATCH_DEVICES.run(rel, thresholds)
+        alloc_all = _with_device_models(rel, alloc_all, bool(ranges.hosts))
         record_time("allocations")
 
         # the ranges' parts, on disk past 16 MiB: they grow with the hosts a batch reaches
@@ -374,6 +394,9 @@ def run_batch(
                     record_time("range parts (held, or written past 16 MiB)")
                     del samples
             batch = _roll_up_parts(parts.read(), thresholds)
+            energy_rows = batch.get("batch_energy")
+            if energy_rows is not None and energy_rows.height:
+                result.counter_set_aside = int(energy_rows["counter_set_aside"].sum())
             record_time("range parts (held, or written past 16 MiB)")
         _after_ranges(rel, batch, thresholds, record_time)
     result.frames = {RESULT_OF[name]: batch[name] for name in RESULT_OF}

@@ -79,6 +79,7 @@ class ClusterRun:
     jobs_recomputed: int = 0
     jobs_removed: int = 0
     unresolved_gpus: int = 0
+    counter_set_aside: int = 0  # energy-counter increases no GPU could draw (energy.py)
     rebuilt: bool = False
     rows: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)  # wall, per step of the batches
@@ -105,6 +106,12 @@ class ClusterRun:
                 f"; {self.unresolved_gpus} job x host allocation(s) not tied to a GPU (no whole "
                 "host, scontrol capture, Jobstats summary or job label names it) skipped, counted "
                 "neither busy nor idle"
+            )
+        if self.counter_set_aside:
+            line += (
+                f"; {self.counter_set_aside} energy-counter increase(s) set aside as more than "
+                "twice the GPU model's power limit over their seconds (the counter ran backwards "
+                "or jumped): power x seconds counted instead"
             )
         if self.failed_jobs:
             first, why = next(iter(self.failed_jobs.items()))
@@ -167,6 +174,7 @@ def _merge_outcomes(run: ClusterRun, outcomes: list[BatchOutcome]) -> list[str]:
         run.failed_jobs.update(o.failed_jobs)
         errors.extend(o.errors)
         run.unresolved_gpus += o.unresolved_gpus
+        run.counter_set_aside += o.counter_set_aside
         for step, secs in o.seconds.items():
             run.seconds[step] = run.seconds.get(step, 0.0) + secs
     return errors

@@ -72,7 +72,7 @@ def waste_by(
     finally:
         con.close()
     order = ["lost_gpu_h", "cluster", "who"]
-    df = with_co2e(df, settings)
+    df = with_energy_factors(df, settings)
     unpriced = [
         c
         for c in (
@@ -80,28 +80,51 @@ def waste_by(
             "lost_cost",
             "energy_kwh",
             "lost_energy_kwh",
-            "lost_co2e_kg",
             "held_idle_energy_kwh",
+            *(f[0] for f in _FACTORED),
         )
         if c in df.columns and df[c].null_count() == df.height
     ]
-    # money columns only where [cost] prices some GPU; energy where some GPU reports power
+    # money columns only where [cost] prices some GPU; energy where some GPU reports power, its
+    # CO2e and money where [energy] sets the factor or price
     df = df.drop(unpriced)
     if by == "model":  # idle GPUs are held by users and VCs, not by models
         df = df.drop("others_waited_gpu_h", "others_waits")
     return df.sort(order, descending=[True, False, False], nulls_last=True).rename({"who": by})
 
 
-def with_co2e(df: pl.DataFrame, settings: Settings) -> pl.DataFrame:
-    """`df` (a `cluster` and a `lost_energy_kwh` column) with `lost_co2e_kg`: the lost kWh x
-    the cluster's `[energy]` PUE x g CO2e/kWh / 1000 (null where no factor is configured)."""
+# The columns `with_energy_factors` adds: (name, the kWh column it is of, the factor per kWh).
+_FACTORED = (
+    ("co2e_kg", "energy_kwh", "co2e"),
+    ("lost_co2e_kg", "lost_energy_kwh", "co2e"),
+    ("energy_cost", "energy_kwh", "price"),
+    ("lost_energy_cost", "lost_energy_kwh", "price"),
+)
+
+
+def with_energy_factors(df: pl.DataFrame, settings: Settings) -> pl.DataFrame:
+    """`df` (a `cluster`, an `energy_kwh` and a `lost_energy_kwh` column) with `co2e_kg` and
+    `lost_co2e_kg` (kWh x the cluster's `[energy]` PUE x g CO2e/kWh / 1000) and `energy_cost`
+    and `lost_energy_cost` (kWh x PUE x price per kWh), as energy_daily.sql computes them per
+    day: null where the factor or price is not configured."""
     factors = {c: settings.energy.factors(c) for c in df["cluster"].unique().to_list()}
     per_kwh = {
-        c: None if f.co2_g_per_kwh is None else f.pue * f.co2_g_per_kwh / 1000
-        for c, f in factors.items()
+        "co2e": {
+            c: None if f.co2_g_per_kwh is None else f.pue * f.co2_g_per_kwh / 1000
+            for c, f in factors.items()
+        },
+        "price": {
+            c: None if f.price_per_kwh is None else f.pue * f.price_per_kwh
+            for c, f in factors.items()
+        },
     }
-    kg = pl.col("cluster").replace_strict(per_kwh, default=None, return_dtype=pl.Float64)
-    return df.with_columns((pl.col("lost_energy_kwh") * kg).alias("lost_co2e_kg"))
+    return df.with_columns(
+        (
+            pl.col(kwh)
+            * pl.col("cluster").replace_strict(per_kwh[k], default=None, return_dtype=pl.Float64)
+        ).alias(name)
+        for name, kwh, k in _FACTORED
+    )
 
 
-__all__ = ["BY", "TITLE", "check_by", "waste_by", "with_co2e"]
+__all__ = ["BY", "TITLE", "check_by", "waste_by", "with_energy_factors"]

@@ -52,6 +52,13 @@ truth.json (sorted keys; times ISO 8601 UTC with `Z`)
 - `gaps`: {host, gpu, start, end}: no GPU-exporter samples for start <= t < end (all three DCGM
   families; node-exporter series have no gaps). Gaps lie inside a steady phase (two samples
   clear of its edges) or in unallocated time (two samples clear of any allocation).
+- `energy`: per (job, GPU) with samples, {job_id, host, gpu, samples, energy_kwh,
+  lost_energy_kwh}: the planted power x interval of its present samples, and of those in its
+  idle slots (all of it on a never-used GPU).
+- `power`: `models` {model name: {idle_w, held_w, loaded_w}}, the power planted per GPU model
+  (idle; no kernel but memory held; at 100 % utilization, generate/power.py), and
+  `counter_resets` [{host, gpu, ts}]: where the energy counter restarts from 0 (a reboot; `ts`
+  the first sample counted from 0).
 - `busy_loops` (only with `--busy-loops`, generate/busy_loops.py): the jobs planted as busy loops,
   {job_id, start, end, gpus, coarse_pct (GPU_UTIL: 100), sm_pct_max, power_w_max}.
 - `debug_jobs`: job ids of partition `debug` (names interactive, bash, jupyter);

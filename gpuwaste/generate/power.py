@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuwaste.generate.model import F64, Cluster
+from gpuwaste.generate.model import F64, Cluster, GeneratorSpec
 
 IDLE_W = 60  # an idle A100-SXM4-80GB (no context): 50-70 W as nvidia-smi reports it
 HELD_W = 210  # 3.5 x idle: memory held, no kernel running
@@ -38,6 +38,13 @@ def power_w(util: np.ndarray, mem: np.ndarray, loop: np.ndarray | None = None) -
     return out.astype(np.int64)
 
 
+def reset_sample(spec: GeneratorSpec) -> int | None:
+    """The sample of the window at which `RESET_GPU`'s counter restarts from 0 (None: the window
+    is too short for one)."""
+    r = int(spec.n_samples * RESET_AT)
+    return r if 0 < r < spec.n_samples else None
+
+
 def counter_j(cluster: Cluster, g: int, power: np.ndarray) -> F64:
     """The energy counter (J) of global GPU `g` at each sample of the window, from its power at
     each sample (all samples, present or not: the counter counts through data gaps)."""
@@ -47,11 +54,20 @@ def counter_j(cluster: Cluster, g: int, power: np.ndarray) -> F64:
     base = uptime_s * IDLE_W
     if g != RESET_GPU:
         return base + counts
-    r = int(spec.n_samples * RESET_AT)
+    r = reset_sample(spec)
     out = base + counts
-    if 0 < r < len(out):
+    if r is not None:
         out[r:] = counts[r:] - counts[r - 1]
     return out
 
 
-__all__ = ["HELD_W", "IDLE_W", "KWH", "LOADED_W", "counter_j", "power_w"]
+__all__ = [
+    "HELD_W",
+    "IDLE_W",
+    "KWH",
+    "LOADED_W",
+    "RESET_GPU",
+    "counter_j",
+    "power_w",
+    "reset_sample",
+]

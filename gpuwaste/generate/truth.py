@@ -16,7 +16,15 @@ from gpuwaste.generate.model import Cluster, Job
 from gpuwaste.generate.philly import PhillyView, short_hash
 from gpuwaste.generate.plans import slot_levels
 from gpuwaste.generate.policy_cases import policy_truth
-from gpuwaste.generate.power import KWH, power_w
+from gpuwaste.generate.power import (
+    HELD_W,
+    IDLE_W,
+    KWH,
+    LOADED_W,
+    RESET_GPU,
+    power_w,
+    reset_sample,
+)
 from gpuwaste.generate.series import alloc_series
 from gpuwaste.generate.timefmt import iso_z
 
@@ -112,6 +120,21 @@ def energy_truth(cluster: Cluster) -> list[dict[str, Any]]:
                 }
             )
     return out
+
+
+def power_truth(cluster: Cluster) -> dict[str, Any]:
+    """truth.json's `power`: the power planted per GPU model (generate/power.py: idle, idle with
+    memory held, loaded at 100 %), and where the energy counter restarts from 0 (a reboot: the
+    first sample that counts from 0, whether or not the data has that sample)."""
+    spec = cluster.spec
+    levels = {"idle_w": IDLE_W, "held_w": HELD_W, "loaded_w": LOADED_W}
+    r = reset_sample(spec)
+    resets = []
+    if r is not None:
+        host = cluster.host_of(RESET_GPU).name
+        gpu = RESET_GPU % params.GPUS_PER_HOST
+        resets.append({"host": host, "gpu": gpu, "ts": iso_z(spec.t0 + r * spec.interval_s)})
+    return {"models": {params.MODEL_NAME: levels}, "counter_resets": resets}
 
 
 def busy_loop_truth(cluster: Cluster) -> list[dict[str, Any]]:
@@ -270,6 +293,7 @@ def truth_dict(cluster: Cluster, philly: PhillyView, extra: dict[str, Any]) -> d
         "never_used": never_used,
         "phases": phases,
         "energy": energy_truth(cluster),
+        "power": power_truth(cluster),
         "gaps": [
             {
                 "host": cluster.host_of(gap.gpu).name,

@@ -116,10 +116,15 @@ else:
             title = f"Power draw per GPU (job {charts.label(job_id)})"
             widgets.plot(charts.power(samples, detail, title), key="power")
             used, lost = job["energy_kwh"], job["lost_energy_kwh"]
+            # null: no power reading the analysis could use (never 0 kWh, docs/definitions.md)
+            energy = (
+                "Energy: no power data (no power reading in the job's analyzed samples)."
+                if used is None
+                else f"Energy: {used:,.3f} kWh, of which {lost or 0:,.3f} kWh in idle slots and "
+                "on never-used GPUs."
+            )
             st.caption(
-                f"Energy: {used or 0:,.3f} kWh, of which {lost or 0:,.3f} kWh in idle slots and "
-                "on never-used GPUs. A MIG instance shows its GPU's power; its energy is its "
-                "slice's share."
+                f"{energy} A MIG instance shows its GPU's power; its energy is its slice's share."
             )
 
 flags = {

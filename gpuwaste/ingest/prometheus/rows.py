@@ -232,21 +232,37 @@ def _bad_value_rows(
     return _split_by_reason(samples, samples.with_columns(reason))
 
 
-def counter_backwards(samples: pl.DataFrame, scale: float) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _drawable_w(models: Mapping[int, str | None]) -> pl.Expr:
+    """Per sample (by `gid`), the most power its device can draw: twice its model's board power
+    limit (`power_limit_w`) where the model is known and in the table, else `MAX_W`."""
+    limits = {g: 2 * w for g, m in models.items() if (w := power_limit_w(m)) is not None}
+    if not limits:
+        return pl.lit(MAX_W)
+    return pl.col("gid").replace_strict(limits, default=MAX_W, return_dtype=pl.Float64)
+
+
+def counter_backwards(
+    samples: pl.DataFrame, scale: float, models: Mapping[int, str | None]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Split an energy counter's samples (gid, ts, value; raw units, `scale` to J) into (good,
     bad with a `reason`): a reading below the previous one of its series is a reset (a reboot:
-    kept, the analyses count from the new value) when it is no more than the energy a GPU can
-    draw since that reading (`MAX_W` x the seconds between), else the counter ran backwards."""
+    kept, the analyses count from the new value) when it is no more than the energy the GPU can
+    draw since that reading (twice its model's power limit, else `MAX_W`, x the seconds
+    between), else the counter ran backwards. Only readings of one file or query window are
+    compared: analyses/energy.py bounds every increase again, across windows too."""
     if samples.height < 2:
         return samples, _no_refusals(samples)
     ordered = samples.sort("gid", "ts")
     v = pl.col("value")
     before = v.shift(1).over("gid")
     seconds = (pl.col("ts") - pl.col("ts").shift(1).over("gid")).dt.total_microseconds() / 1e6
-    backwards = (v < before) & (v * scale > MAX_W * seconds)
+    drawable = _drawable_w(models)
+    backwards = (v < before) & (v * scale > drawable * seconds)
     reason = (
         pl.when(backwards.fill_null(False))
-        .then(pl.lit(f"ran backwards without a reset (above {MAX_W:g} W since the last reading)"))
+        .then(
+            pl.format("ran backwards without a reset (above {} W since the last reading)", drawable)
+        )
         .otherwise(pl.lit(None, dtype=pl.String))
         .alias("reason")
     )
@@ -574,7 +590,7 @@ def gpu_rows(
         good, bad = _bad_value_rows(samples, maximum, slack)
         refused.extend(_refuse_samples(bad, metric, s.labels, source))
         if column == "energy_j":
-            good, bad = counter_backwards(good, scale)
+            good, bad = counter_backwards(good, scale, {g: d[1] for g, d in details.items()})
             refused.extend(_refuse_samples(bad, metric, s.labels, source))
         if column == "power_w":
             models = {g: d[1] for g, d in details.items()}
