@@ -86,6 +86,86 @@ def test_a_root_cause_outranks_an_implicit_traceback_and_the_last_line_is_kept()
     assert found.line == "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB"
 
 
+# Real lines: PyTorch's DistBackendError as users posted it (hkproj/pytorch-transformer-distributed
+# issue #1; NVIDIA/nccl issue #1231), NCCL's INFO/WARN lines of runs that were not failing
+# (NVIDIA/nccl-tests issue #188: "NET/Plugin : Plugin load ... No such file or directory",
+# called harmless by NCCL's maintainer in NVIDIA/nccl #1231; NVIDIA/nccl issue #766: "NCCL WARN
+# Failed to open libibverbs.so[.1]" in a training that ran, only slowly).
+DIST_BACKEND_ERROR = (
+    "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+    "ProcessGroupNCCL.cpp:1333, unhandled system error (run with NCCL_DEBUG=INFO for details), "
+    "NCCL version 2.18.6\n"
+    "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or "
+    "device error. \n"
+    "Last error:\n"
+    "socketStartConnect: Connect to 192.168.19.14<52822> failed : No route to host\n"
+)
+NCCL_PLUGIN_INFO = (
+    "user:852750:852750 [0] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 : "
+    "libnccl-net.so: cannot open shared object file: No such file or directory"
+)
+NCCL_WARN = (
+    "cvlab189-System-Product-Name:1379562:1379562 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to "
+    "open libibverbs.so[.1]"
+)
+TYPE_ERROR = (
+    "Traceback (most recent call last):\n"
+    '  File "/home/u/train.py", line 88, in <module>\n'
+    "    loss = criterion(out, target, 0.1)\n"
+    "TypeError: forward() takes 3 positional arguments but 4 were given\n"
+)
+
+
+def test_a_torch_nccl_error_is_an_mpi_error_not_the_plugin_info_before_it() -> None:
+    """DistBackendError is an MPI error [Philly §4.2 counts NCCL's with MPI's]; the last line of
+    the rule is kept. NCCL's harmless INFO line about its network plugin (`.so: cannot open
+    shared object file`) is not "cannot load libraries", which ranks before MPI errors."""
+    rules = rule_set(FailureSettings())
+    found = match_text("step 1\n" + DIST_BACKEND_ERROR, rules)
+    assert found is not None and (found.reason, found.line_no) == ("MPI error", 3)
+    assert found.line.startswith("ncclSystemError: System call")
+    # NVIDIA/nccl #1231's log: the plugin INFO line at start-up, then torch's error
+    text = (
+        f"{NCCL_PLUGIN_INFO}\n"
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1691, unhandled cuda error (run with NCCL_DEBUG=INFO for details), "
+        "NCCL version 2.19.3\n"
+        "ncclUnhandledCudaError: Call to CUDA function failed.\n"
+        "Last error:\n"
+        "Cuda failure 802 'system not yet initialized'\n"
+    )
+    found = match_text(text, rules)
+    assert found is not None and found.reason == "MPI error"
+    assert found.line == "ncclUnhandledCudaError: Call to CUDA function failed."
+    assert match_text(NCCL_PLUGIN_INFO, rules) is None
+    # a library really missing still is
+    missing = "ImportError: libcudart.so.11.0: cannot open shared object file: No such file"
+    found = match_text(missing, rules)
+    assert found is not None and found.reason == "cannot load libraries"
+
+
+def test_an_early_harmless_no_such_file_does_not_outrank_the_final_type_error() -> None:
+    """A bare "No such file or directory" early in a run (a profile script the job's shell
+    sources, in bash's own format, written here; NCCL's plugin INFO line, real) is not the
+    incorrect input that ended it: the final `TypeError` is (semantic error). Nor is NCCL's
+    WARN of a healthy run an MPI error. A missing script or input still is an incorrect input."""
+    rules = rule_set(FailureSettings())
+    early = (
+        "/var/spool/slurmd/job4711/slurm_script: line 5: /etc/profile.d/lmod.sh: No such file or "
+        f"directory\n{NCCL_PLUGIN_INFO}\n{NCCL_WARN}\nepoch 1 step 10 loss 2.31\n"
+    )
+    found = match_text(early + TYPE_ERROR, rules)
+    assert found is not None and (found.reason, found.line_no) == ("semantic error", 8)
+    assert found.line == "TypeError: forward() takes 3 positional arguments but 4 were given"
+    assert match_text(early, rules) is None  # a healthy run's log: no signature
+    for line in (
+        "python3: can't open file '/home/u/train.py': [Errno 2] No such file or directory",
+        "FileNotFoundError: [Errno 2] No such file or directory: '/data/train.csv'",
+    ):
+        found = match_text(early + line, rules)
+        assert found is not None and found.reason == "incorrect inputs", line
+
+
 def test_configured_rules_come_first_and_the_defaults_can_be_dropped() -> None:
     mine = {"regex": "CUDA out of memory", "reason": "batch too large", "sources": ["U"]}
     s = parse_settings({"failures": {"rules": [mine]}})
@@ -338,7 +418,7 @@ def test_invalid_utf8_and_no_newline_at_the_end(tmp_path: Path) -> None:
     row = Warehouse(s.data_dir).read("job_logs", "c").row(0, named=True)
     assert (row["job_key"], row["attempt"], row["reason"], row["line_no"]) == (
         "5",
-        0,
+        None,  # the name gives no attempt
         "invalid memory access",
         3,
     )

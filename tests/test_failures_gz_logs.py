@@ -40,8 +40,8 @@ def test_a_gz_log_is_read_by_the_default_pattern_and_incrementally(tmp_path: Pat
     assert [r.location for r in first.refused] == ["notes.txt.gz"]
     rows = _rows(s)
     assert {p: (r["job_key"], r["attempt"], r["reason"]) for p, r in rows.items()} == {
-        "slurm-123.out.gz": ("123", 0, "GPU OOM"),
-        "slurm-7_2.err.gz": ("7_2", 0, "core dump"),
+        "slurm-123.out.gz": ("123", None, "GPU OOM"),
+        "slurm-7_2.err.gz": ("7_2", None, "core dump"),
     }
     assert rows["slurm-123.out.gz"]["line"] == OOM and rows["slurm-123.out.gz"]["line_no"] == 2
     again = ingest_logs(s, s.clusters[0])

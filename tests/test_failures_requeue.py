@@ -14,8 +14,9 @@ import polars as pl
 import pytest
 
 from gpuwaste.analyses.run import analyze
-from gpuwaste.config import ClusterConfig, Settings, SlurmSource
+from gpuwaste.config import ClusterConfig, LogsSource, Settings, SlurmSource
 from gpuwaste.ingest.gpu_indices import fill_unknown_gpus
+from gpuwaste.ingest.logs.source import ingest_logs
 from gpuwaste.ingest.slurm.parse import parse_sacct
 from gpuwaste.ingest.slurm.source import ingest_slurm
 from gpuwaste.warehouse.schema import UTC_TS as ts_dtype
@@ -218,4 +219,59 @@ def test_telemetry_arriving_after_the_runs_fills_each_attempt_s_gpus(tmp_path: P
         ("4243", 0, "gpu04", [0]),
         ("4244", 0, "gpu04", [0]),
         ("4244", 1, "gpu04", [0]),
+    ]
+
+
+def test_a_default_named_log_is_the_last_run_s(tmp_path: Path) -> None:
+    """Slurm's default `slurm-<id>.out` is one file for all of a requeued job's runs: sbatch's
+    `--open-mode` defaults to slurm.conf's JobFileAppend, and "By default, any existing file is
+    truncated" (SchedMD/slurm doc/man/man1/sbatch.1, doc/man/man5/slurm.conf.5), so a requeued
+    run starts it afresh or, with append, writes after the earlier runs: either way its end, where
+    the error is, is the last run's. 4244's log (preempted, then failed) gives its last attempt
+    its reason; its first keeps the scheduler's. A warehouse that stored such a log as attempt 0
+    is corrected by the next `ingest logs`, a file gone from the folder too."""
+    shutil.copy(CAPTURE, tmp_path / "sacct.txt")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "slurm-4244.out").write_text(
+        "epoch 1 step 40\n"
+        "slurmstepd: error: *** JOB 4244 ON gpu04 CANCELLED AT 2026-11-02T08:40:00 DUE TO "
+        "PREEMPTION ***\n"
+        "epoch 1 step 1\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    )
+    (logs / "slurm-4243.out").write_text("ModuleNotFoundError: No module named 'apex'\n")
+    s = Settings(
+        data_dir=tmp_path / "wh",
+        clusters=[
+            ClusterConfig(
+                name="c", slurm=SlurmSource(file=tmp_path / "sacct.txt"), logs=LogsSource(dir=logs)
+            )
+        ],
+    )
+    wh = Warehouse(s.data_dir)
+    write_samples(wh)
+    ingest_slurm(s, s.clusters[0], now=NOW)
+    ingest_logs(s, s.clusters[0])
+    # as an older gpuwaste stored them: attempt 0 for a name without one
+    old = wh.read("job_logs", "c", "logs").with_columns(pl.lit(0, pl.Int16()).alias("attempt"))
+    wh.upsert("job_logs", "c", "logs", old.drop("cluster"))
+    (logs / "slurm-4243.out").unlink()  # rotated away: its row stays, corrected too
+    again = ingest_logs(s, s.clusters[0])
+    assert again.note.endswith("1 unchanged, 2 attempts corrected")
+    stored = wh.read("job_logs", "c").sort("path")
+    assert stored.select("path", "attempt").rows() == [
+        ("slurm-4243.out", None),
+        ("slurm-4244.out", None),
+    ]
+    assert ingest_logs(s, s.clusters[0]).written["job_logs"] == 0  # corrected once
+    analyze(s, quiet=True)
+    df = wh.read("failure_attempts", "c").sort("job_id", "attempt")
+    got = [(r["job_id"], r["attempt"], r["reason"], r["origin"]) for r in df.iter_rows(named=True)]
+    assert got == [
+        ("4242", 0, "node failure", "scheduler"),
+        ("4242", 1, "requeued", "scheduler"),
+        ("4243", 0, "import error", "log"),
+        ("4244", 0, "job preempted", "scheduler"),
+        ("4244", 1, "GPU OOM", "log"),
     ]

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import polars as pl
+import pytest
 
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import Settings
@@ -14,14 +16,18 @@ from gpuwaste.warehouse.store import Warehouse
 from tests.support.act_warehouse import with_low_data_job
 from tests.support.two_jobs import T0
 from tests.test_notify import CONFIG, notify
+from tests.test_notify_money import OWNERS
 
 
-def test_the_digest_says_how_long_others_waited_behind_your_idle_gpus(tmp_path: Path) -> None:
-    """The act warehouse (ann's job a with an idle slot, bob's never-used GPU, ann's job c), plus
-    dan's job w, submitted at T0 and started 20 minutes later on GPU 3: it waited while ann's
-    and bob's GPUs idled."""
+@pytest.fixture(scope="module")
+def waited(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """The act warehouse (ann's job a with an idle slot, bob's never-used GPU, ann's job c; ann
+    in VC vision, bob in speech), plus dan's job w (vision), submitted at T0 and started 20
+    minutes later on GPU 3: it waited while ann's and bob's GPUs idled. With VC owners: the
+    digests of the users and of the VCs, from one `notify`."""
+    tmp_path = tmp_path_factory.mktemp("queue")
     data_dir = with_low_data_job(tmp_path / "wh")
-    (tmp_path / "gpuwaste.toml").write_text(CONFIG)
+    (tmp_path / "gpuwaste.toml").write_text(CONFIG + OWNERS)
     wh = Warehouse(data_dir)
     start, end = T0 + timedelta(seconds=1200), T0 + timedelta(seconds=2400)
     wh.upsert(
@@ -44,13 +50,42 @@ def test_the_digest_says_how_long_others_waited_behind_your_idle_gpus(tmp_path: 
         ),
     )  # fmt: skip
     analyze(Settings(data_dir=data_dir), quiet=True)
-    overlap = wh.read("queue_idle_overlap", "c")
-    ann = overlap.filter(pl.col("holder_user") == "ann")
-    assert ann["job_id"].to_list() == ["w"] and ann["blocked_gpu_s"][0] > 0
     r = notify(data_dir)
     assert r.returncode == 0, r.stderr
+    return data_dir, r
+
+
+def test_the_digest_says_how_long_others_waited_behind_your_idle_gpus(
+    waited: tuple[Path, Any],
+) -> None:
+    data_dir, r = waited
+    overlap = Warehouse(data_dir).read("queue_idle_overlap", "c")
+    ann = overlap.filter(pl.col("holder_user") == "ann")
+    assert ann["job_id"].to_list() == ["w"] and ann["blocked_gpu_s"][0] > 0
     hours = ann["blocked_gpu_s"].sum() / 3600
     assert (
         f"While your GPUs sat idle, 1 job(s) of other users waited {hours:.2f} GPU hours"
         in r.stdout
     )
+
+
+def test_the_vc_digest_says_how_long_others_waited_behind_the_vc_s_idle_gpus(
+    waited: tuple[Path, Any],
+) -> None:
+    """Per VC as `report --by vc` counts it: other users' waits behind the idle GPUs of the VC's
+    jobs (dan's wait behind ann's GPUs counts for vision though dan is in vision too); in each
+    VC's own digest, after its totals."""
+    data_dir, r = waited
+    overlap = Warehouse(data_dir).read("queue_idle_overlap", "c").filter(~pl.col("same_user"))
+    digests = r.stdout.split("Owners of VC ")[1:]
+    assert sorted(d.split(",")[0] for d in digests) == ["speech", "vision"]
+    for digest in digests:
+        vc = digest.split(",")[0]
+        mine = overlap.filter(pl.col("holder_vc") == vc)
+        assert mine.height and mine["blocked_gpu_s"].sum() > 0
+        hours = mine["blocked_gpu_s"].sum() / 3600
+        sentence = (
+            f"While the VC's GPUs sat idle, {mine['job_id'].n_unique()} job(s) of other users "
+            f"waited {hours:.2f} GPU hours for GPUs that the VC's could have given them."
+        )
+        assert " ".join(digest.split()).count(sentence) == 1, digest

@@ -208,7 +208,7 @@ JOB_LOGS = Table(
         "cluster": pl.String(),
         "path": pl.String(),  # relative to the logs folder
         "job_key": pl.String(),  # the job id as the file name gives it (`123`, `123_4`)
-        "attempt": pl.Int16(),
+        "attempt": pl.Int16(),  # null: the name gives none (`slurm-123.out`: the last run's)
         "size": pl.Int64(),  # the file as last read: size and mtime, to skip it when unchanged
         "mtime_ns": pl.Int64(),
         "rules": pl.String(),  # digest of the rules it was matched with

@@ -66,9 +66,11 @@ class WindowFigures:
 
     groups: pl.DataFrame  # per user x VC x low_data: jobs and GPU hours (held, lost, ...)
     worst: pl.DataFrame  # judged jobs with lost time: each user's and each VC's `n` worst
-    # per holder of idle GPUs: other users' waits behind them and the GPU hours waited
-    # (queue_idle_overlap, docs/definitions.md#waiting-behind-idle-gpus)
+    # per holder of idle GPUs, a user (`waited`) or a VC (`vc_waited`), column `who`: other
+    # users' waits behind them and the GPU hours waited (queue_idle_overlap,
+    # docs/definitions.md#waiting-behind-idle-gpus)
     waited: pl.DataFrame = field(default_factory=pl.DataFrame)
+    vc_waited: pl.DataFrame = field(default_factory=pl.DataFrame)
 
 
 GROUPS = """
@@ -91,10 +93,10 @@ from worst as w
 join job_usage as j on j.cluster = getvariable('cluster') and j.job_id = w.job_id
 """
 
-# Other users' waits that overlap the window, behind each user's idle GPUs (a wait counts whole,
-# as in `report --by user`: sql/reports/waste_by.sql).
+# Other users' waits that overlap the window, behind each user's ($1 = 'user') or each VC's
+# ('vc') idle GPUs (a wait counts whole, as in `report --by user|vc`: sql/reports/waste_by.sql).
 WAITED = """
-select holder_user as "user", count(distinct (job_id, attempt)) as waits,
+select if($1 = 'user', holder_user, holder_vc) as who, count(distinct (job_id, attempt)) as waits,
        sum(blocked_gpu_s) / 3600 as waited_gpu_h
 from queue_idle_overlap
 where cluster = getvariable('cluster') and not same_user
@@ -126,7 +128,10 @@ def window_figures(
     run(con, f"create or replace temp table digest_jobs as {load_sql(SQL)}")
     try:
         return WindowFigures(
-            read_frame(con, GROUPS), read_frame(con, WORST, [n]), read_frame(con, WAITED)
+            read_frame(con, GROUPS),
+            read_frame(con, WORST, [n]),
+            read_frame(con, WAITED, ["user"]),
+            read_frame(con, WAITED, ["vc"]),
         )
     finally:
         run(con, "drop table digest_jobs")
@@ -346,7 +351,7 @@ def user_digests(figures: WindowFigures, ctx: DigestContext) -> list[Digest]:
         & (pl.col("lost_gpu_h") / pl.col("gpu_h") >= cfg.min_waste_share)
     )
     out = []
-    waited = {r["user"]: r for r in figures.waited.iter_rows(named=True)}
+    waited = {r["who"]: r for r in figures.waited.iter_rows(named=True)}
     for t, worst in each_over(figures, figures.groups, "user", over, cfg.max_jobs_listed):
         user = str(t["user"])
         opening = [
@@ -354,7 +359,7 @@ def user_digests(figures: WindowFigures, ctx: DigestContext) -> list[Digest]:
             "",
             f"From {ctx.window.label}, your jobs on cluster {ctx.quote(ctx.cluster)} "
             + held_sentence(t, ctx),
-            *waited_sentence(waited.get(user)),
+            *waited_sentence(waited.get(user), "your GPUs", "yours"),
         ]
         subject = (
             f"gpuwaste: {lost_hours(t, ctx)} lost on {ctx.quote(ctx.cluster)}, {_dates(ctx.window)}"
@@ -363,14 +368,15 @@ def user_digests(figures: WindowFigures, ctx: DigestContext) -> list[Digest]:
     return out
 
 
-def waited_sentence(row: dict[str, Any] | None) -> list[str]:
-    """The line on other users' waits behind the user's idle GPUs, when there were any."""
+def waited_sentence(row: dict[str, Any] | None, gpus: str, theirs: str) -> list[str]:
+    """The line on other users' waits behind a user's or a VC's idle GPUs (`gpus`: "your GPUs",
+    `theirs`: "yours"), when there were any."""
     if not row or not row["waits"] or not row["waited_gpu_h"]:
         return []
     return [
         "",
-        f"While your GPUs sat idle, {row['waits']} job(s) of other users waited "
-        f"{row['waited_gpu_h']:.2f} GPU hours for GPUs that yours could have given them.",
+        f"While {gpus} sat idle, {row['waits']} job(s) of other users waited "
+        f"{row['waited_gpu_h']:.2f} GPU hours for GPUs that {theirs} could have given them.",
     ]
 
 
@@ -404,6 +410,7 @@ def vc_digests(figures: WindowFigures, ctx: DigestContext) -> list[Digest]:
     mine = figures.groups.filter(pl.col("vc").is_in(list(cfg.vc_owners)))
     over = pl.col("lost_gpu_h") >= cfg.min_wasted_gpu_hours
     out = []
+    waited = {r["who"]: r for r in figures.vc_waited.iter_rows(named=True)}
     for t, worst in each_over(figures, mine, "vc", over, cfg.max_jobs_listed):
         vc = str(t["vc"])
         opening = [
@@ -411,6 +418,7 @@ def vc_digests(figures: WindowFigures, ctx: DigestContext) -> list[Digest]:
             "",
             f"From {ctx.window.label}, jobs of VC {ctx.quote(vc)} on cluster "
             f"{ctx.quote(ctx.cluster)} " + held_sentence(t, ctx),
+            *waited_sentence(waited.get(vc), "the VC's GPUs", "the VC's"),
             "",
             "GPU hours lost per user:",
             *user_lines(mine, vc, ctx),

@@ -2,10 +2,12 @@
 
 A file name maps to a job by the configured pattern (`[clusters.logs] pattern`), a regex with
 the group `job` (the job id as the scheduler shows it: `123`, or `123_4` for an array task) and
-optionally `attempt` (0 without it). The default takes Slurm's own default names,
-`slurm-%j.out` and `slurm-%A_%a.out` (and `.err`), whose job part is the JobID as sacct prints
-it; a name ending `.gz` is matched without it too. A log is decoded as UTF-8 with bytes of
-another encoding replaced (U+FFFD), never refused: an error message is still found around them.
+optionally `attempt`. A name without an attempt has none (null): Slurm's own default names,
+`slurm-%j.out` and `slurm-%A_%a.out` (and `.err`), taken by the default pattern (their job part is
+the JobID as sacct prints it), are one file for all the runs of a requeued job, and its end, where
+the error is, was written by the last run (docs/ingest-files.md#job-logs). A name ending `.gz` is
+matched without it too. A log is decoded as UTF-8 with bytes of another encoding replaced
+(U+FFFD), never refused: an error message is still found around them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import NamedTuple
 
 class LogName(NamedTuple):
     job_key: str
-    attempt: int
+    attempt: int | None  # None: the name gives none (the job's last run wrote its end)
 
 
 def log_name(name: str, pattern: re.Pattern[str]) -> LogName | None:
@@ -29,7 +31,7 @@ def log_name(name: str, pattern: re.Pattern[str]) -> LogName | None:
     if m is None or not m.group("job"):
         return None
     attempt = m.groupdict().get("attempt")
-    return LogName(m.group("job"), int(attempt) if attempt else 0)
+    return LogName(m.group("job"), int(attempt) if attempt else None)
 
 
 def tail_text(data: bytes, from_start: bool) -> str:

@@ -3,7 +3,8 @@ file names and text in `logs.parse`, the rules in `logs.rules`).
 
 Incremental: each file's size, mtime and the digest of the rules it was matched with are kept in
 its `job_logs` row; a file whose three are unchanged is not opened again, a file that grew (or
-was rewritten, or the rules changed) is read and matched again and its row replaced. A file is
+was rewritten, or the rules changed) is read and matched again and its row replaced; a row whose
+attempt its name no longer gives (`renamed_attempts`) is corrected without reading. A file is
 read from its last `tail_mib` MiB only (memory stays bounded by that, whatever the file's size:
 the error that ended a job is at its end); a `.gz` log (`slurm-123.out.gz`, its name matched
 without `.gz`) is decompressed as a stream keeping only that tail, within `[files]`'s bounds on
@@ -47,12 +48,13 @@ def _files(root: Path) -> list[Path]:
 
 def scan_logs(
     wh: Warehouse, cluster: str, cfg: LogsSource, rules: RuleSet, limits: FileLimits
-) -> tuple[pl.DataFrame, list[Refused], int]:
-    """(rows of the files read now, refused file names, files unchanged since their last read)."""
+) -> tuple[pl.DataFrame, list[Refused], int, int]:
+    """(rows of the files read now and of the rows whose attempt was corrected, refused file
+    names, files unchanged since their last read, rows corrected)."""
     pattern = re.compile(cfg.pattern)
+    stored = wh.read("job_logs", cluster, SOURCE)
     known = {
-        r["path"]: (r["size"], r["mtime_ns"], r["rules"])
-        for r in wh.read("job_logs", cluster, SOURCE).iter_rows(named=True)
+        r["path"]: (r["size"], r["mtime_ns"], r["rules"]) for r in stored.iter_rows(named=True)
     }
     tail_bytes = int(cfg.tail_mib * (1 << 20))
     rows: list[dict[str, object]] = []
@@ -102,7 +104,24 @@ def scan_logs(
             }
         )
     schema = pl.Schema(JOB_LOGS.stored_columns)
-    return pl.DataFrame(rows, schema=schema), refused, unchanged
+    read = pl.DataFrame(rows, schema=schema)
+    renamed = renamed_attempts(stored, pattern, set(read["path"]))
+    return pl.concat([read, renamed.select(read.columns)]), refused, unchanged, renamed.height
+
+
+def renamed_attempts(
+    stored: pl.DataFrame, pattern: re.Pattern[str], read: set[str]
+) -> pl.DataFrame:
+    """The stored rows, not read again now, whose attempt is not the one their name gives today,
+    with that attempt: a warehouse written when a name without an attempt was attempt 0 (now
+    null), or a changed `pattern`. Files gone from the folder too: their match still counts, so
+    their attempt must mean what it means now. A name the pattern no longer takes keeps its row."""
+    fixed = []
+    for r in stored.iter_rows(named=True):
+        name = log_name(r["path"].rsplit("/", 1)[-1], pattern)
+        if r["path"] not in read and name is not None and name.attempt != r["attempt"]:
+            fixed.append({**r, "attempt": name.attempt})
+    return pl.DataFrame(fixed, schema=stored.schema)
 
 
 def ingest_logs(settings: Settings, cluster: ClusterConfig) -> IngestResult:
@@ -112,7 +131,7 @@ def ingest_logs(settings: Settings, cluster: ClusterConfig) -> IngestResult:
         raise IngestError(f"cluster '{cluster.name}' has no [logs] source configured.")
     wh = Warehouse(settings.data_dir)
     rules = rule_set(settings.failures)
-    rows, refused, unchanged = scan_logs(wh, cluster.name, cfg, rules, settings.files)
+    rows, refused, unchanged, corrected = scan_logs(wh, cluster.name, cfg, rules, settings.files)
     written = {"job_logs": wh.upsert("job_logs", cluster.name, SOURCE, rows) if rows.height else 0}
     written["quarantine"] = write_quarantine(wh, cluster.name, SOURCE, str(cfg.dir), refused)
     if rows.height:
@@ -120,15 +139,15 @@ def ingest_logs(settings: Settings, cluster: ClusterConfig) -> IngestResult:
         old = get_watermark(wh, cluster.name, SOURCE)
         if old is None or newest > old:
             set_watermark(wh, cluster.name, SOURCE, newest, {"dir": str(cfg.dir)})
-    matched = rows.filter(pl.col("reason").is_not_null()).height
+    matched = rows.head(rows.height - corrected).filter(pl.col("reason").is_not_null()).height
     return IngestResult(
         source=SOURCE,
         cluster=cluster.name,
-        accepted=rows.height + unchanged,
+        accepted=rows.height - corrected + unchanged,
         refused=refused,
         written=written,
-        note=f"{rows.height} log files read ({matched} with a failure signature), "
-        f"{unchanged} unchanged",
+        note=f"{rows.height - corrected} log files read ({matched} with a failure signature), "
+        f"{unchanged} unchanged" + (f", {corrected} attempts corrected" if corrected else ""),
     )
 
 

@@ -14,7 +14,9 @@
 --      TIMEOUT, DEADLINE, PREEMPTED, REQUEUED (a run ended by a requeue: 'requeued'),
 --      CANCELLED by an admin / a user, the trace's Killed;
 --   2. the job's logs (job_logs; a file's name gives the job, as the scheduler shows its id,
---      and the attempt): the most specific signature over the attempt's files (.out, .err);
+--      and maybe the attempt): the most specific signature over the attempt's files (.out,
+--      .err); a file whose name gives no attempt (Slurm's default slurm-<id>.out, one file for
+--      all of a requeued job's runs) is the job's last attempt's: the last run wrote its end;
 --   3. the signal of a FAILED attempt (ExitCode `code:signal`): a core-dumping signal (SIGILL 4,
 --      SIGABRT 6, SIGBUS 7, SIGFPE 8, SIGSEGV 11) is a core dump, another one a kill by signal;
 --   4. 'no signature'.
@@ -84,25 +86,37 @@ failed as (
 -- the names a log file may give a failed attempt's job: its id as the scheduler shows it (an
 -- array task `123_4`) and its job_id (an equi-join each, not an `or` join)
 log_key as (
-    select distinct job_id, attempt, shown_id as job_key from failed
+    select distinct job_id, attempt, is_last, shown_id as job_key from failed
     union
-    select job_id, attempt, job_id as job_key from failed
+    select job_id, attempt, is_last, job_id as job_key from failed
+),
+
+-- an attempt's log files: those naming it, and on its job's last attempt those naming no attempt
+log_file as (
+    select k.job_id, k.attempt, l.* exclude (attempt)
+    from log_key k
+    join job_logs l
+        on l.cluster = getvariable('cluster') and l.job_key = k.job_key and l.attempt = k.attempt
+    union all
+    select k.job_id, k.attempt, l.* exclude (attempt)
+    from log_key k
+    join job_logs l
+        on l.cluster = getvariable('cluster') and l.job_key = k.job_key and l.attempt is null
+    where k.is_last
 ),
 
 -- the most specific signature among an attempt's log files (root causes before implicit
 -- rules, then the rule order; a file without a match last; the path breaks a tie)
 log_match as (
     select
-        k.job_id, k.attempt, arg_min(l.reason, (coalesce(l.rank, 2147483647), l.path)) as reason,
+        l.job_id, l.attempt, arg_min(l.reason, (coalesce(l.rank, 2147483647), l.path)) as reason,
         arg_min(l.sources, (coalesce(l.rank, 2147483647), l.path)) as sources,
         arg_min(l.line, (coalesce(l.rank, 2147483647), l.path)) as line,
         arg_min(l.path, (coalesce(l.rank, 2147483647), l.path)) as log_path,
         arg_min(l.line_no, (coalesce(l.rank, 2147483647), l.path)) as line_no,
         count(*) as log_files
-    from log_key k
-    join job_logs l
-        on l.cluster = getvariable('cluster') and l.job_key = k.job_key and l.attempt = k.attempt
-    group by k.job_id, k.attempt
+    from log_file l
+    group by l.job_id, l.attempt
 ),
 
 scheduler as (
