@@ -1,8 +1,10 @@
 """Every table the command line prints, through the real command (typer's runner on
 `gpuwaste.cli.app`) at 80 and 160 columns: every `report` name of the registry, `report --by`,
-`policy replay` and `sql`. No header and no value is cut (each shown header is a whole title of
-gpuwaste/columns.py, each value the whole formatted value), no number is in exponent form, no
-line is wider than the terminal, and a column left out is named under the table.
+`policy replay` and `sql`. Every column but `sql`'s is declared in gpuwaste/columns.py's COLUMNS
+(a new analysis's columns get titles and units for people, not ones from their names). No header
+and no value is cut (each shown header is a whole title of gpuwaste/columns.py, each value the
+whole formatted value), no number is in exponent form, no line is wider than the terminal, and a
+column left out is named under the table.
 
 The warehouse: a generated cluster ingested from its own formats (OpenMetrics, sacct, with a MIG
 host) and its Philly trace as a second cluster, analyzed with a price ([cost]) so that money
@@ -25,7 +27,7 @@ from gpuwaste.act.policy.rule import make_rule
 from gpuwaste.analyses.report import REPORTS, report
 from gpuwaste.analyses.waste_by import BY, waste_by
 from gpuwaste.cli import app
-from gpuwaste.columns import Column, byte_size, column, number
+from gpuwaste.columns import COLUMNS, Column, byte_size, column, number
 from gpuwaste.config import Settings, load_settings
 from gpuwaste.generate.cli import generate_command
 from gpuwaste.render import TEXT_WIDTH, _cells, single_member_rollups
@@ -90,6 +92,9 @@ def check_table(
     """`text` shows `frame` whole: the asserts of the module's docstring."""
     assert "…" not in text and not EXPONENT.search(text), text
     assert all(len(line) <= width for line in text.splitlines()), text
+    if readable:
+        undeclared = [c for c in frame.columns if c not in COLUMNS]
+        assert not undeclared, f"declare {undeclared} in gpuwaste/columns.py's COLUMNS"
     headers, body, under = _table(text)
     spec = {c: column(c) if readable else Column(c) for c in frame.columns}
     name_of = {s.title: c for c, s in spec.items()}
