@@ -57,6 +57,39 @@ class Column:
     unit: str = ""
     factor: float = 1.0
     rank: Rank = Rank.FIGURE
+    code: bool = False  # its values are codes (snake_case words): shown as `code_words`
+
+
+# spatial_summary's metrics as a reader names them (`code_words`; the other codes read well with
+# spaces). Their thresholds are [thresholds] settings (docs/definitions.md), named not numbered.
+METRICS: dict[str, str] = {
+    "mean_gpu_util": "Mean of jobs' GPU utilization (unweighted)",
+    "mean_gpu_mem_util": "Mean of jobs' GPU memory used (unweighted)",
+    "mean_cpu_util": "Mean of jobs' CPU utilization (unweighted)",
+    "mean_host_mem_util": "Mean of jobs' host memory used (unweighted)",
+    "mean_max_gpu_util": "Mean of jobs' maximum GPU utilization (unweighted)",
+    "mean_max_gpu_mem_util": "Mean of jobs' maximum GPU memory used (unweighted)",
+    "mean_max_cpu_util": "Mean of jobs' maximum CPU utilization (unweighted)",
+    "mean_max_host_mem_util": "Mean of jobs' maximum host memory used (unweighted)",
+    "pct_gpu_and_mem_under_low": "Jobs with GPU and GPU memory under the low share (%)",
+    "pct_gpu_and_mem_at_most_very_low": "Jobs with GPU and GPU memory at most very low (%)",
+    "pct_gpu_and_cpu_under_very_low": "Jobs with GPU and CPU under very low (%)",
+    "pct_mismatch_gpu_high_cpu_low": "Jobs with GPU high, CPU low (%)",
+    "pct_mismatch_cpu_high_gpu_low": "Jobs with CPU high, GPU low (%)",
+    "pct_mismatch_gpu_high_mem_low": "Jobs with GPU high, GPU memory low (%)",
+    "pct_mismatch_mem_high_gpu_low": "Jobs with GPU memory high, GPU low (%)",
+    "pct_fluctuating": "Jobs fluctuating (%)",
+    "pct_more_than_one_stable_phase": "Jobs with more than one stable phase (%)",
+    "pct_phase_levels_differ_1gib": "Jobs whose phases' memory levels differ by > 1 GiB (%)",
+    "pct_phase_levels_differ_8gib": "Jobs whose phases' memory levels differ by > 8 GiB (%)",
+}
+
+
+def code_words(value: str) -> str:
+    """A code as people read it: a metric's name (METRICS), else its words with spaces and a
+    list's items after ", " (`inferred_debugging` -> `inferred debugging`)."""
+    named = METRICS.get(value)
+    return named if named is not None else value.replace("_", " ").replace(",", ", ")
 
 
 def _key(title: str) -> Column:
@@ -89,8 +122,8 @@ COLUMNS: dict[str, Column] = {
     "model": _key("GPU model"),  # `report --by model`
     "user": _key("User"),
     "job_id": _key(JOB_ID_TITLE),
-    "kind": _key("Kind"),
-    "metric": _key("Metric"),
+    "kind": Column("Kind", rank=Rank.KEY, code=True),
+    "metric": Column("Metric", rank=Rank.KEY, code=True),
     "source": _key("Source"),
     "state": _key("State"),
     "size": _key("Size (GPUs)"),
@@ -119,7 +152,7 @@ COLUMNS: dict[str, Column] = {
     "start_ts": Column("Start (UTC)"),
     "end_ts": Column("End (UTC)"),
     "cancel_ts": Column("Cancelled at (UTC)"),
-    "reason": Column("Why", rank=Rank.HEADLINE),
+    "reason": Column("Why", rank=Rank.HEADLINE, code=True),
     "duration_s": Column("Duration (h)", "h", HOURS),
     "queue_delay_s": _detail("Queue delay (min)", "min", MINUTES),
     # GPU time
@@ -140,7 +173,7 @@ COLUMNS: dict[str, Column] = {
     "stable_gpu_s": _gpu_h("GPU hours in stable phases", HOURS),
     "lost_gpu_h": _gpu_h("GPU hours lost", rank=Rank.HEADLINE),
     "lost_pct": _pct("Lost (% of GPU hours)", Rank.HEADLINE),
-    "gpu_minutes": _gpu_h("GPU hours", MINUTES),
+    "gpu_minutes": Column("GPU minutes", "min"),  # per-job rows are minutes: 0.0 in GPU hours
     "alloc_gpu_h": _gpu_h("GPU hours", rank=Rank.HEADLINE),
     "missing_gpu_h": _gpu_h("GPU hours without data", rank=Rank.DETAIL),
     "observed_gpu_h": _gpu_h("Observed GPU hours", rank=Rank.DETAIL),
@@ -158,8 +191,8 @@ COLUMNS: dict[str, Column] = {
     "never_used": Column("Never used"),
     "never_used_gpus": _count("Never-used GPUs"),
     # shares
-    "idle_slot_pct_own": _pct("Idle slots (% of own GPU time)"),
-    "never_used_pct_own": _pct("Never-used GPUs (% of own GPU time)"),
+    "idle_slot_pct_own": _pct("Idle slots (% of own GPU time)", Rank.HEADLINE),
+    "never_used_pct_own": _pct("Never-used GPUs (% of own GPU time)", Rank.HEADLINE),
     "idle_slot_pct_all": _pct("Idle slots (% of all GPU time)"),
     "never_used_pct_all": _pct("Never-used GPUs (% of all GPU time)"),
     "jobs_with_never_used": _count("Jobs with a never-used GPU"),
@@ -204,7 +237,7 @@ COLUMNS: dict[str, Column] = {
     "work_lost_gpu_h": _gpu_h("Work lost (GPU h)"),
     "work_lost_max_gpu_h": _gpu_h("Work lost, at most (GPU h)", rank=Rank.DETAIL),
     # queueing [Philly §3.1, Table 2]: a wait's minutes, by cause
-    "cause": Column("Cause", rank=Rank.HEADLINE),
+    "cause": Column("Cause", rank=Rank.HEADLINE, code=True),
     "hosts": _count("Hosts", Rank.DETAIL),
     "per_host": _detail("Most GPUs on one host", "number"),
     "vc_quota": _detail("VC quota (GPUs)", "number"),
@@ -292,7 +325,7 @@ COLUMNS: dict[str, Column] = {
     "fluctuating": _detail("Fluctuating"),
     "checkpointing": _detail("Checkpointing"),
     "looks_busy": _detail("Looks busy"),
-    "diagnoses": Column("Diagnoses"),
+    "diagnoses": Column("Diagnoses", code=True),
     # freshness
     "ingested_at": Column("Last ingest (UTC)"),
     "watermark": Column("Ingested up to (UTC)"),
@@ -371,11 +404,13 @@ __all__ = [
     "COLUMNS",
     "DECIMALS",
     "JOB_ID_TITLE",
+    "METRICS",
     "TIME_FORMAT",
     "TRUE_FALSE",
     "Column",
     "Rank",
     "byte_size",
+    "code_words",
     "column",
     "number",
     "title",
