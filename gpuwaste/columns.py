@@ -3,9 +3,10 @@ how many decimals that unit takes. One home for the titles and units that `gpuwa
 `policy replay` and the dashboard show (the stored tables keep their raw columns and units:
 seconds, GPU hours, percent 0-100; `--format csv|json` prints them raw for scripts).
 
-A column not declared in COLUMNS gets a title and unit from its name's suffix (`_gpu_s`: GPU
-seconds shown as GPU hours, `_pct`: percent, `_mib`: MiB, `_ts`: a UTC time), else its name in
-words.
+Every column a table of the command line shows is declared here (tests/test_cli_tables.py
+checks it). Another one (`gpuwaste sql`'s, a page's own) gets a title and unit from its name's
+suffix (`_gpu_s`: GPU seconds shown as GPU hours, `_pct`: percent, `_mib`: MiB, `_ts`: a UTC
+time), else its name in words.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ DECIMALS: dict[str, int] = {
     "kg": 2,
     "count": 0,
     "weight": 2,
+    "kWh": 1,
+    "W": 0,
+    "kg CO2e": 1,
     "number": 2,  # a float of no declared unit
 }
 HOURS, MINUTES = 1 / 3600, 1 / 60
@@ -55,6 +59,39 @@ class Column:
     unit: str = ""
     factor: float = 1.0
     rank: Rank = Rank.FIGURE
+    code: bool = False  # its values are codes (snake_case words): shown as `code_words`
+
+
+# spatial_summary's metrics as a reader names them (`code_words`; the other codes read well with
+# spaces). Their thresholds are [thresholds] settings (docs/definitions.md), named not numbered.
+METRICS: dict[str, str] = {
+    "mean_gpu_util": "Mean of jobs' GPU utilization (unweighted)",
+    "mean_gpu_mem_util": "Mean of jobs' GPU memory used (unweighted)",
+    "mean_cpu_util": "Mean of jobs' CPU utilization (unweighted)",
+    "mean_host_mem_util": "Mean of jobs' host memory used (unweighted)",
+    "mean_max_gpu_util": "Mean of jobs' maximum GPU utilization (unweighted)",
+    "mean_max_gpu_mem_util": "Mean of jobs' maximum GPU memory used (unweighted)",
+    "mean_max_cpu_util": "Mean of jobs' maximum CPU utilization (unweighted)",
+    "mean_max_host_mem_util": "Mean of jobs' maximum host memory used (unweighted)",
+    "pct_gpu_and_mem_under_low": "Jobs with GPU and GPU memory under the low share (%)",
+    "pct_gpu_and_mem_at_most_very_low": "Jobs with GPU and GPU memory at most very low (%)",
+    "pct_gpu_and_cpu_under_very_low": "Jobs with GPU and CPU under very low (%)",
+    "pct_mismatch_gpu_high_cpu_low": "Jobs with GPU high, CPU low (%)",
+    "pct_mismatch_cpu_high_gpu_low": "Jobs with CPU high, GPU low (%)",
+    "pct_mismatch_gpu_high_mem_low": "Jobs with GPU high, GPU memory low (%)",
+    "pct_mismatch_mem_high_gpu_low": "Jobs with GPU memory high, GPU low (%)",
+    "pct_fluctuating": "Jobs fluctuating (%)",
+    "pct_more_than_one_stable_phase": "Jobs with more than one stable phase (%)",
+    "pct_phase_levels_differ_1gib": "Jobs whose phases' memory levels differ by > 1 GiB (%)",
+    "pct_phase_levels_differ_8gib": "Jobs whose phases' memory levels differ by > 8 GiB (%)",
+}
+
+
+def code_words(value: str) -> str:
+    """A code as people read it: a metric's name (METRICS), else its words with spaces and a
+    list's items after ", " (`inferred_debugging` -> `inferred debugging`)."""
+    named = METRICS.get(value)
+    return named if named is not None else value.replace("_", " ").replace(",", ", ")
 
 
 def _key(title: str) -> Column:
@@ -87,8 +124,8 @@ COLUMNS: dict[str, Column] = {
     "model": _key("GPU model"),  # `report --by model`
     "user": _key("User"),
     "job_id": _key(JOB_ID_TITLE),
-    "kind": _key("Kind"),
-    "metric": _key("Metric"),
+    "kind": Column("Kind", rank=Rank.KEY, code=True),
+    "metric": Column("Metric", rank=Rank.KEY, code=True),
     "source": _key("Source"),
     "state": _key("State"),
     "size": _key("Size (GPUs)"),
@@ -117,7 +154,7 @@ COLUMNS: dict[str, Column] = {
     "start_ts": Column("Start (UTC)"),
     "end_ts": Column("End (UTC)"),
     "cancel_ts": Column("Cancelled at (UTC)"),
-    "reason": Column("Why"),
+    "reason": Column("Why", rank=Rank.HEADLINE, code=True),
     "duration_s": Column("Duration (h)", "h", HOURS),
     "queue_delay_s": _detail("Queue delay (min)", "min", MINUTES),
     # GPU time
@@ -138,7 +175,7 @@ COLUMNS: dict[str, Column] = {
     "stable_gpu_s": _gpu_h("GPU hours in stable phases", HOURS),
     "lost_gpu_h": _gpu_h("GPU hours lost", rank=Rank.HEADLINE),
     "lost_pct": _pct("Lost (% of GPU hours)", Rank.HEADLINE),
-    "gpu_minutes": _gpu_h("GPU hours", MINUTES),
+    "gpu_minutes": Column("GPU minutes", "min"),  # per-job rows are minutes: 0.0 in GPU hours
     "alloc_gpu_h": _gpu_h("GPU hours", rank=Rank.HEADLINE),
     "missing_gpu_h": _gpu_h("GPU hours without data", rank=Rank.DETAIL),
     "observed_gpu_h": _gpu_h("Observed GPU hours", rank=Rank.DETAIL),
@@ -163,8 +200,8 @@ COLUMNS: dict[str, Column] = {
     "never_used": Column("Never used"),
     "never_used_gpus": _count("Never-used GPUs"),
     # shares
-    "idle_slot_pct_own": _pct("Idle slots (% of own GPU time)"),
-    "never_used_pct_own": _pct("Never-used GPUs (% of own GPU time)"),
+    "idle_slot_pct_own": _pct("Idle slots (% of own GPU time)", Rank.HEADLINE),
+    "never_used_pct_own": _pct("Never-used GPUs (% of own GPU time)", Rank.HEADLINE),
     "idle_slot_pct_all": _pct("Idle slots (% of all GPU time)"),
     "never_used_pct_all": _pct("Never-used GPUs (% of all GPU time)"),
     "jobs_with_never_used": _count("Jobs with a never-used GPU"),
@@ -215,6 +252,96 @@ COLUMNS: dict[str, Column] = {
     "wrongful": Column("Wrongful"),
     "work_lost_gpu_h": _gpu_h("Work lost (GPU h)"),
     "work_lost_max_gpu_h": _gpu_h("Work lost, at most (GPU h)", rank=Rank.DETAIL),
+    # queueing [Philly §3.1, Table 2]: a wait's minutes, by cause
+    "cause": Column("Cause", rank=Rank.HEADLINE, code=True),
+    "hosts": _count("Hosts", Rank.DETAIL),
+    "per_host": _detail("Most GPUs on one host", "number"),
+    "vc_quota": _detail("VC quota (GPUs)", "number"),
+    "wait_start": _detail("Wait start (UTC)"),
+    "wait_end": _detail("Wait end (UTC)"),
+    "wait_s": Column("Waiting (min)", "min", MINUTES, Rank.HEADLINE),
+    "fair_share_s": _detail("Fair-share wait (min)", "min", MINUTES),
+    "fragmentation_s": _detail("Fragmentation wait (min)", "min", MINUTES),
+    "capacity_s": _detail("Capacity wait (min)", "min", MINUTES),
+    "other_s": _detail("Other wait (min)", "min", MINUTES),
+    "out_of_order": Column("Jumped the queue"),
+    "stretches": _count("Waits of this cause", Rank.HEADLINE),
+    "stretches_pct": _pct("Waits of this cause (% of the size's)"),
+    "cause_wait_s": Column("Waiting of this cause (min)", "min", MINUTES, Rank.HEADLINE),
+    "wait_pct": _pct("Waiting of this cause (% of the size's)"),
+    "waits": _count("Waits, every cause", Rank.DETAIL),
+    "decisions": _count("Starts", Rank.DETAIL),
+    "out_of_order_pct": _pct("Out-of-order starts (%)", Rank.DETAIL),
+    "fair_share_judged": _detail("Fair-share judged"),
+    "holder_user": _key("Idle GPUs' user"),
+    "holder_vc": _key("Idle GPUs' VC"),
+    "same_vc": _detail("Same VC"),
+    "same_user": _detail("Same user"),
+    "blocked_gpu_s": _gpu_h("GPU hours kept waiting", HOURS, Rank.HEADLINE),
+    "others_waited_gpu_h": _gpu_h("GPU hours others waited behind its idle GPUs", rank=Rank.DETAIL),
+    "others_waits": _count("Others' waits behind its idle GPUs", Rank.DETAIL),
+    # failures [Philly §4.2, Table 7, Figure 9a]; RTF: runtime to failure
+    "exit_code": _detail("Exit code"),
+    "exit_signal": _detail("Signal"),
+    "runtime_s": Column("Runtime to failure (min)", "min", MINUTES),
+    "sources": Column("Sources (IF, AE, U)"),
+    "origin": Column("Reason from"),
+    "line": _detail("Matched log line"),
+    "log_path": _detail("Log file"),
+    "line_no": _detail("Line", "count"),
+    "log_files": _count("Log files", Rank.DETAIL),
+    "trials": _count("Trials", Rank.HEADLINE),
+    "users": _count("Users"),
+    "rtf_p50_s": Column("RTF p50 (min)", "min", MINUTES),
+    "rtf_p90_s": _detail("RTF p90 (min)", "min", MINUTES),
+    "rtf_p95_s": _detail("RTF p95 (min)", "min", MINUTES),
+    "rtf_pct": _pct("RTF (% of total)"),
+    "trials_1gpu": _count("Trials, 1 GPU", Rank.DETAIL),
+    "trials_2_4gpu": _count("Trials, 2-4 GPUs", Rank.DETAIL),
+    "trials_gt4gpu": _count("Trials, >4 GPUs", Rank.DETAIL),
+    "rtf_x_demand_pct": _pct("RTF x demand (%)"),
+    "per_job": _detail("Repeats per job", "number"),
+    "per_user": _detail("Repeats per user", "number"),
+    "jobs_retried": _count("Jobs retried"),
+    "retried_pct": _pct("Retried (% of jobs)"),
+    "retries": _count("Retries"),
+    "retries_mean": _detail("Retries per job, mean", "number"),
+    "retries_max": _count("Retries, at most", Rank.DETAIL),
+    "failed_attempts": _count("Failed attempts", Rank.HEADLINE),
+    # energy ([energy]) and power
+    "measured_gpu_h": _gpu_h("GPU hours with a power reading", rank=Rank.DETAIL),
+    "energy_kwh": Column("Energy (kWh)", "kWh", rank=Rank.HEADLINE),
+    "lost_energy_kwh": Column("Energy lost (kWh)", "kWh", rank=Rank.HEADLINE),
+    "facility_kwh": Column("Facility energy (kWh)", "kWh"),
+    "lost_facility_kwh": Column("Facility energy lost (kWh)", "kWh"),
+    "co2e_kg": Column("Emissions (kg CO2e)", "kg CO2e"),
+    "lost_co2e_kg": Column("Emissions lost (kg CO2e)", "kg CO2e"),
+    "energy_cost": Column("Energy money", "money"),
+    "lost_energy_cost": Column("Energy money lost", "money"),
+    "idle_power_w": Column("Idle power, p10 (W)", "W", rank=Rank.HEADLINE),
+    "idle_power_median_w": Column("Idle power, median (W)", "W"),
+    "samples": _count("Samples"),
+    "power_mean_w": _detail("Power, mean (W)", "W"),
+    # GPU memory and phases (per job, per phase)
+    "idle_held_s": _gpu_h("Idle-slot GPU hours, memory held", HOURS, Rank.DETAIL),
+    "idle_empty_s": _gpu_h("Idle-slot GPU hours, no memory held", HOURS, Rank.DETAIL),
+    "held_s": Column("Memory held (h)", "h", HOURS),
+    "empty_s": _detail("No memory held (h)", "h", HOURS),
+    "mem_used_mean_mib": _detail("GPU memory used, mean (MiB)", "MiB"),
+    "mem_used_max_mib": _detail("GPU memory used, max (MiB)", "MiB"),
+    "mem_total_mib": _detail("GPU memory (MiB)", "MiB"),
+    "mem_level_mib": Column("GPU memory level (MiB)", "MiB"),
+    "mem_max_mib": _detail("GPU memory used, max (MiB)", "MiB"),
+    "idle_mem_mib": _detail("GPU memory held idle (MiB)", "MiB"),
+    "phase_level_spread_mib": _detail("Spread of phases' memory levels (MiB)", "MiB"),
+    "n_phases": _count("Phases", Rank.DETAIL),
+    "n_stable_phases": _count("Stable phases", Rank.DETAIL),
+    "stable": Column("Stable"),
+    "figures_from": _detail("Figures from"),
+    "fluctuating": _detail("Fluctuating"),
+    "checkpointing": _detail("Checkpointing"),
+    "looks_busy": _detail("Looks busy"),
+    "diagnoses": Column("Diagnoses", code=True),
     # freshness
     "ingested_at": Column("Last ingest (UTC)"),
     "watermark": Column("Ingested up to (UTC)"),
@@ -293,11 +420,13 @@ __all__ = [
     "COLUMNS",
     "DECIMALS",
     "JOB_ID_TITLE",
+    "METRICS",
     "TIME_FORMAT",
     "TRUE_FALSE",
     "Column",
     "Rank",
     "byte_size",
+    "code_words",
     "column",
     "number",
     "title",

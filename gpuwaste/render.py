@@ -24,7 +24,7 @@ from typing import IO, Any
 
 import polars as pl
 
-from gpuwaste.columns import TIME_FORMAT, TRUE_FALSE, Column, Rank, column, number
+from gpuwaste.columns import TIME_FORMAT, TRUE_FALSE, Column, Rank, code_words, column, number
 from gpuwaste.text import printable
 
 
@@ -79,7 +79,7 @@ def terminal_width() -> int:
 
 def _cells(series: pl.Series, spec: Column) -> list[str]:
     """A column's values as shown: its unit's number format, times in UTC to the minute,
-    booleans as words, text made printable."""
+    booleans and codes as words, text made printable."""
     dtype = series.dtype
     if dtype.is_numeric() and not isinstance(dtype, pl.Boolean):
         scaled = series if spec.factor == 1 else series.cast(pl.Float64) * spec.factor
@@ -89,6 +89,8 @@ def _cells(series: pl.Series, spec: Column) -> list[str]:
         if dtype.time_zone:
             series = series.dt.convert_time_zone("UTC")
         return ["" if v is None else v.strftime(TIME_FORMAT) for v in series.to_list()]
+    if spec.code and isinstance(dtype, pl.String):
+        return [safe_text(None if v is None else code_words(v)) for v in series.to_list()]
     return [safe_text(v) for v in series.to_list()]
 
 
@@ -120,17 +122,24 @@ def _spec(name: str, readable: bool, key: Sequence[str] | None) -> Column:
 def _fit(specs: list[Column], widths: list[int], width: int) -> tuple[list[int], list[int]]:
     """The indices of the columns kept to fit `width` (the table's borders and padding take 3 a
     column and 1), and of those left out: DETAIL columns first, then FIGURE ones, each from the
-    right, then HEADLINE ones, and KEY ones only when nothing else is left (the first stays)."""
+    right, then HEADLINE ones, and KEY ones only when nothing else is left (the first stays).
+    Then a column left out goes back while it fits, the most useful first (a narrow one left out
+    early fits in the room a wide one left out later made)."""
+
+    def used(cols: list[int]) -> int:
+        return sum(widths[k] + 3 for k in cols) + 1
+
     kept = list(range(len(specs)))
-    dropped: list[int] = []
     for rank in (Rank.DETAIL, Rank.FIGURE, Rank.HEADLINE, Rank.KEY):
         for i in reversed(range(len(specs))):
-            if sum(widths[k] + 3 for k in kept) + 1 <= width:
-                return kept, sorted(dropped)
+            if used(kept) <= width:
+                break
             if specs[i].rank == rank and len(kept) > 1:
                 kept.remove(i)
-                dropped.append(i)
-    return kept, sorted(dropped)
+    for i in sorted(set(range(len(specs))) - set(kept), key=lambda i: (specs[i].rank, i)):
+        if used([*kept, i]) <= width:
+            kept = sorted([*kept, i])
+    return kept, sorted(set(range(len(specs))) - set(kept))
 
 
 def _for_people(
@@ -201,6 +210,8 @@ def render(
     - `key`: the columns that say what a row is (a narrow terminal keeps them); default: those
       COLUMNS ranks KEY.
     - `width`: the width to fit (default: `terminal_width()`).
+
+    A table of no rows is one sentence, "No rows in 'title'.".
     """
     stream = out or sys.stdout
     if fmt == OutputFormat.csv:
@@ -219,6 +230,9 @@ def render(
     from rich.table import Table
     from rich.text import Text
 
+    if df.height == 0:  # an empty frame and a note of columns left out would say nothing
+        stream.write(f"No rows in '{safe_text(title)}'.\n" if title else "No rows.\n")
+        return
     shown, title, notes = _for_people(df, title, readable, rollups)
     specs = [_spec(c, readable, key) for c in shown.columns]
     head = shown.head(max_rows)

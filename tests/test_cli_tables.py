@@ -1,8 +1,10 @@
 """Every table the command line prints, through the real command (typer's runner on
 `gpuwaste.cli.app`) at 80 and 160 columns: every `report` name of the registry, `report --by`,
-`policy replay` and `sql`. No header and no value is cut (each shown header is a whole title of
-gpuwaste/columns.py, each value the whole formatted value), no number is in exponent form, no
-line is wider than the terminal, and a column left out is named under the table.
+`policy replay` and `sql`. Every column but `sql`'s is declared in gpuwaste/columns.py's COLUMNS
+(a new analysis's columns get titles and units for people, not ones from their names). No header
+and no value is cut (each shown header is a whole title of gpuwaste/columns.py, each value the
+whole formatted value), no number is in exponent form, no line is wider than the terminal, and a
+column left out is named under the table.
 
 The warehouse: a generated cluster ingested from its own formats (OpenMetrics, sacct, with a MIG
 host) and its Philly trace as a second cluster, analyzed with a price ([cost]) so that money
@@ -12,6 +14,7 @@ command makes, with its types.
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
@@ -25,10 +28,10 @@ from gpuwaste.act.policy.rule import make_rule
 from gpuwaste.analyses.report import REPORTS, report
 from gpuwaste.analyses.waste_by import BY, waste_by
 from gpuwaste.cli import app
-from gpuwaste.columns import Column, byte_size, column, number
+from gpuwaste.columns import COLUMNS, Column, Rank, byte_size, column, number
 from gpuwaste.config import Settings, load_settings
 from gpuwaste.generate.cli import generate_command
-from gpuwaste.render import TEXT_WIDTH, _cells, single_member_rollups
+from gpuwaste.render import TEXT_WIDTH, _cells, _fit, render, single_member_rollups
 from gpuwaste.warehouse.bounded import Bounds, query_frame
 from gpuwaste.warehouse.results import ALL_VCS, ROLLUP_COLUMNS
 
@@ -90,6 +93,9 @@ def check_table(
     """`text` shows `frame` whole: the asserts of the module's docstring."""
     assert "…" not in text and not EXPONENT.search(text), text
     assert all(len(line) <= width for line in text.splitlines()), text
+    if readable:
+        undeclared = [c for c in frame.columns if c not in COLUMNS]
+        assert not undeclared, f"declare {undeclared} in gpuwaste/columns.py's COLUMNS"
     headers, body, under = _table(text)
     spec = {c: column(c) if readable else Column(c) for c in frame.columns}
     name_of = {s.title: c for c, s in spec.items()}
@@ -196,3 +202,70 @@ def test_one_number_format_per_unit(value: float, unit: str, shown: str) -> None
 def test_file_sizes_read_alike() -> None:
     sizes = (5, 654_000, 561_512_141, 5 * 1024**3)
     assert [byte_size(n) for n in sizes] == ["5 B", "638.7 KiB", "535.5 MiB", "5.0 GiB"]
+
+
+@pytest.mark.parametrize(
+    ("name", "kept"),
+    [
+        ("queue_causes", {"Cause", "Waiting (min)"}),
+        ("failure_attempts", {"Why"}),
+        ("idle_slots", {"Duration (h)"}),
+        ("waste_by_vc", {"Idle slots (% of own GPU time)", "Never-used GPUs (% of own GPU time)"}),
+    ],
+)
+def test_80_columns_keep_what_a_row_is_about(site: Path, name: str, kept: set[str]) -> None:
+    """What the table is for stays at 80 columns: a wait's cause and length, a failure's
+    reason, an idle slot's length (put back in the room a wider column left out made), the
+    shares of waste."""
+    headers = _table(shown_by(site, "report", name, width=80))[0]
+    assert kept <= set(headers), headers
+
+
+def test_codes_read_as_words(site: Path) -> None:
+    """Codes (kinds, metrics, causes, diagnoses) reach the terminal as words, never snake_case."""
+    for name, code in (
+        ("spatial_summary", "Metric"),
+        ("waste_by_vc", "Kind"),
+        ("job_usage", "Diagnoses"),
+        ("queue_causes", "Cause"),
+    ):
+        headers, body, _ = _table(shown_by(site, "report", name, width=1000))
+        cells = [row[headers.index(code)] for row in body]
+        assert any(cells) and not [c for c in cells if "_" in c], (name, cells)
+    assert "Mean of jobs' CPU utilization (unweighted)" in _cells(
+        pl.Series(["mean_cpu_util"]), column("metric")
+    )
+    assert _cells(pl.Series(["improper_batch_size,non_dl_job", None]), column("diagnoses")) == [
+        "improper batch size, non dl job",
+        "",
+    ]
+
+
+def test_titles_say_the_unit_and_the_rule_in_words(site: Path) -> None:
+    assert "Queueing delay, minutes" in shown_by(site, "report", "queueing_delay", width=160)
+    assert "GPU hours lost per VC, most first" in shown_by(site, "report", "--by", "vc", width=160)
+    replay = shown_by(site, "policy", "replay", "--idle-hours", "1", width=160)
+    assert "Replay of the cancel rule (every job)" in replay, replay
+    minutes = report(settings_of(site), "job_util_hist")["gpu_minutes"]
+    shown = shown_by(site, "report", "job_util_hist", width=160)
+    assert "GPU minutes" in shown and f"{minutes[0]:,.1f}" in shown
+
+
+def test_no_rows_is_one_sentence() -> None:
+    out = io.StringIO()
+    render(pl.DataFrame({"gpu_s": []}, schema={"gpu_s": pl.Float64}), title="Idle slots", out=out)
+    assert out.getvalue() == "No rows in 'Idle slots'.\n"
+
+
+def test_a_column_left_out_goes_back_when_it_fits() -> None:
+    """A narrow DETAIL column left out first goes back in the room a wide FIGURE column left
+    out later made; the most useful goes back first."""
+    specs = [
+        Column("k", rank=Rank.KEY),
+        Column("narrow", rank=Rank.DETAIL),
+        Column("wide", rank=Rank.FIGURE),
+        Column("headline", rank=Rank.HEADLINE),
+    ]
+    widths = [10, 5, 40, 10]  # each takes 3 more, the table 1
+    assert _fit(specs, widths, 50) == ([0, 1, 3], [2])
+    assert _fit(specs, widths, 34) == ([0, 3], [1, 2])

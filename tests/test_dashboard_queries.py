@@ -357,13 +357,22 @@ def test_readable_shows_hours_utc_minutes_and_running() -> None:
             "busy_gpu_h": [1.26, 0.04],
             "mem_used_max_mib": [1024.0, 2048.0],
             "lost_cost": [1.234, None],
+            "cause_wait_s": [1620.0, 30.0],
+            "metric": ["mean_cpu_util", "pct_fluctuating"],
         }
     )
     out = readable(frame, titles={"state": "Final state"})
     assert out.columns == [
         "Job id", "Final state", "End (UTC)", "GPU hours", "Median delay (min)", "Diagnoses",
-        "Inferred debugging", "Busy GPU hours", "Mem used max (MiB)", "Money lost",
+        "Inferred debugging", "Busy GPU hours", "GPU memory used, max (MiB)", "Money lost",
+        "Waiting of this cause (min)", "Metric",
     ]  # fmt: skip
+    # the declarations convert (gpuwaste.columns): 1,620 s is 27 minutes, not "0 h"
+    assert out["Waiting of this cause (min)"].to_list() == [27.0, 0.5]
+    assert out["Metric"].to_list() == [
+        "Mean of jobs' CPU utilization (unweighted)",
+        "Jobs fluctuating (%)",
+    ]
     assert out["Diagnoses"].to_list() == ["", "gpu overallocated, slow start"]
     assert out["End (UTC)"].to_list() == ["running", "2026-10-02 03:04"]
     assert out["GPU hours"].to_list() == [2.0, 1.5]

@@ -21,6 +21,7 @@ from gpuwaste.act.advice import advise
 from gpuwaste.act.money import amount
 from gpuwaste.analyses import reads
 from gpuwaste.analyses.freshness import freshness
+from gpuwaste.columns import code_words
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.render import safe_text
 from gpuwaste.warehouse.reading import read_rows
@@ -284,7 +285,7 @@ def advice_lines(data: JobData) -> list[str]:
         return ["diagnoses: none"]
     out = ["diagnoses and what to try:"]
     for name, title, text in found:
-        out.append(f"- {name} ({title}): {text}")
+        out.append(f"- {code_words(name)} ({title}): {text}")
     return out
 
 

@@ -203,7 +203,7 @@ def register(app: typer.Typer) -> None:
         now = datetime.now(UTC)
         start = since_time(since, now)
         if by is not None:
-            from gpuwaste.analyses.waste_by import TITLE, waste_by
+            from gpuwaste.analyses.waste_by import BY_WORDS, TITLE, waste_by
 
             if name is not None:
                 raise UsageError(
@@ -214,7 +214,13 @@ def register(app: typer.Typer) -> None:
                     "--model applies to a report NAME; --by model splits the list by model."
                 )
             df = waste_by(s, by, cluster=cluster, vc=vc, since=start, until=now if start else None)
-            render(df, fmt, title=TITLE.format(by=by), rollups=ROLLUP_COLUMNS, key=("cluster", by))
+            render(
+                df,
+                fmt,
+                title=TITLE.format(by=BY_WORDS[by]),
+                rollups=ROLLUP_COLUMNS,
+                key=("cluster", by),
+            )
         else:
             from gpuwaste.analyses.report import FRESHNESS, TITLES
             from gpuwaste.analyses.report import report as build_report

@@ -259,7 +259,7 @@ ANALYSES: tuple[Analysis, ...] = (
     ),
     _summary(
         "spatial_summary",
-        "Spatial underutilization; mean_* are means over jobs, each job once "
+        "Spatial underutilization; the means are over jobs, each job once "
         "(CloudBrain §IV-A, §IV-B)",
         "CloudBrain §IV-A, §IV-B",
         ("job_usage",),
@@ -321,7 +321,7 @@ ANALYSES: tuple[Analysis, ...] = (
     ),
     _summary(
         "queueing_delay",
-        "Queueing delay, seconds (Philly §3)",
+        "Queueing delay, minutes (Philly §3)",
         "Philly §3",
         ("job_usage",),
         "Definition (docs/definitions.md#queueing-delay): Queueing delay: time from submission to the start of "

@@ -24,6 +24,7 @@ from gpuwaste.warehouse.store import Warehouse
 
 BY = ("user", "vc", "model")
 TITLE = "GPU hours lost per {by}, most first"
+BY_WORDS = {"user": "user", "vc": "VC", "model": "GPU model"}  # `by` as TITLE names it
 
 
 def check_by(by: str) -> None:

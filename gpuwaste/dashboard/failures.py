@@ -3,9 +3,9 @@ reason, and the drill-down to each attempt with its matched log line (a row open
 
 from __future__ import annotations
 
-import polars as pl
 import streamlit as st
 
+from gpuwaste import columns
 from gpuwaste.dashboard import data, widgets
 from gpuwaste.dashboard import queries as q
 from gpuwaste.dashboard.filters import Filters
@@ -17,9 +17,8 @@ TABLE_7 = {
     "trials": "Trials",
     "jobs": "Jobs",
     "users": "Users",
-    "rtf_p50_s": "RTF p50 (min)",
-    "rtf_p90_s": "RTF p90 (min)",
-    "rtf_p95_s": "RTF p95 (min)",
+    # their declarations' titles: widgets.readable converts to the declared unit (minutes)
+    **{c: columns.title(c) for c in ("rtf_p50_s", "rtf_p90_s", "rtf_p95_s")},
     "rtf_pct": "RTF (% of total)",
     "trials_1gpu": "Demand 1 GPU",
     "trials_2_4gpu": "Demand 2-4 GPUs",
@@ -59,9 +58,7 @@ def failures_section(f: Filters, frames: dict[str, pl.DataFrame]) -> None:
     reasons = frames["reasons"]
     if (reasons["gpu_model"] == ALL_MODELS).all():
         reasons = reasons.drop("gpu_model")
-    table7 = reasons.with_columns(
-        (pl.col(c) / 60).round(1) for c in ("rtf_p50_s", "rtf_p90_s", "rtf_p95_s")
-    ).select(c for c in ("vc", "gpu_model", *TABLE_7) if c in reasons.columns)
+    table7 = reasons.select(c for c in ("vc", "gpu_model", *TABLE_7) if c in reasons.columns)
     widgets.table(
         widgets.readable(table7, TABLE_7),
         "No failed attempts in this view (run `gpuwaste analyze` after ingesting jobs).",

@@ -262,8 +262,6 @@ def job_table(df: pl.DataFrame, key: str, height: int | Literal["auto"] = "auto"
 
 TIME_FORMAT = columns.TIME_FORMAT
 RUNNING = "running"
-# Columns whose values are codes (snake_case words): shown with spaces ("inferred debugging").
-CODES = ("kind", "diagnoses", "reason", "metric", "flag")
 # A shown title's decimals (gpuwaste.columns: one rule per unit), for the table's number format.
 _TITLE_DECIMALS = {
     c.title: columns.DECIMALS[c.unit]
@@ -277,8 +275,8 @@ def readable(frame: pl.DataFrame, titles: dict[str, str] | None = None) -> pl.Da
     units): GPU seconds as GPU hours (delays in minutes), rounded to their unit's decimals;
     times as `YYYY-MM-DD HH:MM` in UTC; a running job's end as "running", other missing text or
     time as empty (never "None"); yes/no for booleans (a check box looks like a control); codes
-    with spaces (CODES); money only where [cost] prices the GPUs; titles with their unit, then
-    `titles` for this page's meaning of a column."""
+    as words (columns.code_words); money only where [cost] prices the GPUs; titles with their
+    unit, then `titles` for this page's meaning of a column."""
     frame = without_unpriced(frame)
     running = pl.col("state") == RUNNING if "state" in frame.columns else pl.lit(False)
     yes, no = columns.TRUE_FALSE
@@ -297,8 +295,10 @@ def readable(frame: pl.DataFrame, titles: dict[str, str] | None = None) -> pl.Da
             col = pl.when(col).then(pl.lit(yes)).when(col.not_()).then(pl.lit(no))
             col = col.otherwise(pl.lit(""))
         elif dtype == pl.String:
-            if name in CODES:
-                col = col.str.replace_all("_", " ").str.replace_all(",", ", ")
+            if spec.code:  # columns.code_words, on the whole column
+                words = col.str.replace_all("_", " ").str.replace_all(",", ", ")
+                col = pl.when(col.is_in(list(columns.METRICS))).then(col.replace(columns.METRICS))
+                col = col.otherwise(words)
             col = col.fill_null("")  # Streamlit shows a missing text as "None"
         elif dtype.is_float() or spec.factor != 1:
             decimals = columns.DECIMALS.get(spec.unit or "number", columns.DECIMALS["number"])

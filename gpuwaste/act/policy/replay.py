@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from gpuwaste.act.policy.rule import Rule
+from gpuwaste.act.policy.rule import Only, Rule
 from gpuwaste.analyses.sqlfiles import Scalar, load_sql, set_variables
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect
@@ -26,16 +26,25 @@ TABLE_SQL, JOBS_HIT_SQL = "act/policy_replay", "act/policy_jobs_hit"
 SQL_FILES = (JOBS_SQL, HITS_SQL, TABLE_SQL, JOBS_HIT_SQL)
 # What a row is: of the table, and of the `--jobs` list.
 KEY, JOBS_KEY = ("cluster", "idle_hours", "vc"), ("cluster", "idle_hours", "job_id")
-TITLE = "Replay of the cancel rule (grace {grace:g} min, only {only}{cap})"
+TITLE = "Replay of the cancel rule ({jobs}{grace}{cap})"
+# the jobs a rule may cancel (--only), as its title names them
+ONLY_WORDS = {
+    Only.all: "every job",
+    Only.debugging: "debugging jobs only",
+    Only.interactive: "interactive jobs only",
+}
 
 
 def title(rule: Rule) -> str:
+    """The replay's title: the jobs it may cancel, the grace period (if any) and the cap on
+    interactive jobs (if any), in words."""
+    grace = f", after a grace of {rule.grace_minutes:g} min" if rule.grace_minutes else ""
     cap = (
         ""
         if rule.max_interactive_hours is None
         else f", interactive jobs at most {rule.max_interactive_hours:g} h"
     )
-    return TITLE.format(grace=rule.grace_minutes, only=rule.only.value, cap=cap)
+    return TITLE.format(jobs=ONLY_WORDS[rule.only], grace=grace, cap=cap)
 
 
 def replay_sql(final: str) -> str:

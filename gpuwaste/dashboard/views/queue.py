@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
+from gpuwaste import columns
 from gpuwaste.dashboard import charts, data, widgets
 from gpuwaste.dashboard.failures import failures_section
 from gpuwaste.warehouse.results import ALL_MODELS
@@ -16,7 +17,7 @@ TABLE_2 = {
     "cause": "Cause",
     "stretches": "Waits",
     "stretches_pct": "Occurrences (%)",
-    "cause_wait_s": "Waiting (h)",
+    "cause_wait_s": columns.title("cause_wait_s"),  # its unit converts in widgets.readable
     "wait_pct": "Waiting time (%)",
 }
 HOLDERS = {
@@ -65,9 +66,7 @@ if shown.height:
                     "Waiting time by cause and job size", "% of the size's waiting time"),
         key="table2",
     )  # fmt: skip
-table2 = summary.with_columns(pl.col("cause_wait_s") / 3600).select(
-    c for c in ("vc", "gpu_model", *TABLE_2) if c in summary.columns
-)
+table2 = summary.select(c for c in ("vc", "gpu_model", *TABLE_2) if c in summary.columns)
 widgets.table(
     widgets.readable(table2, TABLE_2),
     "No waits in this view (run `gpuwaste analyze` after ingesting jobs with start times).",

@@ -25,10 +25,6 @@ TITLES: dict[str, dict[str, str]] = {
                        "util_p95": "Per-minute util. p95 (%)"},
     "spatial_summary": {"value": "Value (% or mean %)"},
 }  # fmt: skip
-METRICS = {
-    "mean_gpu_util": "Mean of jobs' GPU utilization (unweighted)",
-    "mean_max_gpu_util": "Mean of jobs' maximum GPU utilization (unweighted)",
-}
 
 f = widgets.current_filters()
 st.title("Waste tables")
@@ -44,8 +40,6 @@ def study_table(table: str, empty: str) -> pl.DataFrame:
     """A summary table as read: without the cluster column (the view names it), nor the GPU
     model's when every row is of all models, readable."""
     frame = data.fetch(q.summary, f, table)
-    if table == "spatial_summary":
-        frame = frame.with_columns(pl.col("metric").replace(METRICS))
     shown = frame.drop("cluster")
     if table != "waste_by_model" and (shown["gpu_model"] == ALL_MODELS).all():
         shown = shown.drop("gpu_model")
