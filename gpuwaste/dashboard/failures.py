@@ -3,6 +3,7 @@ reason, and the drill-down to each attempt with its matched log line (a row open
 
 from __future__ import annotations
 
+import polars as pl
 import streamlit as st
 
 from gpuwaste import columns
