@@ -136,6 +136,9 @@ COLUMNS: dict[str, Column] = {
     "stable_gpu_s": _gpu_h("GPU hours in stable phases", HOURS),
     "lost_gpu_h": _gpu_h("GPU hours lost", rank=Rank.HEADLINE),
     "lost_pct": _pct("Lost (% of GPU hours)", Rank.HEADLINE),
+    # `report --by user|vc` (sql/reports/waste_by.sql): what the holder's idle GPUs cost others
+    "others_waited_gpu_h": _gpu_h("GPU hours others waited while you idled", rank=Rank.HEADLINE),
+    "others_waits": _count("Others' waits behind your idle GPUs"),
     "gpu_minutes": _gpu_h("GPU hours", MINUTES),
     "alloc_gpu_h": _gpu_h("GPU hours", rank=Rank.HEADLINE),
     "missing_gpu_h": _gpu_h("GPU hours without data", rank=Rank.DETAIL),

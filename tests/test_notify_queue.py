@@ -17,9 +17,11 @@ from tests.test_notify import CONFIG, notify
 
 
 def test_the_digest_says_how_long_others_waited_behind_your_idle_gpus(tmp_path: Path) -> None:
-    """The act warehouse (ann's job a with an idle slot, bob's never-used GPU, ann's job c), plus
-    dan's job w, submitted at T0 and started 20 minutes later on GPU 3: it waited while ann's
-    and bob's GPUs idled."""
+    """The act warehouse (ann's job a with an idle slot on GPU 0, bob's never-used GPU 1, ann's
+    job c on GPU 2), plus dan's 2-GPU job w, submitted at T0 and started 20 minutes later on
+    GPUs 0 and 3 (a's ended): with one GPU free it waited for capacity while ann's and bob's
+    GPUs idled. (On GPU 3 alone it would have waited while a GPU was free: cause `other`, no
+    one's idle GPUs kept it waiting.)"""
     data_dir = with_low_data_job(tmp_path / "wh")
     (tmp_path / "gpuwaste.toml").write_text(CONFIG)
     wh = Warehouse(data_dir)
@@ -30,7 +32,7 @@ def test_the_digest_says_how_long_others_waited_behind_your_idle_gpus(tmp_path: 
         "w",
         pl.DataFrame(
             {"job_id": ["w"], "user": ["dan"], "vc": ["vision"], "state": ["passed"],
-             "submit_ts": [T0], "start_ts": [start], "end_ts": [end], "gpus": [1],
+             "submit_ts": [T0], "start_ts": [start], "end_ts": [end], "gpus": [2],
              "is_debug": [False]}
         ),
     )  # fmt: skip
@@ -39,8 +41,8 @@ def test_the_digest_says_how_long_others_waited_behind_your_idle_gpus(tmp_path: 
         "c",
         "w",
         pl.DataFrame(
-            {"job_id": ["w"], "attempt": [0], "host": ["h"], "gpu": [3], "start_ts": [start],
-             "end_ts": [end]}
+            {"job_id": ["w", "w"], "attempt": [0, 0], "host": ["h", "h"], "gpu": [0, 3],
+             "start_ts": [start, start], "end_ts": [end, end]}
         ),
     )  # fmt: skip
     analyze(Settings(data_dir=data_dir), quiet=True)
