@@ -183,71 +183,78 @@ bounded as (
     group by c.w, c.h
 ),
 
--- the GPUs waited for in counted pieces, from each change on, per holders' VC (every stretch),
--- and per holder (its user's own: only theirs are looked up)
-holder_vcs as (select distinct holder_vc from holders),
+-- the GPUs waited for in counted pieces, from each change on, per demand d: d = 0 for a holder
+-- whose VC no fair-share piece names (capacity and fragmentation pieces only: one series for
+-- all of them), else one per such VC (those and its fair-share pieces); and per holder (its
+-- user's own: only theirs are looked up)
+fair_share_vcs as (
+    select vc_only as vc, row_number() over (order by vc_only) as d
+    from (select distinct vc_only from wait_pieces where vc_only is not null)
+    where vc_only in (select holder_vc from holders)
+),
+
+holder_demand as (
+    select o.h, o.holder_user, coalesce(f.d, 0) as d
+    from holders as o
+    left join fair_share_vcs as f on f.vc = o.holder_vc
+),
 
 counted as (
-    select o.holder_vc, p."user", p.x0, p.x1, p.gpus
-    from wait_pieces as p
-    cross join holder_vcs as o
-    where p.every_vc
+    select 0 as d, "user", x0, x1, gpus from wait_pieces where every_vc
     union all
-    select p.vc_only, p."user", p.x0, p.x1, p.gpus
+    select f.d, p."user", p.x0, p.x1, p.gpus
     from wait_pieces as p
-    where p.vc_only in (select holder_vc from holder_vcs)
+    join fair_share_vcs as f on p.every_vc or p.vc_only = f.vc
 ),
 
 demand_events as (
-    select holder_vc, x0 as ts, "user", gpus as d from counted
+    select d, x0 as ts, "user", gpus as n from counted
     union all
-    select holder_vc, x1, "user", -gpus from counted
+    select d, x1, "user", -gpus from counted
 ),
 
 demand as (
     select
-        holder_vc,
-        row_number() over (partition by holder_vc order by ts) as idx,
+        d,
+        row_number() over (partition by d order by ts) as idx,
         ts,
-        lead(ts, 1, 'infinity'::timestamptz) over (partition by holder_vc order by ts)
-            as next_ts,
+        lead(ts, 1, 'infinity'::timestamptz) over (partition by d order by ts) as next_ts,
         gpus
     from (
-        select holder_vc, ts, round(sum(sum(d)) over (partition by holder_vc order by ts), 6)
-            as gpus
+        select d, ts, round(sum(sum(n)) over (partition by d order by ts), 6) as gpus
         from demand_events
-        group by holder_vc, ts
+        group by d, ts
     )
 ),
 
 user_demand as (
-    select o.h, e.ts, round(sum(sum(e.d)) over (partition by o.h order by e.ts), 6) as gpus
+    select o.h, e.ts, round(sum(sum(e.n)) over (partition by o.h order by e.ts), 6) as gpus
     from demand_events as e
-    join holders as o on o.holder_user = e."user" and o.holder_vc = e.holder_vc
+    join holder_demand as o on o.holder_user = e."user" and o.d = e.d
     group by o.h, e.ts
 ),
 
--- a holder's segment meets its VC's demand segments by number (from the one holding its start
+-- a holder's segment meets its demand's segments by number (from the one holding its start
 -- to the one holding its end), not by an inequality join
 held_waited as (
     select
-        i.h, greatest(i.ts, d.ts) as p0, least(i.next_ts, d.next_ts) as p1,
-        i.gpus as idle, d.gpus as waited
+        i.h, greatest(i.ts, w.ts) as p0, least(i.next_ts, w.next_ts) as p1,
+        i.gpus as idle, w.gpus as waited
     from (
         select
-            i.h, i.ts, i.next_ts, i.gpus, i.holder_vc,
+            i.h, i.ts, i.next_ts, i.gpus, i.d,
             unnest(range(coalesce(d0.idx, 1), coalesce(d1.idx, 0) + 1)) as idx
         from (
-            select s.h, s.ts, s.next_ts, s.gpus, o.holder_vc
+            select s.h, s.ts, s.next_ts, s.gpus, o.d
             from holder_segments as s
-            join holders as o using (h)
+            join holder_demand as o using (h)
             where s.gpus > 0 and s.next_ts is not null
         ) as i
-        asof left join demand as d0 on d0.holder_vc = i.holder_vc and d0.ts <= i.ts
-        asof left join demand as d1 on d1.holder_vc = i.holder_vc and d1.ts < i.next_ts
+        asof left join demand as d0 on d0.d = i.d and d0.ts <= i.ts
+        asof left join demand as d1 on d1.d = i.d and d1.ts < i.next_ts
     ) as i
-    join demand as d using (holder_vc, idx)
-    where d.gpus > 0 and d.ts < i.next_ts and d.next_ts > i.ts
+    join demand as w using (d, idx)
+    where w.gpus > 0 and w.ts < i.next_ts and w.next_ts > i.ts
 ),
 
 holder_total as (
