@@ -174,6 +174,9 @@ COLUMNS: dict[str, Column] = {
     "stable_gpu_s": _gpu_h("GPU hours in stable phases", HOURS),
     "lost_gpu_h": _gpu_h("GPU hours lost", rank=Rank.HEADLINE),
     "lost_pct": _pct("Lost (% of GPU hours)", Rank.HEADLINE),
+    # `report --by user|vc` (sql/reports/waste_by.sql): what the holder's idle GPUs cost others
+    "others_waited_gpu_h": _gpu_h("GPU hours others waited while you idled", rank=Rank.HEADLINE),
+    "others_waits": _count("Others' waits behind your idle GPUs"),
     "gpu_minutes": Column("GPU minutes", "min"),  # per-job rows are minutes: 0.0 in GPU hours
     "alloc_gpu_h": _gpu_h("GPU hours", rank=Rank.HEADLINE),
     "missing_gpu_h": _gpu_h("GPU hours without data", rank=Rank.DETAIL),
@@ -277,8 +280,6 @@ COLUMNS: dict[str, Column] = {
     "same_vc": _detail("Same VC"),
     "same_user": _detail("Same user"),
     "blocked_gpu_s": _gpu_h("GPU hours kept waiting", HOURS, Rank.HEADLINE),
-    "others_waited_gpu_h": _gpu_h("GPU hours others waited behind its idle GPUs", rank=Rank.DETAIL),
-    "others_waits": _count("Others' waits behind its idle GPUs", Rank.DETAIL),
     # failures [Philly §4.2, Table 7, Figure 9a]; RTF: runtime to failure
     "exit_code": _detail("Exit code"),
     "exit_signal": _detail("Signal"),

@@ -287,6 +287,50 @@ def test_blocked_gpu_seconds_never_exceed_the_wait() -> None:
     assert (row["idle_gpu_s"], row["blocked_gpu_s"]) == (800, 100)
 
 
+def test_idle_gpus_elsewhere_keep_no_job_waiting_while_there_was_room_for_it() -> None:
+    """The reviewer's case: 9 GPUs, 8 held idle by another user, a 1-GPU job waits 100-200 s
+    while GPU 8 is free: its cause is `other` (room was there), 800 idle GPU-s, none blocked."""
+    c = Cluster()
+    c.host("h", 9)
+    c.job("H", 0, {"h": list(range(8))}, 0, 1000, user="u1", never_used=True)
+    c.job("W", 100, {"h": [8]}, 200, 300, user="u2")
+    out = c.analyze()
+    assert stretch(out, "W")["cause"] == "other"
+    row = out["queue_idle_overlap"].row(0, named=True)
+    assert (row["idle_gpu_s"], row["blocked_gpu_s"]) == (800, 0)
+
+
+def test_only_the_capacity_part_of_a_wait_is_kept_waiting_by_idle_gpus() -> None:
+    """9 GPUs, 8 held idle by u1 from 0 to 1000 s; F holds GPU 8 until 200 s; W (1 GPU) waits
+    100-300 s: capacity 100-200 s, other 200-300 s. Idle inside the wait 8 x 200 = 1600 GPU-s;
+    blocked only in the capacity piece: least(8, 1) x 100 s = 100 GPU-s (the old rule: 200)."""
+    c = Cluster()
+    c.host("h", 9)
+    c.job("H", 0, {"h": list(range(8))}, 0, 1000, user="u1", never_used=True)
+    c.job("F", 0, {"h": [8]}, 0, 200, user="u3")
+    c.job("W", 100, {"h": [8]}, 300, 400, user="u2")
+    out = c.analyze()
+    w = stretch(out, "W")
+    assert (w["capacity_s"], w["other_s"]) == (100, 100)
+    row = out["queue_idle_overlap"].row(0, named=True)
+    assert (row["idle_gpu_s"], row["blocked_gpu_s"]) == (1600, 100)
+
+
+def test_a_fair_share_wait_is_kept_waiting_only_by_its_own_vcs_idle_gpus() -> None:
+    """10 GPUs; u1 (VC a) and u3 (VC b) each hold 4 idle GPUs from 0 to 1000 s; W (u2, VC a,
+    quota 4, 2 GPUs) waits 100-300 s with 2 GPUs free: fair-share throughout. a's idle GPUs
+    held its quota: least(4, 2) x 200 = 400 GPU-s; b's kept it waiting for nothing."""
+    c = Cluster()
+    c.host("h", 10)
+    c.job("Ha", 0, {"h": [0, 1, 2, 3]}, 0, 1000, user="u1", vc="a", never_used=True)
+    c.job("Hb", 0, {"h": [4, 5, 6, 7]}, 0, 1000, user="u3", vc="b", never_used=True)
+    c.job("W", 100, {"h": [8, 9]}, 300, 400, user="u2", vc="a")
+    out = c.analyze(quotas={"a": 4})
+    assert stretch(out, "W")["cause"] == "fair-share"
+    rows = out["queue_idle_overlap"].select("holder_vc", "same_vc", "idle_gpu_s", "blocked_gpu_s")
+    assert sorted(rows.iter_rows()) == [("a", True, 800, 400), ("b", False, 800, 0)]
+
+
 def test_a_never_used_gpu_with_half_its_time_observed_is_idle_half_the_time() -> None:
     c = Cluster()
     c.host("h", 2)

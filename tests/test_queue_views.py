@@ -75,8 +75,9 @@ def test_the_holders_waits_count_each_wait_once(demo_warehouse: Path, cluster: s
     try:
         have = queue_idle_holders(con, Filters(cluster=cluster), limit=10_000)
         want = con.execute(
-            "select holder_user, holder_vc, count(distinct (job_id, attempt)) from "
-            "queue_idle_overlap where cluster = ? and not same_user group by all",
+            "select holder_user, holder_vc, count(distinct (job_id, attempt)) filter "
+            "(where blocked_gpu_s > 0) from queue_idle_overlap where cluster = ? and not "
+            "same_user group by all",
             [cluster],
         ).fetchall()
     finally:
@@ -94,7 +95,8 @@ def test_the_waits_behind_idle_gpus_follow_the_holders_vc(demo_warehouse: Path) 
         ).fetchall()[0]
         have = queue_idle_total(con, Filters(cluster="demo", vcs=(vc,))).row(0)
         want = con.execute(
-            "select count(distinct (job_id, attempt)), coalesce(sum(blocked_gpu_s), 0) / 3600 "
+            "select count(distinct (job_id, attempt)) filter (where blocked_gpu_s > 0), "
+            "coalesce(sum(blocked_gpu_s), 0) / 3600 "
             "from queue_idle_overlap where cluster = 'demo' and not same_user and holder_vc = ?",
             [vc],
         ).fetchall()[0]

@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gpuwaste.cli import app
+from gpuwaste.columns import title
 from gpuwaste.warehouse.store import Warehouse
 from tests.support.two_jobs import T0, write_two_jobs
 
@@ -234,6 +235,14 @@ def test_waste_by_user_and_vc(data_dir: Path) -> None:
     assert by(data_dir, "vc", "--since", "2026-11-02") == []
     assert [r["user"] for r in by(data_dir, "user", "--vc", "vision")] == ["ann"]
     assert by(data_dir, "user", "--vc", "(all)") == rows
+    # the figure of others' waits is declared, as the issue words it, and kept on a terminal
+    # of 100 columns (columns.py ranks it with the GPU hours lost)
+    shown = CliRunner().invoke(
+        app, ["report", "--data-dir", str(data_dir), "--by", "user"], env={"COLUMNS": "100"}
+    )
+    assert shown.exit_code == 0, shown.output
+    assert title("others_waited_gpu_h") == "GPU hours others waited while you idled"
+    assert "GPU hours others waited" in shown.output
 
 
 def test_waste_by_relative_periods(data_dir: Path) -> None:

@@ -27,6 +27,7 @@ oracles, not definitions.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from graphlib import TopologicalSorter
 from typing import Literal
 
@@ -83,14 +84,12 @@ def _summary(
     inputs: tuple[str, ...],
     definition: str,
     staging: tuple[str, ...] = (),
+    kind: Kind = "summary",
 ) -> Analysis:
-    return Analysis(name, "summary", title, section, inputs, definition, staging=staging)
+    return Analysis(name, kind, title, section, inputs, definition, staging=staging)
 
 
-def _cluster_rows(
-    name: str, title: str, section: str, inputs: tuple[str, ...], definition: str
-) -> Analysis:
-    return Analysis(name, "cluster_rows", title, section, inputs, definition)
+_cluster_rows = partial(_summary, kind="cluster_rows")
 
 
 ANALYSES: tuple[Analysis, ...] = (
@@ -344,6 +343,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "allocations. The stretch's cause is that of most of its seconds. Out-of-order: a start "
         "while an earlier-submitted job waited (not for fair-share) that the started job's GPUs "
         "would have fitted. Grain: one row per start of an attempt. Units: seconds, GPUs.",
+        staging=("queue_wait_pieces",),
     ),
     _summary(
         "queue_cause_summary",
@@ -360,12 +360,16 @@ ANALYSES: tuple[Analysis, ...] = (
         "queue_idle_overlap",
         "GPU time waited behind idle GPUs, per waiting stretch and holder",
         "gpuwaste (no study reports it)",
-        ("queue_causes", "idle_slots", "job_gpu_usage", "job_usage"),
+        ("queue_causes", "idle_slots", "job_gpu_usage", "job_usage", "gpu_samples"),
         "Definition (docs/definitions.md#waiting-behind-idle-gpus): for each waiting stretch "
         "and each user holding allocated GPUs idle (in idle slots or never used) while it "
         "waited, the idle GPU-seconds inside the stretch and, **choice**, the GPU-seconds that "
-        "kept it waiting: the least of those and the stretch's own GPU-seconds. Grain: one row "
-        "per waiting stretch x holder (user, VC). Units: GPU-seconds.",
+        "kept it waiting: only in the pieces of the wait whose cause (queue_causes) is "
+        "capacity or fragmentation, or fair-share for holders in the waiting job's VC, at most "
+        "the stretch's own GPU-seconds there; the holder's idle GPUs serve at most the GPUs "
+        "other users wait for at each moment. Grain: one row per waiting stretch x holder "
+        "(user, VC). Units: GPU-seconds.",
+        staging=("queue_wait_pieces",),
     ),
     _summary(
         "waste_daily",

@@ -473,12 +473,12 @@ def _queue_idle_where(f: Filters) -> tuple[str, list[Any]]:
 
 
 def queue_idle_total(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
-    """One row: waiting stretches of other users' jobs that idle GPUs overlapped, and the GPU
-    hours they waited behind them (queue_idle_overlap.blocked_gpu_s)."""
+    """One row: waiting stretches of other users' jobs that idle GPUs kept waiting (blocked_gpu_s
+    > 0), and the GPU hours they waited behind them (queue_idle_overlap.blocked_gpu_s)."""
     where, params = _queue_idle_where(f)
     return _pl(
         con,
-        "SELECT count(DISTINCT (cluster, job_id, attempt)) AS waits, "
+        "SELECT count(DISTINCT (cluster, job_id, attempt)) FILTER (blocked_gpu_s > 0) AS waits, "
         "coalesce(sum(blocked_gpu_s), 0) / 3600 AS blocked_gpu_h "
         f"FROM queue_idle_overlap WHERE {where}",
         params,
@@ -497,15 +497,15 @@ def queue_idle_daily(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame
 
 
 def queue_idle_holders(con: duckdb.DuckDBPyConnection, f: Filters, limit: int = 25) -> pl.DataFrame:
-    """Per holder (user, VC): the other users' waits their idle GPUs overlapped and the GPU hours
-    those waited behind them, most first. A wait has one row per holder (the table's key), so
-    a holder's rows count its waits: no distinct count over every row (5x the time on 1 M
-    jobs, bench/RESULTS.md "Dashboard on 1 M jobs")."""
+    """Per holder (user, VC): the other users' waits their idle GPUs kept waiting and the GPU
+    hours those waited behind them, and the idle GPU hours inside the waits, most first. A wait
+    has one row per holder (the table's key), so a holder's rows count its waits: no distinct
+    count over every row (5x the time on 1 M jobs, bench/RESULTS.md "Dashboard on 1 M jobs")."""
     where, params = _queue_idle_where(f)
     return _pl(
         con,
         'SELECT holder_user AS "user", holder_vc AS vc, '
-        "count(*) AS waits_behind, "
+        "count(*) FILTER (blocked_gpu_s > 0) AS waits_behind, "
         "sum(blocked_gpu_s) / 3600 AS blocked_gpu_h, sum(idle_gpu_s) / 3600 AS idle_gpu_h "
         f"FROM queue_idle_overlap WHERE {where} GROUP BY ALL "
         f'ORDER BY blocked_gpu_h DESC, "user" LIMIT {int(limit)}',

@@ -426,7 +426,8 @@ def waited_behind_idle(f: Filters) -> None:
         f"{row['waits']:,} waits",
         delta_color="off",
         delta_arrow="off",
-        help="While these jobs waited, other users' jobs held GPUs allocated and idle that could "
-        "have run them (at most each waiting job's GPUs x its wait). Per user and VC on the "
+        help="While these jobs waited for lack of room (capacity or fragmentation; fair-share: "
+        "idle GPUs of their own VC), other users' jobs held GPUs allocated and idle that could "
+        "have run them (at most each waiting job's GPUs x that wait). Per user and VC on the "
         "Queue and failures page.",
     )

@@ -96,7 +96,8 @@ join job_usage as j on j.cluster = getvariable('cluster') and j.job_id = w.job_i
 # Other users' waits that overlap the window, behind each user's ($1 = 'user') or each VC's
 # ('vc') idle GPUs (a wait counts whole, as in `report --by user|vc`: sql/reports/waste_by.sql).
 WAITED = """
-select if($1 = 'user', holder_user, holder_vc) as who, count(distinct (job_id, attempt)) as waits,
+select if($1 = 'user', holder_user, holder_vc) as who,
+       count(distinct (job_id, attempt)) filter (blocked_gpu_s > 0) as waits,
        sum(blocked_gpu_s) / 3600 as waited_gpu_h
 from queue_idle_overlap
 where cluster = getvariable('cluster') and not same_user

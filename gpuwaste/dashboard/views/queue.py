@@ -75,9 +75,11 @@ widgets.table(
 
 st.subheader("GPU hours waited behind idle GPUs")
 st.caption(
-    "While a job waited, other users' jobs held GPUs allocated but idle (idle slots, never-used "
-    "GPUs): the GPU hours of waiting those idle GPUs could have served (at most the waiting "
-    "job's own GPUs x its wait), by the VC that held them. A user's idle GPUs behind their own "
+    "While a job waited for lack of room (its wait's cause capacity or fragmentation), other "
+    "users' jobs held GPUs allocated but idle (idle slots, never-used GPUs): the GPU hours of "
+    "waiting those idle GPUs could have served (at most the waiting job's own GPUs x that "
+    "wait), by the VC that held them. During a fair-share wait only its own VC's idle GPUs "
+    "count; while room was there (cause other), none. A user's idle GPUs behind their own "
     "waits are not counted."
 )
 daily = frames["idle_daily"]

@@ -2,12 +2,18 @@
 --        of jobs whose allocated GPUs were idle while it waited): the holder's idle GPU-seconds
 --        inside the stretch (idle slots and never-used GPUs, slice-weighted), and of them the
 --        GPU-seconds that kept it waiting (blocked_gpu_s). docs/definitions.md#waiting-behind-idle-gpus.
--- sources: queue_causes, idle_slots, job_gpu_usage, job_usage.
+-- sources: queue_causes, queue_wait_pieces (staging/queue_wait_pieces.sql: each stretch's
+--          pieces of one cause, over job_gpu_usage, job_usage, gpu_samples), idle_slots,
+--          job_gpu_usage, job_usage.
 -- variables: cluster.
--- blocked_gpu_s: at each moment a holder's idle GPUs can serve at most as many GPUs as other
--- users' jobs wait for, so the holder's total is the integral over time of
--- least(its idle GPUs, the GPUs other users' jobs wait for); it is shared among the stretches
--- in proportion to least(idle_gpu_s, gpus x wait_s), each stretch's own bound. A user's own
+-- blocked_gpu_s: idle GPUs kept a job waiting only in the pieces of its wait when there was no
+-- room for it that they could have made: capacity and fragmentation (any holder), fair-share
+-- (holders in its own VC, whose idle GPUs held its quota); in an `other` piece room was there,
+-- and nothing counts. At each moment a holder's idle GPUs can serve at most as many GPUs as
+-- other users' jobs so wait for, so the holder's total is the integral over time of
+-- least(its idle GPUs, the GPUs other users' jobs wait for in pieces it counts in); it is
+-- shared among the stretches in proportion to each stretch's own bound, the sum over its
+-- counted pieces of least(the holder's idle GPU-seconds, its GPUs x seconds). A user's own
 -- waits behind their own idle GPUs (same_user) keep that bound.
 with
 
@@ -51,18 +57,17 @@ held_by as (
     where j."user" is not null
 ),
 
--- the holders numbered: h per user and VC, u per user; every join and window below is on
+-- the holders numbered: h per user and VC; every join and window below is on
 -- these numbers, not on the names
 holders as (
     select
         holder_user, holder_vc,
-        row_number() over (order by holder_user, holder_vc) as h,
-        dense_rank() over (order by holder_user) as u
+        row_number() over (order by holder_user, holder_vc) as h
     from (select distinct holder_user, holder_vc from held_by)
 ),
 
 held as (
-    select o.h, o.u, i.start_ts, i.end_ts, i.w
+    select o.h, i.start_ts, i.end_ts, i.w
     from held_by as i
     join holders as o using (holder_user, holder_vc)
 ),
@@ -122,6 +127,21 @@ candidates as (
     join holder_hours as h using (hour)
 ),
 
+-- each stretch's pieces whose idle GPUs count: every holder's in a capacity or fragmentation
+-- piece (every_vc), its own VC's in a fair-share one (vc_only); none in an `other` one (left
+-- out)
+wait_pieces as materialized (
+    select
+        w.w, w."user", w.gpus, p.x0, p.x1,
+        p.cause in ('capacity', 'fragmentation') as every_vc,
+        if(p.cause = 'fair-share', w.vc, null) as vc_only
+    from queue_wait_pieces as p
+    join waits as w using (job_id, attempt)
+    where p.cause in ('capacity', 'fragmentation', 'fair-share') and p.x1 > p.x0
+),
+
+-- the holder's idle GPU-seconds in the stretch, and (below) in each piece it counts in: the
+-- difference of the holder's integral at the two ends
 pairs as (
     select * from (
     select
@@ -130,10 +150,9 @@ pairs as (
             coalesce(e1.before_s + e1.gpus * epoch(c.wait_end - e1.ts), 0)
             - coalesce(e0.before_s + e0.gpus * epoch(c.wait_start - e0.ts), 0),
             6
-        ) as idle_gpu_s,
-        least(idle_gpu_s, c.gpus * c.wait_s) as bound_gpu_s
+        ) as idle_gpu_s
     from (
-        select c.w, c.h, w.gpus, w.wait_start, w.wait_end, w.wait_s
+        select c.w, c.h, w.wait_start, w.wait_end
         from candidates as c
         join waits as w using (w)
     ) as c
@@ -143,73 +162,108 @@ pairs as (
     where idle_gpu_s > 0
 ),
 
--- the GPUs waited for, from each change on (every stretch), and per waiting user (holders
--- only: only theirs are looked up)
-demand_events as (
-    select wait_start as ts, "user", gpus as d from waits
+-- each pair's bound: the sum over the pieces the holder counts in of least(its idle
+-- GPU-seconds there, the job's GPUs x the piece's seconds)
+bounded as (
+    select
+        c.w, c.h,
+        sum(least(
+            coalesce(e1.before_s + e1.gpus * epoch(c.x1 - e1.ts), 0)
+            - coalesce(e0.before_s + e0.gpus * epoch(c.x0 - e0.ts), 0),
+            c.gpus * epoch(c.x1 - c.x0)
+        )) as bound_gpu_s
+    from (
+        select c.w, c.h, p.gpus, p.x0, p.x1
+        from pairs as c
+        join holders as o using (h)
+        join wait_pieces as p on p.w = c.w and (p.every_vc or p.vc_only = o.holder_vc)
+    ) as c
+    asof left join holder_segments as e0 on e0.h = c.h and e0.ts <= c.x0
+    asof left join holder_segments as e1 on e1.h = c.h and e1.ts <= c.x1
+    group by c.w, c.h
+),
+
+-- the GPUs waited for in counted pieces, from each change on, per demand d: d = 0 for a holder
+-- whose VC no fair-share piece names (capacity and fragmentation pieces only: one series for
+-- all of them), else one per such VC (those and its fair-share pieces); and per holder (its
+-- user's own: only theirs are looked up)
+fair_share_vcs as (
+    select vc_only as vc, row_number() over (order by vc_only) as d
+    from (select distinct vc_only from wait_pieces where vc_only is not null)
+    where vc_only in (select holder_vc from holders)
+),
+
+holder_demand as (
+    select o.h, o.holder_user, coalesce(f.d, 0) as d
+    from holders as o
+    left join fair_share_vcs as f on f.vc = o.holder_vc
+),
+
+counted as (
+    select 0 as d, "user", x0, x1, gpus from wait_pieces where every_vc
     union all
-    select wait_end, "user", -gpus from waits
+    select f.d, p."user", p.x0, p.x1, p.gpus
+    from wait_pieces as p
+    join fair_share_vcs as f on p.every_vc or p.vc_only = f.vc
+),
+
+demand_events as (
+    select d, x0 as ts, "user", gpus as n from counted
+    union all
+    select d, x1, "user", -gpus from counted
 ),
 
 demand as (
     select
-        row_number() over (order by ts) as idx,
-        ts, lead(ts, 1, 'infinity'::timestamptz) over (order by ts) as next_ts, gpus
+        d,
+        row_number() over (partition by d order by ts) as idx,
+        ts,
+        lead(ts, 1, 'infinity'::timestamptz) over (partition by d order by ts) as next_ts,
+        gpus
     from (
-        select ts, round(sum(sum(d)) over (order by ts), 6) as gpus from demand_events group by ts
+        select d, ts, round(sum(sum(n)) over (partition by d order by ts), 6) as gpus
+        from demand_events
+        group by d, ts
     )
 ),
 
 user_demand as (
-    select o.u, e.ts, round(sum(sum(e.d)) over (partition by o.u order by e.ts), 6) as gpus
+    select o.h, e.ts, round(sum(sum(e.n)) over (partition by o.h order by e.ts), 6) as gpus
     from demand_events as e
-    join (select distinct holder_user, u from holders) as o on o.holder_user = e."user"
-    group by o.u, e.ts
+    join holder_demand as o on o.holder_user = e."user" and o.d = e.d
+    group by o.h, e.ts
 ),
 
--- each holder's idle GPUs, from each change on
-idle_events as (
-    select u, start_ts as ts, w as d from held
-    union all
-    select u, end_ts, -w from held
-),
-
-holder_idle as (
+-- a holder's segment meets its demand's segments by number (from the one holding its start
+-- to the one holding its end), not by an inequality join
+held_waited as (
     select
-        u, ts,
-        lead(ts, 1, 'infinity'::timestamptz) over (partition by u order by ts) as next_ts,
-        gpus
+        i.h, greatest(i.ts, w.ts) as p0, least(i.next_ts, w.next_ts) as p1,
+        i.gpus as idle, w.gpus as waited
     from (
-        select u, ts, round(sum(sum(d)) over (partition by u order by ts), 6) as gpus
-        from idle_events
-        group by u, ts
-    )
-),
-
--- a holder's segment meets the demand segments by number (from the one holding its start to
--- the one holding its end), not by an inequality join
-pieces as (
-    select
-        i.u, greatest(i.ts, d.ts) as p0, least(i.next_ts, d.next_ts) as p1,
-        i.gpus as idle, d.gpus as waited
-    from (
-        select i.*, unnest(range(coalesce(d0.idx, 1), coalesce(d1.idx, 0) + 1)) as idx
-        from holder_idle as i
-        asof left join demand as d0 on d0.ts <= i.ts
-        asof left join demand as d1 on d1.ts < i.next_ts
-        where i.gpus > 0
+        select
+            i.h, i.ts, i.next_ts, i.gpus, i.d,
+            unnest(range(coalesce(d0.idx, 1), coalesce(d1.idx, 0) + 1)) as idx
+        from (
+            select s.h, s.ts, s.next_ts, s.gpus, o.d
+            from holder_segments as s
+            join holder_demand as o using (h)
+            where s.gpus > 0 and s.next_ts is not null
+        ) as i
+        asof left join demand as d0 on d0.d = i.d and d0.ts <= i.ts
+        asof left join demand as d1 on d1.d = i.d and d1.ts < i.next_ts
     ) as i
-    join demand as d using (idx)
-    where d.gpus > 0 and d.ts < i.next_ts and d.next_ts > i.ts
+    join demand as w using (d, idx)
+    where w.gpus > 0 and w.ts < i.next_ts and w.next_ts > i.ts
 ),
 
 holder_total as (
-    select p.u, sum(epoch(p.p1 - p.p0) * least(p.idle, p.waited - coalesce(d.gpus, 0)))
+    select p.h, sum(epoch(p.p1 - p.p0) * least(p.idle, p.waited - coalesce(d.gpus, 0)))
         as blocked_gpu_s
-    from pieces as p
-    asof left join user_demand as d on d.u = p.u and d.ts <= p.p0
+    from held_waited as p
+    asof left join user_demand as d on d.h = p.h and d.ts <= p.p0
     where p.waited - coalesce(d.gpus, 0) > 0
-    group by p.u
+    group by p.h
 ),
 
 named as (
@@ -218,28 +272,29 @@ named as (
         o.holder_user, o.holder_vc,
         o.holder_vc = w.vc as same_vc,
         o.holder_user = w."user" as same_user,
-        p.idle_gpu_s, p.bound_gpu_s, o.u
+        p.idle_gpu_s, coalesce(b.bound_gpu_s, 0) as bound_gpu_s, p.h
     from pairs as p
+    left join bounded as b using (w, h)
     join waits as w using (w)
     join holders as o using (h)
 ),
 
 -- each holder's bounds over the stretches of other users, the shares' denominator
 bounds as (
-    select u, sum(if(same_user, 0, bound_gpu_s)) as bound_sum from named group by u
+    select h, sum(if(same_user, 0, bound_gpu_s)) as bound_sum from named group by h
 ),
 
 final as (
     select
-        p.* exclude (bound_gpu_s, u),
+        p.* exclude (bound_gpu_s, h),
         if(
             p.same_user,
             p.bound_gpu_s,
             coalesce(t.blocked_gpu_s * p.bound_gpu_s / nullif(b.bound_sum, 0), 0)
         ) as blocked_gpu_s
     from named as p
-    join bounds as b using (u)
-    left join holder_total as t using (u)
+    join bounds as b using (h)
+    left join holder_total as t using (h)
 )
 
 select * from final

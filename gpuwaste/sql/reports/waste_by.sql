@@ -13,7 +13,8 @@
 -- days: exact for allocated hours, the others assumed spread evenly).
 -- others_waited_gpu_h, others_waits: per user and per VC, the GPU hours other users' jobs waited
 -- while this user's (VC's) GPUs were allocated and idle (queue_idle_overlap's blocked_gpu_s)
--- and how many of their waits; a wait counts whole when it overlaps the period.
+-- and how many of their waits (those it kept waiting: blocked_gpu_s > 0); a wait counts whole
+-- when it overlaps the period.
 with
 
 jobs as (
@@ -47,7 +48,7 @@ waited as (
         cluster,
         case getvariable('waste_by') when 'user' then holder_user else holder_vc end as who,
         sum(blocked_gpu_s) / 3600 as others_waited_gpu_h,
-        count(distinct (job_id, attempt)) as others_waits
+        count(distinct (job_id, attempt)) filter (blocked_gpu_s > 0) as others_waits
     from queue_idle_overlap
     where not same_user and getvariable('waste_by') <> 'model'
       and (getvariable('cluster') is null or cluster = getvariable('cluster'))
