@@ -132,7 +132,7 @@ candidates as (
 -- out)
 wait_pieces as materialized (
     select
-        w.w, w."user", w.gpus, p.x0, p.x1,
+        w.w, w."user", w.gpus, p.x0, p.x1, w.gpus * epoch(p.x1 - p.x0) as gpu_s,
         p.cause in ('capacity', 'fragmentation') as every_vc,
         if(p.cause = 'fair-share', w.vc, null) as vc_only
     from queue_wait_pieces as p
@@ -162,24 +162,31 @@ pairs as (
     where idle_gpu_s > 0
 ),
 
+-- each pair's pieces that the holder counts in
+pair_pieces as materialized (
+    select c.w, c.h, p.gpu_s, p.x0, p.x1
+    from pairs as c
+    join holders as o using (h)
+    join wait_pieces as p on p.w = c.w and (p.every_vc or p.vc_only = o.holder_vc)
+),
+
+-- a holder's idle GPU-seconds before each end of a piece: looked up once per holder and
+-- moment, as the stretches' pieces share their ends (the changes of occupancy)
+idle_before as (
+    select
+        x.h, x.ts,
+        coalesce(e.before_s + e.gpus * epoch(x.ts - e.ts), 0) as before_s
+    from (select h, x0 as ts from pair_pieces union select h, x1 from pair_pieces) as x
+    asof left join holder_segments as e on e.h = x.h and e.ts <= x.ts
+),
+
 -- each pair's bound: the sum over the pieces the holder counts in of least(its idle
 -- GPU-seconds there, the job's GPUs x the piece's seconds)
 bounded as (
-    select
-        c.w, c.h,
-        sum(least(
-            coalesce(e1.before_s + e1.gpus * epoch(c.x1 - e1.ts), 0)
-            - coalesce(e0.before_s + e0.gpus * epoch(c.x0 - e0.ts), 0),
-            c.gpus * epoch(c.x1 - c.x0)
-        )) as bound_gpu_s
-    from (
-        select c.w, c.h, p.gpus, p.x0, p.x1
-        from pairs as c
-        join holders as o using (h)
-        join wait_pieces as p on p.w = c.w and (p.every_vc or p.vc_only = o.holder_vc)
-    ) as c
-    asof left join holder_segments as e0 on e0.h = c.h and e0.ts <= c.x0
-    asof left join holder_segments as e1 on e1.h = c.h and e1.ts <= c.x1
+    select c.w, c.h, sum(least(e1.before_s - e0.before_s, c.gpu_s)) as bound_gpu_s
+    from pair_pieces as c
+    join idle_before as e0 on e0.h = c.h and e0.ts = c.x0
+    join idle_before as e1 on e1.h = c.h and e1.ts = c.x1
     group by c.w, c.h
 ),
 
