@@ -180,10 +180,17 @@ def test_helpers() -> None:
 
 
 def test_refuses_what_is_not_sacct() -> None:
-    with pytest.raises(SacctFormatError):
+    with pytest.raises(SacctFormatError, match=r"JSON: .*`gpuwaste ingest philly`"):
         parse_sacct('{"jobs": []}\n')
-    with pytest.raises(SacctFormatError):
+    with pytest.raises(
+        SacctFormatError, match=r"Philly utilization file.*`gpuwaste ingest philly`"
+    ):
         parse_sacct("time,machineId,gpu0_util\n2017-10-03 00:08:00 PDT,m29,60.8\n")
+    om = "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n"
+    with pytest.raises(SacctFormatError, match=r"OpenMetrics text.*`gpuwaste ingest openmetrics`"):
+        parse_sacct(om + 'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 0\n')
+    with pytest.raises(SacctFormatError, match=r"`scontrol show job` output.*--scontrol"):
+        parse_sacct("JobId=42 JobName=train\n   UserId=alice(1000)\n")
     with pytest.raises(SacctFormatError, match=r"header|JobID"):
         parse_sacct("User|Account\nalice|vision\n")
 

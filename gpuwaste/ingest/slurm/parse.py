@@ -430,6 +430,22 @@ def _get(fields: list[str], i: int | None) -> str | None:
     return v if v else None
 
 
+def _read_by_another_command(first: str) -> str:
+    """A pointer to the command that reads what `first` (a file's first line) looks like, or ''."""
+    line = first.lstrip()
+    if line.startswith(("# HELP ", "# TYPE ")):
+        return "; this looks like OpenMetrics text, which `gpuwaste ingest openmetrics` reads"
+    if line.startswith(("{", "[")):
+        return (
+            "; this looks like JSON: the Philly trace's job log is read by `gpuwaste ingest philly`"
+        )
+    if line.startswith("JobId="):
+        return "; this looks like `scontrol show job` output, read by `ingest slurm --scontrol`"
+    if line.startswith("time,machineId,") or line.startswith("time,machine_id,"):
+        return "; this looks like a Philly utilization file, which `gpuwaste ingest philly` reads"
+    return ""
+
+
 def _resolve_columns(
     lines: list[tuple[int, str]], opts: SacctOptions
 ) -> tuple[str, tuple[str, ...], bool]:
@@ -442,7 +458,7 @@ def _resolve_columns(
         else:
             raise SacctFormatError(
                 "not sacct parsable output: no '|' (or ';|;', '^|^') delimiter in the first line "
-                "(expected `sacct --parsable2` output)"
+                f"(expected `sacct --parsable2` output{_read_by_another_command(first)})"
             )
     fields = _fields(first, delim)
     if _is_header(fields):
