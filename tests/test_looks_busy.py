@@ -92,7 +92,14 @@ def _cluster(
         "mig_profile": [None] * n, "start_ts": [T0] * n, "end_ts": [end] * n,
     }), )  # fmt: skip
     analyze(Settings(data_dir=data_dir, thresholds=thresholds or Thresholds()), quiet=True)
-    return {r["job_id"]: r for r in wh.read("job_usage", "c").iter_rows(named=True)}
+    return _usage(data_dir)
+
+
+def _usage(data_dir: Path) -> dict[str, dict]:
+    """job_usage of cluster c by job id."""
+    return {
+        r["job_id"]: r for r in Warehouse(data_dir).read("job_usage", "c").iter_rows(named=True)
+    }
 
 
 @pytest.fixture(scope="module")
@@ -104,9 +111,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def jobs(data_dir: Path) -> dict[str, dict]:
-    return {
-        r["job_id"]: r for r in Warehouse(data_dir).read("job_usage", "c").iter_rows(named=True)
-    }
+    return _usage(data_dir)
 
 
 def test_exactly_the_hollow_jobs_look_busy(jobs: dict[str, dict]) -> None:
@@ -264,9 +269,7 @@ def power_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def power_jobs(power_dir: Path) -> dict[str, dict]:
-    return {
-        r["job_id"]: r for r in Warehouse(power_dir).read("job_usage", "c").iter_rows(named=True)
-    }
+    return _usage(power_dir)
 
 
 def test_counted_looks_busy_hours_bring_their_energy(power_dir: Path) -> None:
