@@ -74,7 +74,7 @@ def commit_table(
     """Replace `name`'s result file of `cluster` by the `staged` rows plus, when `keep_old`,
     the old rows of the jobs not in the `touched_jobs` relation. Returns (rows staged, rows in
     the new file)."""
-    dest = wh.cluster_dir(name, cluster) / f"{FILE_KEY}.parquet"
+    dest = wh.cluster_file(name, cluster, FILE_KEY)
     sources = []
     if staged:
         sources.append(f"select * from read_parquet({_sql_list(staged)})")

@@ -71,10 +71,7 @@ def write_quarantine(
         schema_overrides={"ingested_at": pl.Datetime("us", "UTC")},
     )
     match = (pl.col("source") == source) & (pl.col("batch") == batch)
-    if (
-        not refused
-        and not (wh.cluster_dir("quarantine", cluster) / f"{QUARANTINE_KEY}.parquet").exists()
-    ):
+    if not refused and not (wh.cluster_file("quarantine", cluster, QUARANTINE_KEY)).exists():
         return 0
     return wh.replace_rows_where("quarantine", cluster, QUARANTINE_KEY, match, rows)
 
@@ -85,7 +82,7 @@ def write_quarantine_staged(
     """`write_quarantine` for refused records staged in parquet files (columns location, reason,
     raw): DuckDB merges them into the quarantine file, streamed and spilling to `tmp` past
     512 MB, so that millions of them (a file of garbage) never sit in memory at once."""
-    dest = wh.cluster_dir("quarantine", cluster) / f"{QUARANTINE_KEY}.parquet"
+    dest = wh.cluster_file("quarantine", cluster, QUARANTINE_KEY)
     if not parts and not dest.exists():
         return 0
     tmp.mkdir(parents=True, exist_ok=True)

@@ -205,6 +205,10 @@ class Warehouse:
     def cluster_dir(self, name: str, cluster: str) -> Path:
         return self.table_dir(name) / f"cluster={cluster}"
 
+    def cluster_file(self, name: str, cluster: str, key: str) -> Path:
+        """`<table>/cluster=<c>/<key>.parquet`: one per-cluster file (it may not exist yet)."""
+        return self.cluster_dir(name, cluster) / f"{key}.parquet"
+
     def files(self, name: str) -> list[Path]:
         t = table(name)
         base = self.table_dir(name)
@@ -351,14 +355,14 @@ class Warehouse:
         if t.layout != "cluster":
             raise ValueError(f"{name} is not a per-cluster table")
         rows = _sort(conform(rows, t, stored=True), t)
-        atomic_write_parquet(rows, self.cluster_dir(name, cluster) / f"{key}.parquet")
+        atomic_write_parquet(rows, self.cluster_file(name, cluster, key))
         return rows.height
 
     def remove_file(self, name: str, cluster: str, key: str) -> None:
         """Delete `<table>/cluster=<c>/<key>.parquet` (one unlink: readers see it or not)."""
         if table(name).layout != "cluster":
             raise ValueError(f"{name} is not a per-cluster table")
-        path = self.cluster_dir(name, cluster) / f"{key}.parquet"
+        path = self.cluster_file(name, cluster, key)
         try:
             path.unlink(missing_ok=True)
         except OSError as exc:
@@ -371,7 +375,7 @@ class Warehouse:
         if not t.key:
             raise ValueError(f"{name} has no key to upsert on")
         rows = conform(rows, t, stored=True).unique(subset=list(t.key), keep="last")
-        path = self.cluster_dir(name, cluster) / f"{key}.parquet"
+        path = self.cluster_file(name, cluster, key)
         old = _read_file(path, t)
         kept = old.join(rows.select(t.key), on=list(t.key), how="anti", nulls_equal=True)
         return self.replace_file(name, cluster, key, pl.concat([kept, rows])) - kept.height
@@ -381,7 +385,7 @@ class Warehouse:
     ) -> int:
         """Drop the rows of one per-cluster file that satisfy `match`, then add `rows`."""
         t = table(name)
-        path = self.cluster_dir(name, cluster) / f"{key}.parquet"
+        path = self.cluster_file(name, cluster, key)
         old = _read_file(path, t)
         kept = old.filter(~match.fill_null(False))
         new = conform(rows, t, stored=True)

@@ -167,7 +167,7 @@ def write_slurm(
             pl.col("job_id").is_in(ids) & ~run_key.is_in(stays),
             ties.rows,
         )
-        stored_runs = wh.cluster_dir("job_attempts", cluster) / f"{SOURCE}.parquet"
+        stored_runs = wh.cluster_file("job_attempts", cluster, SOURCE)
         if attempts.height or stored_runs.exists():  # a job requeued since: its runs
             written["job_attempts"] = wh.replace_rows_where(
                 "job_attempts",
@@ -176,7 +176,7 @@ def write_slurm(
                 pl.col("job_id").is_in(ids),
                 pl.concat([kept, attempts.drop("hosts", "gpus")]),
             )
-        stored = wh.cluster_dir("job_gpu_summaries", cluster) / f"{JOB_GPUS_KEY}.parquet"
+        stored = wh.cluster_file("job_gpu_summaries", cluster, JOB_GPUS_KEY)
         if summaries.height or stored.exists():
             written["job_gpu_summaries"] = wh.replace_rows_where(
                 "job_gpu_summaries", cluster, JOB_GPUS_KEY, pl.col("job_id").is_in(ids), summaries
@@ -196,7 +196,7 @@ def earlier_runs(
     first attempts (their job_gpus rows kept), and a job whose one run is read now, after stored
     runs, gets that run as its next attempt. Reading the same runs again replaces them."""
     empty = pl.DataFrame(schema=JOB_ATTEMPTS.stored_columns)
-    path = wh.cluster_dir("job_attempts", cluster) / f"{SOURCE}.parquet"
+    path = wh.cluster_file("job_attempts", cluster, SOURCE)
     if not path.exists() or jobs.height == 0:
         return attempts, empty
     stored = wh.read("job_attempts", cluster, SOURCE).join(jobs.select("job_id"), on="job_id")
