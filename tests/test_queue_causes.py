@@ -18,6 +18,20 @@ T0 = datetime(2026, 11, 1, tzinfo=UTC)
 CLUSTER = "c"
 
 
+TS = pl.Datetime("us", "UTC")
+_INTERVAL = {"start_ts": TS, "end_ts": TS}
+_DEVICE = {"cluster": pl.String, "job_id": pl.String, "attempt": pl.Int64, "host": pl.String}
+_DEVICE |= {"gpu": pl.Int64, "gpu_instance": pl.Int16}
+EMPTY: dict[str, dict[str, Any]] = {  # the columns the queue analyses read, for empty tables
+    "idle_slots": _DEVICE | _INTERVAL,
+    "job_gpu_usage": _DEVICE
+    | _INTERVAL
+    | {"gpu_weight": pl.Float64, "never_used": pl.Boolean}
+    | {"alloc_s": pl.Float64, "never_used_s": pl.Float64},
+    "gpu_samples": {"cluster": pl.String, "host": pl.String, "gpu": pl.Int64},
+}
+
+
 def at(s: float) -> datetime:
     return T0 + timedelta(seconds=s)
 
@@ -30,9 +44,58 @@ class Cluster:
         self.gpus: list[dict[str, Any]] = []
         self.slots: list[dict[str, Any]] = []
         self.hosts: list[dict[str, Any]] = []
+        self.untied_rows: list[dict[str, Any]] = []  # job_gpus rows of no known GPU (gpu -1)
 
     def host(self, name: str, gpus: int) -> None:
         self.hosts += [{"cluster": CLUSTER, "host": name, "gpu": g} for g in range(gpus)]
+
+    def _usage(self, job_id: str, submit: float, n: float, user: str, vc: str) -> None:
+        size = "1" if n <= 1 else "2-4" if n <= 4 else "5-8" if n <= 8 else ">8"
+        self.jobs.append(
+            {
+                "cluster": CLUSTER,
+                "job_id": job_id,
+                "user": user,
+                "vc": vc,
+                "gpu_model": "m",
+                "size_class": size,
+                "submit_ts": at(submit),
+                "gpus": n,
+            }
+        )
+
+    def untied(
+        self,
+        job_id: str,
+        submit: float,
+        hosts: list[str],
+        gpus: int,
+        start: float,
+        end: float | None,
+        *,
+        user: str = "u",
+        vc: str = "v",
+        mig_profile: str | None = None,
+        attempt: int = 1,
+    ) -> None:
+        """A job as Slurm's sacct alone shows it: its GPU count (AllocTRES) and hosts (NodeList),
+        one job_gpus row per host with GPU index -1 (end None: still running)."""
+        if attempt == 1:
+            self._usage(job_id, submit, gpus, user, vc)
+        for host in hosts:
+            self.untied_rows.append(
+                {
+                    "cluster": CLUSTER,
+                    "job_id": job_id,
+                    "attempt": attempt,
+                    "host": host,
+                    "gpu": -1,
+                    "gpu_instance": None,
+                    "mig_profile": mig_profile,
+                    "start_ts": at(start),
+                    "end_ts": None if end is None else at(end),
+                }
+            )
 
     def job(
         self,
@@ -46,21 +109,10 @@ class Cluster:
         vc: str = "v",
         attempt: int = 1,
         never_used: bool = False,
+        weight: float = 1.0,
     ) -> None:
-        n = sum(len(g) for g in layout.values())
         if attempt == 1:
-            size = "1" if n <= 1 else "2-4" if n <= 4 else "5-8" if n <= 8 else ">8"
-            self.jobs.append(
-                {
-                    "cluster": CLUSTER,
-                    "job_id": job_id,
-                    "user": user,
-                    "vc": vc,
-                    "gpu_model": "m",
-                    "size_class": size,
-                    "submit_ts": at(submit),
-                }
-            )
+            self._usage(job_id, submit, sum(len(g) for g in layout.values()), user, vc)
         for host, gpus in layout.items():
             for g in gpus:
                 self.gpus.append(
@@ -71,7 +123,7 @@ class Cluster:
                         "host": host,
                         "gpu": g,
                         "gpu_instance": None,
-                        "gpu_weight": 1.0,
+                        "gpu_weight": weight,
                         "start_ts": at(start),
                         "end_ts": at(end),
                         "never_used": never_used,
@@ -94,9 +146,15 @@ class Cluster:
             }
         )
 
-    def analyze(self, quotas: dict[str, float] | None = None) -> dict[str, pl.DataFrame]:
+    def analyze(
+        self, quotas: dict[str, float] | None = None, as_of: float | None = None
+    ) -> dict[str, pl.DataFrame]:
         """Run the three queue analyses as `gpuwaste analyze` does (each after those it reads)."""
         con = duckdb.connect()
+        con.register(
+            "job_gpus",
+            pl.DataFrame(self.untied_rows, schema=_DEVICE | {"mig_profile": pl.String} | _INTERVAL),
+        )
         tables = {
             "job_usage": self.jobs,
             "job_gpu_usage": self.gpus,
@@ -105,22 +163,14 @@ class Cluster:
         }
         schema = {"gpu_instance": pl.Int16, "start_ts": pl.Datetime("us", "UTC")}
         for name, rows in tables.items():
-            frame = pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None)
-            if name == "idle_slots" and not rows:
-                frame = pl.DataFrame(
-                    schema={
-                        "cluster": pl.String,
-                        "job_id": pl.String,
-                        "attempt": pl.Int64,
-                        "host": pl.String,
-                        "gpu": pl.Int64,
-                        "gpu_instance": pl.Int16,
-                        "start_ts": pl.Datetime("us", "UTC"),
-                        "end_ts": pl.Datetime("us", "UTC"),
-                    }
-                )
+            if rows:
+                frame = pl.DataFrame(rows, schema_overrides=schema, infer_schema_length=None)
+            else:  # a table with no rows still has its columns
+                frame = pl.DataFrame(schema=EMPTY[name])
             con.register(name, frame)
         variables: dict[str, Any] = {"cluster": CLUSTER}
+        if as_of is not None:
+            variables["as_of"] = at(as_of)
         if quotas:
             variables |= {"vc_quota_names": list(quotas), "vc_quota_gpus": list(quotas.values())}
         set_variables(con, variables)
@@ -189,6 +239,94 @@ def test_a_stretch_is_cut_where_occupancy_changes() -> None:
     big = stretch(c.analyze(), "big")
     assert (big["capacity_s"], big["fragmentation_s"]) == (300, 600)
     assert big["cause"] == "fragmentation"  # most of its seconds
+
+
+def sacct_only() -> Cluster:
+    """Two hosts seen only through sacct (no telemetry, no GPU index): "full0" and "full1" each
+    hold a whole host of 8 GPUs from 0 to 100 s (so the data shows 8 GPUs on each); "half" holds
+    8 GPUs on both hosts (4 each) from 100 to 1000 s; "eight" (8 GPUs on one host, submitted at
+    150 s) and "big" (16 GPUs on both, submitted at 50 s) start at 1000 s and 2000 s."""
+    c = Cluster()
+    c.untied("full0", 0, ["h0"], 8, 0, 100)
+    c.untied("full1", 0, ["h1"], 8, 0, 100)
+    c.untied("half", 0, ["h0", "h1"], 8, 100, 1000)
+    c.untied("eight", 150, ["h1"], 8, 1000, 2000)
+    c.untied("big", 50, ["h0", "h1"], 16, 2000, 3000)
+    return c
+
+
+def test_a_cluster_seen_through_sacct_alone_has_causes_from_gpu_counts_and_hosts() -> None:
+    """Capacity 16 (the most each host held at once). "eight" waits 150-1000 s with 8 GPUs free
+    as 4 + 4: fragmentation 850 s. "big" waits 50-100 s (nothing free), 100-1000 s (8 free) and
+    1000-2000 s ("eight" holds h1): capacity 1950 s."""
+    out = sacct_only().analyze()
+    eight = stretch(out, "eight")
+    assert (eight["cause"], eight["fragmentation_s"], eight["wait_s"]) == (
+        "fragmentation",
+        850,
+        850,
+    )
+    assert (eight["gpus"], eight["hosts"], eight["per_host"]) == (8, 1, 8)
+    big = stretch(out, "big")
+    assert (big["cause"], big["capacity_s"], big["wait_s"]) == ("capacity", 1950, 1950)
+    assert (big["gpus"], big["hosts"], big["per_host"]) == (16, 2, 8)
+    assert out["queue_causes"].height == 5  # every start is a decision, waited or not
+
+
+def test_telemetry_showing_more_gpus_than_were_ever_held_raises_capacity() -> None:
+    """The same jobs, with telemetry of 12 GPUs on h0: 'eight' fits on h0's 8 free GPUs from
+    150 s, its wait is no longer fragmentation."""
+    c = sacct_only()
+    c.host("h0", 12)
+    out = c.analyze()
+    assert stretch(out, "eight")["cause"] == "other"
+
+
+def test_a_job_resolved_by_telemetry_labels_is_counted_once() -> None:
+    """The filler's job_gpus rows say index unknown, but telemetry labels resolved them (its
+    devices are in job_gpu_usage): its GPUs occupy the cluster once, the wait stays
+    fragmentation (counted twice, nothing would be free: capacity)."""
+    c = five_hosts_half_held()
+    c.untied("filler", 0, [f"h{h}" for h in range(5)], 20, 0, 1000)
+    c.jobs.pop()  # one job: its job_usage row is there
+    big = stretch(c.analyze(), "big")
+    assert (big["cause"], big["fragmentation_s"]) == ("fragmentation", 900)
+
+
+def test_a_running_job_seen_through_sacct_holds_its_gpus_until_as_of() -> None:
+    """ "run" (8 GPUs on h0, no end) runs from 0 s; the data reach 500 s. "w" (8 GPUs, submitted
+    at 100 s, started at 600 s on h1 after "f" there ended) waited for capacity 100-500 s, then
+    400-600 s: nothing held h0 after as_of, so other."""
+    c = Cluster()
+    c.untied("run", 0, ["h0"], 8, 0, None)
+    c.untied("f", 0, ["h1"], 8, 0, 600)
+    c.untied("w", 100, ["h1"], 8, 600, 700)
+    w = stretch(c.analyze(as_of=500), "w")
+    assert (w["capacity_s"], w["other_s"]) == (400, 100)
+
+
+def test_mig_capacity_is_counted_by_slice() -> None:
+    """Host m has one A100 split into MIG instances (telemetry shows GPU 0, instances 1 and 2):
+    capacity 1 GPU, not 2 instances. "a" holds a 4g.40gb (4/7) from 0 to 1000 s; "b" (4g.40gb,
+    submitted at 50 s) starts at 1000 s: 3/7 free, less than its 4/7, capacity 950 s; "c"
+    (3g.40gb, submitted at 100 s) starts at 200 s: it fitted, other 100 s. The same jobs seen
+    through sacct alone (gres/gpu:4g.40gb=1, no index): the same causes, capacity from the
+    most held at once (4/7 + 3/7: one GPU)."""
+    tied = Cluster()
+    tied.hosts += [{"cluster": CLUSTER, "host": "m", "gpu": 0, "gpu_instance": i} for i in (1, 2)]
+    tied.job("a", 0, {"m": [0]}, 0, 1000, weight=4 / 7)
+    tied.job("b", 50, {"m": [0]}, 1000, 2000, weight=4 / 7)
+    tied.job("c", 100, {"m": [0]}, 200, 2000, weight=3 / 7)
+    untied = Cluster()
+    untied.untied("a", 0, ["m"], 1, 0, 1000, mig_profile="4g.40gb")
+    untied.untied("b", 50, ["m"], 1, 1000, 2000, mig_profile="4g.40gb")
+    untied.untied("c", 100, ["m"], 1, 200, 2000, mig_profile="3g.40gb")
+    for c in (tied, untied):
+        out = c.analyze()
+        b, cc = stretch(out, "b"), stretch(out, "c")
+        assert (b["cause"], b["capacity_s"]) == ("capacity", 950)
+        assert b["gpus"] == pytest.approx(4 / 7) and b["per_host"] == pytest.approx(4 / 7)
+        assert (cc["cause"], cc["other_s"]) == ("other", 100)
 
 
 def test_summary_in_table_2_layout_says_whether_fair_share_was_judged() -> None:

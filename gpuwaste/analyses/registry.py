@@ -332,15 +332,16 @@ ANALYSES: tuple[Analysis, ...] = (
         "queue_causes",
         "Waiting stretches by cause (Philly §3.1)",
         "Philly §3.1, Table 2",
-        ("job_gpu_usage", "job_usage", "gpu_samples"),
+        ("job_gpu_usage", "job_gpus", "job_usage", "gpu_samples"),
         "Definition (docs/definitions.md#queueing-causes): each waiting stretch of a job "
         "(submission to the first attempt's start; an attempt's end to the next one's start) is "
-        "cut at every change of the cluster's occupancy (job_gpu_usage) and each piece is "
+        "cut at every change of the cluster's occupancy (job_gpu_usage; a job without known GPU "
+        "indices: its GPU count spread evenly over its hosts, job_gpus) and each piece is "
         "classified, in this order: fair-share (quotas `[clusters.vc_quotas]` are known and the "
         "VC held at least its quota), capacity (fewer GPUs free than the "
         "job's), fragmentation (enough free, but fewer hosts with the job's GPUs per host free "
         "than the hosts it ran on), other. Capacity is the GPUs seen per host in telemetry or "
-        "allocations. The stretch's cause is that of most of its seconds. Out-of-order: a start "
+        "allocations, at least the most it held at once (MIG by slice). The stretch's cause is that of most of its seconds. Out-of-order: a start "
         "while an earlier-submitted job waited (not for fair-share) that the started job's GPUs "
         "would have fitted. Grain: one row per start of an attempt. Units: seconds, GPUs.",
         staging=("queue_wait_pieces",),
@@ -360,7 +361,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "queue_idle_overlap",
         "GPU time waited behind idle GPUs, per waiting stretch and holder",
         "gpuwaste (no study reports it)",
-        ("queue_causes", "idle_slots", "job_gpu_usage", "job_usage", "gpu_samples"),
+        ("queue_causes", "idle_slots", "job_gpu_usage", "job_gpus", "job_usage", "gpu_samples"),
         "Definition (docs/definitions.md#waiting-behind-idle-gpus): for each waiting stretch "
         "and each user holding allocated GPUs idle (in idle slots or never used) while it "
         "waited, the idle GPU-seconds inside the stretch and, **choice**, the GPU-seconds that "

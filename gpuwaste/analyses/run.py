@@ -325,7 +325,11 @@ def analyze_cluster(
             with connect(settings.data_dir) as con:
                 # bounded as every other step: a summary over the cluster's samples spills
                 con.execute(f"set memory_limit = '{memory_limit}'")
-                set_variables(con, {**variables, **threshold_variables(t), "cluster": cluster})
+                # as_of: where a running allocation ends (queue_wait_pieces.sql's untied ones)
+                set_variables(
+                    con,
+                    {**variables, **threshold_variables(t), "cluster": cluster, "as_of": as_of},
+                )
                 for name, compute in SUMMARIES.items():
                     cpu_start = time.process_time()
                     rows = stable(compute(con))

@@ -3,16 +3,26 @@
 --        the next attempt's start): the start's job, class and stretch, and the piece's cause
 --        and span (x0, x1); a start that did not wait has one row with a null cause.
 --        docs/definitions.md#queueing-causes.
--- sources: job_gpu_usage (allocations: occupancy, each attempt's GPUs and layout), job_usage
---          (submission, user, VC, size class), gpu_samples (GPUs seen in telemetry).
--- variables: cluster; vc_quota_names, vc_quota_gpus (varchar[], double[]: [clusters.vc_quotas];
+-- sources: job_gpu_usage (allocations of known devices: occupancy, each attempt's GPUs and
+--          layout), job_gpus (allocations whose devices no data names), job_usage (submission,
+--          user, VC, size class, GPUs), gpu_samples (GPUs seen in telemetry).
+-- variables: cluster; as_of (a running allocation without devices ends there; null: left
+--            out); vc_quota_names, vc_quota_gpus (varchar[], double[]: [clusters.vc_quotas];
 --            null: no quotas, fair-share is not judged).
 -- The one cut of waiting stretches into pieces of one cause, read by queue_causes.sql (the
 -- causes, the out-of-order starts) and queue_idle_overlap.sql (which pieces idle GPUs kept
 -- waiting): the analyses make it the temp view `queue_wait_pieces` before they run
 -- (`Analysis.staging` in gpuwaste/analyses/registry.py).
--- Capacity: a host has the GPUs seen on it, in telemetry or in allocations (a MIG GPU is one
--- GPU; a MIG allocation occupies its slice's share of it, job_gpu_usage.gpu_weight).
+-- Occupancy: every allocation, of known devices (job_gpu_usage, slice-weighted: a MIG
+-- allocation occupies its slice's share of its GPU, gpu_weight) or not: a job whose GPU indices
+-- no source gave and no telemetry label resolved (Slurm from sacct alone: job_gpus gpu = -1,
+-- one row per host of NodeList) holds its GPUs (AllocTRES gres/gpu, job_usage.gpus) spread
+-- evenly over the hosts of its attempt (sacct prints the total alone), each at the slice weight
+-- of its MIG profile, if any (staging/alloc_intervals.sql's rule).
+-- Capacity, by slice: a host has the GPUs seen on it, in telemetry or in allocations of known
+-- devices (a MIG GPU is one GPU, whatever its instances), and at least as many as it held at
+-- once (the peak of its occupancy, rounded up to whole GPUs: allocations without devices show
+-- a host's GPUs only by their count).
 -- A stretch is cut at every change of occupancy into sub-stretches, each classified in this
 -- order by the state that holds through it:
 --   1. fair-share: quotas are known for the job's VC and the VC held at least its quota;
@@ -22,12 +32,53 @@
 --   4. other: quota, GPUs and a placement were there (the scheduler's order or latency).
 with
 
-alloc as (
+tied as (
     select
         job_id, attempt, host, gpu, start_ts, end_ts,
         coalesce(gpu_weight, 1.0) as w
     from job_gpu_usage
     where cluster = getvariable('cluster') and end_ts > start_ts
+),
+
+-- allocations of no known device: each host's share of the job's GPUs (see Occupancy above)
+untied as (
+    select
+        g.job_id, g.attempt, g.host, -1::smallint as gpu, g.start_ts,
+        coalesce(g.end_ts, getvariable('as_of')::timestamptz) as end_ts,
+        u.gpus / g.hosts * coalesce(
+            try_cast(regexp_extract(lower(g.mig_profile), '^(\d+)g\.', 1) as double)
+            / case when regexp_extract(lower(g.mig_profile), '^(\d+g\.\d+gb)', 1)
+                        in ('1g.6gb', '2g.12gb', '4g.24gb') then 4.0 else 7.0 end, 1.0) as w,
+        -- a host whose devices telemetry labels resolved is counted in tied
+        t.job_id is not null as resolved
+    from (
+        -- each host of each attempt, and how many hosts the attempt has (all of its hosts,
+        -- those with known devices too, share its GPUs)
+        select
+            *, count(*) over (partition by job_id, attempt) as hosts
+        from (
+            select
+                job_id, attempt, host, max(mig_profile) as mig_profile,
+                min(start_ts) as start_ts,
+                if(bool_or(end_ts is null), null, max(end_ts)) as end_ts,
+                bool_or(gpu < 0) as unknown
+            from job_gpus
+            where cluster = getvariable('cluster')
+            group by job_id, attempt, host
+        )
+    ) as g
+    join job_usage as u on u.cluster = getvariable('cluster') and u.job_id = g.job_id
+    left join (select distinct job_id, attempt, host from tied) as t
+        on t.job_id = g.job_id and t.attempt = g.attempt and t.host = g.host
+    where g.unknown and u.gpus > 0
+),
+
+alloc as (
+    select * from tied
+    union all
+    -- one that starts at as_of (the last event of a cluster seen through sacct alone) holds
+    -- nothing yet, but its start is a decision
+    select * exclude (resolved) from untied where not resolved and end_ts >= start_ts
 ),
 
 job as (
@@ -42,14 +93,34 @@ quotas as (
         unnest(getvariable('vc_quota_gpus')::double[]) as quota
 ),
 
-capacity as (
+seen as (
     select host, count(*)::double as gpus
     from (
         select distinct host, gpu from gpu_samples where cluster = getvariable('cluster')
         union
-        select distinct host, gpu from alloc
+        select distinct host, gpu from tied
     )
     group by host
+),
+
+peak as (
+    select host, ceil(max(held)) as gpus
+    from (
+        select host, round(sum(sum(d)) over (partition by host order by ts), 6) as held
+        from (
+            select host, start_ts as ts, w as d from alloc
+            union all
+            select host, end_ts, -w from alloc
+        )
+        group by host, ts
+    )
+    group by host
+),
+
+capacity as (
+    select host, greatest(coalesce(s.gpus, 0), coalesce(p.gpus, 0)) as gpus
+    from seen as s
+    full join peak as p using (host)
 ),
 
 total as (select sum(gpus) as gpus from capacity),
