@@ -226,6 +226,15 @@ def generate(
             "truth.json's 'busy_loops'.",
         ),
     ] = 0,
+    requeues: Annotated[
+        int,
+        typer.Option(
+            "--requeues",
+            help="Make this many failed jobs' retry chains Slurm requeues: their runs printed "
+            "under one JobID as `sacct --duplicates` prints them, listed in truth.json's "
+            "'requeues'. Not with --vc-quotas or --telemetry jobstats.",
+        ),
+    ] = 0,
 ) -> None:
     """Write a synthetic multi-tenant cluster in the sources' own formats, with its planted truth."""
     from gpuwaste.generate.cli import generate_command
@@ -247,6 +256,7 @@ def generate(
         vc_quotas,
         logs,
         busy_loops,
+        requeues,
     )
 
 

@@ -61,6 +61,9 @@ truth.json (sorted keys; times ISO 8601 UTC with `Z`)
   the first sample counted from 0).
 - `busy_loops` (only with `--busy-loops`, generate/busy_loops.py): the jobs planted as busy loops,
   {job_id, start, end, gpus, coarse_pct (GPU_UTIL: 100), sm_pct_max, power_w_max}.
+- `requeues` (only with `--requeues`, generate/requeues.py): the retry chains planted as Slurm
+  requeues, {job_id, slurm_job_id, runs: [{attempt, submit, start, end, raw_state, exit_code,
+  gpus, hosts}]}; their runs share the job id everywhere, so `jobs` lists one entry per run.
 - `debug_jobs`: job ids of partition `debug` (names interactive, bash, jupyter);
   `timeouts`: debug jobs that hit the 8 h limit (state TIMEOUT, end - start == 8 h exactly).
 - `hosts`, `philly_machine_map` (host -> m<N>), `philly_vc_map`, `philly_user_map` (name -> the

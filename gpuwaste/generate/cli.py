@@ -56,6 +56,7 @@ def generate_command(
     vc_quotas: bool = False,
     logs: bool = False,
     busy_loops: int = 0,
+    requeues: int = 0,
 ) -> None:
     """Generate a synthetic cluster in DIR: metrics.om, sacct.txt, philly/, truth.json (and
     scontrol/ where the telemetry does not name the job)."""
@@ -64,6 +65,7 @@ def generate_command(
         ("--mig-hosts", mig_hosts),
         ("--shared-gpus", shared_gpus),
         ("--busy-loops", busy_loops),
+        ("--requeues", requeues),
     )
     for flag, n in counts:
         if n < 0:
@@ -86,6 +88,7 @@ def generate_command(
             job_labels=not no_job_labels,
             vc_quotas=vc_quotas,
             busy_loops=busy_loops,
+            requeues=requeues,
         )
     except ValueError as exc:
         given = [f"--telemetry {telemetry}"] + [
@@ -96,6 +99,7 @@ def generate_command(
                 (f"--mig-hosts {mig_hosts}", mig_hosts),
                 (f"--shared-gpus {shared_gpus}", shared_gpus),
                 (f"--busy-loops {busy_loops}", busy_loops),
+                (f"--requeues {requeues}", requeues),
             )
             if on
         ]

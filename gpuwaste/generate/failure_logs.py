@@ -165,7 +165,7 @@ def write_failure_logs(cluster: Cluster, out: Path) -> list[dict[str, Any]]:
     failed = 0
     odd_bytes = no_newline = False
     for job in cluster.jobs:
-        if not job.ran or job.end is None:
+        if not job.ran or job.end is None or not job.last_run:  # a requeue's last run: its file
             continue
         fill = {
             "job": job.slurm_job_id,

@@ -52,6 +52,8 @@ class GeneratorSpec:
     vc_quotas: bool = False
     # jobs planted as busy loops (gpuwaste/generate/busy_loops.py); 0 keeps the output as it was
     busy_loops: int = 0
+    # retry chains planted as Slurm requeues (gpuwaste/generate/requeues.py); 0 keeps the output
+    requeues: int = 0
 
     def __post_init__(self) -> None:
         if self.start.tzinfo is None:
@@ -69,6 +71,12 @@ class GeneratorSpec:
             raise ValueError("busy_loops must be 0 or more")
         if self.busy_loops and (self.mig_hosts or self.shared_gpus):
             raise ValueError("busy loops are generated on whole, unshared GPUs only")
+        if self.requeues < 0:
+            raise ValueError("requeues must be 0 or more")
+        if self.requeues and (self.vc_quotas or self.telemetry == "jobstats"):
+            # the queue truth counts each run's wait from its own submission; a Jobstats
+            # AdminComment is one per job id
+            raise ValueError("requeues are not generated with VC quotas or Jobstats telemetry")
         if not self.job_labels and self.telemetry == "slurm-job-exporter":
             raise ValueError("slurm-job-exporter's series are per job: they always name it")
 
@@ -157,6 +165,8 @@ class Job:
     typed_gres: bool = False
     steps: tuple[str, ...] = ()
     plan: JobPlan | None = None
+    run: int = 0  # its run under its job id: > 0 only for a planted requeue's later runs
+    last_run: bool = True  # False: a planted requeue's earlier run
 
     @property
     def state(self) -> str:

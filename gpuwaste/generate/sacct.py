@@ -49,6 +49,7 @@ _STEP_STATE = {
     "NODE_FAIL": ("CANCELLED", "0:9", "NODE_FAIL", "0:0"),
     "OUT_OF_MEMORY": ("OUT_OF_MEMORY", "0:125", "OUT_OF_MEMORY", "0:125"),
     "RUNNING": ("RUNNING", "0:0", "RUNNING", "0:0"),
+    "REQUEUED": ("CANCELLED", "0:15", "CANCELLED", "0:15"),  # a requeued run (--requeues)
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuwaste.generate import busy_loops
+from gpuwaste.generate import busy_loops, requeues
 from gpuwaste.generate.model import Cluster, GeneratorSpec
 from gpuwaste.generate.plans import build_plan, place_gaps
 from gpuwaste.generate.policy_cases import policy_kind
@@ -25,6 +25,7 @@ def simulate(spec: GeneratorSpec) -> Cluster:
     for job in jobs:
         job.plan = build_plan(spec, job, job.index in loops)
         job.steps = _steps(spec.seed, job.index, job.is_debug, job.ran)
+    requeues.plant(spec, jobs)
     gaps = place_gaps(spec, jobs)
     queue = sched.queue_truth(jobs)
     return Cluster(spec=spec, hosts=hosts, vcs=vcs, users=users, jobs=jobs, gaps=gaps, queue=queue)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from gpuwaste.generate import busy_loops, params
+from gpuwaste.generate import busy_loops, params, requeues
 from gpuwaste.generate.model import Cluster, Job
 from gpuwaste.generate.philly import PhillyView, short_hash
 from gpuwaste.generate.plans import slot_levels
@@ -254,9 +254,11 @@ def truth_dict(cluster: Cluster, philly: PhillyView, extra: dict[str, Any]) -> d
     g8 = params.GPUS_PER_HOST
     planted_policy = {"policy_cases": policy_truth(spec, cluster.jobs)} if spec.policy_cases else {}
     planted_loops = {"busy_loops": busy_loop_truth(cluster)} if spec.busy_loops else {}
+    planted_requeues = {"requeues": requeues.truth(cluster)} if spec.requeues else {}
     return {
         **planted_policy,
         **planted_loops,
+        **planted_requeues,
         "spec": {
             "seed": spec.seed,
             "gpus": spec.n_gpus,
