@@ -228,6 +228,15 @@ class LogsSource(_Strict):
             raise ValueError(f"not a regular expression ({exc})") from None
         if "job" not in compiled.groupindex:
             raise ValueError("the pattern needs a named group `job`, as in (?P<job>\\d+)")
+        import polars as pl  # deferred: reading a configuration needs no polars otherwise
+
+        try:  # the stored rows' names are matched again by polars (logs.source.renamed_attempts)
+            pl.Series([""], dtype=pl.String).str.extract_groups(v)
+        except pl.exceptions.ComputeError:
+            raise ValueError(
+                "a regular expression of a form polars' engine does not accept (look-around, "
+                "backreferences); write it without them"
+            ) from None
         return v
 
 

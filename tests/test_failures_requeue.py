@@ -6,6 +6,7 @@ written from Slurm's own test of `sacct -D` after a requeue, not captured (fixtu
 
 from __future__ import annotations
 
+import re
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,7 +17,8 @@ import pytest
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import ClusterConfig, LogsSource, Settings, SlurmSource
 from gpuwaste.ingest.gpu_indices import fill_unknown_gpus
-from gpuwaste.ingest.logs.source import ingest_logs
+from gpuwaste.ingest.logs.parse import log_name
+from gpuwaste.ingest.logs.source import ingest_logs, renamed_attempts
 from gpuwaste.ingest.slurm.parse import parse_sacct
 from gpuwaste.ingest.slurm.source import ingest_slurm
 from gpuwaste.warehouse.schema import UTC_TS as ts_dtype
@@ -275,3 +277,46 @@ def test_a_default_named_log_is_the_last_run_s(tmp_path: Path) -> None:
         ("4244", 0, "job preempted", "scheduler"),
         ("4244", 1, "GPU OOM", "log"),
     ]
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        LogsSource.model_fields["pattern"].default,
+        r"(?P<job>\d+)-run(?P<attempt>\d*)\.log",  # an empty attempt group: none
+        r"^job_(?P<job>\d*)\.txt$",  # an empty job: no job
+        r"^(?P<job>\d+)\.err$",  # no attempt group
+    ],
+)
+def test_renamed_attempts_over_every_row_is_log_names_rule_per_name(pattern: str) -> None:
+    """The stored rows' attempts corrected at once (polars) are those `log_name` gives name by
+    name, in folders, compressed, read now or not, and names no pattern takes."""
+    names = [
+        "slurm-12.out", "slurm-12.3.out", "a/b/slurm-7_2.err", "slurm-9.out.gz", "slurm-9.1.err.gz",
+        "x.gz", "77-run.log", "77-run4.log", "sub/77-run4.log.gz", "job_.txt", "job_5.txt",
+        "5.err", "notes.md", "slurm-40.out",
+    ]  # fmt: skip
+    stored = pl.DataFrame(
+        {
+            "cluster": "c",
+            "path": names,
+            "attempt": [0, 3, None, 0, 1, 0, None, 2, 4, 0, 0, 1, 0, 0],
+        },
+        schema_overrides={"attempt": pl.Int16()},
+    ).with_columns(pl.lit(None, pl.String()).alias(c) for c in ("job_key", "reason"))
+    read = {"slurm-40.out"}
+    compiled = re.compile(LogsSource(dir=Path("."), pattern=pattern).pattern)
+    want = []
+    for r in stored.iter_rows(named=True):
+        name = log_name(r["path"].rsplit("/", 1)[-1], compiled)
+        if r["path"] not in read and name is not None and name.attempt != r["attempt"]:
+            want.append((r["path"], name.attempt))
+    got = renamed_attempts(stored, compiled, read)
+    assert got.columns == stored.columns
+    assert sorted(got.select("path", "attempt").rows(), key=str) == sorted(want, key=str)
+    assert want  # each pattern corrects some row
+
+
+def test_a_pattern_polars_cannot_match_is_refused_naming_why() -> None:
+    with pytest.raises(ValueError, match="look-around, backreferences"):
+        LogsSource(dir=Path("."), pattern=r"^slurm-(?P<job>\d+)(?=\.out)")
