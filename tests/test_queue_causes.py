@@ -12,6 +12,7 @@ import pytest
 
 from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.sqlfiles import set_variables
+from gpuwaste.warehouse.mig import MODEL_PROFILES, parse_profile
 from gpuwaste.warehouse.results import ALL_MODELS, ALL_VCS
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -327,6 +328,20 @@ def test_mig_capacity_is_counted_by_slice() -> None:
         assert (b["cause"], b["capacity_s"]) == ("capacity", 950)
         assert b["gpus"] == pytest.approx(4 / 7) and b["per_host"] == pytest.approx(4 / 7)
         assert (cc["cause"], cc["other_s"]) == ("other", 100)
+
+
+def test_an_allocation_without_devices_weighs_its_mig_profile_as_warehouse_mig_does() -> None:
+    """queue_wait_pieces.sql's weight of a MIG allocation no device names is the rule of
+    warehouse/mig.py (and staging/alloc_intervals.sql): every known profile, suffixes, A30's
+    4-slice profiles, and no profile (a whole GPU)."""
+    names = sorted({p for ps in MODEL_PROFILES.values() for p in ps})
+    names += ["1g.10gb+me", "1g.5gb-me", "4g.24gb", "7g.141gb"]
+    c = Cluster()
+    for i, name in enumerate([*names, None]):
+        c.untied(f"j{i:03d}", 0, [f"h{i}"], 1, 0, 100, mig_profile=name)
+    got = c.analyze()["queue_causes"].sort("job_id")["gpus"].to_list()
+    want = [parse_profile(n).weight for n in names] + [1.0]  # type: ignore[union-attr]
+    assert got == pytest.approx(want, abs=1e-6)
 
 
 def test_summary_in_table_2_layout_says_whether_fair_share_was_judged() -> None:
