@@ -40,45 +40,56 @@ tied as (
     where cluster = getvariable('cluster') and end_ts > start_ts
 ),
 
+-- the attempts with a host whose devices no data names (none where every GPU is known)
+unknown as (
+    select distinct job_id, attempt
+    from job_gpus
+    where cluster = getvariable('cluster') and gpu < 0
+),
+
 -- allocations of no known device: each host's share of the job's GPUs (see Occupancy above)
-untied as (
-    select
-        g.job_id, g.attempt, g.host, -1::smallint as gpu, g.start_ts,
-        coalesce(g.end_ts, getvariable('as_of')::timestamptz) as end_ts,
-        u.gpus / g.hosts * coalesce(
-            try_cast(regexp_extract(lower(g.mig_profile), '^(\d+)g\.', 1) as double)
-            / case when regexp_extract(lower(g.mig_profile), '^(\d+g\.\d+gb)', 1)
-                        in ('1g.6gb', '2g.12gb', '4g.24gb') then 4.0 else 7.0 end, 1.0) as w,
-        -- a host whose devices telemetry labels resolved is counted in tied
-        t.job_id is not null as resolved
+untied as materialized (
+    select * exclude (resolved)
     from (
-        -- each host of each attempt, and how many hosts the attempt has (all of its hosts,
-        -- those with known devices too, share its GPUs)
         select
-            *, count(*) over (partition by job_id, attempt) as hosts
+            g.job_id, g.attempt, g.host, -1::smallint as gpu, g.start_ts,
+            coalesce(g.end_ts, getvariable('as_of')::timestamptz) as end_ts,
+            u.gpus / g.hosts * coalesce(
+                try_cast(regexp_extract(lower(g.mig_profile), '^(\d+)g\.', 1) as double)
+                / case when regexp_extract(lower(g.mig_profile), '^(\d+g\.\d+gb)', 1)
+                            in ('1g.6gb', '2g.12gb', '4g.24gb') then 4.0 else 7.0 end, 1.0) as w,
+            -- a host whose devices telemetry labels resolved is counted in tied
+            t.job_id is not null as resolved
         from (
-            select
-                job_id, attempt, host, max(mig_profile) as mig_profile,
-                min(start_ts) as start_ts,
-                if(bool_or(end_ts is null), null, max(end_ts)) as end_ts,
-                bool_or(gpu < 0) as unknown
-            from job_gpus
-            where cluster = getvariable('cluster')
-            group by job_id, attempt, host
-        )
-    ) as g
-    join job_usage as u on u.cluster = getvariable('cluster') and u.job_id = g.job_id
-    left join (select distinct job_id, attempt, host from tied) as t
-        on t.job_id = g.job_id and t.attempt = g.attempt and t.host = g.host
-    where g.unknown and u.gpus > 0
+            -- each host of each such attempt, and how many hosts the attempt has (all of its
+            -- hosts, those with known devices too, share its GPUs)
+            select *, count(*) over (partition by job_id, attempt) as hosts
+            from (
+                select
+                    x.job_id, x.attempt, x.host, max(x.mig_profile) as mig_profile,
+                    min(x.start_ts) as start_ts,
+                    if(bool_or(x.end_ts is null), null, max(x.end_ts)) as end_ts,
+                    bool_or(x.gpu < 0) as unknown
+                from job_gpus as x
+                semi join unknown using (job_id, attempt)
+                where x.cluster = getvariable('cluster')
+                group by x.job_id, x.attempt, x.host
+            )
+        ) as g
+        join job_usage as u on u.cluster = getvariable('cluster') and u.job_id = g.job_id
+        left join (select distinct job_id, attempt, host from tied) as t
+            on t.job_id = g.job_id and t.attempt = g.attempt and t.host = g.host
+        where g.unknown and u.gpus > 0
+    )
+    -- one that starts at as_of (the last event of a cluster seen through sacct alone) holds
+    -- nothing yet, but its start is a decision
+    where not resolved and end_ts >= start_ts
 ),
 
 alloc as (
     select * from tied
     union all
-    -- one that starts at as_of (the last event of a cluster seen through sacct alone) holds
-    -- nothing yet, but its start is a decision
-    select * exclude (resolved) from untied where not resolved and end_ts >= start_ts
+    select * from untied
 ),
 
 job as (
@@ -103,6 +114,8 @@ seen as (
     group by host
 ),
 
+-- the most a host held at once, where allocations without devices say more than its devices
+-- seen can (elsewhere the devices seen bound it)
 peak as (
     select host, ceil(max(held)) as gpus
     from (
@@ -112,6 +125,7 @@ peak as (
             union all
             select host, end_ts, -w from alloc
         )
+        where host in (select host from untied)
         group by host, ts
     )
     group by host
