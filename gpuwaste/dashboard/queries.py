@@ -16,7 +16,7 @@ import duckdb
 import polars as pl
 
 from gpuwaste.analyses.registry import CLUSTER_ROW_TABLES, PER_JOB_TABLES, SUMMARY_TABLES
-from gpuwaste.dashboard.filters import Filters
+from gpuwaste.dashboard.filters import Filters, in_list
 from gpuwaste.warehouse.reading import read_frame as _pl
 from gpuwaste.warehouse.results import ALL_VCS
 
@@ -239,10 +239,10 @@ def minute_cdf(con: duckdb.DuckDBPyConnection, f: Filters, by: str) -> pl.DataFr
     where, params = f.summary_where()
     if f.sizes:
         # the table's sizes are GPU counts (1, 4, 8, 16) and 'all'; the filter's are size classes
-        where += f" AND {SIZE_CLASS_OF_SIZE} IN ({', '.join('?' * len(f.sizes))})"
+        where += f" AND {in_list(SIZE_CLASS_OF_SIZE, f.sizes)}"
         params += list(f.sizes)
     if f.states:
-        where += f" AND state IN ({', '.join('?' * len(f.states))})"
+        where += f" AND {in_list('state', f.states)}"
         params += list(f.states)
     # The table also holds each row summed over sizes ('all') and over states ('all'): a curve
     # by state without a size filter reads the 'all' sizes, a curve by size without a state
