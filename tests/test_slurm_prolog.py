@@ -82,6 +82,20 @@ def test_jobstats_gpustat_files_only_when_asked(dirs: dict[str, Path]) -> None:
     assert files(dirs["dcgm"]) == {}
 
 
+@pytest.mark.parametrize(
+    "variable", ["SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL"]
+)
+def test_the_epilog_reads_the_gpus_as_the_prolog_does(dirs: dict[str, Path], variable: str) -> None:
+    """The scripts are installed apart (prolog.d/, epilog.d/), so each reads the job's GPUs
+    itself: from whichever variable names them, the epilog removes all the prolog wrote."""
+    env = {"SLURM_JOB_ID": "9", "SLURM_JOB_UID": "5001", variable: "0,3,MIG-abc"}
+    run("prolog", dirs, jobstats=True, **env)
+    assert set(files(dirs["dcgm"])) == {"0", "3"}
+    assert set(files(dirs["gpustat"])) == {"0", "3", "GPU-uuid-0", "GPU-uuid-3", "MIG-abc"}
+    run("epilog", dirs, jobstats=True, **env)
+    assert files(dirs["dcgm"]) == {} and files(dirs["gpustat"]) == {}
+
+
 def test_a_job_without_gpus_or_id_writes_nothing(dirs: dict[str, Path]) -> None:
     run("prolog", dirs, SLURM_JOB_ID="5")
     run("prolog", dirs, SLURM_JOB_GPUS="0")

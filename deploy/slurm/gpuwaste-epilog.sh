@@ -2,6 +2,8 @@
 # Slurm Epilog, the pair of gpuwaste-prolog.sh (same variables): removes the job's id from the
 # DCGM job-mapping file of each of its GPUs (the file goes when no job is left in it), and, if
 # JOBSTATS_GPUSTAT_DIR is set, the Jobstats /run/gpustat files the prolog wrote for the job.
+# The variables and the job's GPUs below are read alike by gpuwaste-prolog.sh: each script is
+# installed alone (prolog.d/, epilog.d/), and tests/test_slurm_prolog.py runs both on each.
 DCGM_DIR="${DCGM_HPC_JOB_MAPPING_DIR:-/var/lib/dcgm-exporter/job-mapping}"
 GPUSTAT_DIR="${JOBSTATS_GPUSTAT_DIR:-}"
 NVIDIA_SMI="${NVIDIA_SMI:-nvidia-smi}"

@@ -14,6 +14,8 @@
 # as Slurm sets them for the prolog): gres.conf's order, which is the NVML index dcgm-exporter
 # uses only where gres.conf lists the GPUs in NVML's order (AutoDetect=nvml does). POSIX sh;
 # never fails the job (exit 0): a missing label costs a tie, a failed prolog drains the node.
+# The variables and the job's GPUs below are read alike by gpuwaste-epilog.sh: each script is
+# installed alone (prolog.d/, epilog.d/), and tests/test_slurm_prolog.py runs both on each.
 DCGM_DIR="${DCGM_HPC_JOB_MAPPING_DIR:-/var/lib/dcgm-exporter/job-mapping}"
 GPUSTAT_DIR="${JOBSTATS_GPUSTAT_DIR:-}"
 NVIDIA_SMI="${NVIDIA_SMI:-nvidia-smi}"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES
-from gpuwaste.analyses.registry import CLUSTER_ROW_TABLES, PER_JOB_TABLES, SUMMARY_TABLES
+from gpuwaste.analyses.registry import BY_NAME, CLUSTER_ROW_TABLES, PER_JOB_TABLES, SUMMARY_TABLES
 from gpuwaste.cli_common import ClusterOpt, ConfigOpt, DataDirOpt, FormatOpt, QuietOpt, settings
 from gpuwaste.errors import UsageError
 from gpuwaste.render import OutputFormat, render
@@ -203,7 +203,8 @@ def register(app: typer.Typer) -> None:
         now = datetime.now(UTC)
         start = since_time(since, now)
         if by is not None:
-            from gpuwaste.analyses.waste_by import BY_WORDS, TITLE, waste_by
+            from gpuwaste.analyses.report import jobs_line
+            from gpuwaste.analyses.waste_by import BY_WORDS, JOBS, TITLE, waste_by
 
             if name is not None:
                 raise UsageError(
@@ -214,26 +215,35 @@ def register(app: typer.Typer) -> None:
                     "--model applies to a report NAME; --by model splits the list by model."
                 )
             df = waste_by(s, by, cluster=cluster, vc=vc, since=start, until=now if start else None)
+            notes = []  # for people: CSV and JSON are the frame alone
+            if fmt == OutputFormat.table and df.height > 0:
+                notes.append(jobs_line(s, JOBS, cluster=cluster, vc=vc, period=start is not None))
             render(
                 df,
                 fmt,
                 title=TITLE.format(by=BY_WORDS[by]),
                 rollups=ROLLUP_COLUMNS,
                 key=("cluster", by),
+                notes=notes,
             )
         else:
-            from gpuwaste.analyses.report import FRESHNESS, TITLES
+            from gpuwaste.analyses.report import FRESHNESS, TITLES, jobs_line
             from gpuwaste.analyses.report import report as build_report
             from gpuwaste.warehouse.schema import table
 
             name = name or SUMMARY_TABLES[0]
             df = build_report(s, name, cluster=cluster, vc=vc, since=start, model=model)
+            words = BY_NAME[name].jobs if name in BY_NAME else ""  # tables with a jobs column
+            notes = []
+            if words and fmt == OutputFormat.table and df.height > 0:
+                notes.append(jobs_line(s, words, cluster=cluster, vc=vc, since=start))
             render(
                 df,
                 fmt,
                 title=TITLES.get(name, name),
                 rollups=ROLLUP_COLUMNS,
                 key=None if name == FRESHNESS else ("cluster", *table(name).key),
+                notes=notes,
             )
             if name == FRESHNESS:
                 return

@@ -54,6 +54,9 @@ class Analysis:
     # staging queries its SQL reads by name (gpuwaste/sql/staging/<name>.sql, over its inputs):
     # made temp views first, so that a definition several summaries share has one home
     staging: tuple[str, ...] = ()
+    # which jobs its `jobs` column counts, where its table has one: tables count different jobs
+    # (those that held a GPU, that started, ...), so `gpuwaste report` says it under the table
+    jobs: str = ""
 
     @property
     def sql_file(self) -> str:
@@ -85,8 +88,9 @@ def _summary(
     definition: str,
     staging: tuple[str, ...] = (),
     kind: Kind = "summary",
+    jobs: str = "",
 ) -> Analysis:
-    return Analysis(name, kind, title, section, inputs, definition, staging=staging)
+    return Analysis(name, kind, title, section, inputs, definition, staging=staging, jobs=jobs)
 
 
 _cluster_rows = partial(_summary, kind="cluster_rows")
@@ -235,6 +239,7 @@ ANALYSES: tuple[Analysis, ...] = (
         'VC ("among all the jobs"); split into declared debugging, inferred debugging and '
         "non-debugging jobs, with totals. Grain: one row per VC x GPU model of the job (each with '(all)') x kind. Units: "
         "seconds, percent 0-100.",
+        jobs="every job, those that never held a GPU too (under GPU model '(unknown)')",
     ),
     _summary(
         "never_used_by_size",
@@ -245,6 +250,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "the number and share of jobs that have at least one never-used GPU (jobs with no GPU "
         "time are left out). Grain: one row per VC x GPU model of the job (each with '(all)') x GPUs requested (and 'all'). "
         "Units: seconds, percent 0-100.",
+        jobs="the jobs with GPU time",
     ),
     _summary(
         "stable_phase_grid",
@@ -268,6 +274,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "fluctuating jobs, jobs with more than one stable phase and whose phase levels differ by "
         "more than 1 and 8 GiB. Jobs flagged low_data are left out. Grain: one row per VC x GPU model of "
         "the job (each with '(all)') x metric. Units: seconds, percent 0-100.",
+        jobs="the jobs with enough samples (not low_data)",
     ),
     _summary(
         "debug_jobs",
@@ -279,6 +286,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "the share whose GPUs are unused (idle slots or never used) for `debug_unused_share` "
         "(80 %) of their GPU time or more. Grain: one row per VC x GPU model of the job (each with '(all)') x kind (declared "
         "| inferred | any). Units: seconds, percent 0-100.",
+        jobs="the debugging jobs only",
     ),
     _summary(
         "util_by_size_status",
@@ -288,6 +296,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "Definition (docs/definitions.md#utilization-by-size-and-status): Mean GPU utilization by job size (1, 4, 8, 16 GPUs, "
         "all) x final status (and all), weighted by observed GPU-minutes. Grain: one row per VC "
         "x GPU model of the job (each with '(all)') x size x status. Units: seconds, percent 0-100.",
+        jobs="the jobs with GPU samples (a size row: those of 1, 4, 8 or 16 GPUs)",
     ),
     _summary(
         "util_minute_hist",
@@ -308,6 +317,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "servers they are spread over: mean (observed-time weighted) and the 50th, 90th, 95th "
         "percentiles of per-minute utilization. Grain: one row per VC x GPU model of the job (each with '(all)') x number of "
         "servers. Units: seconds, percent 0-100.",
+        jobs="the 16-GPU jobs only",
     ),
     _summary(
         "jobs_by_status",
@@ -317,6 +327,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "Definition (docs/definitions.md#jobs-by-status): Jobs and GPU time by final status (passed, killed, "
         "unsuccessful; running jobs apart). Grain: one row per VC x GPU model of the job (each with '(all)') x status. Units: "
         "seconds, percent 0-100.",
+        jobs="every job, those that never held a GPU too",
     ),
     _summary(
         "queueing_delay",
@@ -327,6 +338,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "the first attempt, by job size class and VC: mean, 50th, 90th, 99th percentiles. "
         "Grain: one row per VC x GPU model of the job (each with '(all)') x size class (and 'all'). Units: seconds, percent "
         "0-100.",
+        jobs="the jobs that started (they have a queueing delay)",
     ),
     _cluster_rows(
         "queue_causes",
@@ -396,6 +408,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "lost = idle-slot + never-used and its share, and GPU utilization (time-weighted mean) "
         "[ICSE24 §3.2]. Grain: one row per VC (and '(all)') x GPU model of each GPU (and '(all)'). Units: GPU hours, "
         "percent 0-100.",
+        jobs="the jobs that held a GPU, under the model of each GPU",
     ),
     _cluster_rows(
         "failure_attempts",
@@ -423,6 +436,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "users); the 'all' row repeats per (job, reason) and (user, reason). Grain: one row per "
         "VC x GPU model of the job (each with '(all)') x reason (and 'all'). Units: seconds, "
         "GPU hours, percent 0-100.",
+        jobs="the jobs with a failed attempt",
     ),
     _summary(
         "failure_retries",
@@ -434,6 +448,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "mean, maximum), failed attempts and the GPU hours they burned. Grain: one row per VC x "
         "GPU model of the job (each with '(all)') x size class (and 'all'). Units: GPU hours, "
         "percent 0-100.",
+        jobs="the jobs that held a GPU (an attempt in job_gpus)",
     ),
     _summary(
         "energy_daily",

@@ -207,4 +207,53 @@ def report(
     return out
 
 
-__all__ = ["ALL_VCS", "EACH_MODEL", "REPORTS", "TITLES", "report"]
+def job_totals(
+    settings: Settings,
+    *,
+    cluster: str | None = None,
+    vc: str | None = None,
+    since: datetime | None = None,
+) -> str:
+    """Every job of the cluster(s) (of `vc`, started since `since`), and how many of them never
+    held a GPU, in words: "cluster demo has 260 jobs, 1 of which never held a GPU"."""
+    con = connect(settings.data_dir)
+    try:
+        rows = read_rows(
+            con,
+            "select cluster, count(*), count(*) filter (where coalesce(gpus, 0) = 0) "
+            "from job_usage where ($1::varchar is null or cluster = $1) "
+            "and ($2::varchar is null or coalesce(vc, '(none)') = $2) "
+            "and ($3::timestamptz is null or start_ts >= $3) group by cluster order by cluster",
+            [cluster, None if vc == ALL_VCS else vc, since],
+        )
+    finally:
+        con.close()
+    scope = "" if vc in (None, ALL_VCS) else f" in VC {vc}"
+    scope += "" if since is None else f" started since {since:%Y-%m-%d %H:%M} UTC"
+    if len(rows) == 1:
+        c, n, no_gpu = rows[0]
+        return f"cluster {c} has {n} jobs{scope}, {no_gpu} of which never held a GPU"
+    each = ", ".join(f"{c} {n} ({no_gpu} never held a GPU)" for c, n, no_gpu in rows)
+    return f"jobs{scope} per cluster: {each or 'none'}"
+
+
+def jobs_line(
+    settings: Settings,
+    words: str,
+    *,
+    cluster: str | None = None,
+    vc: str | None = None,
+    since: datetime | None = None,
+    period: bool = False,
+) -> str:
+    """The line under a table saying which jobs its `jobs` column counts (`words`) beside every
+    job of the cluster (`job_totals`): tables count different jobs (every job, those that held a
+    GPU, those that started), and a reader comparing 259 with 260 is told why. Over a `period`
+    that jobs overlap (`--by`, `policy replay`), no count of jobs started in it would match:
+    the words alone."""
+    if period:
+        return f"Jobs counts {words} in the period."
+    return f"Jobs counts {words}; {job_totals(settings, cluster=cluster, vc=vc, since=since)}."
+
+
+__all__ = ["ALL_VCS", "EACH_MODEL", "REPORTS", "TITLES", "jobs_line", "report"]

@@ -25,6 +25,7 @@ from gpuwaste.warehouse.store import Warehouse
 BY = ("user", "vc", "model")
 TITLE = "GPU hours lost per {by}, most first"
 BY_WORDS = {"user": "user", "vc": "VC", "model": "GPU model"}  # `by` as TITLE names it
+JOBS = "the jobs with GPU time"  # what the `jobs` column counts (sql/reports/waste_by.sql)
 
 
 def check_by(by: str) -> None:

@@ -10,7 +10,6 @@ from gpuwaste import columns
 from gpuwaste.dashboard import data, widgets
 from gpuwaste.dashboard import queries as q
 from gpuwaste.dashboard.filters import Filters
-from gpuwaste.warehouse.results import ALL_MODELS
 
 TABLE_7 = {
     "reason": "Failure reason",
@@ -56,9 +55,7 @@ def failures_section(f: Filters, frames: dict[str, pl.DataFrame]) -> None:
         "runtime to failure; RTF x demand: the GPU time the failures burned. Sources: IF "
         "infrastructure, AE AI engine, U user."
     )
-    reasons = frames["reasons"]
-    if (reasons["gpu_model"] == ALL_MODELS).all():
-        reasons = reasons.drop("gpu_model")
+    reasons = widgets.without_unsplit_model(frames["reasons"])
     table7 = reasons.select(c for c in ("vc", "gpu_model", *TABLE_7) if c in reasons.columns)
     widgets.table(
         widgets.readable(table7, TABLE_7),

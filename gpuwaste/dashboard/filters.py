@@ -9,7 +9,7 @@ parameterized WHERE clauses over the result tables' columns.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -22,6 +22,11 @@ STATES = ("passed", "killed", "unsuccessful", "running")
 CLUSTER, VC, PERIOD, USER, SIZE, STATE = "cluster", "vc", "period", "user", "size", "state"
 MODEL = "model"  # the job's GPU model (job_usage.gpu_model; the summaries' gpu_model)
 FILTER_KEYS = (CLUSTER, VC, MODEL, PERIOD, USER, SIZE, STATE)
+
+
+def in_list(column: str, values: Sequence[object]) -> str:
+    """`column IN (?, ?, ...)`, one parameter per value: the values are passed, never spliced."""
+    return f"{column} IN ({', '.join('?' * len(values))})"
 
 
 def file_part(text: str) -> str:
@@ -140,24 +145,21 @@ class Filters:
         if self.cluster:
             clauses.append(f"{p}cluster = ?")
             params.append(self.cluster)
-        if self.vcs:
-            clauses.append(f"{p}{vc} IN ({', '.join('?' * len(self.vcs))})")
-            params.extend(self.vcs)
-        if self.models:
-            clauses.append(f"{p}gpu_model IN ({', '.join('?' * len(self.models))})")
-            params.extend(self.models)
         if self.period_start is not None and self.period_end is not None:
             clauses.append(f"{p}start_ts < ? AND coalesce({p}end_ts, {p}start_ts) >= ?")
             params.extend([self.period_end, self.period_start])
         if self.user:
             clauses.append(f'{p}"user" = ?')
             params.append(self.user)
-        if self.sizes:
-            clauses.append(f"{p}size_class IN ({', '.join('?' * len(self.sizes))})")
-            params.extend(self.sizes)
-        if self.states:
-            clauses.append(f"{p}state IN ({', '.join('?' * len(self.states))})")
-            params.extend(self.states)
+        for column, values in (
+            (vc, self.vcs),
+            ("gpu_model", self.models),
+            ("size_class", self.sizes),
+            ("state", self.states),
+        ):
+            if values:
+                clauses.append(in_list(p + column, values))
+                params.extend(values)
         return (" AND ".join(clauses) or "true"), params
 
     def summary_where(self, *, days: bool = False, by_model: bool = False) -> tuple[str, list[Any]]:
@@ -169,11 +171,11 @@ class Filters:
             clauses.append("cluster = ?")
             params.append(self.cluster)
         vcs = self.summary_vcs
-        clauses.append(f"vc IN ({', '.join('?' * len(vcs))})")
+        clauses.append(in_list("vc", vcs))
         params.extend(vcs)
         if self.models or not by_model:
             models = self.summary_models
-            clauses.append(f"gpu_model IN ({', '.join('?' * len(models))})")
+            clauses.append(in_list("gpu_model", models))
             params.extend(models)
         if days and self.start and self.end:
             clauses.append("day BETWEEN ? AND ?")

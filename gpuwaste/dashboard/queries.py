@@ -16,7 +16,7 @@ import duckdb
 import polars as pl
 
 from gpuwaste.analyses.registry import CLUSTER_ROW_TABLES, PER_JOB_TABLES, SUMMARY_TABLES
-from gpuwaste.dashboard.filters import Filters
+from gpuwaste.dashboard.filters import Filters, in_list
 from gpuwaste.warehouse.reading import read_frame as _pl
 from gpuwaste.warehouse.results import ALL_VCS
 
@@ -223,12 +223,9 @@ def job_cdf(
     )
 
 
-# util_minute_hist.size (a GPU count, or 'all') as the filters' size class; a class passes as is
-SIZE_CLASS_OF_SIZE = (
-    "CASE WHEN size = 'all' THEN NULL WHEN try_cast(size AS INT) IS NULL THEN size "
-    "WHEN size::INT <= 1 THEN '1' WHEN size::INT <= 4 THEN '2-4' WHEN size::INT <= 8 THEN '5-8' "
-    "ELSE '>8' END"
-)
+# util_minute_hist.size is a GPU count (or 'all'), the filter's sizes are size classes: the
+# counts of a class are those job_usage puts in it (job_usage.sql is the classes' one home)
+SIZES_OF_CLASSES = "SELECT DISTINCT CAST(gpus AS VARCHAR) FROM job_usage WHERE {classes}"
 
 
 def minute_cdf(con: duckdb.DuckDBPyConnection, f: Filters, by: str) -> pl.DataFrame:
@@ -238,11 +235,11 @@ def minute_cdf(con: duckdb.DuckDBPyConnection, f: Filters, by: str) -> pl.DataFr
         raise ValueError("by must be 'size' or 'state'")
     where, params = f.summary_where()
     if f.sizes:
-        # the table's sizes are GPU counts (1, 4, 8, 16) and 'all'; the filter's are size classes
-        where += f" AND {SIZE_CLASS_OF_SIZE} IN ({', '.join('?' * len(f.sizes))})"
+        classes = in_list("size_class", f.sizes)
+        where += f" AND size IN ({SIZES_OF_CLASSES.format(classes=classes)})"
         params += list(f.sizes)
     if f.states:
-        where += f" AND state IN ({', '.join('?' * len(f.states))})"
+        where += f" AND {in_list('state', f.states)}"
         params += list(f.states)
     # The table also holds each row summed over sizes ('all') and over states ('all'): a curve
     # by state without a size filter reads the 'all' sizes, a curve by size without a state

@@ -30,7 +30,7 @@ from gpuwaste.dashboard.filters import (
     file_part,
 )
 from gpuwaste.render import safe_text
-from gpuwaste.warehouse.results import SIZE_CLASSES, UNKNOWN_MODEL
+from gpuwaste.warehouse.results import ALL_MODELS, SIZE_CLASSES, UNKNOWN_MODEL
 
 JOB = "job"  # the Job page's job id, also its URL parameter
 OPEN_JOB = "_open_job"  # job id set by a table click: the app switches to the Job page
@@ -250,6 +250,12 @@ def without_unpriced(df: pl.DataFrame) -> pl.DataFrame:
     """`df` without its money columns when none has a value: money only where [cost] prices the
     GPUs."""
     return df if priced(df) else df.drop([c for c in MONEY if c in df.columns])
+
+
+def without_unsplit_model(df: pl.DataFrame) -> pl.DataFrame:
+    """A summary's rows without their GPU model column when every row is of all models (no
+    model picked in the filter): the column would only repeat '(all)'."""
+    return df.drop("gpu_model") if (df["gpu_model"] == ALL_MODELS).all() else df
 
 
 def job_table(df: pl.DataFrame, key: str, height: int | Literal["auto"] = "auto") -> None:

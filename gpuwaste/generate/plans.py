@@ -60,30 +60,38 @@ def _distribute(rng: np.random.Generator, free: int, parts: int, minimum: int) -
     return [minimum + bounds[i + 1] - bounds[i] for i in range(parts)]
 
 
-def _batch_timeline(rng: np.random.Generator, n: int, lens: Lengths, tags: set[str]) -> Timeline:
-    head: Timeline = []
-    tail: Timeline = []
+def _idle_edge(
+    rng: np.random.Generator,
+    n: int,
+    lens: Lengths,
+    p: float,
+    long_p: float,
+    tag: str,
+    tags: set[str],
+) -> Timeline:
+    """An idle stretch at one edge of a batch job of `n` samples (`tag`: a slow start, or GPUs
+    not released at the end), drawn with probability `p`; a long one (`<tag>_long`, from
+    `lens.long_edge` samples) with probability `long_p`. `tags` gets the tags drawn."""
     im = lens.idle_min
-    if n >= 4 * im and rng.random() < params.SLOW_START_P:
-        if rng.random() < params.SLOW_START_LONG_P and n >= 3 * lens.long_edge:
-            k = int(
-                rng.integers(lens.long_edge, max(lens.long_edge + 1, min(n // 3, lens.ns(1800))))
-            )
-            tags.add("slow_start_long")
-        else:
-            k = int(rng.integers(im, max(im + 1, min(n // 4, lens.ns(480)))))
-        head = [(IDLE, k)]
-        tags.add("slow_start")
-    if n >= 4 * im and rng.random() < params.UNRELEASED_P:
-        if rng.random() < params.UNRELEASED_LONG_P and n >= 3 * lens.long_edge:
-            k = int(
-                rng.integers(lens.long_edge, max(lens.long_edge + 1, min(n // 3, lens.ns(1800))))
-            )
-            tags.add("unreleased_long")
-        else:
-            k = int(rng.integers(im, max(im + 1, min(n // 4, lens.ns(480)))))
-        tail = [(IDLE, k)]
-        tags.add("unreleased")
+    if not (n >= 4 * im and rng.random() < p):
+        return []
+    if rng.random() < long_p and n >= 3 * lens.long_edge:
+        k = int(rng.integers(lens.long_edge, max(lens.long_edge + 1, min(n // 3, lens.ns(1800)))))
+        tags.add(f"{tag}_long")
+    else:
+        k = int(rng.integers(im, max(im + 1, min(n // 4, lens.ns(480)))))
+    tags.add(tag)
+    return [(IDLE, k)]
+
+
+def _batch_timeline(rng: np.random.Generator, n: int, lens: Lengths, tags: set[str]) -> Timeline:
+    im = lens.idle_min
+    head = _idle_edge(
+        rng, n, lens, params.SLOW_START_P, params.SLOW_START_LONG_P, "slow_start", tags
+    )
+    tail = _idle_edge(
+        rng, n, lens, params.UNRELEASED_P, params.UNRELEASED_LONG_P, "unreleased", tags
+    )
     m = n - sum(k for _, k in head) - sum(k for _, k in tail)
     if m <= 0:  # cannot happen given the bounds above, but keep the plan well formed
         return [(BUSY, n)] if n > 0 else []

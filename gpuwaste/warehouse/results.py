@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from gpuwaste.warehouse.table import UTC_TS, Table
+from gpuwaste.warehouse.table import DEVICE_COLUMNS, DEVICE_KEY, UTC_TS, Table
 
 ALL_VCS = "(all)"
 ALL_MODELS = "(all)"  # every GPU model together: the summaries' rows before the model split
@@ -50,13 +50,8 @@ JOB_GPU_USAGE = _result(
     "One row per job x attempt x device (a GPU or a MIG instance) [ICSE24 §3.2, CloudBrain "
     "§IV-C]. idle_slot_s + never_used_s + busy_s + missing_s = alloc_s. The seconds are GPU "
     "seconds: wall seconds x gpu_weight (the MIG slice's share of its GPU, 1 for a whole GPU).",
-    ("job_id", "attempt", "host", "gpu", "gpu_instance"),
-    job_id=STRING,
-    attempt=pl.Int16(),
-    host=STRING,
-    gpu=pl.Int16(),
-    gpu_instance=pl.Int16(),
-    mig_profile=STRING,
+    DEVICE_KEY,
+    **DEVICE_COLUMNS,
     gpu_model=STRING,
     gpu_weight=FLOAT,
     start_ts=UTC_TS,
@@ -163,13 +158,8 @@ IDLE_SLOTS = _result(
     "idle_slots",
     "One row per idle slot: a run of util = 0 and memory <= floor longer than the minimum "
     "[CloudBrain §IV-C]. Never-used GPUs have none (their whole time is never-used).",
-    ("job_id", "attempt", "host", "gpu", "gpu_instance", "start_ts"),
-    job_id=STRING,
-    attempt=pl.Int16(),
-    host=STRING,
-    gpu=pl.Int16(),
-    gpu_instance=pl.Int16(),
-    mig_profile=STRING,
+    (*DEVICE_KEY, "start_ts"),
+    **DEVICE_COLUMNS,
     start_ts=UTC_TS,
     end_ts=UTC_TS,
     duration_s=FLOAT,
@@ -179,13 +169,8 @@ STABLE_PHASES = _result(
     "stable_phases",
     "One row per memory phase of a job x GPU [CloudBrain §IV-B]; `stable` under the default "
     "smallest (t, m); the grid table has every (t, m).",
-    ("job_id", "attempt", "host", "gpu", "gpu_instance", "start_ts"),
-    job_id=STRING,
-    attempt=pl.Int16(),
-    host=STRING,
-    gpu=pl.Int16(),
-    gpu_instance=pl.Int16(),
-    mig_profile=STRING,
+    (*DEVICE_KEY, "start_ts"),
+    **DEVICE_COLUMNS,
     start_ts=UTC_TS,
     end_ts=UTC_TS,
     duration_s=FLOAT,

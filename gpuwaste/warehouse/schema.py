@@ -18,7 +18,7 @@ from __future__ import annotations
 import polars as pl
 
 from gpuwaste.warehouse.results import RESULT_TABLES
-from gpuwaste.warehouse.table import UTC_TS, Table
+from gpuwaste.warehouse.table import DEVICE_COLUMNS, DEVICE_KEY, UTC_TS, Table
 
 GPU_SAMPLES = Table(
     "gpu_samples",
@@ -110,20 +110,15 @@ JOB_GPUS = Table(
     "job_gpus",
     {
         "cluster": pl.String(),
-        "job_id": pl.String(),
-        "attempt": pl.Int16(),
-        "host": pl.String(),
-        "gpu": pl.Int16(),
-        "gpu_instance": pl.Int16(),  # MIG GPU instance; null for a whole GPU or when unknown
-        "mig_profile": pl.String(),  # the MIG profile allocated (Slurm GRES type, k8s resource)
+        **DEVICE_COLUMNS,
         "gpu_model": pl.String(),  # from the scheduler (Slurm GRES type), when it names one
         "start_ts": UTC_TS,
         "end_ts": UTC_TS,
         "gpu_from": pl.String(),  # which evidence named the GPU (warehouse/gpu_from.py)
     },
     layout="cluster",
-    key=("job_id", "attempt", "host", "gpu", "gpu_instance"),
-    sort=("job_id", "attempt", "host", "gpu", "gpu_instance"),
+    key=DEVICE_KEY,
+    sort=DEVICE_KEY,
     doc="One row per job x attempt x device (a GPU or a MIG instance): the allocation "
     "intervals that join jobs to samples.",
 )

@@ -83,9 +83,10 @@ def replay(
 ) -> None:
     """Per threshold, per VC and in total: GPU hours reclaimed, jobs hit, wrongful hits (GPUs
     busy again after the cancel point) and the GPU hours of work they would have lost."""
-    from gpuwaste.act.policy.replay import JOBS_KEY, KEY, open_warehouse, title
+    from gpuwaste.act.policy.replay import JOBS_KEY, KEY, jobs_counted, open_warehouse, title
     from gpuwaste.act.policy.replay import replay as run_replay
     from gpuwaste.act.policy.rule import make_rule
+    from gpuwaste.analyses.report import jobs_line
 
     rule = make_rule(idle_hours, grace_minutes, only, max_interactive_hours)
     now = datetime.now(UTC)
@@ -101,7 +102,18 @@ def replay(
         )  # fmt: skip
     finally:
         con.close()
-    render(df, fmt, title=title(rule), rollups={"vc": ALL_VCS}, key=JOBS_KEY if jobs else KEY)
+    notes = []  # the list of jobs hit has no count to explain; CSV and JSON are for scripts
+    if not jobs and fmt == OutputFormat.table and df.height > 0:
+        period = start is not None or end is not None
+        notes.append(jobs_line(s, jobs_counted(rule), cluster=cluster, period=period))
+    render(
+        df,
+        fmt,
+        title=title(rule),
+        rollups={"vc": ALL_VCS},
+        key=JOBS_KEY if jobs else KEY,
+        notes=notes,
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -35,6 +35,10 @@ ONLY_WORDS = {
 }
 
 
+# what the table's `jobs` column counts (sql/act/policy_jobs.sql), the rule's --only aside
+JOBS = "the jobs that started and held GPU time"
+
+
 def title(rule: Rule) -> str:
     """The replay's title: the jobs it may cancel, the grace period (if any) and the cap on
     interactive jobs (if any), in words."""
@@ -117,4 +121,9 @@ def open_warehouse(data_dir: Path, cluster: str | None) -> duckdb.DuckDBPyConnec
     return connect(data_dir)
 
 
-__all__ = ["JOBS_KEY", "KEY", "SQL_FILES", "open_warehouse", "replay", "title"]
+def jobs_counted(rule: Rule) -> str:
+    """What the table's `jobs` column counts, in words: JOBS, and the rule's --only."""
+    return JOBS if rule.only == Only.all else f"{JOBS} ({ONLY_WORDS[rule.only]})"
+
+
+__all__ = ["JOBS_KEY", "KEY", "SQL_FILES", "jobs_counted", "open_warehouse", "replay", "title"]

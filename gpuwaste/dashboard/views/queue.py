@@ -9,7 +9,6 @@ import streamlit as st
 from gpuwaste import columns
 from gpuwaste.dashboard import charts, data, widgets
 from gpuwaste.dashboard.failures import failures_section
-from gpuwaste.warehouse.results import ALL_MODELS
 
 CAUSES = ("fair-share", "fragmentation", "capacity", "other")
 TABLE_2 = {
@@ -39,9 +38,7 @@ st.caption(
     "its GPUs per host), other (room was there: the scheduler's order or latency). A wait counts "
     "once, under the cause of most of its time; the waiting time splits by cause."
 )
-summary = frames["causes"]
-if (summary["gpu_model"] == ALL_MODELS).all():
-    summary = summary.drop("gpu_model")
+summary = widgets.without_unsplit_model(frames["causes"])
 shown = summary.filter(pl.col("vc") == summary["vc"].first()) if summary.height else summary
 if shown.height:
     every = shown.filter(pl.col("size_class") == "all").row(0, named=True)

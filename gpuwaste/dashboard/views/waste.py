@@ -41,8 +41,8 @@ def study_table(table: str, empty: str) -> pl.DataFrame:
     model's when every row is of all models, readable."""
     frame = data.fetch(q.summary, f, table)
     shown = frame.drop("cluster")
-    if table != "waste_by_model" and (shown["gpu_model"] == ALL_MODELS).all():
-        shown = shown.drop("gpu_model")
+    if table != "waste_by_model":  # its rows are per model, '(all)' among them
+        shown = widgets.without_unsplit_model(shown)
     widgets.table(widgets.readable(shown, TITLES.get(table)), empty, name=table)
     return frame
 
