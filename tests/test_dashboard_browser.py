@@ -121,8 +121,7 @@ def test_every_page_renders_its_charts(
     screenshot(page, shots, name)  # the page's top, before the checks below scroll it
     if title != "SQL":
         _reads_as_words_for_people(page)
-    if title == "Overview":
-        _tiles_carry_their_unit(page)
+    _tiles_carry_their_unit(page, title)
 
 
 # internal table names (util_minute_hist, job_usage, ...): a caption for people names none
@@ -146,10 +145,18 @@ def _reads_as_words_for_people(page: Any) -> None:
     assert [t["title"] for t in said["titles"] if t["above"] > 0] == [], said["titles"]
 
 
-def _tiles_carry_their_unit(page: Any) -> None:
-    """GPU hours read as GPU hours ("30" alone read as 30 GPUs); busy vs utilization explained
-    next to them."""
+# a tile's figure with its unit: "466 GPU h", "12 jobs", "3.5 h", "41.2%", "1,024.5 kWh"; "-"
+# where there is nothing to divide
+TILE_VALUE = re.compile(r"-|[\d,]+(\.\d+)?(%| [A-Za-z].*)")
+
+
+def _tiles_carry_their_unit(page: Any, title: str) -> None:
+    """Every figure tile says what it counts ("30" alone reads as 30 GPUs, or 30 hours); on the
+    Overview, GPU hours read as GPU hours and busy vs utilization is explained next to them."""
     tiles = metrics(page)
+    assert [(k, v) for k, v in tiles.items() if not TILE_VALUE.fullmatch(v)] == [], title
+    if title != "Overview":
+        return
     for label in ("GPU hours allocated", "Busy (not idle)", "Idle slots", "Never-used GPUs",
                   "No data"):  # fmt: skip
         assert re.fullmatch(r"[\d,]+ GPU h", tiles[label]), (label, tiles[label])
