@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from typer.core import TyperOption
 
 from gpuwaste import __version__
 from gpuwaste.act.cli import register as register_act
@@ -32,24 +31,6 @@ from gpuwaste.exporter.cli import register as register_exporter
 from gpuwaste.ingest.cli import ingest_app
 from gpuwaste.render import OutputFormat, render
 
-
-def _show_flags_without_a_value() -> None:
-    """typer's rich help writes a value type after every option, `--quiet <bool>` and
-    `--help <bool>` included, though a flag takes no value (its plain help leaves the type out
-    for flags). Show flags bare, as the plain help does."""
-    typed = TyperOption.display_type_rich
-    if getattr(typed, "flags_bare", False):
-        return
-
-    def display_type_rich(self: TyperOption, ctx: typer.Context) -> str | None:
-        return None if self.is_flag or self.count else typed(self, ctx)
-
-    display_type_rich.flags_bare = True  # type: ignore[attr-defined]
-    setattr(TyperOption, "display_type_rich", display_type_rich)  # noqa: B010
-
-
-_show_flags_without_a_value()
-
 app = typer.Typer(
     name="gpuwaste",
     help="Where do our GPU hours go? Ingest GPU telemetry and scheduler records, analyze waste, "
@@ -57,6 +38,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # click's plain help: Rich would take a help's `[notify] since` (a section's name) for a
+    # style tag and drop it, and would write a value type after flags (`--quiet <bool>`)
+    rich_markup_mode=None,
 )
 
 

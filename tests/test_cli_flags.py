@@ -126,3 +126,17 @@ def test_generate_refuses_bad_flags_in_one_line(
     assert run.returncode == 2
     assert run.stderr == f"gpuwaste: {expected}\n"
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        ("exporter", "it must be a TCP port, 1-65535 (or 0 for any free port)."),
+        ("dashboard", "it must be a TCP port, 1-65535."),
+    ],
+)
+def test_a_port_out_of_range_is_a_usage_error(tmp_path: Path, command: str, expected: str) -> None:
+    """Like every other refused flag value: exit 2 (a usage error), one line naming the flag."""
+    run = gpuwaste(command, "--data-dir", str(tmp_path / "wh"), "--port", "99999", cwd=tmp_path)
+    assert run.returncode == 2, (run.stdout, run.stderr)
+    assert run.stderr == f"gpuwaste: --port 99999 is not accepted: {expected}\n"

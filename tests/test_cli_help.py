@@ -1,13 +1,16 @@
-"""Every command's `--help`: flags (booleans) are shown without a value type; demo's --data-dir
-help says what the demo does."""
+"""Every command's `--help`: flags (booleans) are shown without a value type; every bracketed
+text of a help (a configuration section's name) is shown; demo's --data-dir help says what the
+demo does."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 from subprocess import CompletedProcess
+from typing import Any
 
 import typer
 from typer.core import TyperGroup
@@ -54,7 +57,8 @@ def gpuwaste(*args: str, env: dict[str, str], cwd: Path | None = None) -> Comple
 def test_the_installed_command_shows_flags_bare() -> None:
     shown = gpuwaste("analyze", "--help", env={**os.environ, "COLUMNS": "200"})
     assert shown.returncode == 0, shown.stderr
-    lines = {line.split()[1]: line for line in shown.stdout.splitlines() if " --" in line}
+    options = [line.split() for line in shown.stdout.splitlines()]
+    lines = {words[0]: " ".join(words) for words in options if words and words[0][:2] == "--"}
     assert "<bool>" not in lines["--quiet"] and "<bool>" not in lines["--rebuild"]
     assert "<int" in lines["--batch-days"]
 
@@ -83,3 +87,32 @@ def test_demo_writes_its_own_folder_whatever_is_configured(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "gpuwaste-data" / "gpuwaste.duckdb").is_file()
     assert not (tmp_path / "configured").exists() and not (tmp_path / "from-env").exists()
+
+
+def _bracketed(text: str | None) -> list[str]:
+    return re.findall(r"\[[^\[\]]*\]", text or "")
+
+
+def test_every_bracketed_text_of_a_help_is_shown() -> None:
+    """`[notify] since`, `[clusters.vc_quotas]`: a help that names a configuration section keeps
+    the name in `--help` (Rich markup would take `[...]` for a style tag and drop it)."""
+    root = typer.main.get_command(app)
+    assert isinstance(root, TyperGroup)
+    runner = CliRunner()
+    checked = 0
+    for path in command_paths(root):
+        command: Any = root
+        for name in path:
+            assert isinstance(command, TyperGroup)
+            command = command.commands[name]
+        wanted = _bracketed(command.help)
+        for param in command.params:
+            wanted += _bracketed(getattr(param, "help", None))
+        if not wanted:
+            continue
+        shown = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "200"}, color=False)
+        text = " ".join(shown.output.replace("│", " ").split())
+        for bracketed in wanted:
+            assert " ".join(bracketed.split()) in text, (path, bracketed)
+            checked += 1
+    assert checked >= 3  # notify's [notify] twice, generate's [clusters.vc_quotas], ...

@@ -32,6 +32,8 @@ from harness.browser import (
 )
 from harness.result_warehouse import build_demo_warehouse, build_result_warehouse
 
+from gpuwaste.dashboard.pages import JOB, SQL, Page
+from gpuwaste.dashboard.pages import PAGES as DASHBOARD_PAGES
 from gpuwaste.warehouse.readonly import read_only_connection
 from gpuwaste.warehouse.schema import all_tables
 
@@ -81,22 +83,37 @@ def _busiest_job(warehouse: Path) -> str:
     return str(rows[0][0])
 
 
-PAGES: list[tuple[str, str, list[str]]] = [
-    ("", "Overview", ["Where the GPU hours went", "GPU hours per day", "Top users by GPU hours lost"]),
-    ("cdfs", "Utilization CDFs", [
+# the charts a page must draw (a page not named here must draw none in particular)
+CHARTS: dict[str, list[str]] = {
+    "overview": ["Where the GPU hours went", "GPU hours per day", "Top users by GPU hours lost"],
+    "cdfs": [
         "CDF of job GPU utilization (mean)",
         "CDF of job GPU utilization (max)",
         "Per-minute GPU utilization by job size",
         "Per-minute GPU utilization by final status",
-    ]),
-    ("waste", "Waste tables", [
+    ],
+    "waste": [
         "Idle-slot and never-used GPU time",
         "Jobs with at least one never-used GPU",
         "% of GPU time in stable phases",
-    ]),
-    ("job?job={job}", "Job", ["GPU utilization and memory per GPU"]),
-    ("sql", "SQL", []),
-]  # fmt: skip
+    ],
+    JOB: ["GPU utilization and memory per GPU"],
+}
+
+
+def _url(page: Page) -> str:
+    """Where the test opens a page: `/` for the default, the Job page on the busiest job."""
+    if page.default:
+        return ""
+    return f"{JOB}?job={{job}}" if page.url_path == JOB else page.url_path
+
+
+# every page of the dashboard (gpuwaste/dashboard/pages.py), in the sidebar's order
+PAGES = [(_url(p), p.title, CHARTS.get(p.url_path, [])) for p in DASHBOARD_PAGES]
+
+
+def test_the_expected_charts_name_pages_of_the_dashboard() -> None:
+    assert set(CHARTS) <= {p.url_path for p in DASHBOARD_PAGES}
 
 
 @pytest.mark.parametrize(("path", "title", "expected"), PAGES, ids=[p[1] for p in PAGES])
@@ -114,15 +131,14 @@ def test_every_page_renders_its_charts(
     for want in expected:
         match = [c for c in found if c["title"].startswith(want)]
         assert match and all(c["marks"] > 0 for c in match), (want, found)
-    if title == "SQL":
+    if path == SQL:
         grid = page.locator('[data-testid="stDataFrame"]')
         grid.first.wait_for(timeout=30_000)
     name = (path.split("?")[0] or "overview").replace("/", "_")
     screenshot(page, shots, name)  # the page's top, before the checks below scroll it
-    if title != "SQL":
+    if path != SQL:
         _reads_as_words_for_people(page)
-    if title == "Overview":
-        _tiles_carry_their_unit(page)
+    _tiles_carry_their_unit(page, title)
 
 
 # internal table names (util_minute_hist, job_usage, ...): a caption for people names none
@@ -142,14 +158,23 @@ def _reads_as_words_for_people(page: Any) -> None:
         page.wait_for_timeout(250)
         said = words(page)
     assert [c for c in said["captions"] if INTERNAL.search(c)] == []
-    assert said["headers"] and [h for h in said["headers"] if "_" in h] == []
+    assert said["headers"] or not grids.count()
+    assert [h for h in said["headers"] if "_" in h] == []
     assert [t["title"] for t in said["titles"] if t["above"] > 0] == [], said["titles"]
 
 
-def _tiles_carry_their_unit(page: Any) -> None:
-    """GPU hours read as GPU hours ("30" alone read as 30 GPUs); busy vs utilization explained
-    next to them."""
+# a tile's figure with its unit: "466 GPU h", "12 jobs", "3.5 h", "41.2%", "1,024.5 kWh"; "-"
+# where there is nothing to divide
+TILE_VALUE = re.compile(r"-|[\d,]+(\.\d+)?(%| [A-Za-z].*)")
+
+
+def _tiles_carry_their_unit(page: Any, title: str) -> None:
+    """Every figure tile says what it counts ("30" alone reads as 30 GPUs, or 30 hours); on the
+    Overview, GPU hours read as GPU hours and busy vs utilization is explained next to them."""
     tiles = metrics(page)
+    assert [(k, v) for k, v in tiles.items() if not TILE_VALUE.fullmatch(v)] == [], title
+    if title != "Overview":
+        return
     for label in ("GPU hours allocated", "Busy (not idle)", "Idle slots", "Never-used GPUs",
                   "No data"):  # fmt: skip
         assert re.fullmatch(r"[\d,]+ GPU h", tiles[label]), (label, tiles[label])

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from gpuwaste.cli import app
 from gpuwaste.dashboard.cli import serve, streamlit_command
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import UsageError
 
 GPUWASTE = Path(sys.executable).with_name("gpuwaste")
 
@@ -40,7 +40,7 @@ def test_streamlit_command_is_headless_on_the_given_address() -> None:
 
 
 def test_a_bad_port_is_one_sentence(tmp_path: Path) -> None:
-    with pytest.raises(GpuwasteError, match="not a TCP port"):
+    with pytest.raises(UsageError, match="must be a TCP port"):
         serve(tmp_path, "127.0.0.1", 70000)
 
 

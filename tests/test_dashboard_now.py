@@ -156,7 +156,7 @@ def test_running_now_page_lists_them_ready_to_act_on(app: AppTest) -> None:
     (button,) = at.get("download_button")
     assert button.proto.label == "Download CSV"
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Jobs idle on all GPUs"] == "2" and metrics["GPUs held idle"] == "6"
+    assert metrics["Jobs idle on all GPUs"] == "2 jobs" and metrics["GPUs held idle"] == "6 GPUs"
     assert metrics["GPU hours idle so far"] == "11.2 GPU h"
     # the planted data end on 2026-11-01: late past 3 scheduled updates, said so with their age
     (late,) = [str(w.value) for w in at.warning if "newest data" in str(w.value)]

@@ -218,15 +218,16 @@ def test_the_metrics_carry_the_window_hours_and_the_waste_ratio(planted: Path) -
     assert (("cluster", "c1"), ("vc", "vision"), ("window", "1h")) not in got[ratio]
 
 
-# c1's GPU hours over everything the results hold, hand-summed: nlp is A and B (as in its 7 d
-# window); vision is C 12 h (1.2 no data, 1 idle), D 2 h (1 idle), E 24 h.
+# c1's GPU hours over the settled rows (ended an hour or more before T, the newest sample analyze
+# saw), hand-summed: nlp is B (A runs); vision is C 12 h (1.2 no data, 1 idle), D 2 h (1 idle),
+# E 24 h.
 TOTALS = {
-    "nlp": (12, 9, 1.5, 1, 0.5, 2),
+    "nlp": (2, 0.5, 0, 1, 0.5, 2),
     "vision": (38, 34.8, 2, 0, 1.2, 0),
 }
 
 
-def test_the_gpu_seconds_counters_are_the_hand_sums_over_all_results(planted: Path) -> None:
+def test_the_gpu_seconds_counters_are_the_hand_sums_over_the_settled_results(planted: Path) -> None:
     got = samples(scrape_text(WasteCollector(planted)))
     counter = got["gpuwaste_gpu_seconds_total"]
     for vc, want in TOTALS.items():
@@ -284,7 +285,7 @@ def test_a_mig_instance_counts_its_slice_of_gpu_hours_and_money(tmp_path: Path) 
     lost_cost: 10 min x 1/7 x 7.0 = 1/6."""
     from tests.test_mig import _priced_cluster
 
-    _priced_cluster(tmp_path, {"*A100*": 7.0})
+    _priced_cluster(tmp_path, {"*A100*": 7.0}, settled=True)
     got = samples(scrape_text(WasteCollector(tmp_path, currency="EUR")))
     labels = {"cluster": "c", "vc": "v", "window": "7d"}
     window = "gpuwaste_window_gpu_seconds"
@@ -301,7 +302,7 @@ def test_a_mig_instance_counts_its_slice_of_gpu_hours_and_money(tmp_path: Path) 
 def test_without_prices_no_money_series(tmp_path: Path) -> None:
     from tests.test_mig import _priced_cluster
 
-    _priced_cluster(tmp_path, {})
+    _priced_cluster(tmp_path, {}, settled=True)
     got = samples(scrape_text(WasteCollector(tmp_path)))
     assert value(got, "gpuwaste_gpu_seconds_total", cluster="c", vc="v", kind="allocated") > 3600
     assert "gpuwaste_wasted_money" not in got
@@ -489,7 +490,7 @@ def test_the_server_answers_on_loopback(planted: Path) -> None:
     assert value(got, "gpuwaste_up") == 1
     assert (
         value(got, "gpuwaste_gpu_seconds_total", cluster="c1", vc="nlp", kind="allocated")
-        == 12 * 3600
+        == 2 * 3600
     )
 
 

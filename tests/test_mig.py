@@ -646,9 +646,13 @@ def test_gpu_model_per_device_report_by_model_and_fits_smaller_slice(tmp_path: P
 # --- money ----------------------------------------------------------------------------------
 
 
-def _priced_cluster(data_dir: Path, prices: dict[str, float], parent: bool = False) -> None:
+def _priced_cluster(
+    data_dir: Path, prices: dict[str, float], parent: bool = False, settled: bool = False
+) -> None:
     """Host a1 (A100 80GB): GPU 0 in MIG mode, its instance 1 (1g.10gb) runs job `slice` for an
-    hour with a 10-minute idle slot; GPU 1, whole, runs job `whole` for an hour, busy."""
+    hour with a 10-minute idle slot; GPU 1, whole, runs job `whole` for an hour, busy. With
+    `settled`, the telemetry goes on an hour past the jobs (one sample of an idle GPU of host
+    a2), so the exporter's counters count them (docs/exporter.md#counters-and-windows)."""
     from gpuwaste.config import CostSettings
 
     end = T0 + timedelta(hours=1)
@@ -671,8 +675,12 @@ def _priced_cluster(data_dir: Path, prices: dict[str, float], parent: bool = Fal
                     "job_id": "slice" if inst is not None else "whole" if gpu == 1 else None,
                 }
             )
+    if settled:
+        later = {**rows[-1], "host": "a2", "gpu": 0, "ts": end + timedelta(hours=1), "util": 0.0}
+        rows.append({**later, "job_id": None, "mem_used_mib": 0.0})
     wh = Warehouse(data_dir)
-    wh.replace_window("gpu_samples", "c", T0, end, pl.DataFrame(rows))
+    last = max(r["ts"] for r in rows) + timedelta(minutes=1)
+    wh.replace_window("gpu_samples", "c", T0, max(end, last), pl.DataFrame(rows))
     jobs = {
         "job_id": ["slice", "whole"],
         "user": ["ann", "bob"],

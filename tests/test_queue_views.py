@@ -42,7 +42,9 @@ def test_queue_page_draws_table_2_and_the_waits_behind_idle_gpus(
         at.switch_page(f"views/{page}.py").run()
         assert not at.exception, [e.value for e in at.exception]
         shown = [m for m in at.metric if m.label == "GPU hours jobs waited behind idle GPUs"]
-        assert len(shown) == 1 and float(shown[0].value.replace(",", "")) > 0, page
+        assert len(shown) == 1, page
+        hours = shown[0].value.replace(",", "")
+        assert hours.endswith(" GPU h") and float(hours.removesuffix(" GPU h")) > 0, page
 
 
 def test_report_by_user_has_the_hours_others_waited_while_they_idled(

@@ -122,8 +122,8 @@ ENERGY_KINDS = ("used", "lost")  # the GPUs' energy, and its part in idle slots 
 
 def energy_joules(con: duckdb.DuckDBPyConnection, cluster: str | None = None) -> pl.DataFrame:
     """Per cluster and kind (`ENERGY_KINDS`), the joules of every analyzed job's GPUs
-    (job_usage.energy_kwh, lost_energy_kwh x 3.6e6): what the exporter's
-    `gpuwaste_energy_joules_total{kind=...}` reads. Clusters with no power reading at all have
+    (job_usage.energy_kwh, lost_energy_kwh x 3.6e6): the exporter's
+    `gpuwaste_energy_joules_total{kind=...}` counts the settled part of it. Clusters with no power reading at all have
     no rows (no energy is not 0 J)."""
     where = "WHERE cluster = ?" if cluster else ""
     return read_frame(

@@ -15,7 +15,7 @@ import typer
 
 from gpuwaste.cli_common import DataDirOpt
 from gpuwaste.config import CONFIG_ENV, DATA_DIR_ENV
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import GpuwasteError, UsageError
 
 APP = Path(__file__).resolve().parent / "app.py"
 DEFAULT_HOST = "127.0.0.1"
@@ -60,7 +60,7 @@ def serve(
     """Run the dashboard over `data_dir` until interrupted (what `gpuwaste demo` calls); the
     pages read `config` (its `[sql]` bounds) when given."""
     if not 0 < port < 65536:
-        raise GpuwasteError(f"port {port} is not a TCP port (1-65535).")
+        raise UsageError(f"--port {port} is not accepted: it must be a TCP port, 1-65535.")
     env = {**os.environ, DATA_DIR_ENV: str(Path(data_dir).resolve())}
     if config is not None:
         env[CONFIG_ENV] = str(Path(config).resolve())

@@ -346,6 +346,12 @@ def gpu_hours(value: float, decimals: int = 0) -> str:
     return f"{value:,.{decimals}f} {GPU_H}"
 
 
+def count(n: int, thing: str) -> str:
+    """A figure tile's count, with what it counts: `1 GPU`, `1,024 jobs` (a bare number on a
+    tile reads as any unit)."""
+    return f"{n:,} {thing}" if n == 1 else f"{n:,} {thing}s"
+
+
 def csv_name(name: str, f: Filters) -> str:
     """The download's file name: the table's name, then the view, e.g.
     `top-jobs_cluster-demo_vc-nlp.csv` (`_all-clusters` when no filter is set)."""
@@ -428,8 +434,8 @@ def waited_behind_idle(f: Filters) -> None:
         return
     st.metric(
         "GPU hours jobs waited behind idle GPUs",
-        f"{row['blocked_gpu_h']:,.0f}",
-        f"{row['waits']:,} waits",
+        gpu_hours(float(row["blocked_gpu_h"])),
+        count(row["waits"], "wait"),
         delta_color="off",
         delta_arrow="off",
         help="While these jobs waited for lack of room (capacity or fragmentation; fair-share: "

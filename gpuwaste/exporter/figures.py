@@ -1,7 +1,8 @@
 """The exporter's figures, read from the warehouse on a read-only connection.
 
-Nothing here defines a metric anew: the GPU seconds are the result tables' summed per VC
-(`sql/exporter/gpu_seconds.sql`), the window hours are the result tables' GPU seconds clipped
+Nothing here defines a metric anew: the GPU seconds are the result tables' settled rows summed
+per VC (`sql/exporter/gpu_seconds.sql`, settled as of the newest sample analyze saw, which the
+freshness records), the window hours are the result tables' GPU seconds clipped
 to trailing windows (`sql/exporter/window_hours.sql`), the idle running jobs are the dashboard's
 "Running now" query (`analyses.reads.idle_now`), and the pipeline's health is the freshness
 `gpuwaste report` prints (`analyses.freshness`) with the quarantine counts of the Overview page
@@ -91,8 +92,11 @@ def top_idle_jobs(idle: pl.DataFrame, top: int) -> pl.DataFrame:
 def read_figures(data_dir: Path, top_jobs: int, now: datetime) -> Figures:
     """Read every figure; NoResults when there is nothing to serve. Read-only throughout."""
     check_results(data_dir)
+    fresh = freshness.freshness(data_dir)
     con = read_only_connection(data_dir)
     try:
+        analyzed = fresh.select("cluster", samples_until="analyzed_up_to").unique("cluster")
+        con.register("analyzed_until", analyzed.to_arrow())
         totals = read_frame(con, load_sql("exporter/gpu_seconds"))
         windows = read_frame(con, load_sql("exporter/window_hours"))
         data_until = read_frame(
@@ -108,7 +112,7 @@ def read_figures(data_dir: Path, top_jobs: int, now: datetime) -> Figures:
         windows=windows,
         idle_jobs=top_idle_jobs(idle, top_jobs),
         idle_counts=idle.group_by("cluster").agg(jobs=pl.len()).sort("cluster"),
-        freshness=freshness.freshness(data_dir),
+        freshness=fresh,
         quarantine=quarantine,
         data_until=data_until,
     )

@@ -50,10 +50,12 @@ METRICS: dict[str, str] = {
     "gpuwaste_update_interval_seconds": "How often ingest and analyze are scheduled "
     "([exporter] update_interval_s); the staleness alerts fire after 3 of these.",
     # a counter's name without `_total`: prometheus_client appends it to the sample
-    "gpuwaste_gpu_seconds": "GPU seconds of every job the results hold, per cluster, VC and kind ("
+    "gpuwaste_gpu_seconds": "GPU seconds of every settled GPU row of the results (its job ended "
+    "an hour of data ago), per cluster, VC and kind ("
     + KINDS_HELP
-    + "); a counter: it grows as analyze adds data (it falls only when results are deleted).",
-    "gpuwaste_energy_joules": "Joules of every job the results hold, per cluster, VC and kind ("
+    + "); a counter: it grows as analyze settles rows (docs/exporter.md says when it can fall).",
+    "gpuwaste_energy_joules": "Joules of every settled GPU row of the results, per cluster, VC "
+    "and kind ("
     + "; ".join(f"{kind}: {text}" for kind, text in ENERGY_KINDS.items())
     + "); a counter, as gpuwaste_gpu_seconds_total; no series where no GPU has power readings.",
     "gpuwaste_window_gpu_seconds": "GPU seconds per kind (as gpuwaste_gpu_seconds_total)"

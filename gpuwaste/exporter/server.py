@@ -28,7 +28,7 @@ from urllib.parse import unquote
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
-from gpuwaste.errors import GpuwasteError
+from gpuwaste.errors import GpuwasteError, UsageError
 from gpuwaste.exporter.collector import WasteCollector
 
 BACKLOG = 1024  # connections the kernel queues before the loop accepts them
@@ -214,9 +214,14 @@ def start(
     collector: WasteCollector, host: str, port: int, idle_timeout_s: float = IDLE_TIMEOUT_S
 ) -> MetricsServer:
     """Serve `/metrics` on host:port in a daemon thread (port 0: any free port, see
-    `server.server_port`); GpuwasteError when the address cannot be listened on."""
+    `server.server_port`); UsageError for a port out of range (the configuration's port is
+    checked on load, so it came from `--port`), GpuwasteError when the address cannot be
+    listened on."""
     if not 0 <= port < 65536:
-        raise GpuwasteError(f"port {port} is not a TCP port (1-65535, or 0 for any free port).")
+        raise UsageError(
+            f"--port {port} is not accepted: it must be a TCP port, 1-65535 (or 0 for any free "
+            "port)."
+        )
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     try:

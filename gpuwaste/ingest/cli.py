@@ -20,6 +20,7 @@ ingest_app = typer.Typer(
     "its configured source for --cluster NAME only, or for every cluster that has one.",
     invoke_without_command=True,
     chain=True,
+    rich_markup_mode=None,  # plain help (gpuwaste/cli.py says why)
 )
 
 

@@ -15,6 +15,7 @@ from gpuwaste.warehouse.results import ALL_VCS
 policy_app = typer.Typer(
     help="Replay enforcement rules (cancel idle jobs, cap interactive ones) over history.",
     no_args_is_help=True,
+    rich_markup_mode=None,  # plain help (gpuwaste/cli.py says why)
 )
 
 

@@ -66,7 +66,11 @@ if job.get("running"):  # its figures reach as far as the data: say how old they
     widgets.data_age(cluster)
 c = st.columns(6)
 c[0].metric(
-    "GPUs", f"{job['gpus']}", f"{job['n_hosts']} host(s)", delta_color="off", delta_arrow="off"
+    "GPUs",
+    widgets.count(job["gpus"], "GPU"),
+    widgets.count(job["n_hosts"], "host"),
+    delta_color="off",
+    delta_arrow="off",
 )
 c[1].metric(
     "Duration",
@@ -75,12 +79,12 @@ c[1].metric(
     delta_color="off",
     delta_arrow="off",
 )
-c[2].metric("GPU hours", f"{(job['gpu_s'] or 0) / 3600:,.2f}")
+c[2].metric("GPU hours", widgets.gpu_hours((job["gpu_s"] or 0) / 3600, 2))
 c[3].metric("GPU utilization", f"{job['util_mean'] or 0:.1f}%", f"max {job['util_max'] or 0:.0f}%",
             delta_color="off", delta_arrow="off")  # fmt: skip
-c[4].metric("Idle-slot GPU hours", f"{(job['idle_slot_gpu_s'] or 0) / 3600:,.2f}",
-            f"{job['idle_slots']} slot(s)", delta_color="off", delta_arrow="off")  # fmt: skip
-c[5].metric("Never-used GPUs", f"{job['never_used_gpus']}",
+c[4].metric("Idle-slot GPU hours", widgets.gpu_hours((job["idle_slot_gpu_s"] or 0) / 3600, 2),
+            widgets.count(job["idle_slots"] or 0, "slot"), delta_color="off", delta_arrow="off")  # fmt: skip
+c[5].metric("Never-used GPUs", widgets.count(job["never_used_gpus"] or 0, "GPU"),
             widgets.gpu_hours((job["never_used_gpu_s"] or 0) / 3600, 2), delta_color="off", delta_arrow="off")  # fmt: skip
 
 gpus = data.fetch(reads.job_rows, "job_gpu_usage", cluster, job_id)

@@ -27,8 +27,8 @@ if idle.height == 0:
     st.stop()
 
 c = st.columns(3)
-c[0].metric("Jobs idle on all GPUs", f"{idle.height:,}")
-c[1].metric("GPUs held idle", f"{idle['gpus'].sum():,}")
+c[0].metric("Jobs idle on all GPUs", widgets.count(idle.height, "job"))
+c[1].metric("GPUs held idle", widgets.count(int(idle["gpus"].sum()), "GPU"))
 c[2].metric("GPU hours idle so far", widgets.gpu_hours(float(idle["idle_gpu_h"].sum()), 1),
             help="Summed over these jobs' GPUs since each GPU became idle.")  # fmt: skip
 

@@ -43,8 +43,8 @@ shown = summary.filter(pl.col("vc") == summary["vc"].first()) if summary.height 
 if shown.height:
     every = shown.filter(pl.col("size_class") == "all").row(0, named=True)
     cols = st.columns(3)
-    cols[0].metric("Waits", f"{every['waits'] or 0:,}")
-    cols[1].metric("Hours waited", f"{(every['wait_s'] or 0) / 3600:,.0f}")
+    cols[0].metric("Waits", widgets.count(every["waits"] or 0, "wait"))
+    cols[1].metric("Hours waited", f"{(every['wait_s'] or 0) / 3600:,.0f} h")
     cols[2].metric(
         "Out-of-order starts",
         f"{every['out_of_order_pct'] or 0:.1f}%",
