@@ -226,6 +226,14 @@ def generate(
             "truth.json's 'busy_loops'.",
         ),
     ] = 0,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Remove an earlier generate's output from --out first (without it a folder "
+            "that is not empty is refused).",
+        ),
+    ] = False,
 ) -> None:
     """Write a synthetic multi-tenant cluster in the sources' own formats, with its planted truth."""
     from gpuwaste.generate.cli import generate_command
@@ -247,6 +255,7 @@ def generate(
         vc_quotas,
         logs,
         busy_loops,
+        force,
     )
 
 
