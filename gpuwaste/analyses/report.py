@@ -120,15 +120,21 @@ def check_model(con: duckdb.DuckDBPyConnection, name: str, clusters: list[str], 
     )
 
 
+# The summaries whose rows are per GPU model, with no '(all)' model row to show by default
+# (waste_by_model: the models side by side; idle_power: a percentile over several models' samples
+# is no model's idle power).
+PER_MODEL = ("waste_by_model", "idle_power")
+
+
 def _model_rows(out: pl.DataFrame, name: str, model: str | None) -> pl.DataFrame:
     """The rows of one GPU model (`model`), of every model (EACH_MODEL), or by default: a
-    summary's '(all)' rows without the column (waste_by_model: every row)."""
+    summary's '(all)' rows without the column (PER_MODEL: every row)."""
     if "gpu_model" not in out.columns or model == EACH_MODEL:
         return out
     if model is not None:
         return out.filter(pl.col("gpu_model") == model)
     split = table(name).key[: len(SUMMARY_GRAIN)] == SUMMARY_GRAIN
-    if not split or name == "waste_by_model":
+    if not split or name in PER_MODEL:
         return out
     return out.filter(pl.col("gpu_model") == ALL_MODELS).drop("gpu_model")
 
