@@ -210,7 +210,19 @@ def report(
     out = out.select(cols)
     if t.sort:
         out = out.sort([c for c in ("cluster", *t.sort) if c in out.columns], nulls_last=True)
+    if name == "failure_reasons":
+        out = _reasons_order(out)
     return out
+
+
+def _reasons_order(out: pl.DataFrame) -> pl.DataFrame:
+    """failure_reasons as Philly's Table 7 (and the dashboard) lists them: within each cluster,
+    VC and model, the reasons with the most trials first (ties by name, whatever its case), the
+    'all' row last."""
+    groups = [c for c in ("cluster", "vc", "gpu_model") if c in out.columns]
+    keys = [*groups, pl.col("reason") == "all", "trials", pl.col("reason").str.to_lowercase()]
+    descending = [*(False for _ in groups), False, True, False]
+    return out.sort(keys, descending=descending, nulls_last=True)
 
 
 __all__ = ["ALL_VCS", "EACH_MODEL", "REPORTS", "TITLES", "report"]
