@@ -279,7 +279,7 @@ SUMMARY_ORDER: dict[str, str] = {
     "jobs_by_status": "vc, gpu_model, state",
     "queueing_delay": "vc, gpu_model, size_class",
     "queue_cause_summary": "vc, gpu_model, size_class, cause",
-    "failure_reasons": "vc, gpu_model, reason = 'all', trials DESC, reason",
+    "failure_reasons": "vc, gpu_model, reason = 'all', trials DESC, lower(reason)",
     "waste_by_model": "vc, lost_gpu_h DESC, gpu_model",
 }
 
