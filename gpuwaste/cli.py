@@ -219,6 +219,14 @@ def generate(
             "'requeues'. Not with --vc-quotas or --telemetry jobstats.",
         ),
     ] = 0,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Remove an earlier generate's output from --out first (without it a folder "
+            "that is not empty is refused).",
+        ),
+    ] = False,
 ) -> None:
     """Write a synthetic multi-tenant cluster in the sources' own formats, with its planted truth."""
     from gpuwaste.generate.cli import generate_command
@@ -241,6 +249,7 @@ def generate(
         logs,
         busy_loops,
         requeues,
+        force,
     )
 
 

@@ -177,6 +177,7 @@ COLUMNS: dict[str, Column] = {
     # `report --by user|vc` (sql/reports/waste_by.sql): what the holder's idle GPUs cost others
     "others_waited_gpu_h": _gpu_h("GPU hours others waited while you idled", rank=Rank.HEADLINE),
     "others_waits": _count("Others' waits behind your idle GPUs"),
+    "own_blocked_gpu_h": _gpu_h("GPU hours you waited behind your own idle GPUs"),
     "gpu_minutes": Column("GPU minutes", "min"),  # per-job rows are minutes: 0.0 in GPU hours
     "alloc_gpu_h": _gpu_h("GPU hours", rank=Rank.HEADLINE),
     "missing_gpu_h": _gpu_h("GPU hours without data", rank=Rank.DETAIL),

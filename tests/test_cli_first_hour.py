@@ -60,6 +60,37 @@ def test_generate_says_what_it_wrote(tmp_path: Path) -> None:
     assert all(line.endswith(("B", "KiB", "MiB")) for line in lines[1:])
 
 
+def test_generate_refuses_an_earlier_runs_folder_and_lists_only_what_it_wrote(
+    tmp_path: Path,
+) -> None:
+    """A second generate into the folder of one with --logs --no-job-labels is refused (exit 2,
+    one sentence, the folder untouched): its logs/ and scontrol/ would mix with the new
+    cluster. With --force they are removed first, and only what the run wrote is listed."""
+    out = tmp_path / "gen"
+    small = ["--out", str(out), "--gpus", "8", "--days", "0.05", "--seed", "2"]
+    first = gpuwaste("generate", *small, "--logs", "--no-job-labels", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    earlier = sorted(p.name for p in out.iterdir())
+    assert {"logs", "scontrol"} <= set(earlier)
+    again = gpuwaste("generate", *small, cwd=tmp_path)
+    names = ", ".join(n + "/" * (out / n).is_dir() for n in earlier)
+    assert (again.returncode, again.stdout, again.stderr) == (
+        2, "", f"gpuwaste: --out {out} already holds an earlier run's output ({names}): give a "
+        "new or empty folder, or --force to remove those first.\n",
+    )  # fmt: skip
+    assert sorted(p.name for p in out.iterdir()) == earlier
+    forced = gpuwaste("generate", *small, "--force", cwd=tmp_path)
+    assert forced.returncode == 0, forced.stderr
+    listed = {line.split()[0].rstrip("/") for line in forced.stdout.splitlines()[1:]}
+    assert listed == {p.name for p in out.iterdir()} == {
+        "metrics.om", "sacct.txt", "philly", "truth.json"
+    }  # fmt: skip
+    (out / "notes.txt").write_text("mine")
+    mine = gpuwaste("generate", *small, "--force", cwd=tmp_path)
+    assert mine.returncode == 2 and "does not write" in mine.stderr
+    assert (out / "notes.txt").read_text() == "mine" and (out / "truth.json").exists()
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [

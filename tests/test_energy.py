@@ -4,6 +4,8 @@ a never-used GPU, no power at all, and a MIG-split GPU against the same GPU whol
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from datetime import datetime
 from pathlib import Path
@@ -12,6 +14,7 @@ from typing import Any
 import polars as pl
 import pytest
 from streamlit.testing.v1 import AppTest
+from typer.testing import CliRunner
 
 from gpuwaste.act.notify.digest import (
     TOTALS,
@@ -25,6 +28,7 @@ from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.run import analyze
 from gpuwaste.analyses.sqlfiles import set_variables, threshold_variables
 from gpuwaste.analyses.waste_by import waste_by
+from gpuwaste.cli import app
 from gpuwaste.columns import title
 from gpuwaste.config import (
     DATA_DIR_ENV,
@@ -352,6 +356,30 @@ def test_idle_power_of_the_real_nvidia_smi_scrapes(tmp_path: Path) -> None:
     assert found["idle"]["idle_power_w"].to_list() == [pytest.approx(69.85)]
     assert found["idle"]["samples"].to_list() == [1]
     assert found["load"].is_empty()
+
+
+def test_report_idle_power_lists_each_model_and_no_mixed_one(data_dir: Path) -> None:
+    """Two models idle at 50 W (A100) and 70 W (H100), 10 samples each: `report idle_power`
+    gives each model's row with its gpu_model (CSV too), and no row of the models mixed (whose
+    10th percentile, 50 W, would be no model's idle power)."""
+    samples = [
+        {**p, "gpu_model": model}
+        for host, model, watts in (("a1", "A100", 50.0), ("h1", "H100", 70.0))
+        for p in points([(15 * k, 0, 0, watts) for k in range(1, 11)], host=host)
+    ]
+    build(data_dir, samples, [job("j1", 150, [("a1", 0)])])
+    run(data_dir, sampling_interval_s=15)
+    out = CliRunner().invoke(
+        app, ["report", "idle_power", "--data-dir", str(data_dir), "--format", "csv"]
+    )
+    assert out.exit_code == 0, out.output
+    rows = list(csv.DictReader(io.StringIO(out.stdout)))
+    assert {(r["gpu_model"], float(r["idle_power_w"]), int(r["samples"])) for r in rows} == {
+        ("A100", 50.0, 10),
+        ("H100", 70.0, 10),
+    }
+    shown = CliRunner().invoke(app, ["report", "idle_power", "--data-dir", str(data_dir)])
+    assert "GPU model" in shown.output and "A100" in shown.output and "H100" in shown.output
 
 
 # --- ingest: the energy counter, bad power -----------------------------------------------------

@@ -19,8 +19,10 @@ from typing import Any
 
 import polars as pl
 import pytest
+from typer.testing import CliRunner
 
 from gpuwaste.analyses.run import analyze
+from gpuwaste.cli import app
 from gpuwaste.config import (
     ClusterConfig,
     ConfigError,
@@ -286,6 +288,22 @@ def test_table_7_figures_by_hand(by_hand: Path) -> None:
     assert admin["rtf_x_demand_pct"] == pytest.approx(100 * 2 / 25)
     assert rows["time limit"]["rtf_x_demand_pct"] == pytest.approx(100 * 8 / 25)
     assert sum(r["trials"] for k, r in rows.items() if k != "all") == 14
+
+
+def test_report_lists_the_reasons_by_trials_and_all_last(by_hand: Path) -> None:
+    """`report failure_reasons`: most trials first (ties by name), the 'all' row last, not
+    where a case-sensitive sort of the names puts it (after the capitals, before 'cancelled')."""
+    out = CliRunner().invoke(
+        app, ["report", "failure_reasons", "--data-dir", str(by_hand), "--format", "json"]
+    )
+    assert out.exit_code == 0, out.output
+    rows = [r for r in json.loads(out.stdout) if r["vc"] == "(all)"]
+    reasons = [r["reason"] for r in rows]
+    assert reasons[-1] == "all" and reasons.count("all") == 1
+    trials = [r["trials"] for r in rows[:-1]]
+    assert trials == sorted(trials, reverse=True) and trials[0] == 2
+    # 2 trials, then 1 each by name, whatever its case
+    assert reasons[:4] == ["cancelled by admin", "cancelled by user", "core dump", "CPU OOM"]
 
 
 # ------------------------------------------------------------ attempts and retries (Philly)

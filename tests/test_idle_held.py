@@ -17,12 +17,14 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from gpuwaste.analyses.run import analyze
 from gpuwaste.analyses.waste_by import waste_by
-from gpuwaste.config import Settings, Thresholds
+from gpuwaste.config import DATA_DIR_ENV, Settings, Thresholds
 from gpuwaste.generate.power import HELD_W
 from gpuwaste.warehouse.store import Warehouse
+from tests.test_dashboard_app import APP, TIMEOUT, _open
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 STEP_S = 10
@@ -95,6 +97,48 @@ def test_a_raised_floor_makes_the_held_stretches_idle_slots(tmp_path: Path) -> N
     assert row["idle_slot_s"] == pytest.approx(180.0 + 180.0) == row["idle_empty_s"]
     assert row["idle_held_s"] == 0.0 and row["held_idle_energy_kwh"] == 0.0
     assert row["idle_slots"] == 2
+
+
+def test_held_idle_is_null_where_memory_is_never_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Job j on GPU 0 (PLAN, memory read) and GPU 1 (PLAN's utilization and power, no memory
+    reading, as in the Philly trace); user w's job k on GPU 2, no memory reading either. Held
+    idle is not measured without memory: null on GPU 1 and 2 (not 0), with their held-idle
+    energy; j's sum is GPU 0's 270 s, k's null; `report --by user` null for w, not 0."""
+    end = T0 + timedelta(seconds=STEP_S * (len(PLAN) + 1))
+    rows = [
+        {"host": "h1", "gpu": gpu, "ts": T0 + timedelta(seconds=STEP_S * (k + 1)), "util": util,
+         "power_w": watts, "mem_used_mib": mem if gpu == 0 else None,
+         "mem_total_mib": 81920.0 if gpu == 0 else None}
+        for gpu in (0, 1, 2)
+        for k, (util, mem, watts) in enumerate(PLAN)
+    ]  # fmt: skip
+    wh = Warehouse(tmp_path)
+    wh.replace_window("gpu_samples", "c", T0, end, pl.DataFrame(rows, infer_schema_length=None))
+    wh.upsert("jobs", "c", "t", pl.DataFrame({
+        "job_id": ["j", "k"], "user": ["u", "w"], "vc": ["v", "v"], "state": ["passed"] * 2,
+        "start_ts": [T0] * 2, "end_ts": [end] * 2, "gpus": [2, 1],
+    }))  # fmt: skip
+    wh.upsert("job_gpus", "c", "t", pl.DataFrame({
+        "job_id": ["j", "j", "k"], "attempt": [0] * 3, "host": ["h1"] * 3, "gpu": [0, 1, 2],
+        "start_ts": [T0] * 3, "end_ts": [end] * 3,
+    }))  # fmt: skip
+    analyze(Settings(data_dir=tmp_path), quiet=True)
+    gpus = wh.read("job_gpu_usage", "c").sort("gpu")
+    assert gpus["idle_held_s"].to_list() == [pytest.approx(270.0), None, None]
+    assert gpus["held_idle_energy_kwh"].to_list() == [pytest.approx(270 * 210 / 3.6e6), None, None]
+    assert gpus["energy_kwh"].null_count() == 0  # power was read: energy is measured
+    jobs = dict(wh.read("job_usage", "c").select("job_id", "idle_held_gpu_s").iter_rows())
+    assert jobs == {"j": pytest.approx(270.0), "k": None}
+    by_user = waste_by(Settings(data_dir=tmp_path), "user").select("user", "idle_held_gpu_h")
+    assert dict(by_user.iter_rows()) == {"u": pytest.approx(270 / 3600), "w": None}
+    # the Waste page: w's jobs say held idle is not measured; u's give the held hours
+    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
+    for user, says in (("w", "is not measured"), ("u", "for 0.1 held-idle GPU h")):
+        at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), "waste", user=user)
+        split = [c.value for c in at.caption if "Idle held versus empty" in c.value]
+        assert len(split) == 1 and says in split[0], (user, split)
 
 
 # --------------------------------------------------------------------- a generated cluster

@@ -91,3 +91,23 @@ def test_the_vc_digest_says_how_long_others_waited_behind_the_vc_s_idle_gpus(
             f"waited {hours:.2f} GPU hours for GPUs that the VC's could have given them."
         )
         assert " ".join(digest.split()).count(sentence) == 1, digest
+
+
+def test_the_vc_digest_says_how_long_the_vc_s_own_jobs_waited_behind_its_idle_gpus(
+    waited: tuple[Path, Any],
+) -> None:
+    """dan's wait (VC vision) behind ann's idle GPUs (vision) is vision's own: its digest says
+    so, as `report --by vc` counts own_blocked_gpu_h (same_vc); speech's own jobs waited behind
+    none of its GPUs, and its digest has no such line."""
+    data_dir, r = waited
+    overlap = Warehouse(data_dir).read("queue_idle_overlap", "c")
+    own = overlap.filter(pl.col("same_vc") & (pl.col("vc") == "vision"))
+    assert own.height and own["blocked_gpu_s"].sum() > 0
+    hours = own["blocked_gpu_s"].sum() / 3600
+    digests = {d.split(",")[0]: " ".join(d.split()) for d in r.stdout.split("Owners of VC ")[1:]}
+    sentence = (
+        f"{own['job_id'].n_unique()} job(s) of the VC waited {hours:.2f} GPU hours while the "
+        "VC's GPUs sat idle and could have run them."
+    )
+    assert digests["vision"].count(sentence) == 1, digests["vision"]
+    assert "of the VC waited" not in digests["speech"]

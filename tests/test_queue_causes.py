@@ -509,6 +509,23 @@ def test_two_waits_behind_one_idle_gpu_share_it() -> None:
     assert dict(overlap.select("job_id", "blocked_gpu_s").iter_rows()) == {"W1": 100, "W2": 100}
 
 
+def test_a_users_own_two_waits_behind_their_own_idle_gpu_share_it() -> None:
+    """u1 holds one never-used GPU from 0 to 1000 s; u1's own W1 and W2 (1 GPU each) both wait
+    from 100 s to 300 s for capacity: the idle GPU could have served one of them, 200 GPU-s of
+    own waiting in all, 100 each (not 200 each); u2's W3 waiting then too is kept waiting the
+    same idle GPU's 200 GPU-s, counted apart among other users' waits."""
+    c = Cluster()
+    c.host("h", 4)
+    c.job("H", 0, {"h": [0]}, 0, 1000, user="u1", never_used=True)
+    c.job("F", 0, {"h": [1, 2, 3]}, 0, 300, user="u3")
+    c.job("W1", 100, {"h": [1]}, 300, 400, user="u1")
+    c.job("W2", 100, {"h": [2]}, 300, 400, user="u1")
+    c.job("W3", 100, {"h": [3]}, 300, 400, user="u2")
+    overlap = c.analyze()["queue_idle_overlap"].filter(pl.col("holder_user") == "u1")
+    rows = overlap.select("job_id", "same_user", "blocked_gpu_s").sort("job_id").rows()
+    assert rows == [("W1", True, 100), ("W2", True, 100), ("W3", False, 200)]
+
+
 def test_a_quota_that_is_not_a_positive_number_is_refused_naming_it() -> None:
     from gpuwaste.config import parse_settings
     from gpuwaste.errors import GpuwasteError

@@ -227,6 +227,9 @@ def _job_gpu_usage(rng: np.random.Generator, jobs: pl.DataFrame) -> pl.DataFrame
         .otherwise((alloc - missing - idle).clip(lower_bound=0))
         .alias("busy_s"),
         idle.alias("idle_slot_s"),
+        # memory is read (below), no held-idle stretch planted: held idle measured, none
+        pl.lit(0.0).alias("idle_held_s"),
+        idle.alias("idle_empty_s"),
         pl.when(never).then(0).otherwise(pl.col("idle_slots")).alias("idle_slots"),
         never.alias("never_used"),
         pl.when(never).then(alloc).otherwise(0.0).alias("never_used_s"),

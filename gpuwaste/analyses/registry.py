@@ -472,7 +472,8 @@ ANALYSES: tuple[Analysis, ...] = (
         "Definition (docs/definitions.md#idle-power): **choice** the 10th percentile of power "
         "over whole-GPU samples with utilization 0 and memory used at or under "
         "`idle_mem_floor_mib`, per GPU model, with the median beside and the number of "
-        "samples. Grain: one row per GPU model (and '(all)'), VC '(all)'. Units: W.",
+        "samples. Grain: one row per GPU model, VC '(all)' (no '(all)' model row: a "
+        "percentile over several models' samples is no model's idle power). Units: W.",
     ),
 )
 

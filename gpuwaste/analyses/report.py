@@ -120,15 +120,21 @@ def check_model(con: duckdb.DuckDBPyConnection, name: str, clusters: list[str], 
     )
 
 
+# The summaries whose rows are per GPU model, with no '(all)' model row to show by default
+# (waste_by_model: the models side by side; idle_power: a percentile over several models' samples
+# is no model's idle power).
+PER_MODEL = ("waste_by_model", "idle_power")
+
+
 def _model_rows(out: pl.DataFrame, name: str, model: str | None) -> pl.DataFrame:
     """The rows of one GPU model (`model`), of every model (EACH_MODEL), or by default: a
-    summary's '(all)' rows without the column (waste_by_model: every row)."""
+    summary's '(all)' rows without the column (PER_MODEL: every row)."""
     if "gpu_model" not in out.columns or model == EACH_MODEL:
         return out
     if model is not None:
         return out.filter(pl.col("gpu_model") == model)
     split = table(name).key[: len(SUMMARY_GRAIN)] == SUMMARY_GRAIN
-    if not split or name == "waste_by_model":
+    if not split or name in PER_MODEL:
         return out
     return out.filter(pl.col("gpu_model") == ALL_MODELS).drop("gpu_model")
 
@@ -204,6 +210,8 @@ def report(
     out = out.select(cols)
     if t.sort:
         out = out.sort([c for c in ("cluster", *t.sort) if c in out.columns], nulls_last=True)
+    if name == "failure_reasons":
+        out = _reasons_order(out)
     return out
 
 
@@ -254,6 +262,16 @@ def jobs_line(
     if period:
         return f"Jobs counts {words} in the period."
     return f"Jobs counts {words}; {job_totals(settings, cluster=cluster, vc=vc, since=since)}."
+
+
+def _reasons_order(out: pl.DataFrame) -> pl.DataFrame:
+    """failure_reasons as Philly's Table 7 (and the dashboard) lists them: within each cluster,
+    VC and model, the reasons with the most trials first (ties by name, whatever its case), the
+    'all' row last."""
+    groups = [c for c in ("cluster", "vc", "gpu_model") if c in out.columns]
+    keys = [*groups, pl.col("reason") == "all", "trials", pl.col("reason").str.to_lowercase()]
+    descending = [*(False for _ in groups), False, True, False]
+    return out.sort(keys, descending=descending, nulls_last=True)
 
 
 __all__ = ["ALL_VCS", "EACH_MODEL", "REPORTS", "TITLES", "jobs_line", "report"]

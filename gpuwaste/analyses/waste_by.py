@@ -91,7 +91,7 @@ def waste_by(
     # CO2e and money where [energy] sets the factor or price
     df = df.drop(unpriced)
     if by == "model":  # idle GPUs are held by users and VCs, not by models
-        df = df.drop("others_waited_gpu_h", "others_waits")
+        df = df.drop("others_waited_gpu_h", "others_waits", "own_blocked_gpu_h")
     return df.sort(order, descending=[True, False, False], nulls_last=True).rename({"who": by})
 
 

@@ -276,7 +276,7 @@ SUMMARY_ORDER: dict[str, str] = {
     "jobs_by_status": "vc, gpu_model, state",
     "queueing_delay": "vc, gpu_model, size_class",
     "queue_cause_summary": "vc, gpu_model, size_class, cause",
-    "failure_reasons": "vc, gpu_model, reason = 'all', trials DESC, reason",
+    "failure_reasons": "vc, gpu_model, reason = 'all', trials DESC, lower(reason)",
     "waste_by_model": "vc, lost_gpu_h DESC, gpu_model",
 }
 
@@ -407,7 +407,7 @@ def job_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
     counted for its overlap with the period as waste_daily splits it across days (a share of
     its wall time: alloc_s are GPU seconds, a MIG slice's or a shared GPU's weighted). Also
     `idle_held_gpu_h` and `idle_empty_gpu_h` (held idle: 0 % with GPU memory held, busy for the
-    studies; empty idle: the idle-slot hours), `observed_gpu_h` (GPU hours with data) and `util_gpu_h` (utilization-weighted GPU hours):
+    studies, null when no GPU in view has a memory reading; empty idle: the idle-slot hours), `observed_gpu_h` (GPU hours with data) and `util_gpu_h` (utilization-weighted GPU hours):
     100 * util_gpu_h / observed_gpu_h is the GPU utilization (time-weighted mean) of the view.
     And `energy_kwh`, `lost_energy_kwh`: the GPUs' kWh and the part lost (docs/definitions.md
     #energy), null when no GPU in view has a power reading, and `held_idle_energy_kwh` (in
@@ -425,7 +425,6 @@ def job_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
         "alloc_gpu_h": "share * alloc_s",
         "busy_gpu_h": "share * busy_s",
         "idle_slot_gpu_h": "share * idle_slot_s",
-        "idle_held_gpu_h": "share * idle_held_s",
         "idle_empty_gpu_h": "share * idle_empty_s",
         "never_used_gpu_h": "share * never_used_s",
         "missing_gpu_h": "share * missing_s",
@@ -436,7 +435,9 @@ def job_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
         "util_gpu_h": "share * coalesce(util_mean, 0) / 100 * observed_s",
     }
     sums = ", ".join(f"coalesce(sum({e}), 0) / 3600 AS {c}" for c, e in cols.items())
+    # held idle as energy: null where no GPU in view has a memory reading (not measured)
     sums += (
+        ", sum(share * idle_held_s) / 3600 AS idle_held_gpu_h"
         ", sum(share * energy_kwh) AS energy_kwh, sum(share * lost_energy_kwh) AS lost_energy_kwh"
         ", sum(share * held_idle_energy_kwh) AS held_idle_energy_kwh"
     )

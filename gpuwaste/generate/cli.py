@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,7 +12,7 @@ from gpuwaste.columns import byte_size
 from gpuwaste.config import check_cluster_name
 from gpuwaste.errors import UsageError
 from gpuwaste.generate.model import GeneratorSpec
-from gpuwaste.generate.output import write_all
+from gpuwaste.generate.output import OUTPUTS, write_all
 
 
 def parse_start(text: str) -> datetime:
@@ -57,6 +58,7 @@ def generate_command(
     logs: bool = False,
     busy_loops: int = 0,
     requeues: int = 0,
+    force: bool = False,
 ) -> None:
     """Generate a synthetic cluster in DIR: metrics.om, sacct.txt, philly/, truth.json (and
     scontrol/ where the telemetry does not name the job)."""
@@ -106,8 +108,36 @@ def generate_command(
         raise UsageError(f"{' '.join(given)} is not accepted: {exc}.") from None
     if start is not None:
         spec = replace(spec, start=parse_start(start))
+    clear_out(Path(out), force)
     write_all(spec, Path(out), gzip=gzip, logs=logs)
     print(what_was_written(spec, Path(out)))
+
+
+def clear_out(out: Path, force: bool) -> None:
+    """Refuse an --out that already holds something, so that no earlier run's file (a logs/ or
+    scontrol/ this run does not write) mixes with this run's cluster; with `force`, remove the
+    generator's own earlier outputs first. A name the generator never writes is never removed."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file: give a new or empty folder.")
+    entries = sorted(out.iterdir()) if out.exists() else []
+    if not entries:
+        return
+    names = ", ".join(p.name + "/" * p.is_dir() for p in entries)
+    if any(p.name not in OUTPUTS for p in entries):
+        raise UsageError(
+            f"--out {out} holds files that gpuwaste generate does not write ({names}): give a "
+            "new or empty folder."
+        )
+    if not force:
+        raise UsageError(
+            f"--out {out} already holds an earlier run's output ({names}): give a new or empty "
+            "folder, or --force to remove those first."
+        )
+    for p in entries:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
 
 
 def what_was_written(spec: GeneratorSpec, out: Path) -> str:
@@ -127,7 +157,8 @@ def what_was_written(spec: GeneratorSpec, out: Path) -> str:
         + f", {spec.days:g} day(s) from {spec.start:%Y-%m-%d %H:%M} UTC, a sample every "
         f"{spec.interval_s} s (seed {spec.seed}), written to {out}:"
     ]
-    for path in sorted(out.iterdir()):
+    # the generator's names only: clear_out left nothing else, and nothing of an earlier run
+    for path in sorted(p for p in out.iterdir() if p.name in OUTPUTS):
         if path.is_dir():
             files = [f for f in path.rglob("*") if f.is_file()]
             size = sum(f.stat().st_size for f in files)

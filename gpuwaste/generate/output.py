@@ -19,6 +19,9 @@ from gpuwaste.generate.simulate import simulate
 from gpuwaste.generate.telemetry import names_job
 from gpuwaste.generate.truth import truth_dict, truth_text
 
+# Every name write_cluster may write in its folder (files and folders), whatever the flags.
+OUTPUTS = ("metrics.om", "metrics.om.gz", "sacct.txt", "philly", "scontrol", "logs", "truth.json")
+
 
 def write_all(spec: GeneratorSpec, out: Path, *, gzip: bool = False, logs: bool = False) -> None:
     """Write out/metrics.om (or metrics.om.gz) in spec.telemetry's dialect, out/sacct.txt,

@@ -489,7 +489,8 @@ ENERGY_DAILY = _summary(
 
 IDLE_POWER = _summary(
     "idle_power",
-    "Per GPU model (VC '(all)'): the idle power measured in the data, the 10th percentile of the "
+    "Per GPU model (VC '(all)'; no '(all)' model row): the idle power measured in the data, the "
+    "10th percentile of the "
     "power of whole-GPU samples with utilization 0 and no memory held (the estimator of "
     "docs/definitions.md#idle-power), its median beside, and how many samples it is from.",
     (),

@@ -88,12 +88,19 @@ if waste.height:
 study_table("waste_by_vc", "No jobs in this view.")
 st.caption("% own: of the GPU time of that kind of job; % all: of all GPU time in the VC.")
 idle = data.fetch(q.job_gpu_hours, f).row(0, named=True)
-if idle["idle_held_gpu_h"] > 0 or idle["idle_slot_gpu_h"] > 0:
+held = idle["idle_held_gpu_h"]  # None: no GPU in view has a memory reading
+if held is None and idle["idle_slot_gpu_h"] > 0:
+    st.caption(
+        f"Idle held versus empty: {idle['idle_slot_gpu_h']:.1f} GPU h in idle slots; held idle "
+        "(GPU memory held with no kernel running) is not measured: no GPU in view reports its "
+        "memory use."
+    )
+elif held is not None and (held > 0 or idle["idle_slot_gpu_h"] > 0):
     drew = idle["held_idle_energy_kwh"]
     st.caption(  # empty idle is the idle-slot time (docs/definitions.md#idle)
         f"Idle held versus empty: besides the {idle['idle_slot_gpu_h']:.1f} empty-idle GPU h "
         f"(the idle slots, no memory held), the jobs in view held GPU memory with no kernel "
-        f"running at 0 % for over a minute for {idle['idle_held_gpu_h']:.1f} held-idle GPU h"
+        f"running at 0 % for over a minute for {held:.1f} held-idle GPU h"
         + ("" if drew is None else f", drawing {drew:.2f} kWh")
         + " (busy time for the studies' figures, not counted as lost)."
     )

@@ -1,7 +1,8 @@
--- grain: one row per GPU model (VC '(all)'; model '(all)' too): the idle power measured in the
---        data (docs/definitions.md#idle-power).
+-- grain: one row per GPU model (VC '(all)'; no '(all)' model row: a percentile over the samples
+--        of several models is no model's idle power): the idle power measured in the data
+--        (docs/definitions.md#idle-power).
 -- sources: gpu_samples.
--- variables: cluster, all_vcs, all_models, idle_mem_floor_mib, gpu_model_patterns and
+-- variables: cluster, all_vcs, idle_mem_floor_mib, gpu_model_patterns and
 --            gpu_model_names (the cluster's `gpu_models` map, for samples that name no model).
 -- **choice**: the 10th percentile of power over whole-GPU samples with utilization 0 and memory
 -- used at or under idle_mem_floor_mib (no context, no kernel), allocated or not. A low
@@ -37,13 +38,13 @@ idle as (
 quantiles as (
     select
         getvariable('all_vcs') as vc,
-        if(grouping(gpu_model) = 1, getvariable('all_models'), gpu_model) as gpu_model,
+        gpu_model,
         -- both quantiles from one state: two (median and quantile_cont) hold every idle
         -- sample twice, past analyze's memory limit on the benchmark cluster (13.7 M samples)
         quantile_cont(power_w, [0.1, 0.5]) as q,
         count(*) as samples
     from idle
-    group by rollup(gpu_model)
+    group by gpu_model
 ),
 
 final as (

@@ -26,7 +26,8 @@
 -- Idle held versus empty (#44, docs/definitions.md): idle_held_s, the held-idle stretches
 -- (utilization 0, memory above the floor, longer than idle_slot_min_s: part of busy_s for the
 -- studies), and idle_empty_s = idle_slot_s (both 0 where a Jobstats summary stands for samples,
--- as idle_slot_s).
+-- as idle_slot_s). idle_held_s and its energy are null where the device has no memory reading
+-- (the Philly trace): held idle is not measured there.
 -- A device is a whole GPU or a MIG instance; its seconds are GPU seconds, wall seconds x
 -- gpu_weight (the instance's slice of its GPU; 1 for a whole GPU), so that every roll-up of GPU
 -- time counts a 1g.10gb instance as 1/7 of a GPU (docs/analyses.md#mig-instances). Energy too:
@@ -128,7 +129,9 @@ joined as (
             as observed_s,
         coalesce(s.never_used, false) as never_used,
         coalesce(sl.idle_slot_s, 0) * a.gpu_weight as idle_slot_s,
-        coalesce(h.idle_held_s, 0) * a.gpu_weight as idle_held_s,
+        -- held idle is not measured without a memory reading (null, not 0)
+        case when s.mem_used_max_mib is not null
+            then coalesce(h.idle_held_s, 0) * a.gpu_weight end as idle_held_s,
         case when not s.summarized then coalesce(sl.idle_slots, 0) end as idle_slots,
         s.util_mean,
         s.util_max,
@@ -144,7 +147,8 @@ joined as (
             as figures_from,
         e.energy_j * a.gpu_weight / 3.6e6 as energy_kwh,
         e.lost_energy_j * a.gpu_weight / 3.6e6 as lost_energy_kwh,
-        e.held_energy_j * a.gpu_weight / 3.6e6 as held_idle_energy_kwh,
+        case when s.mem_used_max_mib is not null
+            then e.held_energy_j * a.gpu_weight / 3.6e6 end as held_idle_energy_kwh,
         e.energy_j / nullif(e.power_s, 0) as power_mean_w
     from allocations as a
     left join figures as s using (alloc_id)

@@ -195,7 +195,7 @@ joined as (
         coalesce(g.idle_slot_gpu_s, 0) as idle_slot_gpu_s,
         case when not coalesce(g.summary_only, false) then coalesce(g.idle_slots, 0) end
             as idle_slots,
-        coalesce(g.idle_held_gpu_s, 0) as idle_held_gpu_s,
+        g.idle_held_gpu_s,  -- null where no GPU of the job has a memory reading
         coalesce(g.never_used_gpu_s, 0) as never_used_gpu_s,
         coalesce(g.never_used_gpus, 0) as never_used_gpus,
         coalesce(g.used_gpus, 0) as used_gpus,

@@ -14,7 +14,8 @@
 -- least(its idle GPUs, the GPUs other users' jobs wait for in pieces it counts in); it is
 -- shared among the stretches in proportion to each stretch's own bound, the sum over its
 -- counted pieces of least(the holder's idle GPU-seconds, its GPUs x seconds). A user's own
--- waits behind their own idle GPUs (same_user) keep that bound.
+-- waits behind their own idle GPUs (same_user) share, by the same rule, the integral of
+-- least(the holder's idle GPUs, the GPUs the user's own jobs so wait for).
 with
 
 -- the stretches numbered (w), so that the pairs carry a number, not the stretch's columns
@@ -264,12 +265,17 @@ held_waited as (
     where w.gpus > 0 and w.ts < i.next_ts and w.next_ts > i.ts
 ),
 
+-- and, by the same rule, the integral of least(its idle GPUs, the GPUs its own user's jobs
+-- waited for in the pieces it counts in): its total over its own user's stretches
 holder_total as (
-    select p.h, sum(epoch(p.p1 - p.p0) * least(p.idle, p.waited - coalesce(d.gpus, 0)))
-        as blocked_gpu_s
+    select
+        p.h,
+        sum(epoch(p.p1 - p.p0) * least(p.idle, p.waited - coalesce(d.gpus, 0)))
+            filter (where p.waited - coalesce(d.gpus, 0) > 0) as blocked_gpu_s,
+        sum(epoch(p.p1 - p.p0) * least(p.idle, d.gpus)) filter (where d.gpus > 0)
+            as own_blocked_gpu_s
     from held_waited as p
     asof left join user_demand as d on d.h = p.h and d.ts <= p.p0
-    where p.waited - coalesce(d.gpus, 0) > 0
     group by p.h
 ),
 
@@ -286,18 +292,27 @@ named as (
     join holders as o using (h)
 ),
 
--- each holder's bounds over the stretches of other users, the shares' denominator
+-- each holder's bounds over the stretches of other users and over its own user's, the
+-- shares' denominators
 bounds as (
-    select h, sum(if(same_user, 0, bound_gpu_s)) as bound_sum from named group by h
+    select
+        h,
+        sum(if(same_user, 0, bound_gpu_s)) as bound_sum,
+        sum(if(same_user, bound_gpu_s, 0)) as own_bound_sum
+    from named
+    group by h
 ),
 
 final as (
     select
         p.* exclude (bound_gpu_s, h),
-        if(
-            p.same_user,
-            p.bound_gpu_s,
-            coalesce(t.blocked_gpu_s * p.bound_gpu_s / nullif(b.bound_sum, 0), 0)
+        coalesce(
+            if(
+                p.same_user,
+                t.own_blocked_gpu_s * p.bound_gpu_s / nullif(b.own_bound_sum, 0),
+                t.blocked_gpu_s * p.bound_gpu_s / nullif(b.bound_sum, 0)
+            ),
+            0
         ) as blocked_gpu_s
     from named as p
     join bounds as b using (h)

@@ -2,7 +2,8 @@
 --        the device's gpu_model, '(unknown)' where no source names it) with GPU time in the
 --        period [period_start, period_end): GPU hours allocated, busy, in idle slots, on
 --        never-used GPUs, lost, share lost %, GPU utilization %, jobs; money allocated and lost
---        ([cost]); per user and VC, others_waited_gpu_h and others_waits (see below); energy
+--        ([cost]); per user and VC, others_waited_gpu_h, others_waits and own_blocked_gpu_h
+--        (see below); energy
 --        and energy lost, null where no GPU of the group has power (docs/definitions.md#energy).
 -- sources: job_gpu_usage, job_usage, queue_idle_overlap.
 -- variables: waste_by ('user' | 'vc' | 'model'), cluster (null: every cluster), vc (null: every VC),
@@ -14,7 +15,8 @@
 -- others_waited_gpu_h, others_waits: per user and per VC, the GPU hours other users' jobs waited
 -- while this user's (VC's) GPUs were allocated and idle (queue_idle_overlap's blocked_gpu_s)
 -- and how many of their waits (those it kept waiting: blocked_gpu_s > 0); a wait counts whole
--- when it overlaps the period.
+-- when it overlaps the period. own_blocked_gpu_h: the GPU hours this user's own jobs (this VC's
+-- own jobs) waited while their own idle GPUs could have run them (same_user; same_vc).
 with
 
 jobs as (
@@ -47,10 +49,15 @@ waited as (
     select
         cluster,
         case getvariable('waste_by') when 'user' then holder_user else holder_vc end as who,
-        sum(blocked_gpu_s) / 3600 as others_waited_gpu_h,
-        count(distinct (job_id, attempt)) filter (blocked_gpu_s > 0) as others_waits
-    from queue_idle_overlap
-    where not same_user and getvariable('waste_by') <> 'model'
+        sum(blocked_gpu_s) filter (where not same_user) / 3600 as others_waited_gpu_h,
+        count(distinct (job_id, attempt)) filter (where not same_user and blocked_gpu_s > 0)
+            as others_waits,
+        sum(blocked_gpu_s) filter (where own) / 3600 as own_blocked_gpu_h
+    from (
+        select *, if(getvariable('waste_by') = 'user', same_user, same_vc) as own
+        from queue_idle_overlap
+    )
+    where getvariable('waste_by') <> 'model'
       and (getvariable('cluster') is null or cluster = getvariable('cluster'))
       and (getvariable('vc') is null or holder_vc = getvariable('vc'))
       and (getvariable('period_start') is null or wait_end > getvariable('period_start')::timestamptz)
@@ -87,7 +94,7 @@ lost as (
 ),
 
 final as (
-    select l.*, w.others_waited_gpu_h, w.others_waits
+    select l.*, w.others_waited_gpu_h, w.others_waits, w.own_blocked_gpu_h
     from lost as l
     left join waited as w using (cluster, who)
 )
