@@ -25,7 +25,10 @@ from gpuwaste.warehouse.schema import table
 from gpuwaste.warehouse.store import Warehouse, atomic_copy_parquet, sql_string
 
 STATE_DIR = "analyze_state"
-VERSION = 2  # 2: fingerprints by sql/plan/job_fingerprints.sql (allocations summed, not listed)
+# A change of what an existing result means (not only of its columns) bumps this, so the next
+# analyze recomputes every job: 2: fingerprints by sql/plan/job_fingerprints.sql (allocations
+# summed, not listed); 3: held idle NULL without memory readings, own waits shared like others'.
+VERSION = 3
 SAMPLE_TABLES = ("gpu_samples", "host_samples")
 
 
