@@ -200,6 +200,7 @@ def render(
     rollups: Mapping[str, str] | None = None,
     key: Sequence[str] | None = None,
     width: int | None = None,
+    notes: Sequence[str] = (),
 ) -> None:
     """Print `df` as a table for people, or as CSV / JSON (the raw frame) for scripts.
 
@@ -210,6 +211,8 @@ def render(
     - `key`: the columns that say what a row is (a narrow terminal keeps them); default: those
       COLUMNS ranks KEY.
     - `width`: the width to fit (default: `terminal_width()`).
+    - `notes`: lines the caller prints under the table for people (e.g. which jobs it counts);
+      CSV and JSON leave them out.
 
     A table of no rows is one sentence, "No rows in 'title'.".
     """
@@ -233,7 +236,7 @@ def render(
     if df.height == 0:  # an empty frame and a note of columns left out would say nothing
         stream.write(f"No rows in '{safe_text(title)}'.\n" if title else "No rows.\n")
         return
-    shown, title, notes = _for_people(df, title, readable, rollups)
+    shown, title, left_out = _for_people(df, title, readable, rollups)
     specs = [_spec(c, readable, key) for c in shown.columns]
     head = shown.head(max_rows)
     cells = [_cells(head[c], spec) for c, spec in zip(shown.columns, specs, strict=True)]
@@ -241,7 +244,7 @@ def render(
     widths, kept, dropped = _layout(specs, cells, total)
     if dropped:
         names = "; ".join(specs[i].title for i in dropped)
-        notes.append(
+        left_out.append(
             f"Left out to fit {total} columns: {names} (a wider terminal, e.g. COLUMNS=200, or "
             "--format csv shows every column)."
         )
@@ -259,6 +262,6 @@ def render(
     console = Console(file=stream, width=max(total, sum(widths[k] + 3 for k in kept) + 1))
     console.print(table)
     if df.height > max_rows:
-        notes.append(f"... {df.height - max_rows} more rows (use --format csv for all)")
-    for note in notes:
+        left_out.append(f"... {df.height - max_rows} more rows (use --format csv for all)")
+    for note in (*left_out, *notes):
         console.print(Text(note))

@@ -222,6 +222,7 @@ def register(app: typer.Typer) -> None:
                 key=("cluster", by),
             )
         else:
+            from gpuwaste.analyses.caveats import table_caveats
             from gpuwaste.analyses.report import FRESHNESS, TITLES
             from gpuwaste.analyses.report import report as build_report
             from gpuwaste.warehouse.schema import table
@@ -234,6 +235,9 @@ def register(app: typer.Typer) -> None:
                 title=TITLES.get(name, name),
                 rollups=ROLLUP_COLUMNS,
                 key=None if name == FRESHNESS else ("cluster", *table(name).key),
+                # what the table cannot tell (no quotas, no logs): for people, CSV and JSON
+                # are the frame alone
+                notes=table_caveats(s.data_dir, df) if fmt == OutputFormat.table else (),
             )
             if name == FRESHNESS:
                 return
