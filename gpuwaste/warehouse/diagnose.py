@@ -283,9 +283,9 @@ def time_zone_misfit(wh: Warehouse, cluster: str) -> str | None:
     h, side, advice = _zone_advice(best)
     return (
         f"cluster '{cluster}': the GPUs of jobs tied by whole host or scontrol get busy and "
-        f"idle where the jobs start and end {h} h {side} their recorded times (net "
-        f"{net:.0%} of {n:,} starts and ends sampled step that way there, {at_zero:.0%} at "
-        f"the recorded times), {advice}"
+        f"idle where the jobs start and end {h} h {side} their recorded times (of {n:,} "
+        f"sampled starts and ends, net {net:.0%} step that way there, {at_zero:.0%} at the "
+        f"recorded times), {advice}"
     )
 
 
