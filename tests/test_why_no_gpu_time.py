@@ -100,3 +100,67 @@ def test_a_wrong_timezone_is_named_when_the_jobs_meet_their_samples_hours_off(
     right = gpuwaste(data_dir, "ingest", "slurm", "--file", sacct, "--cluster", "g",
                      "--timezone", "UTC").stdout  # fmt: skip
     assert SHIFTED not in right and "GPU index unknown" not in right, right
+
+
+MISFIT = "get busy and idle where the jobs start and end"
+
+
+def test_a_wrong_timezone_is_named_when_the_gpus_work_hours_off_jobs_without_labels(
+    tmp_path: Path,
+) -> None:
+    """A generated cluster whose samples carry no job id (DCGM's default): its allocations are
+    tied by whole hosts and scontrol captures whatever the zone, so none stays unresolved, and
+    a wrong --timezone measured every job hours off its work without a word (#46 item 3). The
+    jobs' GPUs get busy and idle whole hours off the recorded starts and ends: the ingest line
+    and analyze name the offset and --timezone. Read in UTC: no such line."""
+    from gpuwaste.generate.cli import generate_command
+
+    gen = tmp_path / "gen"
+    generate_command(gen, seed=1, gpus=16, days=1, interval_s=60, no_job_labels=True)
+    slurm = ("ingest", "slurm", "--file", str(gen / "sacct.txt"), "--scontrol",
+             str(gen / "scontrol"), "--cluster", "g")  # fmt: skip
+    data_dir = tmp_path / "wh"
+    gpuwaste(data_dir, "ingest", "openmetrics", "--file", str(gen / "metrics.om"),
+             "--cluster", "g", "--quiet")  # fmt: skip
+    right = gpuwaste(data_dir, *slurm, "--timezone", "UTC").stdout
+    assert "whole-host" in right and "scontrol" in right, right  # the ties this is about
+    assert MISFIT not in right and "--timezone" not in right, right
+    for zone, hours, side in (("America/Sao_Paulo", 3, "before"), ("Europe/Berlin", 1, "after")):
+        line = gpuwaste(data_dir, *slurm, "--timezone", zone).stdout
+        assert f"{MISFIT} {hours} h {side} their recorded times" in line, line
+        assert "re-ingest the jobs with the right --timezone (the cluster's `timezone` key" in line
+        assert SHIFTED not in line  # no allocation is left unresolved: the other hint is silent
+    assert MISFIT in gpuwaste(data_dir, "analyze", "--quiet").stderr  # analyze says it too
+
+
+def test_edge_fit_by_hand(tmp_path: Path) -> None:
+    """One GPU busy (100) from 10:00 to 11:00, idle (0) around it, a sample a minute from 08:00
+    to 11:59; its job recorded 09:00-10:00, tied by scontrol. An edge counts where both of its
+    5-minute sides have samples. +1 h: the start (10:00) rises, the end (11:00) falls: net 1.
+    0 h: the start (09:00) does not step, the end (10:00) rises where it should fall: net -0.5.
+    -1 h: only the end (09:00) has both sides, and does not step: 0. +2 h: only the start
+    (11:00) has both sides, and falls: -1. No other offset has an edge."""
+    from datetime import UTC, datetime, timedelta
+
+    import polars as pl
+
+    from gpuwaste.warehouse.diagnose import edge_fit
+    from gpuwaste.warehouse.schema import empty, table
+    from gpuwaste.warehouse.store import Warehouse
+
+    def rows(name: str, df: pl.DataFrame) -> pl.DataFrame:
+        full = pl.concat([empty(table(name)), df], how="diagonal_relaxed")
+        return full.select(list(table(name).columns))
+
+    t0 = datetime(2026, 11, 1, 8, tzinfo=UTC)
+    ts = [t0 + timedelta(minutes=m) for m in range(4 * 60)]
+    util = [100.0 if 120 <= m < 180 else 0.0 for m in range(4 * 60)]
+    wh = Warehouse(tmp_path)
+    samples = pl.DataFrame({"cluster": "c", "host": "h1", "gpu": 0, "ts": ts, "util": util})
+    wh.replace_window("gpu_samples", "c", t0, t0 + timedelta(hours=4), rows("gpu_samples", samples))
+    alloc = {"cluster": "c", "job_id": "1", "attempt": 1, "host": "h1", "gpu": 0,
+             "start_ts": t0 + timedelta(hours=1), "end_ts": t0 + timedelta(hours=2),
+             "gpu_from": "scontrol"}  # fmt: skip
+    wh.upsert("job_gpus", "c", "slurm", rows("job_gpus", pl.DataFrame([alloc])))
+    fit = {h: (n, net) for h, n, net in edge_fit(wh, "c")}
+    assert fit == {-1: (1, 0.0), 0: (2, -0.5), 1: (2, 1.0), 2: (1, -1.0)}

@@ -227,6 +227,7 @@ def register(app: typer.Typer) -> None:
                 notes=notes,
             )
         else:
+            from gpuwaste.analyses.caveats import table_caveats
             from gpuwaste.analyses.report import FRESHNESS, TITLES, jobs_line
             from gpuwaste.analyses.report import report as build_report
             from gpuwaste.warehouse.schema import table
@@ -235,8 +236,11 @@ def register(app: typer.Typer) -> None:
             df = build_report(s, name, cluster=cluster, vc=vc, since=start, model=model)
             words = BY_NAME[name].jobs if name in BY_NAME else ""  # tables with a jobs column
             notes = []
-            if words and fmt == OutputFormat.table and df.height > 0:
-                notes.append(jobs_line(s, words, cluster=cluster, vc=vc, since=start))
+            if fmt == OutputFormat.table:
+                if words and df.height > 0:
+                    notes.append(jobs_line(s, words, cluster=cluster, vc=vc, since=start))
+                # what the table cannot tell (no quotas, no logs); CSV and JSON are the frame alone
+                notes.extend(table_caveats(s.data_dir, df))
             render(
                 df,
                 fmt,

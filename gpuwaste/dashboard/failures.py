@@ -7,6 +7,7 @@ import polars as pl
 import streamlit as st
 
 from gpuwaste import columns
+from gpuwaste.analyses.caveats import LOGS_HINT
 from gpuwaste.dashboard import data, widgets
 from gpuwaste.dashboard import queries as q
 from gpuwaste.dashboard.filters import Filters
@@ -75,8 +76,4 @@ def failures_section(f: Filters, frames: dict[str, pl.DataFrame]) -> None:
         open_jobs=True,
     )
     if attempts.height and attempts["line"].null_count() == attempts.height:
-        st.info(
-            "No attempt here has a matched log line: ingest the jobs' stdout/stderr with "
-            "`gpuwaste ingest logs --dir D --cluster C` (the Philly trace has no logs).",
-            icon=":material/info:",
-        )
+        st.info(f"No attempt here has a matched log line: {LOGS_HINT}.", icon=":material/info:")

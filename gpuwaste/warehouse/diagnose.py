@@ -12,13 +12,21 @@ An allocation also stays unresolved when the scheduler's times were read in the 
 and the short ones meet none. `time_zone_shift` tells that apart from missing telemetry by the
 samples that carry the job's id: if they begin the same whole number of hours after (or before)
 the recorded start of most such jobs, the times are shifted, and it says so.
-`problems` gives both, for the callers.
+
+Where the samples carry no job id (DCGM's default), allocations are tied by whole hosts or
+scontrol captures, which a shift does not stop: every job is then measured hours off its own
+work, silently. `time_zone_misfit` tells it by the GPUs themselves: a job's GPUs get busy where
+it starts and idle where it ends, so on a sample of such allocations it compares how often the
+utilization rises at the recorded starts (and falls at the ends) with how often it does whole
+hours off them (±1..14 h), and says so when an offset fits clearly better than none.
+`problems` gives them all, for the callers.
 """
 
 from __future__ import annotations
 
 import duckdb
 
+from gpuwaste.warehouse.gpu_from import SCONTROL, WHOLE_HOST
 from gpuwaste.warehouse.store import Warehouse
 
 # An unresolved share worth a look (and a scan of the job-labelled samples): this many
@@ -27,6 +35,16 @@ SHIFT_MIN_UNRESOLVED, SHIFT_MIN_SHARE = 10, 0.1
 # A job "meets its samples h hours off" when its first labelled sample is within this of
 # start + h hours (a sampling interval and a scrape's delay are far less)
 SHIFT_TOLERANCE_S = 600
+# time_zone_misfit: the allocations it samples (the ended ones nearest the middle of the jobs'
+# span, whose edges at every offset have samples), the offsets tried, the seconds looked at on
+# each side of an edge (a few samples at any usual interval), the utilization step (points)
+# that makes an edge a rise or a fall, and the edges an offset needs to be judged
+FIT_ALLOCATIONS, FIT_MAX_HOURS, FIT_EDGE_S, FIT_STEP, FIT_MIN_EDGES = 500, 14, 300, 20, 100
+# an offset fits "clearly better" when its net share of edges that step the right way (rises
+# at starts and falls at ends, less the wrong way) is at least this, and at least FIT_RATIO
+# times and FIT_MARGIN more than that of any other offset, 0 h included: a correct ingest
+# whose jobs barely change their GPUs' utilization leaves every offset alike, and says nothing
+FIT_MIN_NET, FIT_RATIO, FIT_MARGIN = 0.1, 2.0, 0.05
 
 # jobs.source -> where its allocations come from, and how to give them
 _ALLOCATION_HINTS = {
@@ -158,19 +176,123 @@ def time_zone_shift(wh: Warehouse, cluster: str) -> str | None:
     hours, near, unmet_jobs = rows[0]
     if hours is None or near < max(SHIFT_MIN_UNRESOLVED // 2, unmet_jobs / 2):
         return None
-    h = int(abs(hours))
-    side, zone = ("after", "ahead of") if hours > 0 else ("before", "behind")
+    h, side, advice = _zone_advice(int(hours))
     return (
         f"cluster '{cluster}': {unresolved:,} of {total:,} job x host allocations met no GPU "
         f"sample of their job, and for {near:,} of those {unmet_jobs:,} jobs the samples carrying "
-        f"the job's id begin whole hours off its recorded start (most often {h} h {side}), as "
-        f"when the scheduler's times are read in a time zone {h} h {zone} their own: re-ingest the jobs with the right "
-        "--timezone (the cluster's `timezone` key in gpuwaste.toml), e.g. --timezone UTC for "
-        "times written in UTC."
+        f"the job's id begin whole hours off its recorded start (most often {h} h {side}), "
+        f"{advice}"
+    )
+
+
+def _zone_advice(hours: int) -> tuple[int, str, str]:
+    """For jobs whose GPUs work `hours` after their recorded times (before, if negative): the
+    hours, 'after' or 'before', and the end of the sentence naming the flag."""
+    h = abs(hours)
+    side, zone = ("after", "ahead of") if hours > 0 else ("before", "behind")
+    return (
+        h,
+        side,
+        f"as when the scheduler's times are read in a time zone {h} h {zone} their own: "
+        "re-ingest the jobs with the right --timezone (the cluster's `timezone` key in "
+        "gpuwaste.toml), e.g. --timezone UTC for times written in UTC.",
+    )
+
+
+def edge_fit(wh: Warehouse, cluster: str) -> list[tuple[int, int, float]]:
+    """(hours, edges, net share) for each whole-hour offset -FIT_MAX_HOURS..FIT_MAX_HOURS of
+    the recorded times, over a sample of `cluster`'s allocations tied by whole host or scontrol
+    (FIT_ALLOCATIONS, ended, at least two edge windows long): an edge is the allocation's start
+    (its GPU's mean utilization in the FIT_EDGE_S after it less that in the FIT_EDGE_S before)
+    or its end (before less after), moved by the offset, where both sides have samples; the net
+    share is the share of edges stepping at least FIT_STEP points the right way less the share
+    stepping it the wrong way. One query; empty without such allocations or samples."""
+    allocs = _glob(wh, "job_gpus", cluster, "*.parquet")
+    samples = _glob(wh, "gpu_samples", cluster, "date=*/*.parquet")
+    if allocs is None or samples is None:
+        return []
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        rows = con.execute(
+            f"""
+            with tied as (
+                select host, gpu, gpu_instance, start_ts, end_ts
+                from read_parquet('{allocs}', union_by_name = true)
+                where gpu >= 0 and gpu_from in ('{WHOLE_HOST}', '{SCONTROL}')
+                    and end_ts - start_ts >= to_seconds(2 * $edge)
+            ),
+            middle as (select min(start_ts) + (max(end_ts) - min(start_ts)) / 2 as t from tied),
+            allocs as (
+                select tied.* from tied, middle
+                order by abs(epoch(start_ts) - epoch(middle.t)), host, gpu, start_ts
+                limit $n
+            ),
+            edges as (
+                select host, gpu, gpu_instance, h, sign, t + to_hours(h) as t
+                from allocs,
+                    (select unnest(range(-$hours, $hours + 1)) as h),
+                    (select unnest([start_ts, end_ts]) as t, unnest([1, -1]) as sign)
+            ),
+            near as (
+                select host, gpu, gpu_instance, ts, util
+                from read_parquet('{samples}', hive_partitioning = true, union_by_name = true)
+                where host in (select host from allocs)
+                    and ts >= (select min(start_ts) from allocs) - to_hours($hours + 1)
+                    and ts <= (select max(end_ts) from allocs) + to_hours($hours + 1)
+            ),
+            steps as (
+                select e.h, e.sign * (
+                    avg(s.util) filter (where s.ts >= e.t) - avg(s.util) filter (where s.ts < e.t)
+                ) as step
+                from edges as e join near as s
+                    on s.host = e.host and s.gpu = e.gpu
+                    and s.gpu_instance is not distinct from e.gpu_instance
+                    and s.ts >= e.t - to_seconds($edge) and s.ts < e.t + to_seconds($edge)
+                group by e.host, e.gpu, e.gpu_instance, e.h, e.sign, e.t
+            )
+            select h, count(step), avg((step >= $step)::int - (step <= -$step)::int)
+            from steps where step is not null group by h order by h
+            """,
+            {
+                "edge": FIT_EDGE_S,
+                "n": FIT_ALLOCATIONS,
+                "hours": FIT_MAX_HOURS,
+                "step": FIT_STEP,
+            },
+        ).fetchall()
+    finally:
+        con.close()
+    return [(int(h), int(n), float(net)) for h, n, net in rows]
+
+
+def time_zone_misfit(wh: Warehouse, cluster: str) -> str | None:
+    """One sentence when the GPUs of `cluster`'s allocations tied by whole host or scontrol
+    step up and down clearly more often whole hours off their jobs' recorded starts and ends
+    than at them (`edge_fit`), as when the scheduler's times are read in the wrong zone; else
+    None."""
+    fit = {h: (n, net) for h, n, net in edge_fit(wh, cluster) if n >= FIT_MIN_EDGES}
+    if not fit:
+        return None
+    best = max(fit, key=lambda h: fit[h][1])
+    n, net = fit[best]
+    runner_up = max((v for h, (_, v) in fit.items() if h != best), default=0.0)
+    at_zero = fit.get(0, (0, 0.0))[1]
+    if best == 0 or net < max(FIT_MIN_NET, FIT_RATIO * runner_up, runner_up + FIT_MARGIN):
+        return None
+    h, side, advice = _zone_advice(best)
+    return (
+        f"cluster '{cluster}': the GPUs of jobs tied by whole host or scontrol get busy and "
+        f"idle where the jobs start and end {h} h {side} their recorded times (of {n:,} "
+        f"sampled starts and ends, net {net:.0%} step that way there, {at_zero:.0%} at the "
+        f"recorded times), {advice}"
     )
 
 
 def problems(wh: Warehouse, cluster: str) -> list[str]:
-    """Every sentence `why_no_gpu_time` and `time_zone_shift` have to say about `cluster`."""
-    found = (why_no_gpu_time(wh, cluster), time_zone_shift(wh, cluster))
+    """Every sentence `why_no_gpu_time`, `time_zone_shift` and (when that says nothing)
+    `time_zone_misfit` have to say about `cluster`."""
+    found = [why_no_gpu_time(wh, cluster), time_zone_shift(wh, cluster)]
+    if found[1] is None:
+        found[1] = time_zone_misfit(wh, cluster)
     return [p for p in found if p is not None]

@@ -7,6 +7,7 @@ import polars as pl
 import streamlit as st
 
 from gpuwaste import columns
+from gpuwaste.analyses.caveats import fair_share_not_judged, fair_share_unjudged
 from gpuwaste.dashboard import charts, data, widgets
 from gpuwaste.dashboard.failures import failures_section
 
@@ -51,12 +52,8 @@ if shown.height:
         help="Starts of a job while an earlier-submitted one, which the GPUs it took would have "
         "fitted, waited (not for fair-share), as a share of all starts (Philly §3.1: 38.1 %).",
     )
-    if not shown["fair_share_judged"].all():
-        st.info(
-            "Fair-share is not judged for every VC here: VC quotas are not configured for all "
-            "of them (`[clusters.vc_quotas]`, GPUs per VC; the Philly trace has none).",
-            icon=":material/info:",
-        )
+    if fair_share_unjudged(shown).height:
+        st.info(fair_share_not_judged(), icon=":material/info:")
     sized = shown.filter(pl.col("size_class") != "all")
     widgets.plot(
         charts.bars(sized, "size_class", "wait_pct", "cause",
