@@ -10,7 +10,8 @@
 -- The one cut of waiting stretches into pieces of one cause, read by queue_causes.sql (the
 -- causes, the out-of-order starts) and queue_idle_overlap.sql (which pieces idle GPUs kept
 -- waiting): the analyses make it the temp view `queue_wait_pieces` before they run
--- (`Analysis.staging` in gpuwaste/analyses/registry.py).
+-- (`Analysis.staging` in gpuwaste/analyses/registry.py); `gpuwaste analyze` makes it once, a
+-- temp table that both read (`registry.SHARED_STAGING`).
 -- Capacity: a host has the GPUs seen on it, in telemetry or in allocations (a MIG GPU is one
 -- GPU; a MIG allocation occupies its slice's share of it, job_gpu_usage.gpu_weight).
 -- A stretch is cut at every change of occupancy into sub-stretches, each classified in this
