@@ -73,10 +73,21 @@ class Analysis:
         `cluster`, the thresholds set). The labels of its roll-up rows are set here, from
         the one definition in warehouse/results.py. A staging relation already on `con` (a
         run's shared one, `make_shared_staging`) is read as it is."""
-        set_variables(con, ROLLUP_LABELS)
+        prepare(con)
         for name in self.staging:
             run(con, f"create temp view if not exists {name} as {load_sql(f'staging/{name}')}")
         return read_frame(con, load_sql(self.sql_file))
+
+
+def prepare(con: duckdb.DuckDBPyConnection) -> None:
+    """What every analysis's SQL runs with: the labels of roll-up rows, and no ASOF join
+    planned as a nested loop. DuckDB plans an ASOF join whose left side it estimates at
+    `asof_loop_join_threshold` rows or fewer (64) as a loop over both sides; the left sides of
+    the queue analyses' ASOF joins come out of joins and filters it estimates far too low (57
+    rows for 60,847 in queue_idle_overlap's `idle_before` over the run's temp table of pieces:
+    13 M pairs looped), and their right sides are small."""
+    set_variables(con, ROLLUP_LABELS)
+    run(con, "set asof_loop_join_threshold = 0")
 
 
 def _summary(
@@ -516,6 +527,7 @@ def make_shared_staging(con: duckdb.DuckDBPyConnection, analysis: str) -> None:
     (over the variables set on `con`: one cluster's)."""
     for name, readers in SHARED_STAGING.items():
         if readers[0] == analysis:
+            prepare(con)
             run(con, f"create or replace temp table {name} as {load_sql(f'staging/{name}')}")
 
 
