@@ -192,9 +192,10 @@ idle_before as (
     asof left join holder_segments as e on e.h = x.h and e.ts <= x.ts
 ),
 
--- the holder's idle GPU-seconds in each span: the difference of its integral at the two ends
--- (a span of no candidate holder: none, and least(0, ...) adds nothing to a bound)
-span_idle as (
+-- the holder's idle GPU-seconds in each span: the difference of its integral at the two ends;
+-- a span where it had none (0: least(0, ...) adds nothing to a bound) is left out after the
+-- joins (materialized: as a join condition DuckDB joins the two ends on the holder alone)
+span_idle as materialized (
     select c.s, c.h, e1.before_s - e0.before_s as idle_s
     from span_holders as c
     join idle_before as e0 on e0.h = c.h and e0.ts = c.x0
@@ -210,7 +211,7 @@ bounded as (
     join spans as s using (x0, x1)
     join span_idle as i using (s)
     join holders as o using (h)
-    where p.every_vc or p.vc_only = o.holder_vc
+    where i.idle_s <> 0 and (p.every_vc or p.vc_only = o.holder_vc)
     group by p.w, i.h
 ),
 
