@@ -22,8 +22,10 @@ from gpuwaste.analyses.registry import (
     ANALYSES,
     CLUSTER_ROW_TABLES,
     PER_JOB_TABLES,
+    SHARED_STAGING,
     SUMMARY_TABLES,
     Analysis,
+    shared_staging,
     summary_order,
 )
 from gpuwaste.analyses.report import REPORTS, TITLES
@@ -71,6 +73,22 @@ def test_summaries_run_after_the_summaries_they_read() -> None:
     reads none keeps its declared place among the ready ones."""
     declared = (_summary("c", "b"), _summary("b", "a", "job_usage"), _summary("a"), _summary("d"))
     assert [a.name for a in summary_order(declared)] == ["a", "d", "b", "c"]
+
+
+def test_a_staging_query_several_analyses_read_is_shared_in_their_run_order() -> None:
+    """Only the staging relations read by more than one analysis are shared, each with its
+    readers in run order (the first makes it, the last drops it); analyze's are the two that
+    docs/architecture.md names."""
+    declared = (
+        Analysis("a", "summary", "a", "", (), "", staging=("x", "y")),
+        Analysis("b", "summary", "b", "", (), "", staging=("z",)),
+        Analysis("c", "summary", "c", "", (), "", staging=("x",)),
+    )
+    assert shared_staging(declared) == {"x": ("a", "c")}
+    assert SHARED_STAGING == {
+        "queue_wait_pieces": ("queue_causes", "queue_idle_overlap"),
+        "allocation_days": ("waste_daily", "energy_daily"),
+    }
 
 
 def test_a_fresh_process_importing_only_the_warehouse_knows_every_result_table() -> None:

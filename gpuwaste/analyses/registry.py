@@ -52,7 +52,8 @@ class Analysis:
     definition: str  # what it computes, in words (docs/definitions.md for the full rule)
     sql: str = ""  # file under gpuwaste/sql/, without .sql (default: analyses/<name>)
     # staging queries its SQL reads by name (gpuwaste/sql/staging/<name>.sql, over its inputs):
-    # made temp views first, so that a definition several summaries share has one home
+    # made temp views first, so that a definition several summaries share has one home (a run
+    # computes one that several of its analyses read once: `SHARED_STAGING`)
     staging: tuple[str, ...] = ()
     # which jobs its `jobs` column counts, where its table has one: tables count different jobs
     # (those that held a GPU, that started, ...), so `gpuwaste report` says it under the table
@@ -73,11 +74,23 @@ class Analysis:
     def compute(self, con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         """Its SQL over `con` (a summary: over the result tables of the cluster in the variable
         `cluster`, the thresholds set). The labels of its roll-up rows are set here, from
-        the one definition in warehouse/results.py."""
-        set_variables(con, ROLLUP_LABELS)
+        the one definition in warehouse/results.py. A staging relation already on `con` (a
+        run's shared one, `make_shared_staging`) is read as it is."""
+        prepare(con)
         for name in self.staging:
-            run(con, f"create or replace temp view {name} as {load_sql(f'staging/{name}')}")
+            run(con, f"create temp view if not exists {name} as {load_sql(f'staging/{name}')}")
         return read_frame(con, load_sql(self.sql_file))
+
+
+def prepare(con: duckdb.DuckDBPyConnection) -> None:
+    """What every analysis's SQL runs with: the labels of roll-up rows, and no ASOF join
+    planned as a nested loop. DuckDB plans an ASOF join whose left side it estimates at
+    `asof_loop_join_threshold` rows or fewer (64) as a loop over both sides; the left sides of
+    the queue analyses' ASOF joins come out of joins and filters it estimates far too low (57
+    rows for 60,847 in queue_idle_overlap's `idle_before` over the run's temp table of pieces:
+    13 M pairs looped), and their right sides are small."""
+    set_variables(con, ROLLUP_LABELS)
+    run(con, "set asof_loop_join_threshold = 0")
 
 
 def _summary(
@@ -510,14 +523,50 @@ CLUSTER_ROW_TABLES: tuple[str, ...] = tuple(a.name for a in ANALYSES if a.kind =
 AFTER_PER_JOB: tuple[Analysis, ...] = summary_order(kinds=("summary", "cluster_rows"))
 
 
+def shared_staging(order: tuple[Analysis, ...]) -> dict[str, tuple[str, ...]]:
+    """The staging relations that more than one analysis of `order` reads, each with its
+    readers in that order."""
+    readers: dict[str, list[str]] = {}
+    for a in order:
+        for name in a.staging:
+            readers.setdefault(name, []).append(a.name)
+    return {name: tuple(r) for name, r in readers.items() if len(r) > 1}
+
+
+# Those of `gpuwaste analyze`: computed once per cluster, as a temp table of the run's
+# connection, before the first of its readers (its time counted in that one's) and dropped after
+# the last; a view would be computed again by every reader.
+SHARED_STAGING: dict[str, tuple[str, ...]] = shared_staging(AFTER_PER_JOB)
+
+
+def make_shared_staging(con: duckdb.DuckDBPyConnection, analysis: str) -> None:
+    """Before `analysis` runs: the shared staging relations it reads first, made temp tables
+    (over the variables set on `con`: one cluster's)."""
+    for name, readers in SHARED_STAGING.items():
+        if readers[0] == analysis:
+            prepare(con)
+            run(con, f"create or replace temp table {name} as {load_sql(f'staging/{name}')}")
+
+
+def drop_shared_staging(con: duckdb.DuckDBPyConnection, analysis: str) -> None:
+    """After `analysis` ran: the shared staging relations it was the last to read, dropped."""
+    for name, readers in SHARED_STAGING.items():
+        if readers[-1] == analysis:
+            run(con, f"drop table if exists {name}")
+
+
 __all__ = [
     "AFTER_PER_JOB",
     "ANALYSES",
     "BY_NAME",
     "CLUSTER_ROW_TABLES",
     "PER_JOB_TABLES",
+    "SHARED_STAGING",
     "SUMMARY_TABLES",
     "Analysis",
+    "drop_shared_staging",
+    "make_shared_staging",
     "per_job",
+    "shared_staging",
     "summary_order",
 ]

@@ -47,7 +47,11 @@ from gpuwaste.analyses.plan import (
     Since,
     make_plan,
 )
-from gpuwaste.analyses.registry import AFTER_PER_JOB
+from gpuwaste.analyses.registry import (
+    AFTER_PER_JOB,
+    drop_shared_staging,
+    make_shared_staging,
+)
 from gpuwaste.analyses.sqlfiles import (
     device_variables,
     failure_variables,
@@ -332,7 +336,9 @@ def analyze_cluster(
                 )
                 for name, compute in SUMMARIES.items():
                     cpu_start = time.process_time()
+                    make_shared_staging(con, name)
                     rows = stable(compute(con))
+                    drop_shared_staging(con, name)
                     run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, rows)
                     if name in READ_BY_SUMMARIES:
                         # the catalog's view was made before this run wrote the table: the

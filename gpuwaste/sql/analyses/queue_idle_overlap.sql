@@ -163,32 +163,57 @@ pairs as (
     where idle_gpu_s > 0
 ),
 
--- each pair's pieces that the holder counts in
-pair_pieces as materialized (
-    select c.w, c.h, p.gpu_s, p.x0, p.x1
-    from pairs as c
-    join holders as o using (h)
-    join wait_pieces as p on p.w = c.w and (p.every_vc or p.vc_only = o.holder_vc)
+-- the pieces' spans (the pieces of many stretches of one class share one, cut at the same
+-- changes of occupancy), numbered, and the holders with idle GPUs in some UTC hour of each
+-- (candidates, as for the stretches): a holder's idle GPU-seconds in a piece are looked up once
+-- per span, not once per stretch x holder x piece
+spans as (
+    select row_number() over (order by x0, x1) as s, x0, x1
+    from (select distinct x0, x1 from wait_pieces)
 ),
 
--- a holder's idle GPU-seconds before each end of a piece: looked up once per holder and
--- moment, as the stretches' pieces share their ends (the changes of occupancy)
+span_holders as (
+    select distinct s.s, s.x0, s.x1, h.h
+    from (
+        select
+            s, x0, x1,
+            unnest(range(epoch(x0)::bigint // 3600, epoch(x1)::bigint // 3600 + 1)) as hour
+        from spans
+    ) as s
+    join holder_hours as h using (hour)
+),
+
+-- a holder's idle GPU-seconds before each end of a span: looked up once per holder and moment,
+-- as the spans share their ends (the changes of occupancy)
 idle_before as (
     select
         x.h, x.ts,
         coalesce(e.before_s + e.gpus * epoch(x.ts - e.ts), 0) as before_s
-    from (select h, x0 as ts from pair_pieces union select h, x1 from pair_pieces) as x
+    from (select h, x0 as ts from span_holders union select h, x1 from span_holders) as x
     asof left join holder_segments as e on e.h = x.h and e.ts <= x.ts
 ),
 
--- each pair's bound: the sum over the pieces the holder counts in of least(its idle
--- GPU-seconds there, the job's GPUs x the piece's seconds)
-bounded as (
-    select c.w, c.h, sum(least(e1.before_s - e0.before_s, c.gpu_s)) as bound_gpu_s
-    from pair_pieces as c
+-- the holder's idle GPU-seconds in each span: the difference of its integral at the two ends;
+-- a span where it had none (0: least(0, ...) adds nothing to a bound) is left out after the
+-- joins (materialized: as a join condition DuckDB joins the two ends on the holder alone)
+span_idle as materialized (
+    select c.s, c.h, e1.before_s - e0.before_s as idle_s
+    from span_holders as c
     join idle_before as e0 on e0.h = c.h and e0.ts = c.x0
     join idle_before as e1 on e1.h = c.h and e1.ts = c.x1
-    group by c.w, c.h
+),
+
+-- each pair's bound: the sum over the pieces the holder counts in of least(its idle
+-- GPU-seconds there, the job's GPUs x the piece's seconds); a pair that is not in `pairs` (no
+-- idle GPU-seconds in the whole stretch) is dropped where the bound is joined to the pairs
+bounded as (
+    select p.w, i.h, sum(least(i.idle_s, p.gpu_s)) as bound_gpu_s
+    from wait_pieces as p
+    join spans as s using (x0, x1)
+    join span_idle as i using (s)
+    join holders as o using (h)
+    where i.idle_s <> 0 and (p.every_vc or p.vc_only = o.holder_vc)
+    group by p.w, i.h
 ),
 
 -- the GPUs waited for in counted pieces, from each change on, per demand d: d = 0 for a holder
