@@ -171,12 +171,16 @@ def fetch(fn: Callable[..., pl.DataFrame], *args: Any) -> pl.DataFrame:
 
 def overview(f: Filters) -> dict[str, pl.DataFrame]:
     """The Overview's frames for view `f` (its page draws them; `warm` fetches them ahead).
-    `per_job` (the jobs' own GPU rows: the energy, the idle held and empty hours) and `waited`
-    (widgets.waited_behind_idle's figure) serve the Waste tables too."""
-    per_job = bool(f.user or f.sizes or f.states)  # waste_daily cannot narrow to these
+    Without a user, size or state filter the totals and the energy come from the daily summaries
+    (waste_daily, energy_daily: a few rows per day); with one, from the GPU rows of the jobs in
+    view (queries.job_gpu_hours, every GPU row of every job: the heaviest query of the page on
+    1 M jobs, bench/RESULTS.md "Dashboard on 1 M jobs"), which the daily summaries cannot narrow
+    to. `waited` is widgets.waited_behind_idle's figure."""
+    per_job = bool(f.user or f.sizes or f.states)
+    totals = fetch(queries.job_gpu_hours if per_job else queries.gpu_hours, f)
     return {
-        "totals": fetch(queries.job_gpu_hours if per_job else queries.gpu_hours, f),
-        "per_job": fetch(queries.job_gpu_hours, f),
+        "totals": totals,
+        "energy": totals if per_job else fetch(queries.energy_totals, f),
         "counts": fetch(queries.job_counts, f),
         "daily": fetch(queries.gpu_hours_daily, f),
         "users": fetch(queries.top_users, f),
@@ -205,9 +209,10 @@ def queue(f: Filters, reason: str | None = None) -> dict[str, pl.DataFrame]:
 def warm() -> None:
     """Open the warehouse's connection and fill the caches of the pages a visitor opens first:
     the status, the sidebar's filter options, the freshness, then the Overview and the Queue and
-    failures page of the default view (the first cluster, no other filter), their heaviest
-    queries over every job (bench/RESULTS.md, "Dashboard on 1 M jobs"). Called by the server
-    once it runs, so that the first visitor after a start does not wait for them."""
+    failures page of the default view (the first cluster, no other filter), in the order the
+    Overview's page asks for them: the first visit after a start, the Overview's mostly, waits
+    for no other page's work (bench/RESULTS.md, "Dashboard on 1 M jobs"). Called by the server
+    once it runs, so that the first visitor after a start does not run them itself."""
     if not current_status().ok:
         return
     connection().close()
