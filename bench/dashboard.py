@@ -31,6 +31,7 @@ Prints markdown tables for bench/RESULTS.md. Median of --repeat runs for step 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -197,46 +198,68 @@ def timed_server(
         yield Server(url, pid[0], timing)
 
 
-# The floor: what Streamlit itself costs a new tab, a page with a heading and a line of text
-# served by the dashboard's own server (its options, its imports; no warehouse, so no warm-up)
-TRIVIAL = "Trivial page"
-TRIVIAL_APP = f"import streamlit as st\n\nst.title({TRIVIAL!r})\nst.write('One line of text.')\n"
+# The floor: what Streamlit itself costs a new tab, pages served by the dashboard's own server (its
+# options, its imports; no warehouse, so no warm-up): a heading and a line of text; the same with
+# one small Vega-Lite chart and one table (Streamlit loads its chart and table code on first use)
+FLOORS: dict[str, tuple[str, Drawn]] = {
+    "a heading": ("st.title('a heading')\nst.write('One line of text.')\n", Drawn()),
+    "a heading, a chart and a table": (
+        "st.title('a heading, a chart and a table')\n"
+        "rows = [{'x': c, 'y': v} for c, v in zip('abcdef', [1, 3, 2, 5, 4, 6])]\n"
+        "st.vega_lite_chart({'title': 'Floor', 'data': {'values': rows}, 'mark': 'bar',\n"
+        "    'encoding': {'x': {'field': 'x', 'type': 'nominal'},\n"
+        "                 'y': {'field': 'y', 'type': 'quantitative'}}}, alt='Floor')\n"
+        "st.dataframe(rows)\n",
+        Drawn(charts=["Floor"], tables=1),
+    ),
+}
 
 
 def bench_floor(
     data_dir: Path, job_id: str, pages: list[Page], drawn: dict[str, Drawn], repeat: int
 ) -> dict[str, list[Visit]]:
-    """New tabs of one browser, alternated: the trivial page (TRIVIAL_APP) and each page of
-    `pages` on a running dashboard (its warm-up done, the page visited once before: its queries
-    cached), `repeat` rounds. What a new tab costs beyond Streamlit's own, and beyond a switch."""
+    """New tabs of one browser, alternated: each of FLOORS and each page of `pages` on a running
+    dashboard (its warm-up done, the page visited once before: its queries cached), `repeat`
+    rounds. What a new tab of a page costs beyond Streamlit's own."""
     from harness.browser import browser_page
 
     folder = Path(tempfile.mkdtemp(prefix="gpuwaste-bench-floor-"))
-    (folder / "trivial").mkdir()
-    app = folder / "trivial" / "trivial.py"
-    app.write_text(TRIVIAL_APP)
-    out: dict[str, list[Visit]] = {TRIVIAL: [], **{p.url_path: [] for p in pages}}
+    out: dict[str, list[Visit]] = {
+        **{name: [] for name in FLOORS},
+        **{p.url_path: [] for p in pages},
+    }
     try:
-        with (
-            timed_server(folder / "no-warehouse", folder / "trivial", app=app) as trivial,
-            timed_server(data_dir, folder) as server,
-            browser_page() as first,
-        ):
+        with contextlib.ExitStack() as stack:
+            servers = {}
+            for i, (name, (body, _)) in enumerate(FLOORS.items()):
+                (folder / str(i)).mkdir()
+                app = folder / str(i) / "floor.py"
+                app.write_text(f"import streamlit as st\n\n{body}")
+                servers[name] = stack.enter_context(
+                    timed_server(folder / "no-warehouse", folder / str(i), app=app)
+                )
+            server = stack.enter_context(timed_server(data_dir, folder))
+            first = stack.enter_context(browser_page())
             server.wait_warm()
-            visit(trivial, first, "", TRIVIAL, Drawn())  # the browser caches each one's files
-            for p in pages:
-                tab = first.context.new_page()
-                visit(server, tab, url_of(p, job_id), p.title, drawn[p.url_path])
-                tab.close()
-            for _ in range(repeat):
-                tab = first.context.new_page()
-                out[TRIVIAL].append(visit(trivial, tab, "", TRIVIAL, Drawn(), metrics=True))
-                tab.close()
+
+            def tabs(metrics: bool) -> None:
+                for name, (_, seen) in FLOORS.items():
+                    tab = first.context.new_page()
+                    v = visit(servers[name], tab, "", name, seen, metrics=metrics)
+                    if metrics:
+                        out[name].append(v)
+                    tab.close()
                 for p in pages:
                     tab = first.context.new_page()
-                    out[p.url_path].append(visit(server, tab, url_of(p, job_id), p.title,
-                                                 drawn[p.url_path], metrics=True))  # fmt: skip
+                    v = visit(server, tab, url_of(p, job_id), p.title, drawn[p.url_path],
+                              metrics=metrics)  # fmt: skip
+                    if metrics:
+                        out[p.url_path].append(v)
                     tab.close()
+
+            tabs(metrics=False)  # the browser caches each one's files, the pages' queries run
+            for _ in range(repeat):
+                tabs(metrics=True)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return out
@@ -415,7 +438,7 @@ def main() -> None:
                   "seconds\n")  # fmt: skip
             print("| page | new tab | Chrome task / script |\n| --- | --- | --- |")
             for key, visits in floor.items():
-                title = key if key == TRIVIAL else BY_PATH[key].title
+                title = key if key in FLOORS else BY_PATH[key].title
                 med = {a: statistics.median(float(getattr(v, a) or 0) for v in visits)
                        for a in ("wall_s", "server_cpu_s", "task_s", "script_s")}  # fmt: skip
                 print(
