@@ -209,10 +209,10 @@ def queue(f: Filters, reason: str | None = None) -> dict[str, pl.DataFrame]:
 def warm() -> None:
     """Open the warehouse's connection and fill the caches of the pages a visitor opens first:
     the status, the sidebar's filter options, the freshness, then the Overview and the Queue and
-    failures page of the default view (the first cluster, no other filter), in the order the
-    Overview's page asks for them: the first visit after a start, the Overview's mostly, waits
-    for no other page's work (bench/RESULTS.md, "Dashboard on 1 M jobs"). Called by the server
-    once it runs, so that the first visitor after a start does not run them itself."""
+    failures page of the default view (the first cluster, no other filter), the Overview's in
+    the order its page asks for them: a first visitor after a start, who lands on the Overview,
+    waits for no other page's work (bench/RESULTS.md, "Dashboard on 1 M jobs"). Called by the
+    server once it runs, so that the first visitor after a start does not run them itself."""
     if not current_status().ok:
         return
     connection().close()
