@@ -54,3 +54,28 @@ def test_after_the_warm_up_the_warmed_pages_run_no_query(
         assert ran == []
     else:  # the check can fail: a page the warm-up leaves out runs its queries
         assert "job_cdf" in ran
+
+
+def test_the_warm_up_waits_while_a_page_runs(
+    warehouse: Built, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a visitor's page runs, the warm-up runs no query (it would share the CPU with the
+    page for work of other pages); once no page runs, it goes on and warms every page's."""
+    import threading
+
+    monkeypatch.setenv(DATA_DIR_ENV, str(warehouse.data_dir))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    ran: list[str] = []
+    for module in data.QUERY_MODULES.values():
+        for name, fn in list(vars(module).items()):
+            if callable(fn) and getattr(fn, "__module__", None) == module.__name__:
+                monkeypatch.setattr(module, name, _counted(ran, fn))
+    warm = threading.Thread(target=data.warm)
+    with data.PAGE_RUNS.running():
+        warm.start()
+        warm.join(timeout=1.0)
+        assert warm.is_alive() and ran == []
+    warm.join(timeout=120)
+    assert not warm.is_alive()
+    assert {"filter_options", "top_jobs", "failure_attempts"} <= set(ran)

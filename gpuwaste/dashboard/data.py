@@ -11,7 +11,9 @@ result set.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,9 +164,42 @@ def _cached(
         cur.close()
 
 
+class PageRuns:
+    """How many page runs (visitors' scripts) are in progress in this process. The start-up
+    warm-up waits for none before each of its queries, so that a visitor's page does not share
+    the CPU with queries for pages it does not show; a visitor's page runs what it needs itself
+    (or waits for the query the warm-up is running, which Streamlit computes once)."""
+
+    def __init__(self) -> None:
+        self._n = 0
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """Around a page run (app.py)."""
+        with self._changed:
+            self._n += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._n -= 1
+                self._changed.notify_all()
+
+    def wait_for_none(self) -> None:
+        with self._changed:
+            self._changed.wait_for(lambda: self._n == 0)
+
+
+PAGE_RUNS = PageRuns()
+_warming = threading.local()  # `active` in the thread running `warm`
+
+
 def fetch(fn: Callable[..., pl.DataFrame], *args: Any) -> pl.DataFrame:
     """Run `fn(cursor, *args)`, a query of `queries` or `gpuwaste.analyses.reads`, with its
-    result cached until the warehouse changes."""
+    result cached until the warehouse changes. In the warm-up, once no page runs."""
+    if getattr(_warming, "active", False):
+        PAGE_RUNS.wait_for_none()
     root = data_dir()
     return _cached(str(root), _version(str(root)), fn.__module__, fn.__name__, args)
 
@@ -216,13 +251,17 @@ def warm() -> None:
     if not current_status().ok:
         return
     connection().close()
-    clusters = fetch(queries.filter_options)["cluster"].unique(maintain_order=True).to_list()
-    fetch(queries.model_options)
-    cluster_freshness()
-    if clusters:
-        default = Filters(cluster=clusters[0])
-        overview(default)
-        queue(default)
+    _warming.active = True
+    try:
+        clusters = fetch(queries.filter_options)["cluster"].unique(maintain_order=True).to_list()
+        fetch(queries.model_options)
+        cluster_freshness()
+        if clusters:
+            default = Filters(cluster=clusters[0])
+            overview(default)
+            queue(default)
+    finally:
+        _warming.active = False
 
 
 def current_status() -> Status:
