@@ -166,12 +166,14 @@ def _cached(
 
 class PageRuns:
     """How many page runs (visitors' scripts) are in progress in this process. The start-up
-    warm-up waits for none before each of its queries, so that a visitor's page does not share
-    the CPU with queries for pages it does not show; a visitor's page runs what it needs itself
-    (or waits for the query the warm-up is running, which Streamlit computes once)."""
+    warm-up waits for none before each query it runs for pages other than the Overview, so that
+    a visitor's page does not share the CPU with queries for pages it does not show; a visitor's
+    page runs what it needs itself (or waits for the query the warm-up is running, which
+    Streamlit computes once). `waiting`: how many threads wait for none (for tests)."""
 
     def __init__(self) -> None:
         self._n = 0
+        self.waiting = 0
         self._changed = threading.Condition()
 
     @contextmanager
@@ -188,16 +190,21 @@ class PageRuns:
 
     def wait_for_none(self) -> None:
         with self._changed:
-            self._changed.wait_for(lambda: self._n == 0)
+            self.waiting += 1
+            try:
+                self._changed.wait_for(lambda: self._n == 0)
+            finally:
+                self.waiting -= 1
 
 
 PAGE_RUNS = PageRuns()
-_warming = threading.local()  # `active` in the thread running `warm`
+_warming = threading.local()  # `active` in the thread running `warm`, past the Overview
 
 
 def fetch(fn: Callable[..., pl.DataFrame], *args: Any) -> pl.DataFrame:
     """Run `fn(cursor, *args)`, a query of `queries` or `gpuwaste.analyses.reads`, with its
-    result cached until the warehouse changes. In the warm-up, once no page runs."""
+    result cached until the warehouse changes. In the warm-up past the Overview, once no page
+    runs."""
     if getattr(_warming, "active", False):
         PAGE_RUNS.wait_for_none()
     root = data_dir()
@@ -247,19 +254,24 @@ def warm() -> None:
     failures page of the default view (the first cluster, no other filter), the Overview's in
     the order its page asks for them: a first visitor after a start, who lands on the Overview,
     waits for no other page's work (bench/RESULTS.md, "Dashboard on 1 M jobs"). Called by the
-    server once it runs, so that the first visitor after a start does not run them itself."""
+    server once it runs, so that the first visitor after a start does not run them itself. Past
+    the Overview's, each query waits until no page runs (`PAGE_RUNS`): a visitor's page does not
+    share the CPU with work for another page."""
     if not current_status().ok:
         return
     connection().close()
+    clusters = fetch(queries.filter_options)["cluster"].unique(maintain_order=True).to_list()
+    fetch(queries.model_options)
+    cluster_freshness()
+    if not clusters:
+        return
+    default = Filters(cluster=clusters[0])
+    # The Overview's own, whoever visits: a visitor of the Overview waits for the query running
+    # here and finds the next ones cached (the two threads' work overlaps the page's own)
+    overview(default)
     _warming.active = True
     try:
-        clusters = fetch(queries.filter_options)["cluster"].unique(maintain_order=True).to_list()
-        fetch(queries.model_options)
-        cluster_freshness()
-        if clusters:
-            default = Filters(cluster=clusters[0])
-            overview(default)
-            queue(default)
+        queue(default)
     finally:
         _warming.active = False
 
