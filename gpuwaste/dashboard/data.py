@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -165,15 +166,19 @@ def _cached(
 
 
 class PageRuns:
-    """How many page runs (visitors' scripts) are in progress in this process. The start-up
-    warm-up waits for none before each query it runs for pages other than the Overview, so that
-    a visitor's page does not share the CPU with queries for pages it does not show; a visitor's
-    page runs what it needs itself (or waits for the query the warm-up is running, which
-    Streamlit computes once). `waiting`: how many threads wait for none (for tests)."""
+    """How many page runs (visitors' scripts) are in progress in this process, and when the last
+    one ended. The start-up warm-up waits, before each query it runs for pages other than the
+    Overview, until none has run for `quiet_s` (the browser draws a page for a second or two
+    after its run ends: bench/RESULTS.md, "Dashboard on 1 M jobs"), so that a visitor's page
+    does not share the CPU with queries for pages it does not show; a visitor's page runs what
+    it needs itself (or waits for the query the warm-up is running, which Streamlit computes
+    once). `waiting`: how many threads wait (for tests)."""
 
-    def __init__(self) -> None:
-        self._n = 0
+    def __init__(self, quiet_s: float = 2.0) -> None:
+        self.quiet_s = quiet_s
         self.waiting = 0
+        self._n = 0
+        self._ended = float("-inf")  # time.monotonic() when the last run ended
         self._changed = threading.Condition()
 
     @contextmanager
@@ -186,13 +191,18 @@ class PageRuns:
         finally:
             with self._changed:
                 self._n -= 1
+                self._ended = time.monotonic()
                 self._changed.notify_all()
 
-    def wait_for_none(self) -> None:
+    def wait_for_quiet(self) -> None:
         with self._changed:
             self.waiting += 1
             try:
-                self._changed.wait_for(lambda: self._n == 0)
+                while True:
+                    left = self._ended + self.quiet_s - time.monotonic()
+                    if self._n == 0 and left <= 0:
+                        return
+                    self._changed.wait(timeout=None if self._n else left)
             finally:
                 self.waiting -= 1
 
@@ -204,9 +214,9 @@ _warming = threading.local()  # `active` in the thread running `warm`, past the 
 def fetch(fn: Callable[..., pl.DataFrame], *args: Any) -> pl.DataFrame:
     """Run `fn(cursor, *args)`, a query of `queries` or `gpuwaste.analyses.reads`, with its
     result cached until the warehouse changes. In the warm-up past the Overview, once no page
-    runs."""
+    has run for a while (`PAGE_RUNS`)."""
     if getattr(_warming, "active", False):
-        PAGE_RUNS.wait_for_none()
+        PAGE_RUNS.wait_for_quiet()
     root = data_dir()
     return _cached(str(root), _version(str(root)), fn.__module__, fn.__name__, args)
 
@@ -255,8 +265,8 @@ def warm() -> None:
     the order its page asks for them: a first visitor after a start, who lands on the Overview,
     waits for no other page's work (bench/RESULTS.md, "Dashboard on 1 M jobs"). Called by the
     server once it runs, so that the first visitor after a start does not run them itself. Past
-    the Overview's, each query waits until no page runs (`PAGE_RUNS`): a visitor's page does not
-    share the CPU with work for another page."""
+    the Overview's, each query waits until no page has run for a while (`PAGE_RUNS`): a
+    visitor's page does not share the CPU with work for another page."""
     if not current_status().ok:
         return
     connection().close()
