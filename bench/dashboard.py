@@ -2,7 +2,7 @@
 first visit after a server start included?
 
     .venv/bin/python bench/dashboard.py [--jobs 1000000] [--data-dir D] [--keep] [--no-browser]
-        [--browser-only] [--pages overview,queue]
+        [--browser-only] [--pages overview,queue] [--floor 5]
 
 1. writes a synthetic result warehouse of that many jobs (bench/harness/result_warehouse.py:
    every result table the pages read, ~3 GPUs per job, idle slots and phases for every GPU, the
@@ -21,6 +21,9 @@ first visit after a server start included?
    Beside each time: the server's CPU seconds during the visit (its process group's), which a
    loaded machine inflates far less than the wall time, and for the first visits the browser
    tab's main-thread task and script seconds (Chrome's Performance metrics through CDP).
+4. the floor (--floor rounds): new tabs of one browser, alternated, of a trivial page (a heading
+   and a line of text) served by the dashboard's own server and of each page on a running
+   dashboard whose queries are cached: what a new tab costs that Streamlit itself does not.
 
 Prints markdown tables for bench/RESULTS.md. Median of --repeat runs for step 2.
 """
@@ -28,6 +31,7 @@ Prints markdown tables for bench/RESULTS.md. Median of --repeat runs for step 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -182,15 +186,83 @@ class Server:
 
 
 @contextmanager
-def timed_server(data_dir: Path, folder: Path, port: int | None = None) -> Iterator[Server]:
+def timed_server(
+    data_dir: Path, folder: Path, port: int | None = None, app: Path | None = None
+) -> Iterator[Server]:
     from harness.browser import dashboard_server
 
     timing = Path(tempfile.mkstemp(dir=folder, suffix=".jsonl")[1])
     pid: list[int] = []
-    with dashboard_server(
-        data_dir, folder / "dashboard.log", port=port, timing_log=timing, pid=pid, timeout_s=120
-    ) as url:
+    with dashboard_server(data_dir, folder / "dashboard.log", port=port, timing_log=timing,
+                          pid=pid, timeout_s=120, app=app) as url:  # fmt: skip
         yield Server(url, pid[0], timing)
+
+
+# The floor: what Streamlit itself costs a new tab, pages served by the dashboard's own server (its
+# options, its imports; no warehouse, so no warm-up): a heading and a line of text; the same with
+# one small Vega-Lite chart and one table (Streamlit loads its chart and table code on first use)
+FLOORS: dict[str, tuple[str, Drawn]] = {
+    "a heading": ("st.title('a heading')\nst.write('One line of text.')\n", Drawn()),
+    "a heading, a chart and a table": (
+        "st.title('a heading, a chart and a table')\n"
+        "rows = [{'x': c, 'y': v} for c, v in zip('abcdef', [1, 3, 2, 5, 4, 6])]\n"
+        "st.vega_lite_chart({'title': 'Floor', 'data': {'values': rows}, 'mark': 'bar',\n"
+        "    'encoding': {'x': {'field': 'x', 'type': 'nominal'},\n"
+        "                 'y': {'field': 'y', 'type': 'quantitative'}}}, alt='Floor')\n"
+        "st.dataframe(rows)\n",
+        Drawn(charts=["Floor"], tables=1),
+    ),
+}
+
+
+def bench_floor(
+    data_dir: Path, job_id: str, pages: list[Page], drawn: dict[str, Drawn], repeat: int
+) -> dict[str, list[Visit]]:
+    """New tabs of one browser, alternated: each of FLOORS and each page of `pages` on a running
+    dashboard (its warm-up done, the page visited once before: its queries cached), `repeat`
+    rounds. What a new tab of a page costs beyond Streamlit's own."""
+    from harness.browser import browser_page
+
+    folder = Path(tempfile.mkdtemp(prefix="gpuwaste-bench-floor-"))
+    out: dict[str, list[Visit]] = {
+        **{name: [] for name in FLOORS},
+        **{p.url_path: [] for p in pages},
+    }
+    try:
+        with contextlib.ExitStack() as stack:
+            servers = {}
+            for i, (name, (body, _)) in enumerate(FLOORS.items()):
+                (folder / str(i)).mkdir()
+                app = folder / str(i) / "floor.py"
+                app.write_text(f"import streamlit as st\n\n{body}")
+                servers[name] = stack.enter_context(
+                    timed_server(folder / "no-warehouse", folder / str(i), app=app)
+                )
+            server = stack.enter_context(timed_server(data_dir, folder))
+            first = stack.enter_context(browser_page())
+            server.wait_warm()
+
+            def tabs(metrics: bool) -> None:
+                for name, (_, seen) in FLOORS.items():
+                    tab = first.context.new_page()
+                    v = visit(servers[name], tab, "", name, seen, metrics=metrics)
+                    if metrics:
+                        out[name].append(v)
+                    tab.close()
+                for p in pages:
+                    tab = first.context.new_page()
+                    v = visit(server, tab, url_of(p, job_id), p.title, drawn[p.url_path],
+                              metrics=metrics)  # fmt: skip
+                    if metrics:
+                        out[p.url_path].append(v)
+                    tab.close()
+
+            tabs(metrics=False)  # the browser caches each one's files, the pages' queries run
+            for _ in range(repeat):
+                tabs(metrics=True)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return out
 
 
 def visit(server: Server, page: Any, path: str, heading: str, drawn: Drawn,
@@ -300,6 +372,8 @@ def main() -> None:
         "--browser-only", action="store_true", help="run each page script once, untimed"
     )
     ap.add_argument("--pages", default="", help="url paths, comma-separated (default: every page)")
+    ap.add_argument("--floor", type=int, default=5,
+                    help="rounds of new tabs, a trivial page's and each page's (0: none)")  # fmt: skip
     args = ap.parse_args()
     pages = [BY_PATH[x] for x in args.pages.split(",") if x] or list(PAGES)
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="gpuwaste-bench-")) / "data"
@@ -331,6 +405,9 @@ def main() -> None:
             print(f"  {p.title} draws {drawn[p.url_path]}", flush=True)
         warm = warm_up_s(data_dir) if not args.no_browser else None
         br = {} if args.no_browser else bench_browser(data_dir, job_id, pages, drawn)
+        floor = {}
+        if args.floor and not args.no_browser:
+            floor = bench_floor(data_dir, job_id, pages, drawn, args.floor)
         print(f"\n{n:,} jobs; seconds; median of {args.repeat} for the page script")
         print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         if warm:
@@ -355,6 +432,19 @@ def main() -> None:
                     for v in br[p.url_path][:3]
                 )
                 print(f"| {p.title} | {cells} |")
+        if floor:
+            print(f"\nNew tabs of one browser on running servers, alternated, median of "
+                  f"{args.floor}: wall seconds (server CPU), the tab's main-thread task / script "
+                  "seconds\n")  # fmt: skip
+            print("| page | new tab | Chrome task / script |\n| --- | --- | --- |")
+            for key, visits in floor.items():
+                title = key if key in FLOORS else BY_PATH[key].title
+                med = {a: statistics.median(float(getattr(v, a) or 0) for v in visits)
+                       for a in ("wall_s", "server_cpu_s", "task_s", "script_s")}  # fmt: skip
+                print(
+                    f"| {title} | {med['wall_s']:.2f} ({med['server_cpu_s']:.2f}) | "
+                    f"{med['task_s']:.2f} / {med['script_s']:.2f} |"
+                )
     finally:
         if not args.keep and args.data_dir is None:
             shutil.rmtree(data_dir.parent, ignore_errors=True)

@@ -550,7 +550,8 @@ def test_every_page_on_the_demo_warehouse(demo: Path, monkeypatch: pytest.Monkey
 def test_totals_of_the_jobs_in_view_equal_waste_daily(demo: Path) -> None:
     """With a user, size or state filter the Overview sums the jobs' GPU rows itself
     (queries.job_gpu_hours); over the same cluster, VCs and days that equals analyze's
-    waste_daily, column for column."""
+    waste_daily, column for column, and its energy equals energy_daily's (what the Overview
+    reads without those filters, queries.energy_totals)."""
     from datetime import date
 
     from gpuwaste.dashboard import queries as q
@@ -560,6 +561,7 @@ def test_totals_of_the_jobs_in_view_equal_waste_daily(demo: Path) -> None:
     try:
         day = con.sql("SELECT min(day) FROM waste_daily WHERE cluster = 'demo'").fetchall()[0][0]
         assert isinstance(day, date)
+        measured = 0
         for f in (
             Filters(cluster="demo"),
             Filters(cluster="demo", vcs=("nlp", "vision")),
@@ -570,7 +572,7 @@ def test_totals_of_the_jobs_in_view_equal_waste_daily(demo: Path) -> None:
             jobs = q.job_gpu_hours(con, f).row(0, named=True)
             assert daily["observed_gpu_h"] > 0
             # idle held / empty and energy (issue 44) are not in waste_daily (energy per day is
-            # energy_daily's)
+            # energy_daily's: compared below)
             per_job_only = {
                 "idle_held_gpu_h",
                 "idle_empty_gpu_h",
@@ -581,6 +583,15 @@ def test_totals_of_the_jobs_in_view_equal_waste_daily(demo: Path) -> None:
             assert set(jobs) - set(daily) == per_job_only, f
             for column in set(jobs) & set(daily):
                 assert jobs[column] == pytest.approx(daily[column], rel=1e-6, abs=1e-6), (f, column)
+            energy = q.energy_totals(con, f).row(0, named=True)
+            assert set(energy) == {"energy_kwh", "lost_energy_kwh"}
+            for column, kwh in energy.items():
+                if jobs[column] is None:  # no GPU in view with a power reading
+                    assert kwh is None, (f, column)
+                else:
+                    measured += 1
+                    assert kwh == pytest.approx(jobs[column], rel=1e-6, abs=1e-9), (f, column)
+        assert measured, "no view of the demo has a power reading: the energy is not compared"
     finally:
         con.close()
 

@@ -105,6 +105,46 @@ def test_period_filter_sums_daily_rows(con: duckdb.DuckDBPyConnection, built: Bu
     assert per_day["day"].to_list() == [f.start + timedelta(days=i) for i in range(3)]
 
 
+def test_energy_of_the_view_from_the_daily_rows(
+    con: duckdb.DuckDBPyConnection, built: Built
+) -> None:
+    """The Overview's kWh without a user, size or state filter (energy_daily summed, as the
+    builder's energy_daily.sql wrote it): each GPU's kWh shared by its overlap with the period,
+    computed here by polars from the GPU rows, the same VCs and models."""
+    gpus = (
+        Warehouse(built.data_dir)
+        .read("job_gpu_usage")
+        .join(
+            built.jobs.select("job_id", "vc", pl.col("gpu_model").alias("job_model")), on="job_id"
+        )
+    )
+    assert gpus["energy_kwh"].sum() > 0
+    for f in (
+        Filters(cluster="demo"),
+        Filters(cluster="demo", vcs=("nlp",), start=date(2026, 10, 2), end=date(2026, 10, 3)),
+        Filters(cluster="demo", models=(built.jobs["gpu_model"][0],), start=date(2026, 10, 5),
+                end=date(2026, 10, 5)),
+    ):  # fmt: skip
+        rows = gpus.filter(pl.col("alloc_s") > 0)
+        if f.vcs:
+            rows = rows.filter(pl.col("vc").is_in(f.vcs))
+        if f.models:
+            rows = rows.filter(pl.col("job_model").is_in(f.models))
+        share = pl.lit(1.0)
+        if f.period_start and f.period_end:
+            lo, hi = pl.lit(f.period_start), pl.lit(f.period_end)
+            overlap = pl.min_horizontal("end_ts", hi) - pl.max_horizontal("start_ts", lo)
+            share = (overlap.dt.total_microseconds().clip(lower_bound=0)
+                     / (pl.col("end_ts") - pl.col("start_ts")).dt.total_microseconds())  # fmt: skip
+        want = rows.select(
+            (share * pl.col(c)).sum().alias(c) for c in ("energy_kwh", "lost_energy_kwh")
+        )
+        got = q.energy_totals(con, f)
+        assert want["energy_kwh"][0] > 0, f
+        for column in ("energy_kwh", "lost_energy_kwh"):
+            assert got[column][0] == pytest.approx(want[column][0], rel=1e-9), (f, column)
+
+
 def test_top_users_rank_by_lost_hours(con: duckdb.DuckDBPyConnection, built: Built) -> None:
     want = (
         built.jobs.group_by("user")

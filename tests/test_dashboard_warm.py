@@ -23,6 +23,13 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Built:
     return build_result_warehouse(tmp_path_factory.mktemp("wh") / "data", n_jobs=300, seed=17)
 
 
+@pytest.fixture(autouse=True)
+def _no_quiet_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm-up waits `quiet_s` after a page run before another page's queries: not here,
+    where the pages are run before or after it on purpose."""
+    monkeypatch.setattr(data.PAGE_RUNS, "quiet_s", 0.0)
+
+
 def _counted(ran: list[str], fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)  # data.fetch finds a query by its module and name
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -54,3 +61,40 @@ def test_after_the_warm_up_the_warmed_pages_run_no_query(
         assert ran == []
     else:  # the check can fail: a page the warm-up leaves out runs its queries
         assert "job_cdf" in ran
+
+
+def test_the_warm_up_waits_while_a_page_runs(
+    warehouse: Built, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a visitor's page runs, the warm-up fills what every page needs and the Overview's
+    (the page a first visitor lands on, which it shares), then runs no query for another page
+    (it would share the CPU with the page running, or with the browser drawing it); once no page
+    has run for `quiet_s`, it warms the rest."""
+    import threading
+    import time
+
+    monkeypatch.setenv(DATA_DIR_ENV, str(warehouse.data_dir))
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    ran: list[str] = []
+    for module in data.QUERY_MODULES.values():
+        for name, fn in list(vars(module).items()):
+            if callable(fn) and getattr(fn, "__module__", None) == module.__name__:
+                monkeypatch.setattr(module, name, _counted(ran, fn))
+    monkeypatch.setattr(data.PAGE_RUNS, "quiet_s", 0.5)
+    warm = threading.Thread(target=data.warm)
+    with data.PAGE_RUNS.running():
+        warm.start()
+        deadline = time.monotonic() + 120
+        while data.PAGE_RUNS.waiting == 0 and warm.is_alive() and time.monotonic() < deadline:
+            warm.join(timeout=0.01)
+        assert warm.is_alive() and data.PAGE_RUNS.waiting == 1
+        assert {"filter_options", "top_jobs", "queue_idle_total"} <= set(ran)
+        assert not {"queue_idle_holders", "failure_attempts"} & set(ran)
+    ended = time.monotonic()
+    warm.join(timeout=0.2)  # within `quiet_s` of the page run's end: still waiting
+    assert warm.is_alive() and not {"queue_idle_holders", "failure_attempts"} & set(ran)
+    warm.join(timeout=120)
+    assert time.monotonic() - ended >= 0.45
+    assert not warm.is_alive()
+    assert {"queue_idle_holders", "failure_attempts"} <= set(ran)

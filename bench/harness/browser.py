@@ -80,11 +80,14 @@ def dashboard_server(
     port: int | None = None,
     timing_log: Path | None = None,
     pid: list[int] | None = None,
+    app: Path | None = None,
 ) -> Iterator[str]:
     """`gpuwaste dashboard --data-dir D --port P` on 127.0.0.1 (P free, or `port`: a server
     restarted on the same address, whose files a browser has cached); yields its base URL.
     `timing_log`: the same server, started directly with its page runs and queries timed into
-    that file (harness/timed_server.py). `pid`: gets the server's process (group) id."""
+    that file (harness/timed_server.py). `pid`: gets the server's process (group) id. `app`
+    (with `timing_log`): the same server running another Streamlit script instead of the
+    dashboard's (a trivial page: what Streamlit itself costs)."""
     from gpuwaste.config import DATA_DIR_ENV
     from gpuwaste.dashboard.cli import streamlit_command
 
@@ -94,12 +97,8 @@ def dashboard_server(
     env = {k: v for k, v in os.environ.items() if k not in ("PORT", DATA_DIR_ENV)}
     if timing_log is not None:
         timed = Path(__file__).with_name("timed_server.py")
-        cmd = [
-            sys.executable,
-            str(timed),
-            str(timing_log),
-            *streamlit_command("127.0.0.1", port)[3:],
-        ]
+        run, script, *options = streamlit_command("127.0.0.1", port)[3:]
+        cmd = [sys.executable, str(timed), str(timing_log), run, str(app or script), *options]
         env[DATA_DIR_ENV] = str(data_dir.resolve())
     url = f"http://127.0.0.1:{port}"
     with open(log, "wb") as out:

@@ -240,6 +240,11 @@ def _job_gpu_usage(rng: np.random.Generator, jobs: pl.DataFrame) -> pl.DataFrame
         pl.lit(40960.0).alias("mem_total_mib"),
         "n_phases",
         "n_stable_phases",
+        # power: 60 W idle, up to 400 W at full utilization; idle and never-used time at 60 W
+        (
+            (alloc - missing) * (60 + 3.4 * pl.when(never).then(0.0).otherwise("util_mean")) / 3.6e6
+        ).alias("energy_kwh"),
+        ((idle + pl.when(never).then(alloc).otherwise(0.0)) * 60 / 3.6e6).alias("lost_energy_kwh"),
     )
 
 
@@ -504,6 +509,8 @@ def _model_summaries(jobs: pl.DataFrame, start: datetime, days: float) -> dict[s
             hours(pl.col("idle_slot_gpu_s")).alias("idle_slot_gpu_h"),
             hours(pl.col("never_used_gpu_s")).alias("never_used_gpu_h"),
             hours(pl.col("gpu_s") * (1 - pl.col("observed_share"))).alias("missing_gpu_h"),
+            hours(pl.col("gpu_s") * pl.col("observed_share")).alias("observed_gpu_h"),
+            hours(pl.col("gpu_s") * pl.col("observed_share") * pl.col("util_mean") / 100).alias("util_gpu_h"),
             hours(pl.col("gpu_s").filter(pl.col("is_debug"))).alias("debug_gpu_h"),
             hours(pl.col("gpu_s").filter(pl.col("state") == "unsuccessful")).alias("failed_gpu_h"),
             hours(pl.col("gpu_s").filter(pl.col("state") == "killed")).alias("killed_gpu_h"),
@@ -620,6 +627,21 @@ def _rolled_up(sql: str, table: str, rows: pl.DataFrame, cluster: str) -> pl.Dat
         con.close()
 
 
+def _energy_daily(jgu: pl.DataFrame, jobs: pl.DataFrame, cluster: str) -> pl.DataFrame:
+    """energy_daily as `gpuwaste analyze` computes it (its SQL file over the staging view
+    allocation_days of the synthetic GPU rows), with a PUE of 1.2 and no CO2 or price."""
+    con = duckdb.connect()
+    try:
+        for name, rows in (("job_gpu_usage", jgu), ("job_usage", jobs)):
+            con.register(name, rows.with_columns(cluster=pl.lit(cluster)))
+        set_variables(con, {"cluster": cluster, **ROLLUP_LABELS, "energy_pue": 1.2,
+                            "energy_co2_g_per_kwh": None, "energy_price_per_kwh": None})  # fmt: skip
+        con.execute(f"create temp view allocation_days as {load_sql('staging/allocation_days')}")
+        return con.sql(load_sql("analyses/energy_daily")).pl()
+    finally:
+        con.close()
+
+
 def _bookkeeping(wh: Warehouse, cluster: str, end: datetime) -> None:
     state = pl.DataFrame(
         {
@@ -696,6 +718,7 @@ def build_result_warehouse(
         ),
         "failure_attempts": failed,
         "failure_reasons": _rolled_up("failure_reasons", "failure_attempts", failed, cluster),
+        "energy_daily": _energy_daily(jgu, jobs, cluster),
     }.items():
         wh.replace_file(name, cluster, KEY, df)
     if samples.height:

@@ -29,23 +29,25 @@ pages = {
 }
 page = st.navigation(list(pages.values()))
 
-widgets.open_requested_job(pages[JOB])
+# the start-up warm-up waits while this runs (data.PageRuns)
+with data.PAGE_RUNS.running():
+    widgets.open_requested_job(pages[JOB])
 
-status = data.current_status()
-if not status.ok:
-    st.title(page.title)
-    st.warning(status.message, icon=":material/info:")
-    st.stop()
+    status = data.current_status()
+    if not status.ok:
+        st.title(page.title)
+        st.warning(status.message, icon=":material/info:")
+        st.stop()
 
-if page.url_path == SQL:
-    # Free SQL reads every cluster: the filters are not offered here, but kept for the other pages
-    for key in FILTER_KEYS:
-        if key in st.session_state:
-            st.session_state[key] = st.session_state[key]
-    st.sidebar.caption(
-        "The filters do not apply to SQL: filter in the query (`WHERE cluster = '...'`). "
-        "They come back on the other pages."
-    )
-else:
-    widgets.sidebar_filters()
-page.run()
+    if page.url_path == SQL:
+        # Free SQL reads every cluster: the filters are not offered here, but kept for the other pages
+        for key in FILTER_KEYS:
+            if key in st.session_state:
+                st.session_state[key] = st.session_state[key]
+        st.sidebar.caption(
+            "The filters do not apply to SQL: filter in the query (`WHERE cluster = '...'`). "
+            "They come back on the other pages."
+        )
+    else:
+        widgets.sidebar_filters()
+    page.run()

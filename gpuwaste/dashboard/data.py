@@ -11,7 +11,10 @@ result set.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,21 +165,74 @@ def _cached(
         cur.close()
 
 
+class PageRuns:
+    """How many page runs (visitors' scripts) are in progress in this process, and when the last
+    one ended. The start-up warm-up waits, before each query it runs for pages other than the
+    Overview, until none has run for `quiet_s` (the browser draws a page for a second or two
+    after its run ends: bench/RESULTS.md, "Dashboard on 1 M jobs"), so that a visitor's page
+    does not share the CPU with queries for pages it does not show; a visitor's page runs what
+    it needs itself (or waits for the query the warm-up is running, which Streamlit computes
+    once). `waiting`: how many threads wait (for tests)."""
+
+    def __init__(self, quiet_s: float = 2.0) -> None:
+        self.quiet_s = quiet_s
+        self.waiting = 0
+        self._n = 0
+        self._ended = float("-inf")  # time.monotonic() when the last run ended
+        self._changed = threading.Condition()
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """Around a page run (app.py)."""
+        with self._changed:
+            self._n += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._n -= 1
+                self._ended = time.monotonic()
+                self._changed.notify_all()
+
+    def wait_for_quiet(self) -> None:
+        with self._changed:
+            self.waiting += 1
+            try:
+                while True:
+                    left = self._ended + self.quiet_s - time.monotonic()
+                    if self._n == 0 and left <= 0:
+                        return
+                    self._changed.wait(timeout=None if self._n else left)
+            finally:
+                self.waiting -= 1
+
+
+PAGE_RUNS = PageRuns()
+_warming = threading.local()  # `active` in the thread running `warm`, past the Overview
+
+
 def fetch(fn: Callable[..., pl.DataFrame], *args: Any) -> pl.DataFrame:
     """Run `fn(cursor, *args)`, a query of `queries` or `gpuwaste.analyses.reads`, with its
-    result cached until the warehouse changes."""
+    result cached until the warehouse changes. In the warm-up past the Overview, once no page
+    has run for a while (`PAGE_RUNS`)."""
+    if getattr(_warming, "active", False):
+        PAGE_RUNS.wait_for_quiet()
     root = data_dir()
     return _cached(str(root), _version(str(root)), fn.__module__, fn.__name__, args)
 
 
 def overview(f: Filters) -> dict[str, pl.DataFrame]:
     """The Overview's frames for view `f` (its page draws them; `warm` fetches them ahead).
-    `per_job` (the jobs' own GPU rows: the energy, the idle held and empty hours) and `waited`
-    (widgets.waited_behind_idle's figure) serve the Waste tables too."""
-    per_job = bool(f.user or f.sizes or f.states)  # waste_daily cannot narrow to these
+    Without a user, size or state filter the totals and the energy come from the daily summaries
+    (waste_daily, energy_daily: a few rows per day); with one, from the GPU rows of the jobs in
+    view (queries.job_gpu_hours, every GPU row of every job: the heaviest query of the page on
+    1 M jobs, bench/RESULTS.md "Dashboard on 1 M jobs"), which the daily summaries cannot narrow
+    to. `waited` is widgets.waited_behind_idle's figure."""
+    per_job = bool(f.user or f.sizes or f.states)
+    totals = fetch(queries.job_gpu_hours if per_job else queries.gpu_hours, f)
     return {
-        "totals": fetch(queries.job_gpu_hours if per_job else queries.gpu_hours, f),
-        "per_job": fetch(queries.job_gpu_hours, f),
+        "totals": totals,
+        "energy": totals if per_job else fetch(queries.energy_totals, f),
         "counts": fetch(queries.job_counts, f),
         "daily": fetch(queries.gpu_hours_daily, f),
         "users": fetch(queries.top_users, f),
@@ -205,19 +261,29 @@ def queue(f: Filters, reason: str | None = None) -> dict[str, pl.DataFrame]:
 def warm() -> None:
     """Open the warehouse's connection and fill the caches of the pages a visitor opens first:
     the status, the sidebar's filter options, the freshness, then the Overview and the Queue and
-    failures page of the default view (the first cluster, no other filter), their heaviest
-    queries over every job (bench/RESULTS.md, "Dashboard on 1 M jobs"). Called by the server
-    once it runs, so that the first visitor after a start does not wait for them."""
+    failures page of the default view (the first cluster, no other filter), the Overview's in
+    the order its page asks for them: a first visitor after a start, who lands on the Overview,
+    waits for no other page's work (bench/RESULTS.md, "Dashboard on 1 M jobs"). Called by the
+    server once it runs, so that the first visitor after a start does not run them itself. Past
+    the Overview's, each query waits until no page has run for a while (`PAGE_RUNS`): a
+    visitor's page does not share the CPU with work for another page."""
     if not current_status().ok:
         return
     connection().close()
     clusters = fetch(queries.filter_options)["cluster"].unique(maintain_order=True).to_list()
     fetch(queries.model_options)
     cluster_freshness()
-    if clusters:
-        default = Filters(cluster=clusters[0])
-        overview(default)
+    if not clusters:
+        return
+    default = Filters(cluster=clusters[0])
+    # The Overview's own, whoever visits: a visitor of the Overview waits for the query running
+    # here and finds the next ones cached (the two threads' work overlaps the page's own)
+    overview(default)
+    _warming.active = True
+    try:
         queue(default)
+    finally:
+        _warming.active = False
 
 
 def current_status() -> Status:

@@ -105,6 +105,20 @@ def gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
     )
 
 
+def energy_totals(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
+    """energy_daily summed over the period and the selected VCs and GPU models: one row,
+    `energy_kwh` and `lost_energy_kwh` (null when no GPU in view has a power reading), the
+    figures job_gpu_hours gives for the same view (both split allocations by their overlap with
+    the days) from a few summary rows instead of every GPU row of every job."""
+    where, params = f.summary_where(days=True)
+    return _pl(
+        con,
+        "SELECT sum(energy_kwh) AS energy_kwh, sum(lost_energy_kwh) AS lost_energy_kwh "
+        f"FROM energy_daily WHERE {where}",
+        params,
+    )
+
+
 def gpu_hours_daily(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
     """waste_daily per day (summed over the selected VCs)."""
     where, params = f.summary_where(days=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from gpuwaste.dashboard import charts, data, widgets
+from gpuwaste.dashboard import charts, data, queries, widgets
 
 UTILIZATION = "GPU utilization (time-weighted mean)"  # the one headline name (docs/analyses.md)
 
@@ -19,10 +19,8 @@ per_job = bool(f.user or f.sizes or f.states)
 frames = data.overview(f)
 row = frames["totals"].row(0, named=True)
 if not row.get("observed_gpu_h"):  # a waste_daily written before it had utilization columns
-    row = {
-        **row,
-        **frames["per_job"].select("observed_gpu_h", "util_gpu_h").row(0, named=True),
-    }
+    per_job_row = data.fetch(queries.job_gpu_hours, f)
+    row = {**row, **per_job_row.select("observed_gpu_h", "util_gpu_h").row(0, named=True)}
 jobs = int(frames["counts"]["jobs"][0])
 alloc = float(row["alloc_gpu_h"] or 0.0)
 observed = float(row["observed_gpu_h"] or 0.0)
@@ -86,7 +84,7 @@ st.caption(
 )
 
 # The energy of the jobs in view, where some GPU reported power (docs/definitions.md#energy)
-energy = frames["per_job"].select("energy_kwh", "lost_energy_kwh").row(0, named=True)
+energy = frames["energy"].select("energy_kwh", "lost_energy_kwh").row(0, named=True)
 if energy["energy_kwh"] is not None:
     used_kwh, lost_kwh = float(energy["energy_kwh"]), float(energy["lost_energy_kwh"] or 0.0)
     st.metric(
