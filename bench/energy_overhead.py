@@ -11,7 +11,9 @@ Both warehouses carry `gpu_util` (= `util`, as DCGM's ingest stores a GPU_UTIL-o
 that the busy step has every sample to judge: with power, by the power arm. Each analysis runs in
 a child process (`analyze_cluster` of the bench cluster, rebuilt), which reports its per-step
 seconds. Prints the median wall time of each and their ratio (issue #44 asks for at most 1.15),
-and the median seconds of each step with and without power.
+the median CPU time of each (user + system, all threads; less moved by other processes on a
+shared machine than wall time) and theirs, and the median seconds of each step with and
+without power.
 """
 
 from __future__ import annotations
@@ -64,19 +66,27 @@ def main() -> None:
     no_power = args.work / "warehouse-no-power"
     without_power(with_power, no_power)
     walls: dict[str, list[float]] = {"with power": [], "without power": []}
+    cpus: dict[str, list[float]] = {"with power": [], "without power": []}
     steps: dict[str, list[dict[str, float]]] = {"with power": [], "without power": []}
     for _ in range(args.repeat):
         for label, data in (("with power", with_power), ("without power", no_power)):
             got = timed([sys.executable, "-c", CHILD, str(data)])
             seconds = json.loads(got.out.splitlines()[-1])
             walls[label].append(got.wall)
+            cpus[label].append(got.cpu)
             steps[label].append(seconds)
     med = {k: statistics.median(v) for k, v in walls.items()}
-    print("| samples | with power (s) | without (s) | ratio |")
-    print("| --- | --- | --- | --- |")
+    cpu = {k: statistics.median(v) for k, v in cpus.items()}
+    print("| samples | with power (s) | without (s) | ratio | CPU with / without (s) | CPU ratio |")
+    print("| --- | --- | --- | --- | --- | --- |")
     ratio = med["with power"] / med["without power"]
-    print(f"| {n:,} | {med['with power']:.1f} | {med['without power']:.1f} | {ratio:.3f} |")
-    print({k: [round(x, 1) for x in v] for k, v in walls.items()})
+    print(
+        f"| {n:,} | {med['with power']:.1f} | {med['without power']:.1f} | {ratio:.3f} | "
+        f"{cpu['with power']:.1f} / {cpu['without power']:.1f} | "
+        f"{cpu['with power'] / cpu['without power']:.3f} |"
+    )
+    print("wall", {k: [round(x, 1) for x in v] for k, v in walls.items()})
+    print("cpu", {k: [round(x, 1) for x in v] for k, v in cpus.items()})
     print()
     print("| step | with power (s) | without (s) |")
     print("| --- | --- | --- |")

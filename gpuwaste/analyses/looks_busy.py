@@ -21,8 +21,8 @@ gives `gpu_util` gives a utilization with it, of which it is one).
 
 The evidence is summed per job in each host range (`evidence`) and added up over the ranges
 (`per_job`), so that the samples are read once, by the pass, whatever the arms judge.
-tests/oracles/job_busy_evidence.sql states it again in SQL (tests/test_looks_busy_generated.py
-compares the two).
+tests/oracles/job_busy_evidence.sql states it again in SQL over gpu_samples
+(tests/test_looks_busy_generated.py compares the two).
 """
 
 from __future__ import annotations
