@@ -163,12 +163,12 @@ def compute(
 
 
 def _in_stretches(samples: pl.DataFrame, stretches: pl.DataFrame, name: str) -> pl.DataFrame:
-    """Per allocation, the joules `j` of `samples` (alloc_id, ts, j) inside `stretches`
-    (alloc_id, slot_start, slot_end), as column `name`: a sample is in the stretch that starts
-    at or before it and ends at or after it."""
+    """Per allocation, the joules `j` of `samples` (alloc_id, ts, j; in time order within each
+    allocation, as sample_flags gives them, which is all the as-of join by allocation needs)
+    inside `stretches` (alloc_id, slot_start, slot_end), as column `name`: a sample is in the
+    stretch that starts at or before it and ends at or after it."""
     return (
         samples.select("alloc_id", "ts", "j")
-        .sort("alloc_id", "ts")
         .join_asof(
             stretches.sort("alloc_id", "slot_start"),
             left_on="ts",
