@@ -1,8 +1,9 @@
 """What power costs `gpuwaste analyze --rebuild`: the same generated cluster analyzed with its
 samples' `power_w` and with that column dropped (no energy computed, looks_busy judged by
-nothing), alternately, in one run; and the share of each run's wall time the looks-busy step
-takes (the per-job `batch_busy_evidence` step and the models' idle power measured before the
-batches for its power arm).
+nothing), alternately, in one run; and each run's seconds per step (`ClusterRun.seconds`: the
+per-job pass's steps, the models' idle power measured before the batches for looks_busy's power
+arm; the pure steps, energy and the looks-busy evidence among them, are timed together as what
+the pass waited for them).
 
     python bench/energy_overhead.py --gpus 64 --days 2 --repeat 3
 
@@ -10,7 +11,9 @@ Both warehouses carry `gpu_util` (= `util`, as DCGM's ingest stores a GPU_UTIL-o
 that the busy step has every sample to judge: with power, by the power arm. Each analysis runs in
 a child process (`analyze_cluster` of the bench cluster, rebuilt), which reports its per-step
 seconds. Prints the median wall time of each and their ratio (issue #44 asks for at most 1.15),
-and the median busy share of each.
+the median CPU time of each (user + system, all threads; less moved by other processes on a
+shared machine than wall time) and theirs, and the median seconds of each step with and
+without power.
 """
 
 from __future__ import annotations
@@ -24,9 +27,6 @@ from pathlib import Path
 import polars as pl
 from analyze import cluster_arguments, prepare, timed
 
-from gpuwaste.analyses.busy_power import IDLE_POWER_STEP
-from gpuwaste.analyses.per_job import BUSY_STEP
-
 CHILD = """
 import json, sys
 from pathlib import Path
@@ -35,7 +35,6 @@ from gpuwaste.config import Settings
 run = analyze_cluster(Settings(data_dir=Path(sys.argv[1])), "bench", rebuild=True)
 print(json.dumps(run.seconds))
 """
-BUSY = (BUSY_STEP.output, IDLE_POWER_STEP)
 
 
 def with_coarse(data: Path) -> None:
@@ -67,24 +66,34 @@ def main() -> None:
     no_power = args.work / "warehouse-no-power"
     without_power(with_power, no_power)
     walls: dict[str, list[float]] = {"with power": [], "without power": []}
-    busy: dict[str, list[float]] = {"with power": [], "without power": []}
+    cpus: dict[str, list[float]] = {"with power": [], "without power": []}
+    steps: dict[str, list[dict[str, float]]] = {"with power": [], "without power": []}
     for _ in range(args.repeat):
         for label, data in (("with power", with_power), ("without power", no_power)):
             got = timed([sys.executable, "-c", CHILD, str(data)])
             seconds = json.loads(got.out.splitlines()[-1])
             walls[label].append(got.wall)
-            busy[label].append(sum(seconds.get(s, 0.0) for s in BUSY) / got.wall)
+            cpus[label].append(got.cpu)
+            steps[label].append(seconds)
     med = {k: statistics.median(v) for k, v in walls.items()}
-    share = {k: statistics.median(v) for k, v in busy.items()}
-    print("| samples | with power (s) | without (s) | ratio | looks-busy share with / without |")
-    print("| --- | --- | --- | --- | --- |")
+    cpu = {k: statistics.median(v) for k, v in cpus.items()}
+    print("| samples | with power (s) | without (s) | ratio | CPU with / without (s) | CPU ratio |")
+    print("| --- | --- | --- | --- | --- | --- |")
     ratio = med["with power"] / med["without power"]
     print(
         f"| {n:,} | {med['with power']:.1f} | {med['without power']:.1f} | {ratio:.3f} | "
-        f"{share['with power']:.3f} / {share['without power']:.3f} |"
+        f"{cpu['with power']:.1f} / {cpu['without power']:.1f} | "
+        f"{cpu['with power'] / cpu['without power']:.3f} |"
     )
-    print({k: [round(x, 1) for x in v] for k, v in walls.items()})
-    print({k: [round(x, 3) for x in v] for k, v in busy.items()})
+    print("wall", {k: [round(x, 1) for x in v] for k, v in walls.items()})
+    print("cpu", {k: [round(x, 1) for x in v] for k, v in cpus.items()})
+    print()
+    print("| step | with power (s) | without (s) |")
+    print("| --- | --- | --- |")
+    names = sorted({name for runs in steps.values() for run in runs for name in run})
+    for name in names:
+        w, wo = (statistics.median(r.get(name, 0.0) for r in steps[k]) for k in steps)
+        print(f"| {name} | {w:.2f} | {wo:.2f} |")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ waited for, where the held stretches are paired; pure steps are not timed one by
     git worktree add /tmp/before <commit before>
     python bench/held_idle_overhead.py --gpus 64 --days 2 --repeat 3 --baseline /tmp/before
 
-Prints the median wall time of each, their ratio and the steps' median seconds.
+Prints the median wall time of each, their ratio, the steps' median seconds, and the median CPU
+time of each (user + system, all threads; less moved by other processes on a shared machine).
 """
 
 from __future__ import annotations
@@ -42,11 +43,13 @@ def main() -> None:
     data = str(args.work / "warehouse")
     walls: dict[str, list[float]] = {"held idle": [], "before": []}
     steps: dict[str, list[float]] = {"held idle": [], "before": []}
+    cpus: dict[str, list[float]] = {"held idle": [], "before": []}
     for _ in range(args.repeat):
         for label, code in (("held idle", HERE), ("before", args.baseline.resolve())):
             os.environ["PYTHONPATH"] = str(code)
             got = timed([sys.executable, "-c", CHILD, data])
             walls[label].append(got.wall)
+            cpus[label].append(got.cpu)
             seconds = json.loads(got.out.splitlines()[-1])
             steps[label].append(sum(seconds.get(s, 0.0) for s in STEPS))
     med = {k: statistics.median(v) for k, v in walls.items()}
@@ -59,6 +62,9 @@ def main() -> None:
     )
     print({k: [round(x, 1) for x in v] for k, v in walls.items()})
     print({k: [round(x, 2) for x in v] for k, v in steps.items()})
+    cpu = {k: statistics.median(v) for k, v in cpus.items()}
+    print(f"CPU s, held idle / before: {cpu['held idle']:.2f} / {cpu['before']:.2f}")
+    print("cpu", {k: [round(x, 2) for x in v] for k, v in cpus.items()})
 
 
 if __name__ == "__main__":

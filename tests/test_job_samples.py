@@ -133,9 +133,10 @@ def _sql_pass(samples: pl.DataFrame, alloc: pl.DataFrame, t: Thresholds) -> Pass
 
 
 def _with_energy(samples: pl.DataFrame) -> pl.DataFrame:
-    """`samples` with the energy readings they leave out null, as files without them read."""
+    """`samples` with the readings passed on that they leave out (power, the energy counter,
+    the coarse and fine activities) null, as files without them read."""
     return samples.with_columns(
-        pl.lit(None, pl.Float64).alias(c) for c in ("power_w", "energy_j") if c not in samples
+        pl.lit(None, pl.Float64).alias(c) for c in job_samples.PASSED_ON if c not in samples
     )
 
 

@@ -26,15 +26,21 @@ from typing import Any
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
+from gpuwaste.analyses import job_samples, looks_busy
+from gpuwaste.analyses.busy_power import idle_power, idle_power_variables
 from gpuwaste.analyses.run import analyze
-from gpuwaste.config import ClusterConfig, OpenMetricsSource, Settings, SlurmSource
+from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
+from gpuwaste.config import ClusterConfig, OpenMetricsSource, Settings, SlurmSource, Thresholds
 from gpuwaste.generate import GeneratorSpec, write_all
 from gpuwaste.ingest.base import RunOptions
 from gpuwaste.ingest.run import run_configured
 from gpuwaste.ingest.sources import SOURCES
+from gpuwaste.warehouse.catalog import connect
 from gpuwaste.warehouse.store import Warehouse
 
+ORACLE = Path(__file__).parent / "oracles" / "job_busy_evidence.sql"
 LOOPS = 4
 TELEMETRY = {"dcgm": "SM/tensor activity", "slurm-job-exporter": "power"}  # -> the arm's words
 NVIDIA_SMI = "nvidia-smi"
@@ -160,3 +166,41 @@ def test_nvidia_smi_gives_the_power_arm_its_planted_loops(clusters: dict[str, Cl
     assert not others.filter((pl.col("gpu_util") >= 90) & (pl.col("power_w") <= 4 * idle_w)).height
     idle = wh.read("idle_power", NVIDIA_SMI).filter(pl.col("gpu_model") != "(all)")
     assert idle["idle_power_w"].to_list() == [idle_w]
+
+
+@pytest.mark.parametrize("telemetry", [*TELEMETRY, NVIDIA_SMI])
+def test_the_pass_gives_the_oracle_evidence(clusters: dict[str, Cluster], telemetry: str) -> None:
+    """looks_busy.py over the per-job pass's samples (job_samples.read and compute, as a host
+    range reads them) gives, for every job of the cluster and by both arms, the rows of its test
+    oracle, the SQL over gpu_samples that analyze ran before (tests/oracles/job_busy_evidence.sql)."""
+    t = Thresholds()
+    con = connect(clusters[telemetry].data_dir)
+    jobs = con.sql("select job_id from jobs where cluster = $1", params=[telemetry]).pl()
+    con.register("analyze_batch", jobs)
+    as_of = con.sql("select max(ts) from gpu_samples where cluster = $1", params=[telemetry])
+    as_of = as_of.fetchall()[0][0]
+    set_variables(con, {**threshold_variables(t), "cluster": telemetry, "as_of": as_of})
+    set_variables(con, {"host_newest": None})
+    con.execute(f"create temp table shared_spans as {load_sql('plan/shared_spans')}")
+    con.execute(f"create temp table alloc_intervals as {load_sql('staging/alloc_intervals')}")
+    con.execute(f"create temp table analyze_alloc as {load_sql('staging/allocations')}")
+    lo, hi = con.sql(
+        "select min(start_ts)::date, max(end_ts - interval 1 microsecond)::date from analyze_alloc"
+    ).fetchall()[0]
+    set_variables(con, {"date_lo": lo, "date_hi": hi, "host_lo": "", "host_hi": "~"})
+    set_variables(con, idle_power_variables(idle_power(con, telemetry, t)))
+    set_variables(con, {**threshold_variables(t), "cluster": telemetry})
+    con.execute(f"create temp table device_models as {load_sql('staging/device_models')}")
+    con.execute(f"create temp table alloc_models as {load_sql('staging/alloc_models')}")
+    alloc = con.sql(
+        "select a.*, m.idle_power_w from analyze_alloc as a left join alloc_models as m "
+        "using (alloc_id) where a.gpu >= 0"
+    ).pl()
+    samples = job_samples.compute(con, alloc, t.idle_mem_floor_mib, t.fluctuation_window_s)
+    ours = looks_busy.per_job(looks_busy.evidence(samples, alloc, t)).sort("job_id")
+    theirs = con.sql(ORACLE.read_text(encoding="utf-8")).pl().sort("job_id")
+    assert ours.height > 20
+    arm = "fine_samples" if telemetry == "dcgm" else "power_samples"
+    assert ours[arm].sum() > 1000
+    assert int(ours["hollow_samples"].sum() + ours["low_power_samples"].sum()) > 100
+    assert_frame_equal(ours, theirs, check_dtypes=False, check_exact=False, rel_tol=1e-9)

@@ -68,7 +68,8 @@ def sample_energy(flags: pl.DataFrame) -> tuple[pl.Expr, pl.Expr]:
     if "energy_j" not in flags.columns:
         return by_power, pl.lit(False)
     counter = pl.col("energy_j")
-    before = counter.shift(1).over("alloc_id")
+    # the previous row's reading: the same allocation's wherever it is used (not `is_first`)
+    before = counter.shift(1)
     # a previous reading of the same allocation with no gap between: its increase, a drop a
     # reset (count from the new value); else (first sample, after a gap) power x seconds
     increase = pl.when(counter >= before).then(counter - before).otherwise(counter)
@@ -99,7 +100,11 @@ def compute(
         return pl.DataFrame(schema=SCHEMA)
     cols = ["alloc_id", "ts", "idle", "covered_s", "tail_covered_s", "power_w", "is_first"]
     cols += ["held"] if "held" in sample_flags.columns else []
-    cols += ["gap_before"] + (["energy_j"] if "energy_j" in sample_flags.columns else [])
+    # a counter with no reading (most dialects' files: the column, all null) is no counter
+    counted = "energy_j" in sample_flags.columns and (
+        sample_flags["energy_j"].null_count() < sample_flags.height
+    )
+    cols += ["gap_before"] + (["energy_j"] if counted else [])
     flags = sample_flags.select(cols).with_columns(pl.col("alloc_id").cast(pl.Int64))
     if "energy_j" in flags.columns:
         flags = flags.join(limit_w(range_alloc), on="alloc_id", how="left", maintain_order="left")
@@ -158,12 +163,12 @@ def compute(
 
 
 def _in_stretches(samples: pl.DataFrame, stretches: pl.DataFrame, name: str) -> pl.DataFrame:
-    """Per allocation, the joules `j` of `samples` (alloc_id, ts, j) inside `stretches`
-    (alloc_id, slot_start, slot_end), as column `name`: a sample is in the stretch that starts
-    at or before it and ends at or after it."""
+    """Per allocation, the joules `j` of `samples` (alloc_id, ts, j; in time order within each
+    allocation, as sample_flags gives them, which is all the as-of join by allocation needs)
+    inside `stretches` (alloc_id, slot_start, slot_end), as column `name`: a sample is in the
+    stretch that starts at or before it and ends at or after it."""
     return (
         samples.select("alloc_id", "ts", "j")
-        .sort("alloc_id", "ts")
         .join_asof(
             stretches.sort("alloc_id", "slot_start"),
             left_on="ts",

@@ -39,7 +39,8 @@ def _samples_sql(source: str) -> str:
     return f"""
 select ((list_position($1::varchar[], host) * {GPU_KEY_SPAN} + gpu) * {INSTANCE_SPAN}
         + coalesce(gpu_instance + 1, 0))::bigint as device_key,
-       ts, util, mem_used_mib, mem_total_mib, power_w, energy_j
+       ts, util, mem_used_mib, mem_total_mib, power_w, energy_j, gpu_util, sm_active,
+       tensor_active
 from {source} as gpu_samples
 where cluster = getvariable('cluster')
   and date between getvariable('date_lo')::date and getvariable('date_hi')::date
@@ -99,9 +100,14 @@ def _keyed_allocations(alloc: pl.DataFrame) -> tuple[list[str], pl.DataFrame]:
     return hosts, _keyed(known, hosts)
 
 
-def _energy_readings(frame: pl.DataFrame) -> list[str]:
-    """The power and energy-counter columns `frame` has (energy.py reads them), passed on."""
-    return [c for c in ("power_w", "energy_j") if c in frame.columns]
+# The readings passed on as they are, for the steps that read them: power and the energy counter
+# (energy.py), the coarse busy metric and the fine activities (looks_busy.py).
+PASSED_ON = ("power_w", "energy_j", "gpu_util", "sm_active", "tensor_active")
+
+
+def _passed_on(frame: pl.DataFrame) -> list[str]:
+    """The columns of `PASSED_ON` that `frame` has."""
+    return [c for c in PASSED_ON if c in frame.columns]
 
 
 def _compute_keyed(
@@ -159,7 +165,7 @@ def _compute_keyed(
         "util",
         "mem_used_mib",
         "mem_total_mib",
-        *_energy_readings(flagged),
+        *_passed_on(flagged),
         "idle",
         "held",
         (~same_prev).alias("is_first"),

@@ -32,6 +32,7 @@ from gpuwaste.analyses import (
     energy,
     idle_slots,
     job_samples,
+    looks_busy,
     sample_flags,
     stable_phases,
 )
@@ -76,6 +77,7 @@ PART_SCHEMAS: dict[str, dict[str, pl.DataType]] = {
     "batch_checkpoint": allocation_sums.CHECKPOINT_SCHEMA,
     "batch_energy": energy.SCHEMA,
     "batch_held_idle": idle_slots.HELD_SCHEMA,
+    "batch_busy_evidence": looks_busy.SCHEMA,
 }
 
 # The columns of `analyze_alloc` a host range's steps read, as relation `range_alloc`.
@@ -91,6 +93,7 @@ RANGE_ALLOC_COLUMNS = (
     "start_ts",
     "end_ts",
     energy.MODEL,
+    looks_busy.IDLE_POWER,
 )
 
 
@@ -125,27 +128,31 @@ GPU_STEPS: tuple[Step, ...] = (
     Step("batch_fluctuation", allocation_sums.fluctuation, pure=True),
     Step("batch_phases", stable_phases.merge_phases, pure=True, result="stable_phases"),
     Step("batch_phase_counts", stable_phases.phase_counts, pure=True),
+    # per job of one host range: added up once the host ranges are done (_roll_up_parts)
+    Step("batch_busy_evidence", looks_busy.evidence, pure=True),
 )
 # The SQL steps run once per batch, over all its hosts and days: none reads a range's samples,
 # and a query per host range paid DuckDB's binding and planning each time, most of each query's
-# time (bench/RESULTS.md). The models of the batch's devices, before the ranges; after them, the
-# GPUs' rows from the ranges' parts, the hosts' CPU and memory, and the roll-up of the jobs.
+# time (bench/RESULTS.md). The models of the batch's devices and of its allocations, before the
+# ranges; after them, the GPUs' rows from the ranges' parts, the hosts' CPU and memory, and the
+# roll-up of the jobs.
 BATCH_DEVICES = Step(
     "device_models", sql="staging/device_models", inputs=("gpu_samples",), temp_table=True
+)
+BATCH_MODELS = Step(
+    "alloc_models",
+    sql="staging/alloc_models",
+    inputs=("analyze_alloc", "device_models"),
+    temp_table=True,
 )
 GPU_STEP = _analysis_step("batch_gpu_usage", "job_gpu_usage")
 HOST_STEP = Step(
     "batch_host_usage", sql="staging/job_host_usage", inputs=("analyze_alloc", "host_samples")
 )
 JOB_STEP = _analysis_step("batch_job_usage", "job_usage")
-BUSY_STEP = Step(
-    "batch_busy_evidence",
-    sql="staging/job_busy_evidence",
-    inputs=("analyze_alloc", "batch_gpu_usage", "gpu_samples"),
-)
-AFTER_RANGES: tuple[Step, ...] = (GPU_STEP, HOST_STEP, BUSY_STEP, JOB_STEP)
+AFTER_RANGES: tuple[Step, ...] = (GPU_STEP, HOST_STEP, JOB_STEP)
 # Every step of a batch, in the order they run.
-BATCH_STEPS: tuple[Step, ...] = (BATCH_DEVICES, *GPU_STEPS, *AFTER_RANGES)
+BATCH_STEPS: tuple[Step, ...] = (BATCH_DEVICES, BATCH_MODELS, *GPU_STEPS, *AFTER_RANGES)
 # Batch relation -> the result table it is (a part of).
 RESULT_OF: dict[str, str] = {s.output: s.result for s in BATCH_STEPS if s.result}
 # What each host range hands on to the roll-up of the jobs (parts added up over host ranges):
@@ -270,6 +277,10 @@ def _roll_up_parts(
         if ckpt is not None and ckpt.height
         else None
     )
+    busy = out["batch_busy_evidence"]
+    out["batch_busy_evidence"] = (
+        looks_busy.per_job(busy) if busy is not None and busy.height else None
+    )
     filled = {name: df if df is not None else _empty(name) for name, df in out.items()}
     return {name: df for name, df in filled.items() if df is not None}
 
@@ -318,15 +329,20 @@ def _allocations(
 def _with_device_models(rel: Relations, alloc: pl.DataFrame, made: bool) -> pl.DataFrame:
     """`alloc` with `energy.MODEL`: the model its device's samples name (`device_models`, if
     `made`), else the scheduler's GPU type; energy.py bounds a counter's increase by it. (The
-    cluster's `gpu_models` host patterns, job_gpu_usage.sql's middle choice, are not read: a
-    device without either falls back to the declared maximum.)"""
+    cluster's `gpu_models` host patterns, alloc_models.sql's middle choice, are not read: a
+    device without either falls back to the declared maximum.) And `looks_busy.IDLE_POWER`, the
+    idle power of its model as alloc_models.sql chooses it (null: none measured, or not
+    `made`)."""
     key = ["host", "gpu", "gpu_instance"]
-    models = (
-        rel.query(f"select {', '.join(key)}, gpu_model as sample_model from device_models")
-        if made
-        else pl.DataFrame(schema={**alloc.select(key).schema, "sample_model": pl.String})
-    )
+    idle = looks_busy.IDLE_POWER
+    if made:
+        models = rel.query(f"select {', '.join(key)}, gpu_model as sample_model from device_models")
+        powers = rel.query(f"select alloc_id, {idle} from alloc_models")
+    else:
+        models = pl.DataFrame(schema={**alloc.select(key).schema, "sample_model": pl.String})
+        powers = pl.DataFrame(schema={"alloc_id": alloc.schema["alloc_id"], idle: pl.Float64})
     joined = alloc.join(models, on=key, how="left", nulls_equal=True, maintain_order="left")
+    joined = joined.join(powers, on="alloc_id", how="left", maintain_order="left")
     model = pl.coalesce("sample_model", "gpu_model").alias(energy.MODEL)
     return joined.with_columns(model).drop("sample_model")
 
@@ -379,6 +395,7 @@ def run_batch(
         if ranges.hosts:  # over the batch's hosts, first to last, and its days
             set_variables(con, {"host_lo": ranges.hosts[0], "host_hi": ranges.hosts[-1]})
             BATCH_DEVICES.run(rel, thresholds)
+            BATCH_MODELS.run(rel, thresholds)
         alloc_all = _with_device_models(rel, alloc_all, bool(ranges.hosts))
         record_time("allocations")
 

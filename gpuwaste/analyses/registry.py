@@ -121,7 +121,7 @@ ANALYSES: tuple[Analysis, ...] = (
             "gpu_sample_stats",
             "batch_idle_slots",
             "batch_phase_counts",
-            "device_models",
+            "alloc_models",
             "job_gpu_summaries",
             "batch_energy",
             "batch_held_idle",

@@ -36,7 +36,7 @@ from gpuwaste.analyses.batch import (
     one_line,
     stable,
 )
-from gpuwaste.analyses.busy_power import IDLE_POWER_STEP, idle_power_variables
+from gpuwaste.analyses.busy_power import IDLE_POWER_STEP, idle_power, idle_power_variables
 from gpuwaste.analyses.engines import Engine, LocalEngine
 from gpuwaste.analyses.freshness import newest_sample_ts
 from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES
@@ -296,13 +296,15 @@ def analyze_cluster(
         )
         jobs_changed = bool(counts.recomputed or counts.removed or run.rebuilt)
         last = state.load_meta(settings.data_dir, cluster)
+        # summaries this run has already computed (over the same samples): not computed again
+        computed: dict[str, pl.DataFrame] = {}
         if jobs_changed:
             started = time.perf_counter()
             with connect(settings.data_dir) as con:
                 # the power arm of looks_busy: the models' idle power (not in the fingerprint)
                 configure_batch_connection(con, memory_limit)
                 set_variables(con, variables)
-                idle_power = idle_power_variables(con, cluster, t)
+                computed["idle_power"] = idle_power(con, cluster, t)
             run.seconds[IDLE_POWER_STEP] = time.perf_counter() - started  # for the benchmark
             template = BatchSpec(
                 cluster=cluster,
@@ -310,7 +312,7 @@ def analyze_cluster(
                 as_of=as_of,
                 batch_hosts=batch_hosts,
                 memory_limit=memory_limit,
-                variables={**variables, **idle_power},
+                variables={**variables, **idle_power_variables(computed["idle_power"])},
                 shared_spans=staging / SHARED_SPANS_FILE,
                 range_samples=range_samples,
             )
@@ -337,7 +339,7 @@ def analyze_cluster(
                 for name, compute in SUMMARIES.items():
                     cpu_start = time.process_time()
                     make_shared_staging(con, name)
-                    rows = stable(compute(con))
+                    rows = stable(computed[name] if name in computed else compute(con))
                     drop_shared_staging(con, name)
                     run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, rows)
                     if name in READ_BY_SUMMARIES:

@@ -47,7 +47,7 @@ shared_allocs as (
 
 samples as (
     select host, gpu, coalesce(gpu_instance + 1, 0) as inst, ts, util, mem_used_mib, mem_total_mib,
-           power_w, energy_j
+           power_w, energy_j, gpu_util, sm_active, tensor_active
     from gpu_samples
     where cluster = getvariable('cluster')
       and date between getvariable('date_lo')::date and getvariable('date_hi')::date
@@ -59,7 +59,7 @@ matched as (
     -- each sample to the latest exclusive allocation of its GPU started at or before it (a
     -- sort-merge ASOF join: linear, where a range join compares every pair), kept if inside
     select a.alloc_id, a.start_ts, a.end_ts, s.ts, s.util, s.mem_used_mib, s.mem_total_mib,
-           s.power_w, s.energy_j
+           s.power_w, s.energy_j, s.gpu_util, s.sm_active, s.tensor_active
     from samples as s
     asof join exclusive_allocs as a
       on s.host = a.host
@@ -69,7 +69,7 @@ matched as (
     where s.ts < a.end_ts
     union all
     select a.alloc_id, a.start_ts, a.end_ts, s.ts, s.util, s.mem_used_mib, s.mem_total_mib,
-           s.power_w, s.energy_j
+           s.power_w, s.energy_j, s.gpu_util, s.sm_active, s.tensor_active
     from shared_allocs as a
     join samples as s
       on s.host = a.host
@@ -96,6 +96,9 @@ final as (
         mem_total_mib,
         power_w,
         energy_j,
+        gpu_util,
+        sm_active,
+        tensor_active,
         idle,
         held,
         lag(ts) over w is null as is_first,

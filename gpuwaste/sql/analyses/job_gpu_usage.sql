@@ -1,12 +1,10 @@
 -- grain: one row per job x attempt x allocated GPU [ICSE24 §3.2, CloudBrain §IV-B/C].
 -- sources: analyze_alloc (staging/allocations.sql), gpu_sample_stats, batch_idle_slots (this
 --          batch's idle_slots), batch_phase_counts (phases per GPU from stable_phases.py),
---          device_models (staging/device_models.sql), job_gpu_summaries (facts: Jobstats'
---          end-of-job summaries), batch_energy (energy.py: joules per allocation from power or
+--          alloc_models (staging/alloc_models.sql: each device's model), job_gpu_summaries
+--          (facts: Jobstats' end-of-job summaries), batch_energy (energy.py: joules per allocation from power or
 --          the energy counter), batch_held_idle (idle_slots.py: held-idle stretches).
--- variables: cluster, fallback_interval_s, min_observed_share, idle_mem_floor_mib,
---            gpu_model_patterns and gpu_model_names
---            (the cluster's `gpu_models` map: host glob -> model; unset: none).
+-- variables: cluster, fallback_interval_s, min_observed_share, idle_mem_floor_mib.
 -- cost_patterns and cost_prices: `[cost.gpu_hour]` (model glob -> price of a whole-GPU hour;
 -- unset: no prices). gpu_cost = GPU hours (slice-weighted) x the model's price; lost_cost the
 -- same for idle-slot + never-used GPU hours (docs/analyses.md#money).
@@ -18,8 +16,7 @@
 -- never-used time, else busy time. What a mean cannot tell stays null: util_max, the mean
 -- memory, idle slots, phases, the sampling interval. Samples, when a GPU has any, win
 -- (figures_from = 'samples'); with neither, figures_from is null and the time is missing.
--- gpu_model: DCGM modelName of the device's samples, else the first host pattern that matches,
--- else the scheduler's GPU type (Slurm GRES type).
+-- gpu_model: the device's model as staging/alloc_models.sql chooses it.
 -- Every allocated second is exactly one of: idle slot, never used, busy (observed and not in an
 -- idle slot, including idle runs too short to be slots), missing (no data):
 --   idle_slot_s + never_used_s + busy_s + missing_s = alloc_s.
@@ -108,19 +105,7 @@ joined as (
         a.gpu,
         a.gpu_instance,
         a.mig_profile,
-        coalesce(
-            dm.gpu_model,
-            list_extract(
-                getvariable('gpu_model_names')::varchar[],
-                list_position(
-                    list_transform(
-                        getvariable('gpu_model_patterns')::varchar[], lambda p: a.host glob p
-                    ),
-                    true
-                )
-            ),
-            a.gpu_model
-        ) as gpu_model,
+        am.gpu_model,
         a.gpu_weight,
         a.start_ts,
         a.end_ts,
@@ -154,8 +139,7 @@ joined as (
     left join figures as s using (alloc_id)
     left join batch_energy as e on e.alloc_id = a.alloc_id
     left join held as h on h.alloc_id = a.alloc_id
-    left join device_models as dm
-      on dm.host = a.host and dm.gpu = a.gpu and dm.gpu_instance is not distinct from a.gpu_instance
+    left join alloc_models as am on am.alloc_id = a.alloc_id
     left join slots as sl
       on sl.job_id = a.job_id and sl.attempt = a.attempt and sl.host = a.host
      and sl.gpu = a.gpu and sl.gpu_instance is not distinct from a.gpu_instance

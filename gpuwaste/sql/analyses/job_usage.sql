@@ -1,8 +1,8 @@
 -- grain: one row per job of this batch: its GPU rows rolled up, host CPU and memory, flags
 --        and diagnoses [ICSE24 §3.2, Table 1; CloudBrain §III-B, §IV-B, §IV-C; Philly §3, §4].
 -- sources: jobs, analyze_batch, batch_gpu_usage (job_gpu_usage of this batch), batch_host_usage
---          (job_host_usage.sql), batch_busy_evidence (job_busy_evidence.sql), batch_fluctuation (job_fluctuation.sql), batch_checkpoint
---          (job_checkpoint.sql), batch_idle_slots,
+--          (job_host_usage.sql), batch_busy_evidence (looks_busy.py), batch_fluctuation
+--          (job_fluctuation.sql), batch_checkpoint (job_checkpoint.sql), batch_idle_slots,
 --          batch_phases (stable_phases.py).
 -- variables: cluster, as_of and the thresholds named below; mig_model_fragments,
 --            mig_smallest_mib, mig_smallest_weight (warehouse/mig.py: each MIG-capable model's

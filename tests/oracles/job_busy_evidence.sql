@@ -1,7 +1,12 @@
 -- grain: one row per job of the batch with coarse-busy samples: the evidence of "looks busy"
 --        (#44, docs/definitions.md#looks-busy), arm by arm (see below).
--- sources: analyze_alloc (staging/allocations.sql), batch_gpu_usage (the device's model),
---          gpu_samples.
+-- sources: analyze_alloc (staging/allocations.sql), alloc_models (staging/alloc_models.sql: the
+--          device's model), gpu_samples.
+-- TEST ORACLE, not product code: `gpuwaste analyze` never runs it. The definition is
+-- gpuwaste/analyses/looks_busy.py, over the per-job pass's samples; this query states it again
+-- in SQL over gpu_samples (what analyze ran before the evidence moved into the pass), and
+-- tests/test_looks_busy_generated.py checks that both give the same rows. Its samples are
+-- those with a utilization, as the pass's (a source giving gpu_util gives util with it).
 -- Of the job's samples that carry the coarse busy metric (`gpu_util`: DCGM GPU_UTIL,
 -- nvidia-smi's utilization), how many read it at or above `busy_coarse_min_pct` while the GPU
 -- did almost nothing, by one of two arms:
@@ -31,9 +36,7 @@ allocs as (
                )
            ) as idle_w
     from analyze_alloc as a
-    left join batch_gpu_usage as u
-      on u.job_id = a.job_id and u.attempt = a.attempt and u.host = a.host and u.gpu = a.gpu
-     and u.gpu_instance is not distinct from a.gpu_instance
+    left join alloc_models as u on u.alloc_id = a.alloc_id
     where a.gpu >= 0
 ),
 
@@ -46,6 +49,7 @@ samples as (
       and date between getvariable('date_lo')::date and getvariable('date_hi')::date
       and host between getvariable('host_lo') and getvariable('host_hi')
       and gpu_util is not null
+      and util is not null
 ),
 
 judged as (
