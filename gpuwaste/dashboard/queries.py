@@ -294,17 +294,24 @@ def summary(con: duckdb.DuckDBPyConnection, f: Filters, table: str) -> pl.DataFr
     )
 
 
-def job_list(
-    con: duckdb.DuckDBPyConnection, f: Filters, condition: str, order: str, limit: int = 200
+def job_lists(
+    con: duckdb.DuckDBPyConnection, f: Filters, names: tuple[str, ...], limit: int = 200
 ) -> pl.DataFrame:
-    """Jobs in the view satisfying a fixed condition (from this module, never user text)."""
+    """Jobs in the view satisfying each of JOB_LISTS' `names` (fixed conditions of this module,
+    never user text), the first `limit` of each in its order; `list` names a row's list. One
+    query for every job table of a page, which each table reads its rows of."""
     where, params = f.jobs_where()
-    return _pl(
-        con,
-        f"SELECT cluster, {JOB_LIST_COLUMNS} FROM job_usage WHERE {where} AND ({condition}) "
-        f"ORDER BY {order} LIMIT {int(limit)}",
-        params,
-    )
+    parts = []
+    for i, name in enumerate(names):
+        condition, order = JOB_LISTS[name]
+        # each list's rows keep their order: numbered after the LIMIT (on its few rows)
+        parts.append(
+            f"SELECT '{name}' AS list, {i} AS part, row_number() OVER () AS pos, * FROM "
+            f"(SELECT cluster, {JOB_LIST_COLUMNS} FROM job_usage WHERE {where} AND ({condition}) "
+            f"ORDER BY {order} LIMIT {int(limit)})"
+        )
+    frame = _pl(con, " UNION ALL ".join(parts) + " ORDER BY part, pos", params * len(names))
+    return frame.drop("part", "pos")
 
 
 JOB_LISTS: dict[str, tuple[str, str]] = {
