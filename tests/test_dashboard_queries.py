@@ -187,6 +187,8 @@ def test_job_lists_and_search(con: duckdb.DuckDBPyConnection, built: Built) -> N
         assert rows.height > 0, name
         listed = got.filter(pl.col("list") == name)["job_id"].to_list()
         assert listed == rows["job_id"].head(5).to_list(), name
+    every = q.job_lists(con, f, tuple(q.JOB_LISTS), limit=3)  # each reads only JOB_LIST_SOURCE
+    assert set(every["list"]) <= set(q.JOB_LISTS) and every.group_by("list").len()["len"].max() == 3
     found = q.search_jobs(con, f, "mall")
     assert found["user"].to_list() == [NASTY_USER]
     assert q.search_jobs(con, f, "%").height == 0  # LIKE wildcards are literal
