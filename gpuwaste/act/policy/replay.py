@@ -16,7 +16,7 @@ from gpuwaste.act.policy.rule import Only, Rule
 from gpuwaste.analyses.sqlfiles import Scalar, load_sql, set_variables
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect
-from gpuwaste.warehouse.reading import read_frame
+from gpuwaste.warehouse.reading import read_frame, run
 from gpuwaste.warehouse.results import ALL_VCS, ROLLUP_LABELS
 from gpuwaste.warehouse.store import Warehouse
 
@@ -127,11 +127,11 @@ def replay_with_jobs(
     own: a cursor's temporary tables are not seen by the others) that both read."""
     set_variables(con, _variables(rule, cluster, since, until))
     hits = f"policy_hits_{uuid.uuid4().hex}"
-    con.execute(f"create temporary table {hits} as {replay_sql('select * from policy_hits')}")
+    run(con, f"create temporary table {hits} as {replay_sql('select * from policy_hits')}")
     try:
         return _table(con, hits), _jobs_hit(con, hits)
     finally:
-        con.execute(f"drop table if exists {hits}")
+        run(con, f"drop table if exists {hits}")
 
 
 def open_warehouse(data_dir: Path, cluster: str | None) -> duckdb.DuckDBPyConnection:
