@@ -208,10 +208,27 @@ def test_summary_tables_follow_the_vc_filter(con: duckdb.DuckDBPyConnection, bui
 
 def test_job_lists_and_search(con: duckdb.DuckDBPyConnection, built: Built) -> None:
     f = Filters(cluster="demo")
-    cond, order = q.JOB_LISTS["debug_time_limit"]
-    got = q.job_list(con, f, cond, order)
-    want = built.jobs.filter(pl.col("is_debug") & pl.col("hit_time_limit"))
-    assert sorted(got["job_id"]) == sorted(want["job_id"])
+    got = q.job_lists(con, f, ("debug_time_limit", "failed", "queued"), limit=5)
+    assert got["list"].unique(maintain_order=True).to_list() == [
+        "debug_time_limit", "failed", "queued"
+    ]  # fmt: skip
+    jobs = built.jobs.filter(pl.col("cluster") == "demo")
+    want = {  # each list's condition and order, by hand
+        "debug_time_limit": jobs.filter(pl.col("is_debug") & pl.col("hit_time_limit"))
+        .with_columns(lost=((pl.col("idle_slot_gpu_s") + pl.col("never_used_gpu_s")) / 3600)
+                      .round(2))
+        .sort(["lost", "job_id"], descending=[True, False]),
+        "failed": jobs.filter(pl.col("state").is_in(["killed", "unsuccessful"]))
+        .sort(["gpu_s", "job_id"], descending=[True, False]),
+        "queued": jobs.filter(pl.col("queue_delay_s").is_not_null())
+        .sort(["queue_delay_s", "job_id"], descending=[True, False]),
+    }  # fmt: skip
+    for name, rows in want.items():
+        assert rows.height > 0, name
+        listed = got.filter(pl.col("list") == name)["job_id"].to_list()
+        assert listed == rows["job_id"].head(5).to_list(), name
+    every = q.job_lists(con, f, tuple(q.JOB_LISTS), limit=3)  # each reads only JOB_LIST_SOURCE
+    assert set(every["list"]) <= set(q.JOB_LISTS) and every.group_by("list").len()["len"].max() == 3
     found = q.search_jobs(con, f, "mall")
     assert found["user"].to_list() == [NASTY_USER]
     assert q.search_jobs(con, f, "%").height == 0  # LIKE wildcards are literal

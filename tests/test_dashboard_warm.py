@@ -39,7 +39,9 @@ def _counted(ran: list[str], fn: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-@pytest.mark.parametrize(("page", "warmed"), [(None, True), ("queue", True), ("cdfs", False)])
+@pytest.mark.parametrize(
+    ("page", "warmed"), [(None, True), ("queue", True), ("policies", True), ("cdfs", False)]
+)
 def test_after_the_warm_up_the_warmed_pages_run_no_query(
     warehouse: Built, monkeypatch: pytest.MonkeyPatch, page: str | None, warmed: bool
 ) -> None:

@@ -20,12 +20,14 @@ from typing import Any
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 from typer.testing import CliRunner
 
-from gpuwaste.act.policy.replay import open_warehouse, replay
+from gpuwaste.act.policy.replay import open_warehouse, replay, replay_with_jobs
 from gpuwaste.act.policy.rule import make_rule
 from gpuwaste.cli import app
 from gpuwaste.errors import GpuwasteError
+from gpuwaste.warehouse.readonly import read_only_connection
 from tests.conftest import REPO
 from tests.test_analyses import at, build, run, series
 
@@ -219,6 +221,25 @@ def test_sweep_equals_single_thresholds(warehouse: Path) -> None:
         r for h in ("0.25", "0.5", "1", "2") for r in replay_json(warehouse, "--idle-hours", h)
     ]
     assert sweep == singles
+
+
+def test_one_pass_gives_the_table_and_the_jobs(warehouse: Path) -> None:
+    """replay_with_jobs (the dashboard's, on its read-only connection): replay's table and jobs
+    list from one pass; a sweep's jobs at a threshold are that threshold's own replay's; its
+    temporary table is gone after."""
+    con = read_only_connection(warehouse)
+    try:
+        rule = make_rule(["0.25,0.5,1,2"], 10.0)
+        table, jobs = replay_with_jobs(con, rule, cluster="c")
+        assert_frame_equal(table, replay(con, rule, cluster="c"), check_exact=False)
+        assert jobs.equals(replay(con, rule, cluster="c", jobs=True))
+        for h in rule.idle_hours:
+            single = replay(con, make_rule([str(h)], 10.0), cluster="c", jobs=True)
+            assert jobs.filter(pl.col("idle_hours") == h).equals(single), h
+        assert set(jobs["job_id"]) >= {"A", "B", "D", "F", "G", "H"}
+        assert con.sql("select count(*) from duckdb_tables() where temporary").fetchall() == [(0,)]
+    finally:
+        con.close()
 
 
 def test_period_and_formats(warehouse: Path) -> None:

@@ -23,6 +23,8 @@ import duckdb
 import polars as pl
 import streamlit as st
 
+from gpuwaste.act.policy import replay as policy_replay
+from gpuwaste.act.policy.rule import Rule, make_rule
 from gpuwaste.analyses import freshness, reads
 from gpuwaste.config import (
     DATA_DIR_ENV,
@@ -38,8 +40,11 @@ from gpuwaste.warehouse.readonly import read_only_connection
 from gpuwaste.warehouse.schema import all_tables
 from gpuwaste.warehouse.store import TMP_MARK, Warehouse
 
-# the modules whose queries `fetch` runs: the dashboard's own, and those it shares
-QUERY_MODULES = {m.__name__: m for m in (queries, reads)}
+# the modules whose queries the dashboard runs: `fetch`'s (the dashboard's own, and those it
+# shares) and the Policies page's replay (`replay`)
+QUERY_MODULES = {m.__name__: m for m in (queries, reads, policy_replay)}
+# the Policies page's rule as it opens: these idle thresholds (hours), no grace, every job, no cap
+POLICY_HOURS = "0.5,1,2,4,8"
 
 RUN_DEMO = "`gpuwaste demo` (bundled sample data)"
 RUN_INGEST = "`gpuwaste ingest`"
@@ -211,14 +216,43 @@ PAGE_RUNS = PageRuns()
 _warming = threading.local()  # `active` in the thread running `warm`, past the Overview
 
 
+def _after_page_runs() -> None:
+    """In the warm-up past the Overview: wait until no visitor's page has run for a while."""
+    if getattr(_warming, "active", False):
+        PAGE_RUNS.wait_for_quiet()
+
+
 def fetch(fn: Callable[..., pl.DataFrame], *args: Any) -> pl.DataFrame:
     """Run `fn(cursor, *args)`, a query of `queries` or `gpuwaste.analyses.reads`, with its
     result cached until the warehouse changes. In the warm-up past the Overview, once no page
     has run for a while (`PAGE_RUNS`)."""
-    if getattr(_warming, "active", False):
-        PAGE_RUNS.wait_for_quiet()
+    _after_page_runs()
     root = data_dir()
     return _cached(str(root), _version(str(root)), fn.__module__, fn.__name__, args)
+
+
+@st.cache_data(ttl=600, max_entries=16, show_spinner="Replaying the rule...")
+def _replay(
+    root: str, version: tuple[tuple[str, float], ...], rule: Rule, f: Filters
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    cur = _connection(root, version).cursor()
+    try:  # the module's attribute, so that bench/harness/timed_server.py times it as a query
+        return policy_replay.replay_with_jobs(
+            cur, rule, cluster=f.cluster, since=f.period_start, until=f.period_end
+        )
+    finally:
+        cur.close()
+
+
+def replay(rule: Rule, f: Filters) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The Policies page's replay of `rule` over view `f`'s cluster and period (its other
+    filters apply on the page): the table per threshold and VC, and the jobs cancelled at every
+    threshold, from one pass (gpuwaste.act.policy.replay.replay_with_jobs), cached until the
+    warehouse changes."""
+    _after_page_runs()
+    root = data_dir()
+    view = Filters(cluster=f.cluster, start=f.start, end=f.end)  # one entry whatever else is set
+    return _replay(str(root), _version(str(root)), rule, view)
 
 
 def overview(f: Filters) -> dict[str, pl.DataFrame]:
@@ -282,6 +316,7 @@ def warm() -> None:
     _warming.active = True
     try:
         queue(default)
+        replay(make_rule([POLICY_HOURS]), default)  # the Policies page's, the costliest
     finally:
         _warming.active = False
 

@@ -5,6 +5,7 @@ cancel rule on 1 M jobs")."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from gpuwaste.act.policy.rule import Only, Rule
 from gpuwaste.analyses.sqlfiles import Scalar, load_sql, set_variables
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.catalog import connect
-from gpuwaste.warehouse.reading import read_frame
+from gpuwaste.warehouse.reading import read_frame, run
 from gpuwaste.warehouse.results import ALL_VCS, ROLLUP_LABELS
 from gpuwaste.warehouse.store import Warehouse
 
@@ -51,11 +52,13 @@ def title(rule: Rule) -> str:
     return TITLE.format(jobs=ONLY_WORDS[rule.only], grace=grace, cap=cap)
 
 
-def replay_sql(final: str) -> str:
-    """The jobs the rule considers and its hits as named relations, then `final` over them."""
+def replay_sql(final: str, hits: str | None = None) -> str:
+    """The jobs the rule considers and its hits as named relations, then `final` over them;
+    `hits`: a table holding the hits already computed (replay_with_jobs), read instead."""
+    found = load_sql(HITS_SQL) if hits is None else f"select * from {hits}"
     return (
         f"with policy_jobs as ({load_sql(JOBS_SQL)}),\n"
-        f"policy_hits as ({load_sql(HITS_SQL)})\n"
+        f"policy_hits as ({found})\n"
         f"select * from ({final})"
     )
 
@@ -98,13 +101,41 @@ def replay(
     reason `looks busy (counted idle)`."""
     set_variables(con, _variables(rule, cluster, since, until, count_looks_busy))
     if jobs:
-        df = read_frame(con, replay_sql(load_sql(JOBS_HIT_SQL)))
-        return df.sort(["cluster", "idle_hours", "cancel_ts", "job_id"])
-    df = read_frame(con, replay_sql(load_sql(TABLE_SQL)))
+        return _jobs_hit(con)
+    return _table(con)
+
+
+def _table(con: duckdb.DuckDBPyConnection, hits: str | None = None) -> pl.DataFrame:
+    df = read_frame(con, replay_sql(load_sql(TABLE_SQL), hits))
     return df.sort(
         ["cluster", "idle_hours", pl.col("vc") == ALL_VCS, "vc"],
         descending=[False, False, True, False],
     )
+
+
+def _jobs_hit(con: duckdb.DuckDBPyConnection, hits: str | None = None) -> pl.DataFrame:
+    df = read_frame(con, replay_sql(load_sql(JOBS_HIT_SQL), hits))
+    return df.sort(["cluster", "idle_hours", "cancel_ts", "job_id"])
+
+
+def replay_with_jobs(
+    con: duckdb.DuckDBPyConnection,
+    rule: Rule,
+    *,
+    cluster: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`replay`'s table and its jobs list (`jobs=True`, every threshold), the same frames, from
+    one pass: the hits, the costly part, are computed once into a temporary table of `con` (its
+    own: a cursor's temporary tables are not seen by the others) that both read."""
+    set_variables(con, _variables(rule, cluster, since, until))
+    hits = f"policy_hits_{uuid.uuid4().hex}"
+    run(con, f"create temporary table {hits} as {replay_sql('select * from policy_hits')}")
+    try:
+        return _table(con, hits), _jobs_hit(con, hits)
+    finally:
+        run(con, f"drop table if exists {hits}")
 
 
 def open_warehouse(data_dir: Path, cluster: str | None) -> duckdb.DuckDBPyConnection:
@@ -126,4 +157,13 @@ def jobs_counted(rule: Rule) -> str:
     return JOBS if rule.only == Only.all else f"{JOBS} ({ONLY_WORDS[rule.only]})"
 
 
-__all__ = ["JOBS_KEY", "KEY", "SQL_FILES", "jobs_counted", "open_warehouse", "replay", "title"]
+__all__ = [
+    "JOBS_KEY",
+    "KEY",
+    "SQL_FILES",
+    "jobs_counted",
+    "open_warehouse",
+    "replay",
+    "replay_with_jobs",
+    "title",
+]

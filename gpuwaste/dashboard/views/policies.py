@@ -6,21 +6,16 @@ enforcement rules"; the same replay as `gpuwaste policy replay`."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from pathlib import Path
-
 import polars as pl
 import streamlit as st
 
-from gpuwaste.act.policy.replay import replay
-from gpuwaste.act.policy.rule import Only, Rule, make_rule
+from gpuwaste.act.policy.rule import Only, make_rule
 from gpuwaste.dashboard import charts, data, widgets
 from gpuwaste.dashboard import queries as q
 from gpuwaste.dashboard.filters import Filters
 from gpuwaste.errors import GpuwasteError
 from gpuwaste.warehouse.results import ALL_VCS
 
-DEFAULT_HOURS = "0.5,1,2,4,8"
 ADDITIVE = (
     "jobs", "gpu_h", "jobs_hit", "reclaimed_gpu_h", "wrongful_hits", "work_lost_gpu_h",
     "work_lost_max_gpu_h",
@@ -40,31 +35,6 @@ TITLES = {
     "reason": "Why",
     "wrongful": "Wrongful",
 }
-
-
-@st.cache_data(ttl=600, max_entries=64, show_spinner="Replaying the rule...")
-def _replay(
-    root: str,
-    version: tuple[tuple[str, float], ...],
-    rule: Rule,
-    cluster: str | None,
-    since: datetime | None,
-    until: datetime | None,
-    jobs: bool,
-) -> pl.DataFrame:
-    """The replay (or its jobs), cached until the warehouse changes (`version`)."""
-    cur = data.connection()
-    try:
-        return replay(cur, rule, cluster=cluster, since=since, until=until, jobs=jobs)
-    finally:
-        cur.close()
-
-
-def fetch(rule: Rule, cluster: str | None, since: datetime | None, until: datetime | None,
-          jobs: bool = False) -> pl.DataFrame:  # fmt: skip
-    root = data.data_dir()
-    version = data.warehouse_version(Path(root))
-    return _replay(str(root), version, rule, cluster, since, until, jobs)
 
 
 def chart_rows(sweep: pl.DataFrame, vcs: tuple[str, ...]) -> pl.DataFrame:
@@ -94,7 +64,7 @@ st.caption(
 asked = widgets.link_values(("idle_hours", "grace", "only", "cap"))
 c1, c2, c3, c4 = st.columns([3, 2, 2, 2])
 with c1:
-    hours_text = st.text_input("Idle thresholds (hours)", DEFAULT_HOURS, key="idle_hours",
+    hours_text = st.text_input("Idle thresholds (hours)", data.POLICY_HOURS, key="idle_hours",
                                bind="query-params", help="Comma-separated: one replay each.")  # fmt: skip
 with c2:
     grace = st.number_input("Grace after start (min)", min_value=0.0, value=0.0, step=15.0,
@@ -123,7 +93,7 @@ widgets.warn_link_fallbacks(
     },
 )
 
-sweep = fetch(rule, f.cluster, f.period_start, f.period_end)
+sweep, cancelled = data.replay(rule, f)  # one pass gives both (and is warmed as the page opens)
 if f.vcs:
     sweep = sweep.filter(pl.col("vc").is_in(f.vcs) | (pl.col("vc") == ALL_VCS))
 rows = chart_rows(sweep, f.vcs)
@@ -153,8 +123,7 @@ widgets.table(
 st.subheader("Jobs the rule cancels")
 pick = st.selectbox("At the threshold (hours)", list(rule.idle_hours), key="hits_at",
                     format_func=lambda h: f"{h:g}")  # fmt: skip
-hits = fetch(Rule((float(pick),), rule.grace_minutes, rule.only, rule.max_interactive_hours),
-             f.cluster, f.period_start, f.period_end, jobs=True)  # fmt: skip
+hits = cancelled.filter(pl.col("idle_hours") == pick)
 if f.vcs:
     hits = hits.filter(pl.col("vc").is_in(f.vcs))
 hits = hits.sort(["wrongful", "reclaimed_gpu_h"], descending=True)

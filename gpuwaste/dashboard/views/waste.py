@@ -26,6 +26,10 @@ TITLES: dict[str, dict[str, str]] = {
     "spatial_summary": {"value": "Value (% or mean %)"},
 }  # fmt: skip
 
+# the job lists of the page, in its order (queries.JOB_LISTS): read in one query
+JOB_TABLES = ("lost", "never_used", "stable_phases", "debug_time_limit", "low_util", "failed",
+              "queued")  # fmt: skip
+
 f = widgets.current_filters()
 st.title("Waste tables")
 widgets.show_view(f)
@@ -55,13 +59,20 @@ def with_group(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def jobs_of(name: str) -> pl.DataFrame:
+    """The rows of job list `name` (one of JOB_TABLES)."""
+    if name not in JOB_TABLES:
+        raise ValueError(f"{name} is not one of the page's job lists ({', '.join(JOB_TABLES)})")
+    lists = data.fetch(q.job_lists, f, JOB_TABLES)
+    return lists.filter(pl.col("list") == name).drop("list")
+
+
 def act(what_to_do: str, jobs: str, title: str) -> None:
     """One line on what to do about the table above, and the worst jobs behind it (selecting one
     opens it on the Job page)."""
     st.markdown(f":material/lightbulb: **What to do:** {what_to_do}")
     with st.expander(title):
-        cond, order = q.JOB_LISTS[jobs]
-        widgets.job_table(data.fetch(q.job_list, f, cond, order), key=f"{jobs}_table", height=250)
+        widgets.job_table(jobs_of(jobs), key=f"{jobs}_table", height=250)
 
 
 st.subheader("Idle slots and never-used GPUs, debugging or not (CloudBrain Table IV)")
@@ -181,7 +192,5 @@ with st.expander("Cluster-level tables (Philly Tables 3, 5, 6; queueing; spatial
         study_table(name, "Nothing measured in this view.")
         st.markdown(f":material/lightbulb: **What to do:** {what_to_do}")
         if jobs:
-            cond, order = q.JOB_LISTS[jobs]
             st.caption(f"Worst jobs ({jobs.replace('_', ' ')}):")
-            widgets.job_table(data.fetch(q.job_list, f, cond, order), key=f"{jobs}_table",
-                              height=250)  # fmt: skip
+            widgets.job_table(jobs_of(jobs), key=f"{jobs}_table", height=250)
