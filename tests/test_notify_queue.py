@@ -13,7 +13,7 @@ import pytest
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import Settings
 from gpuwaste.warehouse.store import Warehouse
-from tests.support.act_warehouse import with_low_data_job
+from tests.support.act_warehouse import add_job, with_low_data_job
 from tests.support.two_jobs import T0
 from tests.test_notify import CONFIG, notify
 from tests.test_notify_money import OWNERS
@@ -30,27 +30,8 @@ def waited(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     tmp_path = tmp_path_factory.mktemp("queue")
     data_dir = with_low_data_job(tmp_path / "wh")
     (tmp_path / "gpuwaste.toml").write_text(CONFIG + OWNERS)
-    wh = Warehouse(data_dir)
     start, end = T0 + timedelta(seconds=1200), T0 + timedelta(seconds=2400)
-    wh.upsert(
-        "jobs",
-        "c",
-        "w",
-        pl.DataFrame(
-            {"job_id": ["w"], "user": ["dan"], "vc": ["vision"], "state": ["passed"],
-             "submit_ts": [T0], "start_ts": [start], "end_ts": [end], "gpus": [2],
-             "is_debug": [False]}
-        ),
-    )  # fmt: skip
-    wh.upsert(
-        "job_gpus",
-        "c",
-        "w",
-        pl.DataFrame(
-            {"job_id": ["w", "w"], "attempt": [0, 0], "host": ["h", "h"], "gpu": [0, 3],
-             "start_ts": [start, start], "end_ts": [end, end]}
-        ),
-    )  # fmt: skip
+    add_job(data_dir, "w", "dan", "vision", T0, start, end, [0, 3])
     analyze(Settings(data_dir=data_dir), quiet=True)
     r = notify(data_dir)
     assert r.returncode == 0, r.stderr

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from gpuwaste.cli import app
 from gpuwaste.columns import title
 from gpuwaste.warehouse.store import Warehouse
+from tests.support.act_warehouse import add_job
 from tests.support.two_jobs import T0, write_two_jobs
 
 
@@ -251,27 +252,8 @@ def test_waste_by_the_hours_waited_behind_ones_own_idle_gpus(data_dir: Path) -> 
     300 s idle slot) it waited 300 GPU-s: ann's and VC vision's own figure; behind bob's
     never-used GPU 1200 GPU-s: bob's and VC speech's others-waited figure, in no own figure."""
     write_two_jobs(data_dir)
-    wh = Warehouse(data_dir)
-    start, end = T0 + timedelta(seconds=1200), T0 + timedelta(seconds=1800)
-    wh.upsert(
-        "jobs",
-        "c",
-        "w",
-        pl.DataFrame(
-            {"job_id": ["w"], "user": ["ann"], "vc": ["vision"], "state": ["passed"],
-             "submit_ts": [T0], "start_ts": [start], "end_ts": [end], "gpus": [1],
-             "is_debug": [False]}
-        ),
-    )  # fmt: skip
-    wh.upsert(
-        "job_gpus",
-        "c",
-        "w",
-        pl.DataFrame(
-            {"job_id": ["w"], "attempt": [0], "host": ["h"], "gpu": [0], "start_ts": [start],
-             "end_ts": [end]}
-        ),
-    )  # fmt: skip
+    add_job(data_dir, "w", "ann", "vision", T0, T0 + timedelta(seconds=1200),
+            T0 + timedelta(seconds=1800), [0])  # fmt: skip
     assert CliRunner().invoke(app, ["analyze", "--data-dir", str(data_dir)]).exit_code == 0
     figures = ("others_waited_gpu_h", "own_blocked_gpu_h")
     users = {r["user"]: tuple(r[f] for f in figures) for r in by(data_dir, "user")}
