@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import requests
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuwaste.exporter.collector import WasteCollector
@@ -37,13 +38,18 @@ def dashboard() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def live_metric_names(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
-    """The metric names `gpuwaste exporter` serves, read over HTTP from a running one."""
+def live_families(tmp_path_factory: pytest.TempPathFactory) -> list[Metric]:
+    """The metric families `gpuwaste exporter` serves, read over HTTP from a running one."""
     data_dir = tmp_path_factory.mktemp("grafana") / "data"
     build(data_dir)
     with serving(WasteCollector(data_dir)) as url:
         text = requests.get(url, timeout=30).text
-    return {s.name for f in text_string_to_metric_families(text) for s in f.samples}
+    return list(text_string_to_metric_families(text))
+
+
+@pytest.fixture(scope="module")
+def live_metric_names(live_families: list[Metric]) -> set[str]:
+    return {s.name for f in live_families for s in f.samples}
 
 
 def metric_names(expr: str) -> set[str]:
@@ -151,6 +157,36 @@ def test_every_query_uses_only_metrics_the_live_exporter_serves(
     assert len(used) >= 12  # the check saw the queries' names
     assert "gpuwaste_up" in live_metric_names and "gpuwaste_idle_job_gpus" in live_metric_names
     assert "gpuwaste_energy_joules_total" in used  # the energy panels were checked too
+
+
+def test_the_variables_list_every_cluster_and_vc_the_exporter_serves(
+    dashboard: dict[str, Any], live_families: list[Metric]
+) -> None:
+    """The pickers read gauges every analyzed cluster and VC has, not the counters: those hold
+    only settled rows (docs/exporter.md#counters-and-windows), so a cluster or VC none of whose
+    jobs has settled yet would vanish from the picker."""
+    variables = {
+        v["name"]: v["query"]["query"]
+        for v in dashboard["templating"]["list"]
+        if v["type"] == "query"
+    }
+    picked: dict[str, set[str]] = {}
+    served: dict[str, set[str]] = {"cluster": set(), "vc": set()}
+    for name in ("cluster", "vc"):
+        m = re.match(r"label_values\(([\w:]+)(?:\{[^}]*\})?, (\w+)\)$", variables[name])
+        assert m and m.group(2) == name, variables[name]
+        family = next(f for f in live_families if f.name == m.group(1))
+        assert family.type == "gauge", (name, family.name, family.type)
+        picked[name] = {s.labels[name] for s in family.samples}
+    for f in live_families:
+        for s in f.samples:
+            for label, seen in served.items():
+                if s.labels.get(label) and not (
+                    label == "vc" and f.name.startswith("gpuwaste_idle_job")
+                ):
+                    seen.add(s.labels[label])
+    assert picked["cluster"] == served["cluster"] == {"c1", "c2"}
+    assert picked["vc"] == served["vc"] and len(picked["vc"]) >= 2
 
 
 # Grafana's unit ids (packages/grafana-data/src/valueFormats/categories.ts of grafana/grafana,

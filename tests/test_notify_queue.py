@@ -10,10 +10,11 @@ from typing import Any
 import polars as pl
 import pytest
 
+from gpuwaste.act.notify.digest import waited_sentence
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import Settings
 from gpuwaste.warehouse.store import Warehouse
-from tests.support.act_warehouse import with_low_data_job
+from tests.support.act_warehouse import add_job, with_low_data_job
 from tests.support.two_jobs import T0
 from tests.test_notify import CONFIG, notify
 from tests.test_notify_money import OWNERS
@@ -30,27 +31,8 @@ def waited(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
     tmp_path = tmp_path_factory.mktemp("queue")
     data_dir = with_low_data_job(tmp_path / "wh")
     (tmp_path / "gpuwaste.toml").write_text(CONFIG + OWNERS)
-    wh = Warehouse(data_dir)
     start, end = T0 + timedelta(seconds=1200), T0 + timedelta(seconds=2400)
-    wh.upsert(
-        "jobs",
-        "c",
-        "w",
-        pl.DataFrame(
-            {"job_id": ["w"], "user": ["dan"], "vc": ["vision"], "state": ["passed"],
-             "submit_ts": [T0], "start_ts": [start], "end_ts": [end], "gpus": [2],
-             "is_debug": [False]}
-        ),
-    )  # fmt: skip
-    wh.upsert(
-        "job_gpus",
-        "c",
-        "w",
-        pl.DataFrame(
-            {"job_id": ["w", "w"], "attempt": [0, 0], "host": ["h", "h"], "gpu": [0, 3],
-             "start_ts": [start, start], "end_ts": [end, end]}
-        ),
-    )  # fmt: skip
+    add_job(data_dir, "w", "dan", "vision", T0, start, end, [0, 3])
     analyze(Settings(data_dir=data_dir), quiet=True)
     r = notify(data_dir)
     assert r.returncode == 0, r.stderr
@@ -93,21 +75,26 @@ def test_the_vc_digest_says_how_long_others_waited_behind_the_vc_s_idle_gpus(
         assert " ".join(digest.split()).count(sentence) == 1, digest
 
 
-def test_the_vc_digest_says_how_long_the_vc_s_own_jobs_waited_behind_its_idle_gpus(
-    waited: tuple[Path, Any],
-) -> None:
-    """dan's wait (VC vision) behind ann's idle GPUs (vision) is vision's own: its digest says
-    so, as `report --by vc` counts own_blocked_gpu_h (same_vc); speech's own jobs waited behind
-    none of its GPUs, and its digest has no such line."""
+def test_a_colleague_s_wait_is_not_also_the_vc_s_own(waited: tuple[Path, Any]) -> None:
+    """dan's wait (VC vision) behind ann's idle GPUs (vision) counts among others' waits in
+    vision's digest (above), not again as the VC's own: no user waited behind their own idle
+    GPUs, so no digest has the own line (as `report --by vc`'s own_blocked_gpu_h: same_user)."""
     data_dir, r = waited
     overlap = Warehouse(data_dir).read("queue_idle_overlap", "c")
-    own = overlap.filter(pl.col("same_vc") & (pl.col("vc") == "vision"))
-    assert own.height and own["blocked_gpu_s"].sum() > 0
-    hours = own["blocked_gpu_s"].sum() / 3600
-    digests = {d.split(",")[0]: " ".join(d.split()) for d in r.stdout.split("Owners of VC ")[1:]}
-    sentence = (
-        f"{own['job_id'].n_unique()} job(s) of the VC waited {hours:.2f} GPU hours while the "
-        "VC's GPUs sat idle and could have run them."
-    )
-    assert digests["vision"].count(sentence) == 1, digests["vision"]
-    assert "of the VC waited" not in digests["speech"]
+    colleague = overlap.filter(pl.col("same_vc") & ~pl.col("same_user"))
+    assert colleague["blocked_gpu_s"].sum() > 0
+    assert overlap.filter(pl.col("same_user"))["blocked_gpu_s"].sum() == 0
+    assert "Owners of VC vision" in r.stdout
+    assert "could have run them" not in r.stdout
+
+
+def test_the_own_waits_line_names_whose_gpus() -> None:
+    """Per VC, own waits are its users' behind their own idle GPUs in the VC."""
+    row = {"waits": 0, "waited_gpu_h": 0.0, "own_waits": 5, "own_waited_gpu_h": 1.2}
+    args = ("the VC's GPUs", "the VC's", "of the VC's users", "their own GPUs in the VC")
+    assert waited_sentence(row, *args) == [
+        "",
+        "5 job(s) of the VC's users waited 1.20 GPU hours while their own GPUs in the VC sat "
+        "idle and could have run them.",
+    ]
+    assert waited_sentence(None, *args) == []

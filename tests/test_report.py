@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from gpuwaste.cli import app
 from gpuwaste.columns import title
 from gpuwaste.warehouse.store import Warehouse
+from tests.support.act_warehouse import add_job
 from tests.support.two_jobs import T0, write_two_jobs
 
 
@@ -245,39 +246,32 @@ def test_waste_by_user_and_vc(data_dir: Path) -> None:
     assert "GPU hours others waited" in shown.output
 
 
-def test_waste_by_the_hours_waited_behind_ones_own_idle_gpus(data_dir: Path) -> None:
-    """Beside the two jobs, ann's 1-GPU job w, submitted at T0, waits 20 minutes for capacity
-    (host h's 2 GPUs held by a and b) and runs on GPU 0 after a. Behind ann's own idle GPU (a's
-    300 s idle slot) it waited 300 GPU-s: ann's and VC vision's own figure; behind bob's
-    never-used GPU 1200 GPU-s: bob's and VC speech's others-waited figure, in no own figure."""
+@pytest.mark.parametrize("waiter", ["ann", "cat"])
+def test_waste_by_the_hours_waited_behind_ones_own_idle_gpus(data_dir: Path, waiter: str) -> None:
+    """Beside the two jobs, a 1-GPU job w of VC vision, submitted at T0, waits 20 minutes for
+    capacity (host h's 2 GPUs held by a and b) and runs on GPU 0 after a. Behind ann's idle GPU
+    (a's 300 s idle slot) it waited 300 GPU-s, behind bob's never-used GPU 1200 GPU-s: bob's and
+    VC speech's others-waited figure, in no own figure. When w is ann's, the 300 GPU-s are
+    ann's and vision's own figure; when it is her colleague cat's (vision too), they are
+    ann's and vision's others-waited figure and in no own figure: a VC's two figures never
+    count one wait twice."""
     write_two_jobs(data_dir)
-    wh = Warehouse(data_dir)
-    start, end = T0 + timedelta(seconds=1200), T0 + timedelta(seconds=1800)
-    wh.upsert(
-        "jobs",
-        "c",
-        "w",
-        pl.DataFrame(
-            {"job_id": ["w"], "user": ["ann"], "vc": ["vision"], "state": ["passed"],
-             "submit_ts": [T0], "start_ts": [start], "end_ts": [end], "gpus": [1],
-             "is_debug": [False]}
-        ),
-    )  # fmt: skip
-    wh.upsert(
-        "job_gpus",
-        "c",
-        "w",
-        pl.DataFrame(
-            {"job_id": ["w"], "attempt": [0], "host": ["h"], "gpu": [0], "start_ts": [start],
-             "end_ts": [end]}
-        ),
-    )  # fmt: skip
+    add_job(data_dir, "w", waiter, "vision", T0, T0 + timedelta(seconds=1200),
+            T0 + timedelta(seconds=1800), [0])  # fmt: skip
     assert CliRunner().invoke(app, ["analyze", "--data-dir", str(data_dir)]).exit_code == 0
     figures = ("others_waited_gpu_h", "own_blocked_gpu_h")
     users = {r["user"]: tuple(r[f] for f in figures) for r in by(data_dir, "user")}
-    assert users == {"ann": (None, 300 / 3600), "bob\x1b[2J": (1200 / 3600, None)}
     vcs = {r["vc"]: tuple(r[f] for f in figures) for r in by(data_dir, "vc")}
-    assert vcs == {"vision": (None, 300 / 3600), "speech": (1200 / 3600, None)}
+    if waiter == "ann":
+        assert users == {"ann": (None, 300 / 3600), "bob\x1b[2J": (1200 / 3600, None)}
+        assert vcs == {"vision": (None, 300 / 3600), "speech": (1200 / 3600, None)}
+    else:
+        assert users == {
+            "ann": (300 / 3600, None),
+            "bob\x1b[2J": (1200 / 3600, None),
+            "cat": (None, None),
+        }
+        assert vcs == {"vision": (300 / 3600, None), "speech": (1200 / 3600, None)}
     assert "own_blocked_gpu_h" not in by(data_dir, "model")[0]
     shown = CliRunner().invoke(
         app, ["report", "--data-dir", str(data_dir), "--by", "user"], env={"COLUMNS": "320"}

@@ -393,8 +393,9 @@ ANALYSES: tuple[Analysis, ...] = (
         "kept it waiting: only in the pieces of the wait whose cause (queue_causes) is "
         "capacity or fragmentation, or fair-share for holders in the waiting job's VC, at most "
         "the stretch's own GPU-seconds there; the holder's idle GPUs serve at most the GPUs "
-        "other users wait for at each moment. Grain: one row per waiting stretch x holder "
-        "(user, VC). Units: GPU-seconds.",
+        "other users wait for at each moment and, apart, by the same rule, at most the GPUs "
+        "its own user's jobs wait for (same_user). Grain: one row per waiting stretch x "
+        "holder (user, VC). Units: GPU-seconds.",
         staging=("queue_wait_pieces",),
     ),
     _summary(

@@ -49,6 +49,45 @@ def planted_warehouse(base: Path, cost: CostSettings | None = None) -> tuple[Pat
     return data_dir, truth
 
 
+def add_job(
+    data_dir: Path,
+    job_id: str,
+    user: str,
+    vc: str,
+    submit: datetime,
+    start: datetime,
+    end: datetime,
+    gpus: list[int],
+    batch: str | None = None,
+) -> None:
+    """A passed job of cluster c on host h's `gpus` (attempt 0, all from `start` to `end`),
+    submitted at `submit` (before `start`: a job that waited), in its own batch (`batch`,
+    else the job id); not analyzed."""
+    from gpuwaste.warehouse.store import Warehouse
+
+    wh = Warehouse(data_dir)
+    n = len(gpus)
+    wh.upsert(
+        "jobs",
+        "c",
+        batch or job_id,
+        pl.DataFrame(
+            {"job_id": [job_id], "user": [user], "vc": [vc], "state": ["passed"],
+             "submit_ts": [submit], "start_ts": [start], "end_ts": [end], "gpus": [n],
+             "is_debug": [False]}
+        ),
+    )  # fmt: skip
+    wh.upsert(
+        "job_gpus",
+        "c",
+        batch or job_id,
+        pl.DataFrame(
+            {"job_id": [job_id] * n, "attempt": [0] * n, "host": ["h"] * n, "gpu": gpus,
+             "start_ts": [start] * n, "end_ts": [end] * n}
+        ),
+    )  # fmt: skip
+
+
 def with_low_data_job(data_dir: Path, t0: datetime = T0, cost: CostSettings | None = None) -> Path:
     """tests/support/two_jobs.py plus job c of user ann on GPU 2: idle samples for its first
     5 of 20 minutes and none after, so it is observed for 25 % of its GPU time (`low_data`);
@@ -70,25 +109,6 @@ def with_low_data_job(data_dir: Path, t0: datetime = T0, cost: CostSettings | No
     ).with_columns(pl.col("ts").dt.cast_time_unit("us").dt.replace_time_zone("UTC"))
     samples = pl.concat([old, new], how="diagonal_relaxed")
     wh.replace_window("gpu_samples", "c", t0, t0 + timedelta(hours=1), samples)
-    end = t0 + timedelta(seconds=1200)
-    wh.upsert(
-        "jobs",
-        "c",
-        "t",
-        pl.DataFrame(
-            {"job_id": ["c"], "user": ["ann"], "vc": ["vision"], "state": ["passed"],
-             "submit_ts": [t0], "start_ts": [t0], "end_ts": [end], "gpus": [1],
-             "is_debug": [False]}
-        ),
-    )  # fmt: skip
-    wh.upsert(
-        "job_gpus",
-        "c",
-        "t",
-        pl.DataFrame(
-            {"job_id": ["c"], "attempt": [0], "host": ["h"], "gpu": [2], "start_ts": [t0],
-             "end_ts": [end]}
-        ),
-    )  # fmt: skip
+    add_job(data_dir, "c", "ann", "vision", t0, t0, t0 + timedelta(seconds=1200), [2], batch="t")
     analyze(Settings(data_dir=data_dir, cost=cost or CostSettings()), quiet=True)
     return data_dir

@@ -94,15 +94,16 @@ join job_usage as j on j.cluster = getvariable('cluster') and j.job_id = w.job_i
 """
 
 # Other users' waits that overlap the window, behind each user's ($1 = 'user') or each VC's
-# ('vc') idle GPUs, and the user's (VC's) own waits behind their own idle GPUs (a wait counts
-# whole, as in `report --by user|vc`: sql/reports/waste_by.sql).
+# ('vc') idle GPUs, and the holders' own waits behind their own idle GPUs (same_user, per VC
+# too: a colleague's wait is among others'; a wait counts whole, as in `report --by user|vc`:
+# sql/reports/waste_by.sql).
 WAITED = """
 select if($1 = 'user', holder_user, holder_vc) as who,
        count(distinct (job_id, attempt)) filter (not same_user and blocked_gpu_s > 0) as waits,
        sum(blocked_gpu_s) filter (not same_user) / 3600 as waited_gpu_h,
-       count(distinct (job_id, attempt)) filter (own and blocked_gpu_s > 0) as own_waits,
-       sum(blocked_gpu_s) filter (own) / 3600 as own_waited_gpu_h
-from (select *, if($1 = 'user', same_user, same_vc) as own from queue_idle_overlap)
+       count(distinct (job_id, attempt)) filter (same_user and blocked_gpu_s > 0) as own_waits,
+       sum(blocked_gpu_s) filter (same_user) / 3600 as own_waited_gpu_h
+from queue_idle_overlap
 where cluster = getvariable('cluster')
   and wait_end > getvariable('period_start')::timestamptz
   and wait_start < getvariable('period_end')::timestamptz
@@ -363,7 +364,7 @@ def user_digests(figures: WindowFigures, ctx: DigestContext) -> list[Digest]:
             "",
             f"From {ctx.window.label}, your jobs on cluster {ctx.quote(ctx.cluster)} "
             + held_sentence(t, ctx),
-            *waited_sentence(waited.get(user), "your GPUs", "yours", "of yours"),
+            *waited_sentence(waited.get(user), "your GPUs", "yours", "of yours", "your GPUs"),
         ]
         subject = (
             f"gpuwaste: {lost_hours(t, ctx)} lost on {ctx.quote(ctx.cluster)}, {_dates(ctx.window)}"
@@ -372,10 +373,13 @@ def user_digests(figures: WindowFigures, ctx: DigestContext) -> list[Digest]:
     return out
 
 
-def waited_sentence(row: dict[str, Any] | None, gpus: str, theirs: str, own: str) -> list[str]:
+def waited_sentence(
+    row: dict[str, Any] | None, gpus: str, theirs: str, own: str, own_gpus: str
+) -> list[str]:
     """The lines on other users' waits behind a user's or a VC's idle GPUs (`gpus`: "your GPUs",
-    `theirs`: "yours"), and on the user's (VC's: `own`, "of yours", "of the VC") own waits
-    behind them, when there were any."""
+    `theirs`: "yours"), and on the holders' own waits (`own`: "of yours", "of the VC's users")
+    behind their own idle GPUs (`own_gpus`: "your GPUs", "their own GPUs in the VC"), when
+    there were any."""
     lines = []
     if row and row["waits"] and row["waited_gpu_h"]:
         lines.append(
@@ -385,7 +389,7 @@ def waited_sentence(row: dict[str, Any] | None, gpus: str, theirs: str, own: str
     if row and row["own_waits"] and row["own_waited_gpu_h"]:
         lines.append(
             f"{row['own_waits']} job(s) {own} waited {row['own_waited_gpu_h']:.2f} GPU hours "
-            f"while {gpus} sat idle and could have run them."
+            f"while {own_gpus} sat idle and could have run them."
         )
     return ["", *lines] if lines else []
 
@@ -428,7 +432,13 @@ def vc_digests(figures: WindowFigures, ctx: DigestContext) -> list[Digest]:
             "",
             f"From {ctx.window.label}, jobs of VC {ctx.quote(vc)} on cluster "
             f"{ctx.quote(ctx.cluster)} " + held_sentence(t, ctx),
-            *waited_sentence(waited.get(vc), "the VC's GPUs", "the VC's", "of the VC"),
+            *waited_sentence(
+                waited.get(vc),
+                "the VC's GPUs",
+                "the VC's",
+                "of the VC's users",
+                "their own GPUs in the VC",
+            ),
             "",
             "GPU hours lost per user:",
             *user_lines(mine, vc, ctx),

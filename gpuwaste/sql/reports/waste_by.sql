@@ -15,8 +15,10 @@
 -- others_waited_gpu_h, others_waits: per user and per VC, the GPU hours other users' jobs waited
 -- while this user's (VC's) GPUs were allocated and idle (queue_idle_overlap's blocked_gpu_s)
 -- and how many of their waits (those it kept waiting: blocked_gpu_s > 0); a wait counts whole
--- when it overlaps the period. own_blocked_gpu_h: the GPU hours this user's own jobs (this VC's
--- own jobs) waited while their own idle GPUs could have run them (same_user; same_vc).
+-- when it overlaps the period. own_blocked_gpu_h: the GPU hours this user's own jobs waited
+-- while their own idle GPUs could have run them (same_user); per VC, the same over the VC's
+-- holders (same_user too, not same_vc: a colleague's wait behind the VC's idle GPUs is already
+-- among others' waits), so a VC's two figures are its users' and add up without overlap.
 with
 
 jobs as (
@@ -52,11 +54,8 @@ waited as (
         sum(blocked_gpu_s) filter (where not same_user) / 3600 as others_waited_gpu_h,
         count(distinct (job_id, attempt)) filter (where not same_user and blocked_gpu_s > 0)
             as others_waits,
-        sum(blocked_gpu_s) filter (where own) / 3600 as own_blocked_gpu_h
-    from (
-        select *, if(getvariable('waste_by') = 'user', same_user, same_vc) as own
-        from queue_idle_overlap
-    )
+        sum(blocked_gpu_s) filter (where same_user) / 3600 as own_blocked_gpu_h
+    from queue_idle_overlap
     where getvariable('waste_by') <> 'model'
       and (getvariable('cluster') is null or cluster = getvariable('cluster'))
       and (getvariable('vc') is null or holder_vc = getvariable('vc'))
