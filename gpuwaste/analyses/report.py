@@ -1,8 +1,9 @@
 """`gpuwaste report`: a result table as the study prints it, for one cluster and VC.
 
 Summaries are read as written by `gpuwaste analyze`; with `since`, they are recomputed on the spot
-by the same SQL over the jobs that started at or after that time (so a report "since" never
-disagrees with the definitions). Per-job tables are filtered the same way. An unknown cluster,
+by the same SQL over the jobs that started at or after that time, with the data reaching as far
+as at the last analyze (its as_of: where running jobs end), so a report "since" never disagrees
+with the definitions or the stored rows. Per-job tables are filtered the same way. An unknown cluster,
 VC or GPU model is refused with the known ones.
 
 Summaries are split by the job's GPU model (`gpu_model`, '(all)' = every model): by default the
@@ -28,6 +29,7 @@ from gpuwaste.analyses.registry import (
     SUMMARY_TABLES,
 )
 from gpuwaste.analyses.sqlfiles import device_variables, set_variables, threshold_variables
+from gpuwaste.analyses.state import load_meta
 from gpuwaste.config import Settings
 from gpuwaste.errors import GpuwasteError, UsageError
 from gpuwaste.warehouse.catalog import connect, view_sql
@@ -151,6 +153,12 @@ def _freshness(data_dir: Path, cluster: str | None) -> pl.DataFrame:
     return df.filter(pl.col("cluster") == cluster)
 
 
+def _analyzed_as_of(data_dir: Path, cluster: str) -> datetime | None:
+    """How far the data of `cluster` reached at its last analyze (None: no analyze recorded)."""
+    meta = load_meta(data_dir, cluster)
+    return datetime.fromisoformat(meta.as_of) if meta and meta.as_of else None
+
+
 def report(
     settings: Settings,
     name: str,
@@ -193,6 +201,9 @@ def report(
                         **device_variables(settings, c),
                         **threshold_variables(settings.thresholds),
                         "cluster": c,
+                        # where a running allocation ends, as the analyze that wrote the
+                        # stored rows had it (staging/queue_wait_pieces.sql's untied ones)
+                        "as_of": _analyzed_as_of(data_dir, c),
                     },
                 )
                 df = BY_NAME[name].compute(con).with_columns(pl.lit(c).alias("cluster"))
