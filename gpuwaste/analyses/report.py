@@ -34,7 +34,13 @@ from gpuwaste.config import Settings
 from gpuwaste.errors import GpuwasteError, UsageError
 from gpuwaste.warehouse.catalog import connect, view_sql
 from gpuwaste.warehouse.reading import read_frame, read_rows, run
-from gpuwaste.warehouse.results import ALL_MODELS, ALL_VCS, SUMMARY_GRAIN, UNKNOWN_MODEL
+from gpuwaste.warehouse.results import (
+    ALL_MODELS,
+    ALL_VCS,
+    FAILURE_REASONS_ORDER,
+    SUMMARY_GRAIN,
+    UNKNOWN_MODEL,
+)
 from gpuwaste.warehouse.schema import table
 from gpuwaste.warehouse.store import Warehouse
 
@@ -277,12 +283,17 @@ def jobs_line(
 
 def _reasons_order(out: pl.DataFrame) -> pl.DataFrame:
     """failure_reasons as Philly's Table 7 (and the dashboard) lists them: within each cluster,
-    VC and model, the reasons with the most trials first (ties by name, whatever its case), the
-    'all' row last."""
+    VC and model, in FAILURE_REASONS_ORDER."""
+    if out.is_empty():
+        return out
     groups = [c for c in ("cluster", "vc", "gpu_model") if c in out.columns]
-    keys = [*groups, pl.col("reason") == "all", "trials", pl.col("reason").str.to_lowercase()]
-    descending = [*(False for _ in groups), False, True, False]
-    return out.sort(keys, descending=descending, nulls_last=True)
+    con = duckdb.connect(":memory:")
+    try:
+        con.register("reasons", out)
+        order = ", ".join([*groups, FAILURE_REASONS_ORDER])
+        return read_frame(con, f"select * from reasons order by {order}")
+    finally:
+        con.close()
 
 
 __all__ = ["ALL_VCS", "EACH_MODEL", "REPORTS", "TITLES", "jobs_line", "report"]
