@@ -15,7 +15,6 @@ import duckdb
 from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.sqlfiles import Scalar, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
-from gpuwaste.warehouse.results import ALL_MODELS
 
 MODELS = "idle_power_models"  # the models with an idle power measured (varchar[])
 WATTS = "idle_power_watts"  # ... and that power, W (double[], in the same order)
@@ -32,7 +31,7 @@ def idle_power_variables(
     cluster's device variables (gpu_models patterns)."""
     set_variables(con, {**threshold_variables(thresholds), "cluster": cluster})
     rows = BY_NAME["idle_power"].compute(con)
-    rows = rows.filter((rows["gpu_model"] != ALL_MODELS) & rows["idle_power_w"].is_not_null())
+    rows = rows.filter(rows["idle_power_w"].is_not_null())  # one row per model, no '(all)' row
     if not rows.height:
         return {}
     return {
