@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from gpuwaste.analyses.per_job import run_batch
 from gpuwaste.analyses.run import analyze
-from gpuwaste.analyses.sqlfiles import load_sql, set_variables
+from gpuwaste.analyses.sqlfiles import define_macros, load_sql, set_variables
 from gpuwaste.cli import app
 from gpuwaste.config import PrometheusLabels, Settings, Thresholds
 from gpuwaste.generate import GeneratorSpec, write_all
@@ -87,6 +87,7 @@ def _sql_weights(profiles: list[str | None]) -> list[float]:
     con.register("analyze_batch", pl.DataFrame({"job_id": [f"j{i:03d}" for i in range(n)]}))
     set_variables(con, {"cluster": "c", "as_of": T0})
     con.execute(f"create temp table shared_spans as {load_sql('plan/shared_spans')}")
+    define_macros(con)
     con.execute(f"create temp table alloc_intervals as {load_sql('staging/alloc_intervals')}")
     rows = con.sql(f"select job_id, gpu_weight from ({load_sql('staging/allocations')})").pl()
     return rows.sort("job_id")["gpu_weight"].to_list()

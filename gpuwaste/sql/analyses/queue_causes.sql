@@ -4,7 +4,7 @@
 --        cause of most of its seconds; null when it did not wait), and whether the start
 --        jumped the queue (out_of_order). docs/definitions.md#queueing-causes.
 -- sources: queue_wait_pieces (staging/queue_wait_pieces.sql: the stretches cut into pieces of one
---          cause, and how; over job_gpu_usage, job_usage, gpu_samples).
+--          cause, and how; over job_gpu_usage, job_gpus, job_usage, gpu_samples).
 -- variables: cluster; vc_quota_names, vc_quota_gpus (varchar[], double[]: [clusters.vc_quotas];
 --            null: no quotas, fair-share is not judged).
 with

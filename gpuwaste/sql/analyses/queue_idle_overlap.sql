@@ -3,7 +3,7 @@
 --        inside the stretch (idle slots and never-used GPUs, slice-weighted), and of them the
 --        GPU-seconds that kept it waiting (blocked_gpu_s). docs/definitions.md#waiting-behind-idle-gpus.
 -- sources: queue_causes, queue_wait_pieces (staging/queue_wait_pieces.sql: each stretch's
---          pieces of one cause, over job_gpu_usage, job_usage, gpu_samples), idle_slots,
+--          pieces of one cause, over job_gpu_usage, job_gpus, job_usage, gpu_samples), idle_slots,
 --          job_gpu_usage, job_usage.
 -- variables: cluster.
 -- blocked_gpu_s: idle GPUs kept a job waiting only in the pieces of its wait when there was no
