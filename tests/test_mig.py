@@ -103,6 +103,20 @@ def test_sql_weight_rule_equals_python() -> None:
     assert weights == pytest.approx(want, abs=1e-12)
 
 
+def test_the_sql_weighs_a_profile_by_the_one_macro() -> None:
+    """Every SQL file that weighs a MIG profile calls mig_slice_weight (warehouse/mig.py's
+    SLICE_WEIGHT_MACRO), none restates the rule (its four-slice profiles, its pattern)."""
+    sql = Path(__file__).resolve().parent.parent / "gpuwaste" / "sql"
+    callers = set()
+    for path in sorted(sql.glob("*/*.sql")):
+        lines = path.read_text().splitlines()
+        code = "\n".join(line for line in lines if not line.lstrip().startswith("--"))
+        assert "'1g.6gb'" not in code and r"'^(\d+)g\.'" not in code, path
+        if "mig_slice_weight(" in code:
+            callers.add(path.stem)
+    assert callers == {"alloc_intervals", "resolve_unknown_gpus", "queue_wait_pieces"}
+
+
 # --- ingest: one device per instance --------------------------------------------------------
 
 
