@@ -14,6 +14,7 @@ from gpuwaste.act.policy.replay import SQL_FILES as POLICY_SQL
 from gpuwaste.analyses.per_job import BATCH_STEPS, RESULT_OF
 from gpuwaste.analyses.plan import SQL_FILES as PLAN_SQL
 from gpuwaste.analyses.registry import ANALYSES
+from gpuwaste.warehouse.mig import SLICE_WEIGHT_MACRO
 from gpuwaste.warehouse.schema import all_tables
 
 REPO = Path(__file__).resolve().parent.parent
@@ -32,6 +33,18 @@ def test_sql_file_shape(path: Path) -> None:
     code = "\n".join(line for line in lines if not line.lstrip().startswith("--"))
     for keyword in ("SELECT ", "FROM ", "WHERE ", "GROUP BY ", " JOIN "):
         assert keyword not in code, f"{path}: upper-case {keyword.strip()}"
+
+
+MACROS = re.findall(r"macro (\w+)\(", SLICE_WEIGHT_MACRO)  # analyses/sqlfiles.define_macros
+
+
+@pytest.mark.parametrize("path", SQL_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_sql_file_names_the_macros_it_calls(path: Path) -> None:
+    lines = path.read_text().splitlines()
+    header = next((line for line in lines if line.startswith("-- macros: ")), "")
+    code = "\n".join(line for line in lines if not line.lstrip().startswith("--"))
+    for macro in MACROS:
+        assert (f"{macro}(" in code) == (macro in header), f"{path}: {macro}"
 
 
 def _sources(sql_file: str) -> set[str]:

@@ -32,11 +32,15 @@ from gpuwaste.config import (
     SlurmSource,
     parse_settings,
 )
+from gpuwaste.dashboard import queries
+from gpuwaste.dashboard.filters import Filters
 from gpuwaste.generate import GeneratorSpec, write_all
 from gpuwaste.generate.failure_logs import LOG_ERRORS, PLANTED
 from gpuwaste.ingest.logs.rules import match_text, rule_set, shipped_rules
 from gpuwaste.ingest.logs.source import ingest_logs
 from gpuwaste.ingest.slurm.source import ingest_slurm
+from gpuwaste.warehouse.readonly import read_only_connection
+from gpuwaste.warehouse.results import ALL_MODELS
 from gpuwaste.warehouse.store import Warehouse
 from tests.conftest import REPO
 
@@ -304,6 +308,13 @@ def test_report_lists_the_reasons_by_trials_and_all_last(by_hand: Path) -> None:
     assert trials == sorted(trials, reverse=True) and trials[0] == 2
     # 2 trials, then 1 each by name, whatever its case
     assert reasons[:4] == ["cancelled by admin", "cancelled by user", "core dump", "CPU OOM"]
+    # the dashboard lists them in the same order (one order, warehouse/results.py's)
+    con = read_only_connection(by_hand)
+    try:
+        shown = queries.summary(con, Filters(cluster="c"), "failure_reasons")
+    finally:
+        con.close()
+    assert shown.filter(pl.col("gpu_model") == ALL_MODELS)["reason"].to_list() == reasons
 
 
 # ------------------------------------------------------------ attempts and retries (Philly)

@@ -33,7 +33,7 @@ from gpuwaste.analyses import (
     stable_phases,
 )
 from gpuwaste.analyses.host_ranges import HostRanges
-from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
+from gpuwaste.analyses.sqlfiles import define_macros, load_sql, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
 from gpuwaste.warehouse.catalog import connect, cursor
 from tests.support.generated_warehouse import write_generated
@@ -341,6 +341,7 @@ def test_generated_cluster_from_the_warehouse(tmp_path: Path) -> None:
     as_of = spec.start + timedelta(days=1)
     set_variables(con, {**threshold_variables(t), "cluster": "c", "as_of": as_of})
     con.execute(f"create temp table shared_spans as {load_sql('plan/shared_spans')}")
+    define_macros(con)
     con.execute(f"create temp table alloc_intervals as {load_sql('staging/alloc_intervals')}")
     con.execute(f"create temp table analyze_alloc as {load_sql('staging/allocations')}")
     lo, hi = con.sql(

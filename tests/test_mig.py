@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from gpuwaste.analyses.per_job import run_batch
 from gpuwaste.analyses.run import analyze
-from gpuwaste.analyses.sqlfiles import load_sql, set_variables
+from gpuwaste.analyses.sqlfiles import define_macros, load_sql, set_variables
 from gpuwaste.cli import app
 from gpuwaste.config import PrometheusLabels, Settings, Thresholds
 from gpuwaste.generate import GeneratorSpec, write_all
@@ -87,6 +87,7 @@ def _sql_weights(profiles: list[str | None]) -> list[float]:
     con.register("analyze_batch", pl.DataFrame({"job_id": [f"j{i:03d}" for i in range(n)]}))
     set_variables(con, {"cluster": "c", "as_of": T0})
     con.execute(f"create temp table shared_spans as {load_sql('plan/shared_spans')}")
+    define_macros(con)
     con.execute(f"create temp table alloc_intervals as {load_sql('staging/alloc_intervals')}")
     rows = con.sql(f"select job_id, gpu_weight from ({load_sql('staging/allocations')})").pl()
     return rows.sort("job_id")["gpu_weight"].to_list()
@@ -100,6 +101,20 @@ def test_sql_weight_rule_equals_python() -> None:
     weights = _sql_weights([*names, None, "whole"])
     want = [parse_profile(n).weight for n in names] + [1.0, 1.0]  # type: ignore[union-attr]
     assert weights == pytest.approx(want, abs=1e-12)
+
+
+def test_the_sql_weighs_a_profile_by_the_one_macro() -> None:
+    """Every SQL file that weighs a MIG profile calls mig_slice_weight (warehouse/mig.py's
+    SLICE_WEIGHT_MACRO), none restates the rule (its four-slice profiles, its pattern)."""
+    sql = Path(__file__).resolve().parent.parent / "gpuwaste" / "sql"
+    callers = set()
+    for path in sorted(sql.glob("*/*.sql")):
+        lines = path.read_text().splitlines()
+        code = "\n".join(line for line in lines if not line.lstrip().startswith("--"))
+        assert "'1g.6gb'" not in code and r"'^(\d+)g\.'" not in code, path
+        if "mig_slice_weight(" in code:
+            callers.add(path.stem)
+    assert callers == {"alloc_intervals", "resolve_unknown_gpus", "queue_wait_pieces"}
 
 
 # --- ingest: one device per instance --------------------------------------------------------

@@ -3,17 +3,22 @@ on hand-computed clusters: the summaries' SQL run by the registry over tables bu
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import polars as pl
 import pytest
+from typer.testing import CliRunner
 
 from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.sqlfiles import set_variables
+from gpuwaste.cli import app
 from gpuwaste.warehouse.mig import MODEL_PROFILES, parse_profile
 from gpuwaste.warehouse.results import ALL_MODELS, ALL_VCS
+from gpuwaste.warehouse.store import Warehouse
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 CLUSTER = "c"
@@ -304,6 +309,45 @@ def test_a_running_job_seen_through_sacct_holds_its_gpus_until_as_of() -> None:
     c.untied("w", 100, ["h1"], 8, 600, 700)
     w = stretch(c.analyze(as_of=500), "w")
     assert (w["capacity_s"], w["other_s"]) == (400, 100)
+
+
+def test_report_since_keeps_a_running_job_seen_through_sacct(data_dir: Path) -> None:
+    """The same as `gpuwaste report queue_causes` recomputed `--since` a time before every job:
+    "run" (8 GPUs on h0 after "early" there, no end; sacct alone) holds h0 up to as_of, the
+    analyze's (the last job event, 700 s), so "w" waited for capacity 100-600 s either way (with
+    as_of unset, the recomputation dropped "run": h0 free, other)."""
+    jobs = [("early", 0, 50, "h0"), ("run", 50, None, "h0"), ("f", 0, 600, "h1")]
+    jobs.append(("w", 600, 700, "h1"))
+    submit = {"w": 100.0}
+    frame = pl.DataFrame(
+        [
+            {"job_id": j, "start_ts": at(s), "end_ts": None if e is None else at(e), "host": h}
+            for j, s, e, h in jobs
+        ],
+        schema_overrides=_INTERVAL,
+    )
+    wh = Warehouse(data_dir)
+    wh.upsert(
+        "jobs",
+        CLUSTER,
+        "t",
+        frame.drop("host").with_columns(
+            user=pl.lit("u"),
+            vc=pl.lit("v"),
+            state=pl.lit("passed"),
+            gpus=pl.lit(8),
+            submit_ts=pl.Series([at(submit.get(j, 0)) for j, *_ in jobs]),
+        ),
+    )
+    wh.upsert("job_gpus", CLUSTER, "t", frame.with_columns(attempt=pl.lit(0), gpu=pl.lit(-1)))
+    runner = CliRunner()
+    assert runner.invoke(app, ["analyze", "--data-dir", str(data_dir)]).exit_code == 0
+    args = ["report", "queue_causes", "--data-dir", str(data_dir), "--format", "json"]
+    stored = json.loads(runner.invoke(app, args).stdout)
+    since = json.loads(runner.invoke(app, [*args, "--since", at(0).isoformat()]).stdout)
+    w = next(r for r in stored if r["job_id"] == "w")
+    assert (w["cause"], w["capacity_s"]) == ("capacity", 500)
+    assert since == stored
 
 
 def test_mig_capacity_is_counted_by_slice() -> None:

@@ -17,7 +17,6 @@ import polars as pl
 from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.sqlfiles import Scalar, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
-from gpuwaste.warehouse.results import ALL_MODELS
 
 MODELS = "idle_power_models"  # the models with an idle power measured (varchar[])
 WATTS = "idle_power_watts"  # ... and that power, W (double[], in the same order)
@@ -38,7 +37,7 @@ def idle_power(
 def idle_power_variables(rows: pl.DataFrame) -> dict[str, Scalar]:
     """{MODELS, WATTS} of the GPU models with an idle power in `rows` (`idle_power`'s; none: {},
     and the SQL reads null: no power arm)."""
-    rows = rows.filter((rows["gpu_model"] != ALL_MODELS) & rows["idle_power_w"].is_not_null())
+    rows = rows.filter(rows["idle_power_w"].is_not_null())  # one row per model, no '(all)' row
     if not rows.height:
         return {}
     return {

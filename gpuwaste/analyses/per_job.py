@@ -40,7 +40,12 @@ from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES, HostRanges
 from gpuwaste.analyses.range_parts import RangeParts
 from gpuwaste.analyses.read_ahead import date_span, read_ahead
 from gpuwaste.analyses.registry import BY_NAME
-from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
+from gpuwaste.analyses.sqlfiles import (
+    define_macros,
+    load_sql,
+    set_variables,
+    threshold_variables,
+)
 from gpuwaste.analyses.steps import Relations, Step, conform_result, pure_step_threads, run_steps
 from gpuwaste.config import Thresholds
 from gpuwaste.errors import GpuwasteError
@@ -386,6 +391,7 @@ def run_batch(
         con,
         {**threshold_variables(thresholds), "cluster": cluster, "as_of": as_of, HOST_NEWEST: None},
     )
+    define_macros(con)
     with Relations(con) as rel:
         rel.frame("analyze_batch", pl.DataFrame({"job_id": job_ids}, schema={"job_id": pl.String}))
         alloc_all, result.unresolved_gpus = _allocations(

@@ -34,7 +34,7 @@ from typing import Literal
 import duckdb
 import polars as pl
 
-from gpuwaste.analyses.sqlfiles import load_sql, set_variables
+from gpuwaste.analyses.sqlfiles import define_macros, load_sql, set_variables
 from gpuwaste.warehouse.reading import read_frame, run
 from gpuwaste.warehouse.results import RESULT_TABLES, ROLLUP_LABELS
 from gpuwaste.warehouse.schema import Table
@@ -83,13 +83,14 @@ class Analysis:
 
 
 def prepare(con: duckdb.DuckDBPyConnection) -> None:
-    """What every analysis's SQL runs with: the labels of roll-up rows, and no ASOF join
+    """What every analysis's SQL runs with: the labels of roll-up rows, the macros, and no ASOF join
     planned as a nested loop. DuckDB plans an ASOF join whose left side it estimates at
     `asof_loop_join_threshold` rows or fewer (64) as a loop over both sides; the left sides of
     the queue analyses' ASOF joins come out of joins and filters it estimates far too low (57
     rows for 60,847 in queue_idle_overlap's `idle_before` over the run's temp table of pieces:
     13 M pairs looped), and their right sides are small."""
     set_variables(con, ROLLUP_LABELS)
+    define_macros(con)
     run(con, "set asof_loop_join_threshold = 0")
 
 

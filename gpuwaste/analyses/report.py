@@ -1,8 +1,9 @@
 """`gpuwaste report`: a result table as the study prints it, for one cluster and VC.
 
 Summaries are read as written by `gpuwaste analyze`; with `since`, they are recomputed on the spot
-by the same SQL over the jobs that started at or after that time (so a report "since" never
-disagrees with the definitions). Per-job tables are filtered the same way. An unknown cluster,
+by the same SQL over the jobs that started at or after that time, with the data reaching as far
+as at the last analyze (its as_of: where running jobs end), so a report "since" never disagrees
+with the definitions or the stored rows. Per-job tables are filtered the same way. An unknown cluster,
 VC or GPU model is refused with the known ones.
 
 Summaries are split by the job's GPU model (`gpu_model`, '(all)' = every model): by default the
@@ -28,11 +29,18 @@ from gpuwaste.analyses.registry import (
     SUMMARY_TABLES,
 )
 from gpuwaste.analyses.sqlfiles import device_variables, set_variables, threshold_variables
+from gpuwaste.analyses.state import load_meta
 from gpuwaste.config import Settings
 from gpuwaste.errors import GpuwasteError, UsageError
 from gpuwaste.warehouse.catalog import connect, view_sql
 from gpuwaste.warehouse.reading import read_frame, read_rows, run
-from gpuwaste.warehouse.results import ALL_MODELS, ALL_VCS, SUMMARY_GRAIN, UNKNOWN_MODEL
+from gpuwaste.warehouse.results import (
+    ALL_MODELS,
+    ALL_VCS,
+    FAILURE_REASONS_ORDER,
+    SUMMARY_GRAIN,
+    UNKNOWN_MODEL,
+)
 from gpuwaste.warehouse.schema import table
 from gpuwaste.warehouse.store import Warehouse
 
@@ -151,6 +159,12 @@ def _freshness(data_dir: Path, cluster: str | None) -> pl.DataFrame:
     return df.filter(pl.col("cluster") == cluster)
 
 
+def _analyzed_as_of(data_dir: Path, cluster: str) -> datetime | None:
+    """How far the data of `cluster` reached at its last analyze (None: no analyze recorded)."""
+    meta = load_meta(data_dir, cluster)
+    return datetime.fromisoformat(meta.as_of) if meta and meta.as_of else None
+
+
 def report(
     settings: Settings,
     name: str,
@@ -193,6 +207,9 @@ def report(
                         **device_variables(settings, c),
                         **threshold_variables(settings.thresholds),
                         "cluster": c,
+                        # where a running allocation ends, as the analyze that wrote the
+                        # stored rows had it (staging/queue_wait_pieces.sql's untied ones)
+                        "as_of": _analyzed_as_of(data_dir, c),
                     },
                 )
                 df = BY_NAME[name].compute(con).with_columns(pl.lit(c).alias("cluster"))
@@ -266,12 +283,17 @@ def jobs_line(
 
 def _reasons_order(out: pl.DataFrame) -> pl.DataFrame:
     """failure_reasons as Philly's Table 7 (and the dashboard) lists them: within each cluster,
-    VC and model, the reasons with the most trials first (ties by name, whatever its case), the
-    'all' row last."""
+    VC and model, in FAILURE_REASONS_ORDER."""
+    if out.is_empty():
+        return out
     groups = [c for c in ("cluster", "vc", "gpu_model") if c in out.columns]
-    keys = [*groups, pl.col("reason") == "all", "trials", pl.col("reason").str.to_lowercase()]
-    descending = [*(False for _ in groups), False, True, False]
-    return out.sort(keys, descending=descending, nulls_last=True)
+    con = duckdb.connect(":memory:")
+    try:
+        con.register("reasons", out)
+        order = ", ".join([*groups, FAILURE_REASONS_ORDER])
+        return read_frame(con, f"select * from reasons order by {order}")
+    finally:
+        con.close()
 
 
 __all__ = ["ALL_VCS", "EACH_MODEL", "REPORTS", "TITLES", "jobs_line", "report"]

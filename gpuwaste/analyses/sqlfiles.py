@@ -14,7 +14,7 @@ from importlib import resources
 import duckdb
 
 from gpuwaste.config import Settings, Thresholds
-from gpuwaste.warehouse.mig import MODEL_PROFILES, smallest_profile
+from gpuwaste.warehouse.mig import MODEL_PROFILES, SLICE_WEIGHT_MACRO, smallest_profile
 from gpuwaste.warehouse.reading import run
 
 Scalar = str | int | float | bool | date | datetime | list[float] | list[str] | None
@@ -49,6 +49,12 @@ def set_variables(con: duckdb.DuckDBPyConnection, values: Mapping[str, Scalar]) 
     from the data: names and values come from the settings)."""
     for name, value in values.items():
         run(con, f"set variable {name} = {_literal(value)}")
+
+
+def define_macros(con: duckdb.DuckDBPyConnection) -> None:
+    """The macros the SQL files call (each file's `-- macros:` header names those it calls):
+    mig_slice_weight(profile), warehouse/mig.py's slice weight."""
+    run(con, SLICE_WEIGHT_MACRO)
 
 
 def threshold_variables(t: Thresholds) -> dict[str, Scalar]:

@@ -18,7 +18,7 @@ import polars as pl
 from gpuwaste.analyses.registry import CLUSTER_ROW_TABLES, PER_JOB_TABLES, SUMMARY_TABLES
 from gpuwaste.dashboard.filters import Filters, in_list
 from gpuwaste.warehouse.reading import read_frame as _pl
-from gpuwaste.warehouse.results import ALL_VCS
+from gpuwaste.warehouse.results import ALL_VCS, FAILURE_REASONS_ORDER
 
 CDF_POINTS = 201  # CDF at x = 0, 0.5, ..., 100 %: one curve is 201 points whatever the job count
 
@@ -297,7 +297,7 @@ SUMMARY_ORDER: dict[str, str] = {
     "jobs_by_status": "vc, gpu_model, state",
     "queueing_delay": "vc, gpu_model, size_class",
     "queue_cause_summary": "vc, gpu_model, size_class, cause",
-    "failure_reasons": "vc, gpu_model, reason = 'all', trials DESC, lower(reason)",
+    "failure_reasons": f"vc, gpu_model, {FAILURE_REASONS_ORDER}",
     "waste_by_model": "vc, lost_gpu_h DESC, gpu_model",
 }
 

@@ -21,6 +21,17 @@ _PROFILE = re.compile(r"^(\d)g\.(\d+)gb(?:[+-](?:me|gfx)(?:\.all)?)?$")
 # Profiles of the 4-slice model (A30); every other known profile is of a 7-slice model.
 _FOUR_SLICE = frozenset({"1g.6gb", "2g.12gb", "4g.24gb"})
 
+# The slice weight in SQL, for the queries that weigh an allocation by its MIG profile (no
+# profile, or no `<n>g.` at its start: a whole GPU, 1.0): a DuckDB macro made on each connection
+# that runs them (analyses/sqlfiles.define_macros), from the table above.
+SLICE_WEIGHT_MACRO = (
+    "create or replace temp macro mig_slice_weight(profile) as coalesce("
+    r"try_cast(regexp_extract(lower(profile), '^(\d+)g\.', 1) as double) / case when "
+    r"regexp_extract(lower(profile), '^(\d+g\.\d+gb)', 1) in ("
+    + ", ".join(f"'{p}'" for p in sorted(_FOUR_SLICE))
+    + ") then 4.0 else 7.0 end, 1.0)"
+)
+
 # Model-name fragment (case-insensitive, as in DCGM's modelName) -> the base profiles it offers.
 # From NVIDIA's MIG User Guide, "Supported MIG Profiles". A model not matched here accepts any
 # well-formed profile.

@@ -428,6 +428,11 @@ FAILURE_ATTEMPTS = _result(
     log_files=INT,
 )
 
+# How failure_reasons lists its rows within each cluster, VC and model (SQL ORDER BY terms), as
+# Philly's Table 7 does: the reasons with the most trials first (ties by name, whatever its
+# case), the 'all' row last. Read by `gpuwaste report` and the dashboard alike.
+FAILURE_REASONS_ORDER = "reason = 'all', trials DESC, lower(reason)"
+
 FAILURE_REASONS = _summary(
     "failure_reasons",
     "Philly Table 7: failed attempts by reason (and 'all'): sources, trials, jobs, users, "

@@ -8,10 +8,10 @@
 -- sources: job_gpus, jobs (facts); analyze_batch (the job_ids of this run, one column job_id);
 --          shared_spans (plan/shared_spans.sql: the cluster's allocations that may share a device).
 -- variables: cluster, as_of.
+-- macros: mig_slice_weight (gpuwaste/warehouse/mig.py, analyses/sqlfiles.define_macros).
 -- choice: slice_weight is a device's share of one GPU's time: a MIG profile's compute slices /
 -- the GPU's (7; 4 for A30's 1g.6gb, 2g.12gb, 4g.24gb), 1 for a whole GPU
--- (docs/analyses.md#mig-instances); gpuwaste/warehouse/mig.py states the same rule,
--- tests/test_mig.py checks they agree. An allocation without a start, or that ends before it
+-- (docs/analyses.md#mig-instances); tests/test_mig.py checks it against mig.py's Profile.weight. An allocation without a start, or that ends before it
 -- starts, held nothing (a bound never changes that: it ends a running one after its start).
 -- A sharer is here so that it is bounded as it is in its own batch: a running one shares its
 -- device only up to the end it is counted to, not up to `as_of` (its host's data behind).
@@ -42,9 +42,7 @@ intervals as (
         g.gpu_instance,
         g.mig_profile,
         g.gpu_model,
-        coalesce(try_cast(regexp_extract(lower(g.mig_profile), '^(\d+)g\.', 1) as double)
-            / case when regexp_extract(lower(g.mig_profile), '^(\d+g\.\d+gb)', 1)
-                        in ('1g.6gb', '2g.12gb', '4g.24gb') then 4.0 else 7.0 end, 1.0)
+        mig_slice_weight(g.mig_profile)
             as slice_weight,
         coalesce(g.start_ts, j.start_ts) as start_ts,
         coalesce(g.end_ts, j.end_ts, getvariable('as_of')::timestamptz) as end_ts,

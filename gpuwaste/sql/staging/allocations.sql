@@ -13,8 +13,8 @@
 -- allocation whose host sent nothing since it started keeps `as_of` (all of it without data).
 -- A device is a whole GPU (gpu_instance null) or a MIG instance of one; gpu_weight is its
 -- share of one GPU's time: a profile's compute slices / the GPU's (slice_weight, from
--- staging/alloc_intervals.sql), 1 for a whole GPU (docs/analyses.md#mig-instances).
--- gpuwaste/warehouse/mig.py states the same rule; tests/test_mig.py checks they agree.
+-- staging/alloc_intervals.sql: gpuwaste/warehouse/mig.py's mig_slice_weight), 1 for a whole
+-- GPU (docs/analyses.md#mig-instances); tests/test_mig.py checks it against Profile.weight.
 -- A shared device (allocations overlapping on it: time-slicing, MPS) divides its time:
 -- over each stretch, each of the k allocations holding it gets 1/k; gpu_weight is then
 -- also multiplied by the allocation's device share = (its seconds / k, summed) / its

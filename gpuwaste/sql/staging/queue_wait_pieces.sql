@@ -9,6 +9,7 @@
 -- variables: cluster; as_of (a running allocation without devices ends there; null: left
 --            out); vc_quota_names, vc_quota_gpus (varchar[], double[]: [clusters.vc_quotas];
 --            null: no quotas, fair-share is not judged).
+-- macros: mig_slice_weight (gpuwaste/warehouse/mig.py, analyses/sqlfiles.define_macros).
 -- The one cut of waiting stretches into pieces of one cause, read by queue_causes.sql (the
 -- causes, the out-of-order starts) and queue_idle_overlap.sql (which pieces idle GPUs kept
 -- waiting): the analyses make it the temp view `queue_wait_pieces` before they run
@@ -19,7 +20,7 @@
 -- no source gave and no telemetry label resolved (Slurm from sacct alone: job_gpus gpu = -1,
 -- one row per host of NodeList) holds its GPUs (AllocTRES gres/gpu, job_usage.gpus) spread
 -- evenly over the hosts of its attempt (sacct prints the total alone), each at the slice weight
--- of its MIG profile, if any (staging/alloc_intervals.sql's rule).
+-- of its MIG profile, if any (mig_slice_weight).
 -- Capacity, by slice: a host has the GPUs seen on it, in telemetry or in allocations of known
 -- devices (a MIG GPU is one GPU, whatever its instances), and at least as many as it held at
 -- once (the peak of its occupancy, rounded up to whole GPUs: allocations without devices show
@@ -55,10 +56,7 @@ untied as materialized (
         select
             g.job_id, g.attempt, g.host, -1::smallint as gpu, g.start_ts,
             coalesce(g.end_ts, getvariable('as_of')::timestamptz) as end_ts,
-            u.gpus / g.hosts * coalesce(
-                try_cast(regexp_extract(lower(g.mig_profile), '^(\d+)g\.', 1) as double)
-                / case when regexp_extract(lower(g.mig_profile), '^(\d+g\.\d+gb)', 1)
-                            in ('1g.6gb', '2g.12gb', '4g.24gb') then 4.0 else 7.0 end, 1.0) as w,
+            u.gpus / g.hosts * mig_slice_weight(g.mig_profile) as w,
             -- a host whose devices telemetry labels resolved is counted in tied
             t.job_id is not null as resolved
         from (

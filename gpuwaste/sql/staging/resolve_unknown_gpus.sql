@@ -5,6 +5,7 @@
 --        is allocations.sql's rule.
 -- sources: analyze_alloc (staging/allocations.sql), gpu_samples.
 -- variables: cluster, date_lo, date_hi.
+-- macros: mig_slice_weight (gpuwaste/warehouse/mig.py, analyses/sqlfiles.define_macros).
 with
 
 unknown as (
@@ -26,9 +27,7 @@ final as (
         u.job_id, u.attempt, u.host, l.gpu, l.gpu_instance,
         coalesce(l.mig_profile, u.mig_profile) as mig_profile,
         coalesce(l.gpu_model, u.gpu_model) as gpu_model,
-        coalesce(try_cast(regexp_extract(lower(coalesce(l.mig_profile, u.mig_profile)), '^(\d+)g\.', 1) as double)
-            / case when regexp_extract(lower(coalesce(l.mig_profile, u.mig_profile)), '^(\d+g\.\d+gb)', 1)
-                        in ('1g.6gb', '2g.12gb', '4g.24gb') then 4.0 else 7.0 end, 1.0) as gpu_weight,
+        mig_slice_weight(coalesce(l.mig_profile, u.mig_profile)) as gpu_weight,
         u.start_ts, u.end_ts
     from unknown as u
     join labelled as l
