@@ -31,7 +31,7 @@ from polars.testing import assert_frame_equal
 from gpuwaste.analyses import job_samples, looks_busy
 from gpuwaste.analyses.busy_power import idle_power, idle_power_variables
 from gpuwaste.analyses.run import analyze
-from gpuwaste.analyses.sqlfiles import load_sql, set_variables, threshold_variables
+from gpuwaste.analyses.sqlfiles import define_macros, load_sql, set_variables, threshold_variables
 from gpuwaste.config import ClusterConfig, OpenMetricsSource, Settings, SlurmSource, Thresholds
 from gpuwaste.generate import GeneratorSpec, write_all
 from gpuwaste.ingest.base import RunOptions
@@ -181,6 +181,7 @@ def test_the_pass_gives_the_oracle_evidence(clusters: dict[str, Cluster], teleme
     as_of = as_of.fetchall()[0][0]
     set_variables(con, {**threshold_variables(t), "cluster": telemetry, "as_of": as_of})
     set_variables(con, {"host_newest": None})
+    define_macros(con)
     con.execute(f"create temp table shared_spans as {load_sql('plan/shared_spans')}")
     con.execute(f"create temp table alloc_intervals as {load_sql('staging/alloc_intervals')}")
     con.execute(f"create temp table analyze_alloc as {load_sql('staging/allocations')}")
