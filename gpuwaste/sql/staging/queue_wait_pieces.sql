@@ -247,7 +247,10 @@ classes as (
     from waits_k
 ),
 
--- the spans in which some job of the class waited (overlapping stretches merged)
+-- the spans in which some job of the class waited (overlapping stretches merged). Each
+-- distinct stretch once: the two windows' orders are then total; equal stretches (jobs of one
+-- class submitted and started together) could come in another order in each, and a stretch
+-- numbered into the span before its own would stretch that span over it.
 spans as (
     select k, min(wait_start) as a0, max(wait_end) as a1
     from (
@@ -263,7 +266,7 @@ spans as (
                     ),
                     '-infinity'::timestamptz
                 ) as new_span
-            from waits_k
+            from (select distinct k, wait_start, wait_end from waits_k)
         )
     )
     group by k, span
