@@ -387,6 +387,24 @@ def test_summary_in_table_2_layout_says_whether_fair_share_was_judged() -> None:
         assert big["other"]["decisions"] == 3  # filler (20 GPUs), more (10), big
 
 
+def test_fractional_seconds_are_summed_exactly() -> None:
+    """Ten waits of 0.1 s (a float sum of ten 0.1 is 0.9999999999999999, and in whatever order
+    the threads add them): each stretch's cause seconds and the summary's sums are exact."""
+    c = Cluster()
+    c.host("h0", 8)
+    for i in range(10):
+        c.job(f"j{i}", 100 * i, {"h0": [0]}, 100 * i + 0.1, 100 * i + 50)
+    out = c.analyze()
+    assert out["queue_causes"]["other_s"].to_list() == [0.1] * 10
+    s = out["queue_cause_summary"].filter(
+        (pl.col("vc") == ALL_VCS)
+        & (pl.col("gpu_model") == ALL_MODELS)
+        & (pl.col("size_class") == "all")
+        & (pl.col("cause") == "other")
+    )
+    assert s.select("cause_wait_s", "wait_s", "wait_pct").row(0) == (1.0, 1.0, 100.0)
+
+
 def test_out_of_order_share_by_hand() -> None:
     """One host of 8 GPUs. X holds all 8 until 100 s. A (4 GPUs, submitted at 10 s) and B (4 GPUs,
     submitted at 20 s) wait; at 100 s B starts while A, submitted earlier and fitting B's GPUs,
