@@ -355,6 +355,20 @@ def test_mig_capacity_is_counted_by_slice() -> None:
         assert (cc["cause"], cc["other_s"]) == ("other", 100)
 
 
+def test_a_slice_that_exactly_fits_the_free_share_waits_for_other() -> None:
+    """Host h has 3 GPUs: "w" holds GPUs 0 and 1, "a" 6/7 of GPU 2 (MIG), from 0 to 1000 s; "b"
+    (1/7, submitted at 100 s) starts at 1000 s. 1/7 GPU was free, exactly its share: not
+    capacity but other (3 - 0.857143 is 0.14285699999999998 in floating point, below 0.142857,
+    unless the free GPUs are rounded as the occupancy is)."""
+    c = Cluster()
+    c.host("h", 3)
+    c.job("w", 0, {"h": [0, 1]}, 0, 1000)
+    c.job("a", 0, {"h": [2]}, 0, 1000, weight=6 / 7)
+    c.job("b", 100, {"h": [2]}, 1000, 2000, weight=1 / 7)
+    b = stretch(c.analyze(), "b")
+    assert (b["cause"], b["other_s"], b["capacity_s"]) == ("other", 900, 0)
+
+
 def test_an_allocation_without_devices_weighs_its_mig_profile_as_warehouse_mig_does() -> None:
     """queue_wait_pieces.sql's weight of a MIG allocation no device names is the rule of
     warehouse/mig.py (and staging/alloc_intervals.sql): every known profile, suffixes, A30's

@@ -294,7 +294,9 @@ pieces as (
         c.*,
         greatest(s.a0, u.ts) as s0,
         least(s.a1, u.next_ts) as s1,
-        t.gpus - u.used as free
+        -- rounded as the occupancy is: 3 - 0.857143 is 0.14285699999999998, and a 1/7 slice
+        -- (0.142857) would not fit the 1/7 free
+        round(t.gpus - u.used, 6) as free
     from span_segments as s
     join classes as c using (k)
     join segments as u using (idx)
