@@ -153,10 +153,15 @@ class Cluster:
         )
 
     def analyze(
-        self, quotas: dict[str, float] | None = None, as_of: float | None = None
+        self,
+        quotas: dict[str, float] | None = None,
+        as_of: float | None = None,
+        threads: int | None = None,
     ) -> dict[str, pl.DataFrame]:
         """Run the three queue analyses as `gpuwaste analyze` does (each after those it reads)."""
         con = duckdb.connect()
+        if threads is not None:
+            con.sql(f"set threads = {threads}")
         con.register(
             "job_gpus",
             pl.DataFrame(self.untied_rows, schema=_DEVICE | {"mig_profile": pl.String} | _INTERVAL),
@@ -245,6 +250,26 @@ def test_a_stretch_is_cut_where_occupancy_changes() -> None:
     big = stretch(c.analyze(), "big")
     assert (big["capacity_s"], big["fragmentation_s"]) == (300, 600)
     assert big["cause"] == "fragmentation"  # most of its seconds
+
+
+def test_equal_stretches_of_one_class_are_counted_once_whatever_the_threads() -> None:
+    """Jobs of one class submitted and started together wait the same stretch. 1000 rounds, each
+    3 classes (1, 2, 3 GPUs) x 3 such jobs submitted at 100 i s, started 60 s later on an empty
+    host: each waited 60 s, all 'other'. Equal stretches once came in another order in the two
+    windows that merge stretches into spans, and a span then stretched over the next one's
+    stretch, counting its seconds twice, in most runs with 8 threads (never with 1)."""
+    c = Cluster()
+    c.host("h0", 8)
+    for i in range(1000):
+        for g in (1, 2, 3):
+            for j in range(3):
+                c.job(f"t{i}-{g}-{j}", 100 * i, {"h0": list(range(g))}, 100 * i + 60, 100 * i + 70)
+    for _ in range(3):
+        out = c.analyze(threads=8)["queue_causes"]
+        assert out.height == 9000
+        assert out.filter(
+            (pl.col("wait_s") != 60) | (pl.col("other_s") != 60) | (pl.col("cause") != "other")
+        ).is_empty()
 
 
 def sacct_only() -> Cluster:
@@ -374,6 +399,20 @@ def test_mig_capacity_is_counted_by_slice() -> None:
         assert (cc["cause"], cc["other_s"]) == ("other", 100)
 
 
+def test_a_slice_that_exactly_fits_the_free_share_waits_for_other() -> None:
+    """Host h has 3 GPUs: "w" holds GPUs 0 and 1, "a" 6/7 of GPU 2 (MIG), from 0 to 1000 s; "b"
+    (1/7, submitted at 100 s) starts at 1000 s. 1/7 GPU was free, exactly its share: not
+    capacity but other (3 - 0.857143 is 0.14285699999999998 in floating point, below 0.142857,
+    unless the free GPUs are rounded as the occupancy is)."""
+    c = Cluster()
+    c.host("h", 3)
+    c.job("w", 0, {"h": [0, 1]}, 0, 1000)
+    c.job("a", 0, {"h": [2]}, 0, 1000, weight=6 / 7)
+    c.job("b", 100, {"h": [2]}, 1000, 2000, weight=1 / 7)
+    b = stretch(c.analyze(), "b")
+    assert (b["cause"], b["other_s"], b["capacity_s"]) == ("other", 900, 0)
+
+
 def test_an_allocation_without_devices_weighs_its_mig_profile_as_warehouse_mig_does() -> None:
     """queue_wait_pieces.sql's weight of a MIG allocation no device names is the rule of
     warehouse/mig.py (and staging/alloc_intervals.sql): every known profile, suffixes, A30's
@@ -404,6 +443,24 @@ def test_summary_in_table_2_layout_says_whether_fair_share_was_judged() -> None:
         assert big["capacity"]["stretches"] == 0
         assert all(r["fair_share_judged"] is judged for r in big.values())
         assert big["other"]["decisions"] == 3  # filler (20 GPUs), more (10), big
+
+
+def test_fractional_seconds_are_summed_exactly() -> None:
+    """Ten waits of 0.1 s (a float sum of ten 0.1 is 0.9999999999999999, and in whatever order
+    the threads add them): each stretch's cause seconds and the summary's sums are exact."""
+    c = Cluster()
+    c.host("h0", 8)
+    for i in range(10):
+        c.job(f"j{i}", 100 * i, {"h0": [0]}, 100 * i + 0.1, 100 * i + 50)
+    out = c.analyze()
+    assert out["queue_causes"]["other_s"].to_list() == [0.1] * 10
+    s = out["queue_cause_summary"].filter(
+        (pl.col("vc") == ALL_VCS)
+        & (pl.col("gpu_model") == ALL_MODELS)
+        & (pl.col("size_class") == "all")
+        & (pl.col("cause") == "other")
+    )
+    assert s.select("cause_wait_s", "wait_s", "wait_pct").row(0) == (1.0, 1.0, 100.0)
 
 
 def test_out_of_order_share_by_hand() -> None:

@@ -9,10 +9,16 @@
 -- variables: cluster, all_vcs, all_models.
 with
 
+-- the seconds as whole microseconds (exact, as queue_causes measured them): a sum of fractional
+-- seconds would depend on the order the threads add them in
 stretches as (
     select
-        vc, gpu_model, size_class, wait_s, cause, out_of_order, vc_quota is not null as judged,
-        fair_share_s, fragmentation_s, capacity_s, other_s
+        vc, gpu_model, size_class, cause, out_of_order, vc_quota is not null as judged,
+        round(wait_s * 1e6)::bigint as wait_us,
+        round(fair_share_s * 1e6)::bigint as fair_share_us,
+        round(fragmentation_s * 1e6)::bigint as fragmentation_us,
+        round(capacity_s * 1e6)::bigint as capacity_us,
+        round(other_s * 1e6)::bigint as other_us
     from queue_causes
     where cluster = getvariable('cluster')
 ),
@@ -29,17 +35,17 @@ groups as (
         size_class,
         count(*) as decisions,
         100 * avg(out_of_order::int) as out_of_order_pct,
-        count(*) filter (wait_s > 0) as waits,
-        sum(wait_s) as wait_s,
-        bool_and(judged) filter (wait_s > 0) as fair_share_judged,
+        count(*) filter (wait_us > 0) as waits,
+        sum(wait_us) / 1e6 as wait_s,
+        bool_and(judged) filter (wait_us > 0) as fair_share_judged,
         count(*) filter (cause = 'fair-share') as n_fair_share,
         count(*) filter (cause = 'fragmentation') as n_fragmentation,
         count(*) filter (cause = 'capacity') as n_capacity,
         count(*) filter (cause = 'other') as n_other,
-        sum(fair_share_s) as s_fair_share,
-        sum(fragmentation_s) as s_fragmentation,
-        sum(capacity_s) as s_capacity,
-        sum(other_s) as s_other
+        sum(fair_share_us) / 1e6 as s_fair_share,
+        sum(fragmentation_us) / 1e6 as s_fragmentation,
+        sum(capacity_us) / 1e6 as s_capacity,
+        sum(other_us) / 1e6 as s_other
     from sized
     group by size_class, cube(vc, gpu_model)
 ),

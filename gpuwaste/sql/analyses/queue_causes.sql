@@ -39,7 +39,11 @@ by_stretch as (
             list_position(['fair-share', 'capacity', 'fragmentation', 'other'], cause)
         ) as cause
     from (
-        select job_id, attempt, cause, sum(epoch(x1 - x0)) as s from stretch_runs group by all
+        -- whole microseconds: a sum of fractional seconds would depend on the order the
+        -- threads add them in (and could tip a tie between two causes)
+        select job_id, attempt, cause, sum(epoch_us(x1) - epoch_us(x0)) / 1e6 as s
+        from stretch_runs
+        group by all
     )
     group by all
 ),

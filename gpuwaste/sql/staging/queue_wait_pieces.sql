@@ -245,7 +245,10 @@ classes as (
     from waits_k
 ),
 
--- the spans in which some job of the class waited (overlapping stretches merged)
+-- the spans in which some job of the class waited (overlapping stretches merged). Each
+-- distinct stretch once: the two windows' orders are then total; equal stretches (jobs of one
+-- class submitted and started together) could come in another order in each, and a stretch
+-- numbered into the span before its own would stretch that span over it.
 spans as (
     select k, min(wait_start) as a0, max(wait_end) as a1
     from (
@@ -261,7 +264,7 @@ spans as (
                     ),
                     '-infinity'::timestamptz
                 ) as new_span
-            from waits_k
+            from (select distinct k, wait_start, wait_end from waits_k)
         )
     )
     group by k, span
@@ -289,7 +292,9 @@ pieces as (
         c.*,
         greatest(s.a0, u.ts) as s0,
         least(s.a1, u.next_ts) as s1,
-        t.gpus - u.used as free
+        -- rounded as the occupancy is: 3 - 0.857143 is 0.14285699999999998, and a 1/7 slice
+        -- (0.142857) would not fit the 1/7 free
+        round(t.gpus - u.used, 6) as free
     from span_segments as s
     join classes as c using (k)
     join segments as u using (idx)
