@@ -72,6 +72,9 @@ def test_a_failed_attempt_shows_its_matched_log_line(
     visit(page, f"{url}/queue?cluster={CLUSTER}", "Queue and failures", [])
     picker = page.locator('[data-testid="stSelectbox"]').filter(has_text="Failed attempts of")
     picker.scroll_into_view_if_needed(timeout=30_000)
+    # to the top of the view: the list opens below it, and a list past the viewport's bottom
+    # edge cannot be scrolled to (its options then refuse a click as outside the viewport)
+    picker.evaluate("e => e.scrollIntoView({block: 'start'})")
     picker.locator("input").click()
     page.keyboard.type(REASON)  # the list filters to it
     page.get_by_role("option", name=REASON, exact=True).click()
