@@ -15,22 +15,14 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import Result
-from typer.testing import CliRunner
 
-from gpuwaste.cli import app
 from gpuwaste.demo import PHILLY_CLUSTER
 from gpuwaste.generate import GeneratorSpec, write_all
+from tests.support.cli_width import invoke
 
 WIDTHS = (80, 100, 120)
 FAIR_SHARE = "Fair-share is not judged"
 NO_LOGS = "No job logs"
-
-
-def invoke(*args: str, width: int) -> Result:
-    res = CliRunner().invoke(app, list(args), env={"COLUMNS": str(width), "NO_COLOR": "1"})
-    assert res.exit_code == 0, (args, res.output, res.exception)
-    return res
 
 
 @pytest.fixture(scope="module")

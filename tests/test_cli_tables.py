@@ -20,30 +20,22 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from click.testing import Result
-from typer.testing import CliRunner
 
 from gpuwaste.act.policy.replay import open_warehouse, replay
 from gpuwaste.act.policy.rule import make_rule
 from gpuwaste.analyses.report import REPORTS, report
 from gpuwaste.analyses.waste_by import BY, waste_by
-from gpuwaste.cli import app
 from gpuwaste.columns import COLUMNS, Column, Rank, byte_size, column, number
 from gpuwaste.config import Settings, load_settings
 from gpuwaste.generate.cli import generate_command
 from gpuwaste.render import TEXT_WIDTH, _cells, _fit, render, single_member_rollups
 from gpuwaste.warehouse.bounded import Bounds, query_frame
 from gpuwaste.warehouse.results import ALL_VCS, ROLLUP_COLUMNS
+from tests.support.cli_width import invoke
 
 EXPONENT = re.compile(r"\d[eE][+-]?\d")
 WIDTHS = (80, 160)
 SQL = "select * from waste_by_vc where gpu_model = '(all)'"
-
-
-def invoke(*args: str, width: int) -> Result:
-    res = CliRunner().invoke(app, list(args), env={"COLUMNS": str(width), "NO_COLOR": "1"})
-    assert res.exit_code == 0, (args, res.output, res.exception)
-    return res
 
 
 @pytest.fixture(scope="module")
