@@ -546,6 +546,35 @@ def test_every_page_on_the_demo_warehouse(demo: Path, monkeypatch: pytest.Monkey
         con.close()
 
 
+def test_by_model_table_leaves_out_roll_ups_of_one_model(
+    demo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The demo cluster has one GPU model: its '(all)' model rows repeat the model's, and the
+    Waste page leaves them out as `gpuwaste report waste_by_model` does
+    (render.single_member_rollups); the '(all)' VC row stays, as it rolls up four VCs."""
+    from gpuwaste.warehouse.readonly import read_only_connection
+
+    con = read_only_connection(demo)
+    try:
+        model, jobs = con.sql(
+            "SELECT gpu_model, jobs FROM waste_by_model WHERE cluster = 'demo' AND vc = '(all)' "
+            "AND gpu_model <> '(all)'"
+        ).fetchall()[0]
+    finally:
+        con.close()
+    monkeypatch.setenv(DATA_DIR_ENV, str(demo))
+    for params in ({}, {"vc": ["nlp", "vision"]}):
+        at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), "waste", cluster="demo",
+                   **params)  # fmt: skip
+        (table,) = [d.value for d in at.dataframe if "Lost (% of GPU hours)" in d.value.columns]
+        assert table["GPU model"].tolist() == [model] * table.shape[0], (params, table)
+        assert len(set(table["VC"])) == table.shape[0] == max(1, len(params.get("vc", ()))), table
+    assert table["VC"].tolist() == ["nlp", "vision"]
+    everyone = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), "waste", cluster="demo")
+    (table,) = [d.value for d in everyone.dataframe if "Lost (% of GPU hours)" in d.value.columns]
+    assert table["VC"].tolist() == ["(all)"] and table["Jobs"].tolist() == [jobs]
+
+
 @pytest.mark.slow
 def test_totals_of_the_jobs_in_view_equal_waste_daily(demo: Path) -> None:
     """With a user, size or state filter the Overview sums the jobs' GPU rows itself

@@ -9,7 +9,8 @@ import streamlit as st
 
 from gpuwaste.dashboard import charts, data, widgets
 from gpuwaste.dashboard import queries as q
-from gpuwaste.warehouse.results import ALL_MODELS
+from gpuwaste.render import single_member_rollups
+from gpuwaste.warehouse.results import ALL_MODELS, ROLLUP_COLUMNS
 
 TIME_WEIGHTED = "GPU utilization (time-weighted mean, %)"
 # The study tables' own names for their figures, where the generic titles would be ambiguous.
@@ -41,10 +42,11 @@ st.caption(
 
 
 def study_table(table: str, empty: str) -> pl.DataFrame:
-    """A summary table as read: without the cluster column (the view names it), nor the GPU
-    model's when every row is of all models, readable."""
+    """A summary table as read: without the roll-up rows that repeat their only member (the
+    terminal's rule), the cluster column (the view names it), nor the GPU model's when every row
+    is of all models, readable."""
     frame = data.fetch(q.summary, f, table)
-    shown = frame.drop("cluster")
+    shown = single_member_rollups(frame, ROLLUP_COLUMNS).drop("cluster")
     if table != "waste_by_model":  # its rows are per model, '(all)' among them
         shown = widgets.without_unsplit_model(shown)
     widgets.table(widgets.readable(shown, TITLES.get(table)), empty, name=table)
