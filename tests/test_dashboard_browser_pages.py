@@ -2,7 +2,8 @@
 (`gpuwaste demo --no-serve`: the generator's files through the real ingest and analyze, which
 holds 16-GPU jobs): nothing is fetched from outside the dashboard's own origin on any page; a
 16-GPU job is drawn as one heatmap, not 16 stacked panels; the Job page's time axis has one label
-format and its stable-phase strip covers no axis label."""
+format, its memory axis writes MiB as the tables do, and its stable-phase strip covers no axis
+label."""
 
 from __future__ import annotations
 
@@ -126,6 +127,10 @@ AXIS_JS = """
          (a.getAttribute('aria-label') || '').startsWith('X-axis'))
        .flatMap(a => Array.from(a.querySelectorAll('g.role-axis-label text')))
        .map(t => t.textContent),
+    y: Array.from(el.querySelectorAll('g.role-axis')).filter(a =>
+         (a.getAttribute('aria-label') || '').startsWith('Y-axis'))
+       .flatMap(a => Array.from(a.querySelectorAll('g.role-axis-label text')))
+       .map(t => t.textContent),
     labels: Array.from(el.querySelectorAll('g.role-axis-label text')).map(box),
     strips: Array.from(el.querySelectorAll('g.mark-rect path'))
        .filter(p => p.getAttribute('fill') === '#54A24B').map(box),
@@ -163,6 +168,10 @@ def test_one_time_format_and_no_label_under_the_strip(
                 "time" if re.fullmatch(r"\d\d:\d\d", t) else t) for t in got["x"]}  # fmt: skip
     assert len(formats) == 1 and formats <= {"time", "date and time"}, got["x"]
     if not big:
+        # utilization (%) and memory (MiB): plain numbers, thousands separated as in the tables
+        # ("50,000", not "50k")
+        assert all(re.fullmatch(r"\d{1,3}(,\d{3})*", t) for t in got["y"]), got["y"]
+        assert max(int(t.replace(",", "")) for t in got["y"]) >= 1_000, got["y"]  # memory's
         assert got["strips"], "no stable-phase strip drawn"
         hidden = [lab for lab in got["labels"] for s in got["strips"] if _overlap(lab, s)]
         assert hidden == []

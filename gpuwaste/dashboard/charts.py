@@ -722,7 +722,8 @@ def timeline(
                                 "orient": "right",
                                 "grid": False,
                                 "labelAlign": "right",
-                                "format": "~s",
+                                # MiB as the tables write it (50,000), not SI-prefixed (50k)
+                                "format": ",d",
                             },
                         },
                     ),
