@@ -575,6 +575,50 @@ def test_by_model_table_leaves_out_roll_ups_of_one_model(
     assert table["VC"].tolist() == ["(all)"] and table["Jobs"].tolist() == [jobs]
 
 
+WAITED = "GPU hours jobs waited behind idle GPUs"
+
+
+def test_waits_behind_idle_follow_the_user_as_the_holder(
+    demo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a user filter, the tile (Overview, Waste tables) and the Queue page's waits behind
+    idle GPUs are the other users' waits behind that user's idle GPUs: `gpuwaste report --by
+    user`'s "GPU hours others waited while you idled" for the user. A user with no job shows none
+    (not the whole cluster's figure), and each page says which filters these figures follow."""
+    from gpuwaste.analyses.waste_by import waste_by
+    from gpuwaste.config import Settings
+
+    by_user = waste_by(Settings(data_dir=demo), "user", cluster="demo")
+    top = by_user.sort("others_waited_gpu_h", descending=True).row(0, named=True)
+    user, hours, waits = top["user"], top["others_waited_gpu_h"], top["others_waits"]
+    assert hours > 1 and waits > 1
+    monkeypatch.setenv(DATA_DIR_ENV, str(demo))
+
+    def page(name: str | None, **params: str) -> AppTest:
+        return _open(AppTest.from_file(APP, default_timeout=TIMEOUT), name, cluster="demo",
+                     **params)  # fmt: skip
+
+    everyone = float(_metric(page(None), WAITED))
+    for name in (None, "waste"):
+        at = page(name, user=user)
+        assert float(_metric(at, WAITED)) == pytest.approx(hours, abs=0.5) and hours < everyone
+        (delta,) = [str(m.delta) for m in at.metric if m.label == WAITED]
+        assert delta == f"{waits:,} waits", delta
+        assert [c for c in at.caption if "user filters as those of the idle GPUs' holder" in c.value
+                and "not the GPU model, size or state" in c.value]  # fmt: skip
+        nobody = page(name, user="nobody")
+        assert WAITED not in [m.label for m in nobody.metric]
+    queue = page("queue", user=user)
+    (holders,) = [d.value for d in queue.dataframe if "GPU hours others waited" in d.value.columns]
+    assert set(holders["User"]) == {user}
+    assert holders["GPU hours others waited"].sum() == pytest.approx(hours, abs=0.05 * 2)
+    (note,) = [c.value for c in queue.caption if c.value.startswith("Tables 2 and 7")]
+    assert "user, size and state filters do not apply to them" in note
+    assert "failed attempts follow every filter" in note
+    nobody = page("queue", user="nobody")
+    assert not [d for d in nobody.dataframe if "GPU hours others waited" in d.value.columns]
+
+
 @pytest.mark.slow
 def test_totals_of_the_jobs_in_view_equal_waste_daily(demo: Path) -> None:
     """With a user, size or state filter the Overview sums the jobs' GPU rows itself

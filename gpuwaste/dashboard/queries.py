@@ -489,11 +489,16 @@ def job_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
 
 # ----------------------------------------------------------------- waiting behind idle GPUs
 def _queue_idle_where(f: Filters) -> tuple[str, list[Any]]:
-    """queue_idle_overlap rows of the view: the cluster, the holders' VCs, stretches that waited
+    """queue_idle_overlap rows of the view: the cluster, the holders' VCs and user (the user
+    filter reads as `report --by user`'s "others waited while you idled"), stretches that waited
     in the period; other users' waits only (a user's own idle GPUs holding up their own job are
-    not counted against them)."""
+    not counted against them). A holder's idle GPUs span its jobs of every GPU model, size and
+    state: those filters do not apply (widgets.WAITED_BEHIND_IDLE_FILTERS says so on the pages)."""
     place, params = f.place().jobs_where(vc="holder_vc")
     clauses = ["NOT same_user", place]
+    if f.user:
+        clauses.append("holder_user = ?")
+        params.append(f.user)
     if f.period_start is not None and f.period_end is not None:
         clauses.append("wait_start < ? AND wait_end >= ?")
         params.extend([f.period_end, f.period_start])

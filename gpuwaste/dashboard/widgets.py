@@ -425,6 +425,16 @@ def plot(spec: charts.Spec, key: str) -> None:
     st.vega_lite_chart(spec, key=key, alt=charts.title_of(spec), width=width)
 
 
+# The filters the waits behind idle GPUs follow (queries._queue_idle_where): a holder is a user in a
+# VC, whose idle GPUs span its jobs of every model, size and state.
+WAITED_BEHIND_IDLE_FILTERS = (
+    "the cluster and period filters (the waits that overlap the period), and the VC and user "
+    "filters as those of the idle GPUs' holder (with a user: other users' waits behind that "
+    "user's idle GPUs); not the GPU model, size or state filters (a holder's idle GPUs span its "
+    "jobs of every model, size and state)"
+)
+
+
 def waited_behind_idle(f: Filters) -> None:
     """The one figure of waiting behind idle GPUs that the Overview and the Waste tables show
     (the Queue and failures page has the rest): GPU hours other users' jobs waited while GPUs
@@ -443,3 +453,4 @@ def waited_behind_idle(f: Filters) -> None:
         "have run them (at most each waiting job's GPUs x that wait). Per user and VC on the "
         "Queue and failures page.",
     )
+    st.caption(f"The waits behind idle GPUs follow {WAITED_BEHIND_IDLE_FILTERS}.")

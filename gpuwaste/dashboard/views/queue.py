@@ -30,6 +30,12 @@ f = widgets.current_filters()
 frames = data.queue(f)
 st.title("Queue and failures")
 widgets.show_view(f)
+st.caption(
+    "Tables 2 and 7 are per cluster, VC and GPU model over the analyzed window (`gpuwaste "
+    "analyze --since` narrows it): the period, user, size and state filters do not apply to them. "
+    f"The waits behind idle GPUs follow {widgets.WAITED_BEHIND_IDLE_FILTERS}. The failed "
+    "attempts follow every filter."
+)
 
 st.subheader("Why jobs waited (Philly Table 2)")
 st.caption(
