@@ -124,20 +124,22 @@ def webhook_url(cfg: NotifyConfig, opts: Options) -> str | None:
     return None
 
 
-def loopback_links(p: Plan, cfg: NotifyConfig) -> str | None:
-    """When the planned messages link to the dashboard at a loopback address (the default
-    `http://127.0.0.1:8501`, which no reader on another machine can open): one sentence naming
-    the link and how to set the address; else None."""
+def unreachable_links(p: Plan, cfg: NotifyConfig) -> str | None:
+    """When the planned messages link to the dashboard at an address no reader on another
+    machine can open: a loopback one (the default `http://127.0.0.1:8501`) or the unspecified
+    one (`0.0.0.0`, `::`: what a server listening on every interface shows, not an address to
+    connect to); one sentence naming the link and how to set the address; else None."""
     base = cfg.dashboard_url.rstrip("/")
     host = urlsplit(base).hostname or ""
     try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        ip = ipaddress.ip_address(host)
+        kind = "a loopback" if ip.is_loopback else "an unspecified" if ip.is_unspecified else ""
     except ValueError:
-        loopback = False
-    if not loopback or not any(f"{base}/" in m.digest.body for m in p.messages):
+        kind = "a loopback" if host == "localhost" else ""
+    if not kind or not any(f"{base}/" in m.digest.body for m in p.messages):
         return None
     return (
-        f"the notices link to {base}/job?..., a loopback address that their readers cannot "
+        f"the notices link to {base}/job?..., {kind} address that their readers cannot "
         "open: set [notify] dashboard_url in gpuwaste.toml (or give --dashboard-url) to the "
         "dashboard's address as users reach it"
     )
@@ -372,14 +374,14 @@ def notify(
     now = datetime.now(UTC)
     p, cfg = plan(settings, opts, now)
     hook = webhook_url(cfg, opts)
-    loopback = loopback_links(p, cfg)
+    unreachable = unreachable_links(p, cfg)
     if not opts.send:
         print_dry_run(p, hook, out)
-        if loopback:
-            out.write(f"note: {loopback}; --send refuses until then.\n")
+        if unreachable:
+            out.write(f"note: {unreachable}; --send refuses until then.\n")
         return 0
-    if loopback:
-        raise GpuwasteError(f"nothing sent: {loopback}.")
+    if unreachable:
+        raise GpuwasteError(f"nothing sent: {unreachable}.")
     s = senders(cfg, hook, p.messages)
     with writer_lock(settings.data_dir, "notify"):
         counts = deliver(p, cfg, s, opts, lambda c: Ledger(settings.data_dir, c), out, err, now)
