@@ -24,7 +24,16 @@ from typing import IO, Any
 
 import polars as pl
 
-from gpuwaste.columns import TIME_FORMAT, TRUE_FALSE, Column, Rank, code_words, column, number
+from gpuwaste.columns import (
+    TIME_FORMAT,
+    TRUE_FALSE,
+    Column,
+    Rank,
+    code_words,
+    column,
+    count_unit,
+    number,
+)
 from gpuwaste.text import printable
 
 
@@ -84,7 +93,10 @@ def _cells(series: pl.Series, spec: Column) -> list[str]:
     if dtype.is_numeric() and not isinstance(dtype, pl.Boolean):
         scaled = series if spec.factor == 1 else series.cast(pl.Float64) * spec.factor
         unit = spec.unit or ("number" if dtype.is_float() or spec.factor != 1 else "count")
-        return ["" if v is None else number(v, unit) for v in scaled.to_list()]
+        values = scaled.to_list()
+        if unit == "count" and dtype.is_float():
+            unit = count_unit(values)
+        return ["" if v is None else number(v, unit) for v in values]
     if isinstance(dtype, pl.Datetime):
         if dtype.time_zone:
             series = series.dt.convert_time_zone("UTC")
@@ -201,6 +213,7 @@ def render(
     key: Sequence[str] | None = None,
     width: int | None = None,
     notes: Sequence[str] = (),
+    raw: str = "--format csv",
 ) -> None:
     """Print `df` as a table for people, or as CSV / JSON (the raw frame) for scripts.
 
@@ -213,6 +226,7 @@ def render(
     - `width`: the width to fit (default: `terminal_width()`).
     - `notes`: lines the caller prints under the table for people (e.g. which jobs it counts);
       CSV and JSON leave them out.
+    - `raw`: the command's option that prints every row and column (the notes name it).
 
     A table of no rows is one sentence, "No rows in 'title'.".
     """
@@ -246,7 +260,7 @@ def render(
         names = "; ".join(specs[i].title for i in dropped)
         left_out.append(
             f"Left out to fit {total} columns: {names} (a wider terminal, e.g. COLUMNS=200, or "
-            "--format csv shows every column)."
+            f"{raw} shows every column)."
         )
     table = Table(title=Text(title) if title else None, box=box.HEAVY_HEAD)
     for k in kept:
@@ -262,6 +276,6 @@ def render(
     console = Console(file=stream, width=max(total, sum(widths[k] + 3 for k in kept) + 1))
     console.print(table)
     if df.height > max_rows:
-        left_out.append(f"... {df.height - max_rows} more rows (use --format csv for all)")
+        left_out.append(f"... {df.height - max_rows} more rows (use {raw} for all)")
     for note in (*left_out, *notes):
         console.print(Text(note))

@@ -191,6 +191,22 @@ def test_one_number_format_per_unit(value: float, unit: str, shown: str) -> None
     assert number(value, unit) == shown
 
 
+def test_gpu_counts_read_as_counts(site: Path) -> None:
+    """A wait's GPUs, its most GPUs on one host and its VC's quota are whole counts ("8", not
+    "8.00"); a column with a MIG slice's share (0.4 GPU) shows one decimal throughout, so that
+    the slice never reads as 0. The CSV keeps the stored values."""
+    frame = pl.DataFrame({"vc_quota": [8.0, None, 64.0], "per_host": [1.0, 0.4, 2.0]})
+    assert _cells(frame["vc_quota"], column("vc_quota")) == ["8", "", "64"]
+    assert _cells(frame["per_host"], column("per_host")) == ["1.0", "0.4", "2.0"]
+    headers, body, _ = _table(shown_by(site, "report", "queue_causes", width=1000))
+    for title in ("GPUs", "Most GPUs on one host"):
+        cells = {row[headers.index(title)] for row in body}
+        assert cells and (all(c.isdigit() for c in cells) or all("." in c for c in cells)), cells
+    raw = shown_by(site, "report", "queue_causes", "--format", "csv", width=80).splitlines()
+    per_host = raw[0].split(",").index("per_host")
+    assert {line.split(",")[per_host] for line in raw[1:]} >= {"1.0"}
+
+
 def test_file_sizes_read_alike() -> None:
     sizes = (5, 654_000, 561_512_141, 5 * 1024**3)
     assert [byte_size(n) for n in sizes] == ["5 B", "638.7 KiB", "535.5 MiB", "5.0 GiB"]
