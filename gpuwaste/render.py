@@ -25,6 +25,7 @@ from typing import IO, Any
 import polars as pl
 
 from gpuwaste.columns import (
+    DECIMALS,
     TIME_FORMAT,
     TRUE_FALSE,
     Column,
@@ -118,6 +119,24 @@ def single_member_rollups(df: pl.DataFrame, rollups: Mapping[str, str]) -> pl.Da
         single = members.over(by) == 1 if by else members == 1
         df = df.filter(~((pl.col(col) == label) & single))
     return df
+
+
+def most_first(df: pl.DataFrame, name: str) -> tuple[pl.DataFrame, list[str]]:
+    """`df`'s rows for people by column `name`, most first, without those where it reads 0 in
+    its unit (0.0 GPU hours: under 0.05), and the note that counts them; all of them when
+    every row reads 0 (an empty table would say nothing)."""
+    spec = column(name)
+    unit = spec.unit or "number"
+    under = 0.5 * 10 ** -DECIMALS.get(unit, DECIMALS["number"])
+    shown = df.filter(pl.col(name).abs() * spec.factor >= under).sort(name, descending=True)
+    if shown.height == 0 or shown.height == df.height:
+        return df.sort(name, descending=True, nulls_last=True), []
+    left = df.height - shown.height
+    return shown, [
+        f"{left:,} rows whose {spec.title} is under {under:g} (shown as {number(0, unit)}) "
+        f"left out, so that the {shown.height:,} that say something come first (--format csv "
+        "lists every row)."
+    ]
 
 
 def _spec(name: str, readable: bool, key: Sequence[str] | None) -> Column:

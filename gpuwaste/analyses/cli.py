@@ -13,7 +13,7 @@ from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES
 from gpuwaste.analyses.registry import BY_NAME, CLUSTER_ROW_TABLES, PER_JOB_TABLES, SUMMARY_TABLES
 from gpuwaste.cli_common import ClusterOpt, ConfigOpt, DataDirOpt, FormatOpt, QuietOpt, settings
 from gpuwaste.errors import UsageError
-from gpuwaste.render import OutputFormat, render
+from gpuwaste.render import OutputFormat, most_first, render
 from gpuwaste.warehouse.results import ROLLUP_COLUMNS
 
 if TYPE_CHECKING:
@@ -241,6 +241,9 @@ def register(app: typer.Typer) -> None:
                     notes.append(jobs_line(s, words, cluster=cluster, vc=vc, since=start))
                 # what the table cannot tell (no quotas, no logs); CSV and JSON are the frame alone
                 notes.extend(table_caveats(s.data_dir, df))
+                if name in BY_NAME and BY_NAME[name].most_first:
+                    df, left_out = most_first(df, BY_NAME[name].most_first)
+                    notes[:0] = left_out
             render(
                 df,
                 fmt,
