@@ -21,11 +21,22 @@ if TYPE_CHECKING:
     from gpuwaste.analyses.engines.spark import SparkEngine
 
 
-def print_freshness(data_dir: Path, cluster: str | None) -> None:
-    """When each reported cluster was ingested and analyzed, on stderr (CSV/JSON stay clean)."""
+def print_freshness(
+    data_dir: Path, cluster: str | None, update_interval_s: float | None = None
+) -> None:
+    """When each reported cluster was ingested and analyzed, on stderr (CSV/JSON stay clean);
+    given `update_interval_s` (a period up to now was reported), a warning when its newest data
+    are late, as the dashboard's pages about now judge it."""
+    from datetime import UTC, datetime
+
     from gpuwaste.analyses.freshness import freshness_lines
 
-    for line in freshness_lines(data_dir, [cluster] if cluster else None):
+    for line in freshness_lines(
+        data_dir,
+        [cluster] if cluster else None,
+        now=datetime.now(UTC),
+        update_interval_s=update_interval_s,
+    ):
         print(line, file=sys.stderr)
 
 
@@ -254,4 +265,5 @@ def register(app: typer.Typer) -> None:
             )
             if name == FRESHNESS:
                 return
-        print_freshness(s.data_dir, cluster)
+        # a period up to now (`--since`) speaks of now: say when its data are late
+        print_freshness(s.data_dir, cluster, s.exporter.update_interval_s if start else None)
