@@ -38,6 +38,9 @@ DECIMALS: dict[str, int] = {
     "kWh": 2,
     "kg": 2,
     "count": 0,
+    # a count some of whose values are fractions (GPUs weighted by MIG slices, 0.4 GPU): one
+    # decimal, for the whole column (`fractional_counts`), so that a slice never reads as 0
+    "fractional count": 1,
     "weight": 2,
     "W": 0,
     "kg CO2e": 1,
@@ -140,6 +143,7 @@ COLUMNS: dict[str, Column] = {
     "host": _key("Host"),
     "gpu": _key("GPU"),
     "gpu_instance": Column("MIG instance", rank=Rank.DETAIL),
+    "device": _key("Device"),  # a GPU or MIG instance by name (`analyses.reads.device_of`)
     # jobs and GPUs
     "name": _detail("Job name"),
     "jobs": _count("Jobs", Rank.HEADLINE),
@@ -162,6 +166,7 @@ COLUMNS: dict[str, Column] = {
     "alloc_s": _gpu_h("GPU hours", HOURS, rank=Rank.HEADLINE),
     "observed_s": _gpu_h("Observed GPU hours", HOURS, Rank.DETAIL),
     "missing_s": _gpu_h("GPU hours without data", HOURS, Rank.DETAIL),
+    "missing_pct": _pct("Without data (% of its time)", Rank.DETAIL),
     "busy_s": _gpu_h("Busy GPU hours", HOURS),
     "busy_gpu_h": _gpu_h("Busy GPU hours"),
     "idle_slot_s": _gpu_h("Idle-slot GPU hours", HOURS),
@@ -258,8 +263,8 @@ COLUMNS: dict[str, Column] = {
     # queueing [Philly §3.1, Table 2]: a wait's minutes, by cause
     "cause": Column("Cause", rank=Rank.HEADLINE, code=True),
     "hosts": _count("Hosts", Rank.DETAIL),
-    "per_host": _detail("Most GPUs on one host", "number"),
-    "vc_quota": _detail("VC quota (GPUs)", "number"),
+    "per_host": _detail("Most GPUs on one host", "count"),
+    "vc_quota": _detail("VC quota (GPUs)", "count"),
     "wait_start": _detail("Wait start (UTC)"),
     "wait_end": _detail("Wait end (UTC)"),
     "wait_s": Column("Waiting (min)", "min", MINUTES, Rank.HEADLINE),
@@ -399,6 +404,13 @@ def number(value: float | int, unit: str) -> str:
     return shown.lstrip("-") if not shown.strip("-0.,") else shown  # never "-0.0"
 
 
+def count_unit(values: list[float | int | None]) -> str:
+    """The unit a count column is shown in: "count" (whole numbers), or "fractional count" when
+    one of its values is not whole (GPUs weighted by MIG slices), one format for the column."""
+    fractional = any(v is not None and v == v and v % 1 for v in values)
+    return "fractional count" if fractional else "count"
+
+
 def byte_size(n: int) -> str:
     """A file's size for people: `512 B`, `638.8 KiB`, `535.5 MiB`, `1.2 GiB`."""
     if n < 1024:
@@ -421,6 +433,7 @@ __all__ = [
     "byte_size",
     "code_words",
     "column",
+    "count_unit",
     "number",
     "title",
 ]

@@ -495,6 +495,10 @@ def _describe(err: Mapping[str, Any]) -> str:
         return f"unknown key '{loc}'"
     if kind == "missing":
         return f"missing required key '{loc}'"
+    if kind == "value_error" and isinstance(err.get("input"), dict | list):
+        # a whole table's validator (a failure rule's regex) names what it refused in its own
+        # sentence; the table's type name after it would add only "got dict"
+        return f"key '{loc}': {error_reason(err)}"
     return f"key '{loc}': {error_reason(err)}, got {error_input(err)}"
 
 

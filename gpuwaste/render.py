@@ -24,7 +24,17 @@ from typing import IO, Any
 
 import polars as pl
 
-from gpuwaste.columns import TIME_FORMAT, TRUE_FALSE, Column, Rank, code_words, column, number
+from gpuwaste.columns import (
+    DECIMALS,
+    TIME_FORMAT,
+    TRUE_FALSE,
+    Column,
+    Rank,
+    code_words,
+    column,
+    count_unit,
+    number,
+)
 from gpuwaste.text import printable
 
 
@@ -84,7 +94,10 @@ def _cells(series: pl.Series, spec: Column) -> list[str]:
     if dtype.is_numeric() and not isinstance(dtype, pl.Boolean):
         scaled = series if spec.factor == 1 else series.cast(pl.Float64) * spec.factor
         unit = spec.unit or ("number" if dtype.is_float() or spec.factor != 1 else "count")
-        return ["" if v is None else number(v, unit) for v in scaled.to_list()]
+        values = scaled.to_list()
+        if unit == "count" and dtype.is_float():
+            unit = count_unit(values)
+        return ["" if v is None else number(v, unit) for v in values]
     if isinstance(dtype, pl.Datetime):
         if dtype.time_zone:
             series = series.dt.convert_time_zone("UTC")
@@ -106,6 +119,24 @@ def single_member_rollups(df: pl.DataFrame, rollups: Mapping[str, str]) -> pl.Da
         single = members.over(by) == 1 if by else members == 1
         df = df.filter(~((pl.col(col) == label) & single))
     return df
+
+
+def most_first(df: pl.DataFrame, name: str) -> tuple[pl.DataFrame, list[str]]:
+    """`df`'s rows for people by column `name`, most first, without those where it reads 0 in
+    its unit (0.0 GPU hours: under 0.05), and the note that counts them; all of them when
+    every row reads 0 (an empty table would say nothing)."""
+    spec = column(name)
+    unit = spec.unit or "number"
+    under = 0.5 * 10 ** -DECIMALS.get(unit, DECIMALS["number"])
+    shown = df.filter(pl.col(name).abs() * spec.factor >= under).sort(name, descending=True)
+    if shown.height == 0 or shown.height == df.height:
+        return df.sort(name, descending=True, nulls_last=True), []
+    left = df.height - shown.height
+    return shown, [
+        f"{left:,} rows whose {spec.title} is under {under:g} (shown as {number(0, unit)}) "
+        f"left out, so that the {shown.height:,} that say something come first (--format csv "
+        "lists every row)."
+    ]
 
 
 def _spec(name: str, readable: bool, key: Sequence[str] | None) -> Column:
@@ -201,6 +232,7 @@ def render(
     key: Sequence[str] | None = None,
     width: int | None = None,
     notes: Sequence[str] = (),
+    raw: str = "--format csv",
 ) -> None:
     """Print `df` as a table for people, or as CSV / JSON (the raw frame) for scripts.
 
@@ -213,6 +245,7 @@ def render(
     - `width`: the width to fit (default: `terminal_width()`).
     - `notes`: lines the caller prints under the table for people (e.g. which jobs it counts);
       CSV and JSON leave them out.
+    - `raw`: the command's option that prints every row and column (the notes name it).
 
     A table of no rows is one sentence, "No rows in 'title'.".
     """
@@ -246,7 +279,7 @@ def render(
         names = "; ".join(specs[i].title for i in dropped)
         left_out.append(
             f"Left out to fit {total} columns: {names} (a wider terminal, e.g. COLUMNS=200, or "
-            "--format csv shows every column)."
+            f"{raw} shows every column)."
         )
     table = Table(title=Text(title) if title else None, box=box.HEAVY_HEAD)
     for k in kept:
@@ -262,6 +295,6 @@ def render(
     console = Console(file=stream, width=max(total, sum(widths[k] + 3 for k in kept) + 1))
     console.print(table)
     if df.height > max_rows:
-        left_out.append(f"... {df.height - max_rows} more rows (use --format csv for all)")
+        left_out.append(f"... {df.height - max_rows} more rows (use {raw} for all)")
     for note in (*left_out, *notes):
         console.print(Text(note))

@@ -23,12 +23,13 @@ import pytest
 
 from gpuwaste.act.policy.replay import open_warehouse, replay
 from gpuwaste.act.policy.rule import make_rule
+from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.report import REPORTS, report
 from gpuwaste.analyses.waste_by import BY, waste_by
 from gpuwaste.columns import COLUMNS, Column, Rank, byte_size, column, number
 from gpuwaste.config import Settings, load_settings
 from gpuwaste.generate.cli import generate_command
-from gpuwaste.render import TEXT_WIDTH, _cells, _fit, render, single_member_rollups
+from gpuwaste.render import TEXT_WIDTH, _cells, _fit, most_first, render, single_member_rollups
 from gpuwaste.warehouse.bounded import Bounds, query_frame
 from gpuwaste.warehouse.results import ALL_VCS, ROLLUP_COLUMNS
 from tests.support.cli_width import invoke
@@ -112,6 +113,8 @@ def check_table(
 def test_every_report_fits_whole(site: Path, name: str, width: int) -> None:
     frame = report(settings_of(site), name)
     assert frame.height, f"the site has no {name} rows: the test would check nothing"
+    if name in BY_NAME and BY_NAME[name].most_first:  # the rows the terminal lists
+        frame = most_first(frame, BY_NAME[name].most_first)[0]
     check_table(shown_by(site, "report", name, width=width), width, frame, ROLLUP_COLUMNS)
 
 
@@ -189,6 +192,52 @@ def test_a_roll_up_row_that_repeats_its_only_member_is_left_out() -> None:
 )
 def test_one_number_format_per_unit(value: float, unit: str, shown: str) -> None:
     assert number(value, unit) == shown
+
+
+def test_gpu_counts_read_as_counts(site: Path) -> None:
+    """A wait's GPUs, its most GPUs on one host and its VC's quota are whole counts ("8", not
+    "8.00"); a column with a MIG slice's share (0.4 GPU) shows one decimal throughout, so that
+    the slice never reads as 0. The CSV keeps the stored values."""
+    frame = pl.DataFrame({"vc_quota": [8.0, None, 64.0], "per_host": [1.0, 0.4, 2.0]})
+    assert _cells(frame["vc_quota"], column("vc_quota")) == ["8", "", "64"]
+    assert _cells(frame["per_host"], column("per_host")) == ["1.0", "0.4", "2.0"]
+    headers, body, _ = _table(shown_by(site, "report", "queue_causes", width=1000))
+    for title in ("GPUs", "Most GPUs on one host"):
+        cells = {row[headers.index(title)] for row in body}
+        assert cells and (all(c.isdigit() for c in cells) or all("." in c for c in cells)), cells
+    raw = shown_by(site, "report", "queue_causes", "--format", "csv", width=80).splitlines()
+    per_host = raw[0].split(",").index("per_host")
+    assert {line.split(",")[per_host] for line in raw[1:]} >= {"1.0"}
+
+
+def test_a_long_table_lists_what_says_something_first() -> None:
+    """Rows by GPU hours kept waiting, most first; those under 0.05 GPU h (0.0 as shown) are
+    counted in a note, unless every row is: an empty table would say nothing."""
+    df = pl.DataFrame(
+        {"job_id": ["a", "b", "c", "d"], "blocked_gpu_s": [0.0, 179.0, 7200.0, 180.0]}
+    )
+    shown, notes = most_first(df, "blocked_gpu_s")
+    assert shown["job_id"].to_list() == ["c", "d"]  # 180 s = 0.05 h reads 0.1
+    assert notes == [
+        "2 rows whose GPU hours kept waiting is under 0.05 (shown as 0.0) left out, so that the "
+        "2 that say something come first (--format csv lists every row)."
+    ]
+    shown, notes = most_first(df.head(2), "blocked_gpu_s")
+    assert shown["job_id"].to_list() == ["b", "a"] and notes == []
+
+
+def test_queue_idle_overlap_lists_the_waits_kept_waiting_most_first(site: Path) -> None:
+    """`report queue_idle_overlap` in the terminal: no row reads 0.0 GPU hours kept waiting when
+    some does not, the largest first; the CSV keeps every row."""
+    frame = report(settings_of(site), "queue_idle_overlap")
+    hours = frame["blocked_gpu_s"] / 3600
+    assert (hours >= 0.05).sum() > 1 and (hours < 0.05).sum() > 0, "the site checks nothing"
+    headers, body, under = _table(shown_by(site, "report", "queue_idle_overlap", width=1000))
+    kept = [float(row[headers.index("GPU hours kept waiting")]) for row in body]
+    assert kept == sorted(kept, reverse=True) and min(kept) >= 0.1, kept
+    assert f"{(hours < 0.05).sum():,} rows whose GPU hours kept waiting is under 0.05" in under
+    csv = shown_by(site, "report", "queue_idle_overlap", "--format", "csv", width=80)
+    assert len(csv.splitlines()) == frame.height + 1
 
 
 def test_file_sizes_read_alike() -> None:

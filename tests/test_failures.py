@@ -189,8 +189,19 @@ def test_a_rule_with_a_bad_regex_is_refused_naming_the_rule() -> None:
     msg = str(err.value)
     assert "g.toml" in msg and "failures.rules.1" in msg and "'my NCCL rule'" in msg
     assert "not a regular expression" in msg and msg.count(".") >= 1 and "\n" not in msg
+    # one sentence that ends with the regex, no ", got dict" about the table that held it
+    assert msg.endswith("unterminated subpattern at position 11): 'NCCL error (in'."), msg
     with pytest.raises(ConfigError, match="sources"):
         parse_settings({"failures": {"rules": [{"regex": "x", "reason": "r", "sources": ["X"]}]}})
+
+
+def test_the_bad_regex_sentence_docs_ingest_files_shows_is_the_one_given() -> None:
+    doc = (Path(__file__).parents[1] / "docs" / "ingest-files.md").read_text(encoding="utf-8")
+    shown = " ".join(doc.split("in one sentence naming it: `", 1)[1].split("`", 1)[0].split())
+    bad = {"regex": "NCCL error (in", "reason": "MPI error"}
+    with pytest.raises(ConfigError) as err:
+        parse_settings({"failures": {"rules": [bad]}}, "gpuwaste.toml")
+    assert str(err.value) == shown
 
 
 # ---------------------------------------------------------------- the scheduler, by hand

@@ -88,15 +88,16 @@ def test_the_timeline_keeps_two_instances_of_one_gpu_apart(pair: Path) -> None:
 
 
 def test_gpuwaste_job_names_each_instance_with_its_own_strip(pair: Path) -> None:
-    res = CliRunner().invoke(app, ["job", "pair", "--data-dir", str(pair)])
+    res = CliRunner().invoke(
+        app, ["job", "pair", "--data-dir", str(pair)], env={"COLUMNS": "250", "NO_COLOR": "1"}
+    )
     assert res.exit_code == 0, res.output
     lines = res.stdout.splitlines()
-    table = {
-        line.split("  ")[0]: line for line in lines if line.startswith("a1:0/") and "|" not in line
-    }
+    rows = [[c.strip() for c in line.strip("│").split("│")] for line in lines if "│ a1:0/" in line]
+    table = {row[0]: row for row in rows}
     assert set(table) == {BUSY, IDLE}
-    assert table[BUSY].split()[2:4] == ["60", "60"]  # U_i %, max %
-    assert table[IDLE].split()[-2:] == ["yes", "0"]  # never used, no data %
+    assert table[BUSY][1:3] == ["60.0", "60.0"]  # GPU utilization, mean and max (%)
+    assert table[IDLE][-2:] == ["yes", "0.0"]  # never used, without data (%)
     strips = {line.split(" |")[0].strip(): line.split("|")[1] for line in lines if " |" in line}
     assert strips[BUSY] == LEVELS[4] * 60  # 60 % in every minute, not the pair's 30 % mean
     assert strips[IDLE] == "·" * 60

@@ -31,7 +31,8 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, A
 
 
 def _job(data_dir: Path, *args: str) -> Any:
-    return CliRunner().invoke(app, ["job", *args, "--data-dir", str(data_dir)])
+    env = {"COLUMNS": "250", "NO_COLOR": "1"}  # wide enough for every column of the GPU table
+    return CliRunner().invoke(app, ["job", *args, "--data-dir", str(data_dir)], env=env)
 
 
 def _json(data_dir: Path, job_id: str) -> dict[str, Any]:
@@ -50,8 +51,11 @@ def test_hand_computed_job(two: Path) -> None:
     assert "user ann   VC vision   state passed" in text
     assert "queueing delay 0.03 h" in text  # 2 minutes
     assert "debugging: no" in text
-    row = next(line for line in text.splitlines() if line.startswith("h:0 "))
-    assert row.split() == ["h:0", "52.5", "70", "5.5", "7.3", "0.08", "1", "no", "0"]
+    row = next(line for line in text.splitlines() if line.startswith("│ h:0 "))
+    # the shared renderer's one format per unit: % with one decimal, GPU hours with one
+    cells = [c.strip() for c in row.strip("│").split("│")]
+    assert cells == ["h:0", "52.5", "70.0", "5.5", "7.3", "0.1", "1", "no", "0.0"]
+    assert "U_i %" not in text and "GPU utilization, mean (%)" in text
     assert "dashboard: http://127.0.0.1:8501/job?job=a&cluster=c" in text
     data = _json(two, "a")
     (gpu,) = data["gpus"]
@@ -74,6 +78,9 @@ def test_never_used_gpu_and_its_advice(two: Path) -> None:
     assert all(d["advice"] == ADVICE[d["name"]][1] for d in data["diagnoses"])
     text = _job(two, "b").stdout
     assert "debugging: declared" in text
+    # each diagnosis under the title people read (as in the digests), never its code's words
+    for name, title, advice in advise(data["job"]["diagnoses"]):
+        assert f"- {title}: {advice}" in text and name.replace("_", " ") not in text
     assert "bob\\x1b[2J" in text and "\x1b" not in text  # the user name, escaped
 
 

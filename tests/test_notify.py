@@ -241,6 +241,16 @@ def test_links_to_a_loopback_dashboard_are_refused_not_sent(wh: Path) -> None:
         assert not (wh / "parquet" / "notifications").exists()
         for url in ("http://localhost:8501/", "http://[::1]:8501", "http://127.0.1.1"):
             assert notify(wh, "--send", *mail, "--dashboard-url", url).returncode == 1
+        # what `dashboard --host 0.0.0.0` listens on is no address to open either
+        for url in ("http://0.0.0.0:8501", "http://[::]:8501/"):
+            unspecified = notify(wh, "--send", *mail, "--dashboard-url", url)
+            assert unspecified.returncode == 1
+            assert unspecified.stderr == (
+                f"gpuwaste: nothing sent: the notices link to {url.rstrip('/')}/job?..., an "
+                "unspecified address that their readers cannot open: set [notify] dashboard_url "
+                "in gpuwaste.toml (or give --dashboard-url) to the dashboard's address as users "
+                "reach it.\n"
+            )
         sent = notify(wh, "--send", *mail, "--dashboard-url", "https://gw.example.org/")
         assert sent.returncode == 0, sent.stderr
         (msg,) = smtp.to("ann@example.org")

@@ -2,13 +2,14 @@
 
 Every figure is read from the result tables `gpuwaste analyze` wrote (`job_usage`,
 `job_gpu_usage`, `idle_slots`); the strip is drawn from the job's `gpu_samples` (a picture, not
-a metric). `gather` does the reading; `gpu_rows`, `strip`, `render_text` and `as_dict` are pure.
+a metric). `gather` does the reading; `gpu_figures`, `strip`, `render_text` and `as_dict` are pure.
 A running job's figures reach as far as the samples of the last `gpuwaste analyze`; the report
 says how far (`gpuwaste.analyses.freshness`).
 """
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -21,9 +22,8 @@ from gpuwaste.act.advice import advise
 from gpuwaste.act.money import amount
 from gpuwaste.analyses import reads
 from gpuwaste.analyses.freshness import freshness
-from gpuwaste.columns import code_words
 from gpuwaste.errors import GpuwasteError
-from gpuwaste.render import safe_text
+from gpuwaste.render import render, safe_text
 from gpuwaste.warehouse.reading import read_rows
 from gpuwaste.warehouse.readonly import read_only_connection
 from gpuwaste.warehouse.store import Warehouse
@@ -132,11 +132,39 @@ def gather(
 
 
 # ----------------------------------------------------------------------------- pure parts
-def gpu_rows(gpus: pl.DataFrame) -> pl.DataFrame:
-    """One row per GPU (x attempt): U_i, max utilization, memory mean/max as % of capacity,
-    idle-slot time, never used, missing-data share (%), from job_gpu_usage."""
+def _label(row: dict[str, Any], multi: bool) -> str:
+    """A GPU row's device name, with its attempt when the job ran more than once."""
+    return reads.device_of(row) + (f" #{row['attempt']}" if multi else "")
+
+
+def gpu_figures(gpus: pl.DataFrame) -> pl.DataFrame:
+    """One row per GPU (x attempt) under the names gpuwaste.columns declares: the device,
+    mean and max utilization (U_i [ICSE24]), memory mean/max as % of capacity, idle-slot time,
+    never used, the share without data (%), from job_gpu_usage; unrounded."""
     cap = pl.when(pl.col("mem_total_mib") > 0).then(pl.col("mem_total_mib"))
+    multi = gpus["attempt"].n_unique() > 1
+    device = [_label(r, multi) for r in gpus.to_dicts()]
     return gpus.select(
+        pl.Series("device", device, dtype=pl.String),
+        "attempt",
+        "host",
+        "gpu",
+        "gpu_instance",
+        "mig_profile",
+        "util_mean",
+        "util_max",
+        (100 * pl.col("mem_used_mean_mib") / cap).alias("mem_util_mean"),
+        (100 * pl.col("mem_used_max_mib") / cap).alias("mem_util_max"),
+        "idle_slot_s",
+        "idle_slots",
+        "never_used",
+        (100 * pl.col("missing_s") / pl.col("alloc_s")).alias("missing_pct"),
+    )
+
+
+def gpu_rows(gpus: pl.DataFrame) -> pl.DataFrame:
+    """`gpu_figures` as `--format json` gives them (its names and roundings, kept for scripts)."""
+    return gpu_figures(gpus).select(
         "attempt",
         "host",
         "gpu",
@@ -144,12 +172,12 @@ def gpu_rows(gpus: pl.DataFrame) -> pl.DataFrame:
         "mig_profile",
         pl.col("util_mean").round(1).alias("util_pct"),
         pl.col("util_max").round(1).alias("util_max_pct"),
-        (100 * pl.col("mem_used_mean_mib") / cap).round(1).alias("mem_mean_pct"),
-        (100 * pl.col("mem_used_max_mib") / cap).round(1).alias("mem_max_pct"),
+        pl.col("mem_util_mean").round(1).alias("mem_mean_pct"),
+        pl.col("mem_util_max").round(1).alias("mem_max_pct"),
         (pl.col("idle_slot_s") / 3600).round(2).alias("idle_slot_h"),
         "idle_slots",
         "never_used",
-        (100 * pl.col("missing_s") / pl.col("alloc_s")).round(1).alias("missing_pct"),
+        pl.col("missing_pct").round(1),
     )
 
 
@@ -213,8 +241,9 @@ def strips(data: JobData, width: int = STRIP_WIDTH) -> list[tuple[str, str]]:
         in_alloc = mine & (pl.col("ts") >= row["start_ts"]) & (pl.col("ts") <= row["end_ts"])
         samples = data.samples.filter(in_alloc) if data.samples.height else data.samples
         slots = data.idle_slots.filter(mine & (pl.col("attempt") == row["attempt"]))
-        label = reads.device_of(row) + (f" #{row['attempt']}" if multi else "")
-        out.append((label, strip(samples, slots, bool(row["never_used"]), *span, width)))
+        out.append(
+            (_label(row, multi), strip(samples, slots, bool(row["never_used"]), *span, width))
+        )
     return out
 
 
@@ -284,44 +313,18 @@ def advice_lines(data: JobData) -> list[str]:
     if not found:
         return ["diagnoses: none"]
     out = ["diagnoses and what to try:"]
-    for name, title, text in found:
-        out.append(f"- {code_words(name)} ({title}): {text}")
+    for _name, title, text in found:  # the title people read, as the digests word it
+        out.append(f"- {title}: {text}")
     return out
 
 
-GPU_HEADERS = {
-    "gpu": "GPU",
-    "util_pct": "U_i %",
-    "util_max_pct": "max %",
-    "mem_mean_pct": "mem mean %",
-    "mem_max_pct": "mem max %",
-    "idle_slot_h": "idle-slot h",
-    "idle_slots": "slots",
-    "never_used": "never used",
-    "missing_pct": "no data %",
-}
-
-
-def gpu_table(gpus: pl.DataFrame) -> list[str]:
-    """`gpu_rows` as fixed-width text lines (a header, then one line per GPU)."""
-    rows = gpu_rows(gpus)
-    multi = rows["attempt"].n_unique() > 1
-    cells: list[list[str]] = []
-    for r in rows.iter_rows(named=True):
-        name = reads.device_of(r) + (f" #{r['attempt']}" if multi else "")
-        line = [safe_text(name)]
-        for col in list(GPU_HEADERS)[1:]:
-            v = r[col]
-            line.append("yes" if v is True else "no" if v is False else safe_text(v))
-        cells.append(line)
-    heads = list(GPU_HEADERS.values())
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
-
-    def fmt(line: list[str]) -> str:
-        first = f"{line[0]:<{widths[0]}}"
-        return "  ".join([first, *(f"{v:>{w}}" for v, w in zip(line[1:], widths[1:], strict=True))])
-
-    return [fmt(heads), *(fmt(c) for c in cells)]
+def gpu_table(gpus: pl.DataFrame, width: int | None = None) -> list[str]:
+    """`gpu_figures` as the shared renderer's table (gpuwaste.render: the columns' titles and
+    one number format per unit, as every table of the command line), one line per GPU."""
+    shown = gpu_figures(gpus).drop("attempt", "host", "gpu", "gpu_instance", "mig_profile")
+    out = io.StringIO()
+    render(shown, out=out, key=["device"], width=width, max_rows=shown.height, raw="--format json")
+    return out.getvalue().rstrip("\n").splitlines()
 
 
 def render_text(data: JobData, width: int = STRIP_WIDTH) -> str:

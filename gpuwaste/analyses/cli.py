@@ -13,7 +13,7 @@ from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES
 from gpuwaste.analyses.registry import BY_NAME, CLUSTER_ROW_TABLES, PER_JOB_TABLES, SUMMARY_TABLES
 from gpuwaste.cli_common import ClusterOpt, ConfigOpt, DataDirOpt, FormatOpt, QuietOpt, settings
 from gpuwaste.errors import UsageError
-from gpuwaste.render import OutputFormat, render
+from gpuwaste.render import OutputFormat, most_first, render
 from gpuwaste.warehouse.results import ROLLUP_COLUMNS
 
 if TYPE_CHECKING:
@@ -21,11 +21,22 @@ if TYPE_CHECKING:
     from gpuwaste.analyses.engines.spark import SparkEngine
 
 
-def print_freshness(data_dir: Path, cluster: str | None) -> None:
-    """When each reported cluster was ingested and analyzed, on stderr (CSV/JSON stay clean)."""
+def print_freshness(
+    data_dir: Path, cluster: str | None, update_interval_s: float | None = None
+) -> None:
+    """When each reported cluster was ingested and analyzed, on stderr (CSV/JSON stay clean);
+    given `update_interval_s` (a period up to now was reported), a warning when its newest data
+    are late, as the dashboard's pages about now judge it."""
+    from datetime import UTC, datetime
+
     from gpuwaste.analyses.freshness import freshness_lines
 
-    for line in freshness_lines(data_dir, [cluster] if cluster else None):
+    for line in freshness_lines(
+        data_dir,
+        [cluster] if cluster else None,
+        now=datetime.now(UTC),
+        update_interval_s=update_interval_s,
+    ):
         print(line, file=sys.stderr)
 
 
@@ -241,6 +252,9 @@ def register(app: typer.Typer) -> None:
                     notes.append(jobs_line(s, words, cluster=cluster, vc=vc, since=start))
                 # what the table cannot tell (no quotas, no logs); CSV and JSON are the frame alone
                 notes.extend(table_caveats(s.data_dir, df))
+                if name in BY_NAME and BY_NAME[name].most_first:
+                    df, left_out = most_first(df, BY_NAME[name].most_first)
+                    notes[:0] = left_out
             render(
                 df,
                 fmt,
@@ -251,4 +265,5 @@ def register(app: typer.Typer) -> None:
             )
             if name == FRESHNESS:
                 return
-        print_freshness(s.data_dir, cluster)
+        # a period up to now (`--since`) speaks of now: say when its data are late
+        print_freshness(s.data_dir, cluster, s.exporter.update_interval_s if start else None)

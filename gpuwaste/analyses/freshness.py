@@ -1,6 +1,8 @@
 """How fresh each cluster's results are: last ingest per source, last analyze, newest sample.
 
-`gpuwaste report` prints it and warns about stale clusters; the dashboard's Overview shows it.
+`gpuwaste report` prints it and warns about stale clusters and about data older than
+LATE_AFTER_UPDATES scheduled updates (`lateness`, as the dashboard's pages about "now" and
+`gpuwaste notify` do); the dashboard's Overview shows it.
 Reads only small files: `ingest_state`, `analyze_state/<cluster>.json` and, for the newest
 sample, the files of each cluster's latest `gpu_samples` day partition.
 """
@@ -14,6 +16,7 @@ import duckdb
 import polars as pl
 
 from gpuwaste.analyses import state
+from gpuwaste.warehouse.bookkeeping import LOGS_SOURCE
 from gpuwaste.warehouse.reading import read_rows
 from gpuwaste.warehouse.store import Warehouse
 
@@ -126,9 +129,21 @@ def _when(ts: datetime | None) -> str:
     return ts.strftime("%Y-%m-%d %H:%M:%S UTC") if ts else "never"
 
 
-def freshness_lines(data_dir: Path, clusters: list[str] | None = None) -> list[str]:
+def _watermark_words(source: str) -> str:
+    """What a source's watermark is, in the footer: a logs folder's is a file's mtime."""
+    return "newest file written" if source == LOGS_SOURCE else "data up to"
+
+
+def freshness_lines(
+    data_dir: Path,
+    clusters: list[str] | None = None,
+    *,
+    now: datetime | None = None,
+    update_interval_s: float | None = None,
+) -> list[str]:
     """Per cluster (all, or `clusters`): one line on when each source was ingested and when it
-    was analyzed, and a warning line when its results are older than its data."""
+    was analyzed, a warning line when its results are older than its data and, given `now` and
+    `update_interval_s`, one when its newest data are late (`late_warnings`)."""
     df = freshness(data_dir)
     if clusters is not None:
         df = df.filter(pl.col("cluster").is_in(clusters))
@@ -136,7 +151,8 @@ def freshness_lines(data_dir: Path, clusters: list[str] | None = None) -> list[s
     for (cluster,), rows in df.group_by("cluster", maintain_order=True):
         first = rows.row(0, named=True)
         ingested = [
-            f"{r['source']} ingested {_when(r['ingested_at'])} (data up to {_when(r['watermark'])})"
+            f"{r['source']} ingested {_when(r['ingested_at'])} "
+            f"({_watermark_words(r['source'])} {_when(r['watermark'])})"
             for r in rows.iter_rows(named=True)
             if r["source"] is not None
         ] or ["no ingest recorded"]
@@ -149,6 +165,8 @@ def freshness_lines(data_dir: Path, clusters: list[str] | None = None) -> list[s
             lines.append(
                 f"warning: {cluster}: results are older than the data: {first['stale_reason']}."
             )
+        if now is not None and update_interval_s is not None:
+            lines += late_warnings(rows, now, update_interval_s, REPORT_CONSEQUENCE)
     return lines
 
 
@@ -158,11 +176,17 @@ LATE_AFTER_UPDATES = 3
 
 
 def newest_data(fresh: pl.DataFrame, cluster: str | None = None) -> datetime | None:
-    """How far a cluster's results reach (`analyzed_up_to`, else its newest sample) in a
-    `freshness` frame: the "now" of the pages and reports about running jobs."""
+    """How far a cluster's results reach (`analyzed_up_to`, else its newest sample, else, for a
+    cluster without telemetry, the newest watermark of its scheduler sources: never a logs
+    folder's, a file's mtime) in a `freshness` frame: the "now" of the pages and reports about
+    running jobs, and what `lateness` judges."""
     rows = fresh if cluster is None else fresh.filter(pl.col("cluster") == cluster)
     for column in ("analyzed_up_to", "samples_newest"):
         value = rows[column].max() if rows.height else None
+        if isinstance(value, datetime):
+            return value.astimezone(UTC)
+    if "watermark" in rows.columns:
+        value = rows.filter(pl.col("source") != LOGS_SOURCE)["watermark"].max()
         if isinstance(value, datetime):
             return value.astimezone(UTC)
     return None
@@ -177,9 +201,21 @@ def age_text(seconds: float) -> str:
     return f"{seconds / 86400:.0f} days"
 
 
-def lateness(newest: datetime | None, now: datetime, update_interval_s: float) -> str | None:
+# What late data mean where they are read: the dashboard's pages about "now", `report`, `notify`.
+RUNNING_CONSEQUENCE = "what is shown as running may have ended"
+REPORT_CONSEQUENCE = "a period up to now (`--since 7d`) counts nothing after them"
+NOTIFY_CONSEQUENCE = "the window's digests would count nothing after them"
+
+
+def lateness(
+    newest: datetime | None,
+    now: datetime,
+    update_interval_s: float,
+    consequence: str = RUNNING_CONSEQUENCE,
+) -> str | None:
     """One sentence when the data reach no later than LATE_AFTER_UPDATES scheduled updates ago
-    (or not at all), saying how old they are and what to run; None when they are recent."""
+    (or not at all), saying how old they are, what that means (`consequence`) and what to run;
+    None when they are recent."""
     if newest is None:
         return "No GPU sample has been analyzed: run `gpuwaste ingest`, then `gpuwaste analyze`."
     age = (now - newest).total_seconds()
@@ -188,17 +224,44 @@ def lateness(newest: datetime | None, now: datetime, update_interval_s: float) -
     return (
         f"The newest data are {age_text(age)} old (up to {newest:%Y-%m-%d %H:%M} UTC), more "
         f"than {LATE_AFTER_UPDATES} scheduled updates ({LATE_AFTER_UPDATES} x "
-        f"{update_interval_s:g} s, [exporter] update_interval_s): what is shown as running may "
-        "have ended. Run `gpuwaste ingest` and `gpuwaste analyze`, or schedule them."
+        f"{update_interval_s:g} s, [exporter] update_interval_s): {consequence}. Run "
+        "`gpuwaste ingest` and `gpuwaste analyze`, or schedule them."
     )
+
+
+def late_warnings(
+    fresh: pl.DataFrame,
+    now: datetime,
+    update_interval_s: float,
+    consequence: str,
+    needed_up_to: datetime | None = None,
+) -> list[str]:
+    """A `warning: <cluster>: ...` line (`lateness`) for each cluster of a `freshness` frame
+    whose newest data are late: more than LATE_AFTER_UPDATES updates before `needed_up_to` (the
+    end of the period read; default `now`), their age said from `now`. None for a cluster
+    without any data (its other lines say why)."""
+    out = []
+    limit = LATE_AFTER_UPDATES * update_interval_s
+    for cluster in fresh["cluster"].unique(maintain_order=True).to_list():
+        newest = newest_data(fresh, cluster)
+        if newest is None or ((needed_up_to or now) - newest).total_seconds() <= limit:
+            continue
+        late = lateness(newest, now, update_interval_s, consequence)
+        if late:
+            out.append(f"warning: {cluster}: {late[0].lower()}{late[1:]}")
+    return out
 
 
 __all__ = [
     "LATE_AFTER_UPDATES",
+    "NOTIFY_CONSEQUENCE",
+    "REPORT_CONSEQUENCE",
+    "RUNNING_CONSEQUENCE",
     "SCHEMA",
     "age_text",
     "freshness",
     "freshness_lines",
+    "late_warnings",
     "lateness",
     "newest_data",
     "newest_sample_ts",

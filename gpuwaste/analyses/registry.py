@@ -58,6 +58,10 @@ class Analysis:
     # which jobs its `jobs` column counts, where its table has one: tables count different jobs
     # (those that held a GPU, that started, ...), so `gpuwaste report` says it under the table
     jobs: str = ""
+    # a long table's figure its terminal table is about: its rows are listed by it, most first,
+    # and those where it reads 0 in its unit are counted in a note instead (render.most_first);
+    # CSV and JSON keep every row in key order
+    most_first: str = ""
 
     @property
     def sql_file(self) -> str:
@@ -103,8 +107,19 @@ def _summary(
     staging: tuple[str, ...] = (),
     kind: Kind = "summary",
     jobs: str = "",
+    most_first: str = "",
 ) -> Analysis:
-    return Analysis(name, kind, title, section, inputs, definition, staging=staging, jobs=jobs)
+    return Analysis(
+        name,
+        kind,
+        title,
+        section,
+        inputs,
+        definition,
+        staging=staging,
+        jobs=jobs,
+        most_first=most_first,
+    )
 
 
 _cluster_rows = partial(_summary, kind="cluster_rows")
@@ -398,6 +413,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "its own user's jobs wait for (same_user). Grain: one row per waiting stretch x "
         "holder (user, VC). Units: GPU-seconds.",
         staging=("queue_wait_pieces",),
+        most_first="blocked_gpu_s",
     ),
     _summary(
         "waste_daily",

@@ -16,6 +16,10 @@ from gpuwaste.warehouse.store import Warehouse, atomic_copy_parquet, sql_string
 
 STATE_KEY = "state"
 QUARANTINE_KEY = "records"
+# Job logs' source: its watermark is when the newest log file was written (its mtime), not how
+# far the cluster's records reach in time; a file touched today of a job that ended a month ago
+# says nothing about how fresh the data are (analyses.freshness leaves it out of that judgement)
+LOGS_SOURCE = "logs"
 
 
 @dataclass(frozen=True)

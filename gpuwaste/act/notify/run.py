@@ -21,6 +21,8 @@ from email.utils import make_msgid
 from typing import IO
 from urllib.parse import urlsplit
 
+import polars as pl
+
 from gpuwaste.act.money import shown_currency
 from gpuwaste.act.notify import recipients as rcpt
 from gpuwaste.act.notify.digest import (
@@ -42,6 +44,7 @@ from gpuwaste.act.notify.smtp import (
     send_email,
 )
 from gpuwaste.act.notify.webhook import apprise_url, escape, fingerprint, post, redacted
+from gpuwaste.analyses.freshness import NOTIFY_CONSEQUENCE, freshness, late_warnings
 from gpuwaste.config import NotifyConfig, Settings
 from gpuwaste.errors import GpuwasteError, UsageError
 from gpuwaste.text import printable
@@ -92,6 +95,7 @@ class Plan:
     window: Window
     messages: list[Message] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # who gets nothing, and why
+    late: list[str] = field(default_factory=list)  # clusters whose data end before the window
 
 
 def effective_config(cfg: NotifyConfig, opts: Options) -> NotifyConfig:
@@ -124,20 +128,22 @@ def webhook_url(cfg: NotifyConfig, opts: Options) -> str | None:
     return None
 
 
-def loopback_links(p: Plan, cfg: NotifyConfig) -> str | None:
-    """When the planned messages link to the dashboard at a loopback address (the default
-    `http://127.0.0.1:8501`, which no reader on another machine can open): one sentence naming
-    the link and how to set the address; else None."""
+def unreachable_links(p: Plan, cfg: NotifyConfig) -> str | None:
+    """When the planned messages link to the dashboard at an address no reader on another
+    machine can open: a loopback one (the default `http://127.0.0.1:8501`) or the unspecified
+    one (`0.0.0.0`, `::`: what a server listening on every interface shows, not an address to
+    connect to); one sentence naming the link and how to set the address; else None."""
     base = cfg.dashboard_url.rstrip("/")
     host = urlsplit(base).hostname or ""
     try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+        ip = ipaddress.ip_address(host)
+        kind = "a loopback" if ip.is_loopback else "an unspecified" if ip.is_unspecified else ""
     except ValueError:
-        loopback = False
-    if not loopback or not any(f"{base}/" in m.digest.body for m in p.messages):
+        kind = "a loopback" if host == "localhost" else ""
+    if not kind or not any(f"{base}/" in m.digest.body for m in p.messages):
         return None
     return (
-        f"the notices link to {base}/job?..., a loopback address that their readers cannot "
+        f"the notices link to {base}/job?..., {kind} address that their readers cannot "
         "open: set [notify] dashboard_url in gpuwaste.toml (or give --dashboard-url) to the "
         "dashboard's address as users reach it"
     )
@@ -218,6 +224,10 @@ def plan(settings: Settings, opts: Options, now: datetime) -> tuple[Plan, Notify
         }
     finally:
         con.close()
+    if opts.until is None:  # the window ends today: data that stop long before it are late
+        fresh = freshness(settings.data_dir).filter(pl.col("cluster").is_in(clusters))
+        interval = settings.exporter.update_interval_s
+        result.late = late_warnings(fresh, now, interval, NOTIFY_CONSEQUENCE, window.end)
     share = settings.thresholds.min_observed_share
     currency = shown_currency(settings.cost)
     for cluster, figures in frames.items():
@@ -245,6 +255,8 @@ def channel_name(m: Message, hook: str | None) -> str:
 def print_dry_run(p: Plan, hook: str | None, out: IO[str]) -> None:
     """Exactly what would be sent, recipient by recipient."""
     out.write(f"Window: {p.window.label}. Dry run: nothing is sent without --send.\n")
+    for late in p.late:
+        out.write(f"{late} --send refuses until then.\n")
     for m in p.messages:
         d = m.digest
         out.write(
@@ -372,14 +384,20 @@ def notify(
     now = datetime.now(UTC)
     p, cfg = plan(settings, opts, now)
     hook = webhook_url(cfg, opts)
-    loopback = loopback_links(p, cfg)
+    unreachable = unreachable_links(p, cfg)
     if not opts.send:
         print_dry_run(p, hook, out)
-        if loopback:
-            out.write(f"note: {loopback}; --send refuses until then.\n")
+        if unreachable:
+            out.write(f"note: {unreachable}; --send refuses until then.\n")
         return 0
-    if loopback:
-        raise GpuwasteError(f"nothing sent: {loopback}.")
+    if unreachable:
+        raise GpuwasteError(f"nothing sent: {unreachable}.")
+    if p.late:  # a cron job's run on a stalled pipeline fails, and sends no empty digest
+        raise GpuwasteError(
+            f"nothing sent for the window {p.window.label} (--cluster picks a cluster whose "
+            "data are recent, --until a window the data cover): "
+            + " ".join(late.removeprefix("warning: ") for late in p.late)
+        )
     s = senders(cfg, hook, p.messages)
     with writer_lock(settings.data_dir, "notify"):
         counts = deliver(p, cfg, s, opts, lambda c: Ledger(settings.data_dir, c), out, err, now)

@@ -29,6 +29,7 @@ from gpuwaste.ingest.files import OverBound, read_tail
 from gpuwaste.ingest.logs.parse import log_name, tail_text
 from gpuwaste.ingest.logs.rules import RuleSet, match_text, rule_set
 from gpuwaste.warehouse.bookkeeping import (
+    LOGS_SOURCE,
     Refused,
     get_watermark,
     set_watermark,
@@ -37,7 +38,7 @@ from gpuwaste.warehouse.bookkeeping import (
 from gpuwaste.warehouse.schema import JOB_LOGS
 from gpuwaste.warehouse.store import Warehouse
 
-SOURCE = "logs"
+SOURCE = LOGS_SOURCE
 
 
 def _files(root: Path) -> list[Path]:
