@@ -205,15 +205,30 @@ span_idle as materialized (
 
 -- each pair's bound: the sum over the pieces the holder counts in of least(its idle
 -- GPU-seconds there, the job's GPUs x the piece's seconds); a pair that is not in `pairs` (no
--- idle GPU-seconds in the whole stretch) is dropped where the bound is joined to the pairs
-bounded as (
-    select p.w, i.h, sum(least(i.idle_s, p.gpu_s)) as bound_gpu_s
+-- idle GPU-seconds in the whole stretch) is dropped where the bound is joined to the pairs.
+-- Every holder counts in a capacity or fragmentation piece, its own VC's alone in a fair-share
+-- one: only those meet the holders' names.
+piece_spans as (
+    select p.*, s.s
     from wait_pieces as p
     join spans as s using (x0, x1)
-    join span_idle as i using (s)
-    join holders as o using (h)
-    where i.idle_s <> 0 and (p.every_vc or p.vc_only = o.holder_vc)
-    group by p.w, i.h
+),
+
+bounded as (
+    select w, h, sum(least(idle_s, gpu_s)) as bound_gpu_s
+    from (
+        select p.w, i.h, i.idle_s, p.gpu_s
+        from piece_spans as p
+        join span_idle as i using (s)
+        where p.every_vc and i.idle_s <> 0
+        union all
+        select p.w, i.h, i.idle_s, p.gpu_s
+        from piece_spans as p
+        join span_idle as i using (s)
+        join holders as o using (h)
+        where p.vc_only = o.holder_vc and i.idle_s <> 0
+    )
+    group by w, h
 ),
 
 -- the GPUs waited for in counted pieces, from each change on, per demand d: d = 0 for a holder
@@ -260,25 +275,26 @@ demand as (
     )
 ),
 
+-- per user (a holder looks up its own user's)
 user_demand as (
-    select o.h, e.ts, round(sum(sum(e.n)) over (partition by o.h order by e.ts), 6) as gpus
-    from demand_events as e
-    join holder_demand as o on o.holder_user = e."user" and o.d = e.d
-    group by o.h, e.ts
+    select d, "user", ts, round(sum(sum(n)) over (partition by d, "user" order by ts), 6) as gpus
+    from demand_events
+    semi join holder_demand as o on o.holder_user = demand_events."user" and o.d = demand_events.d
+    group by d, "user", ts
 ),
 
 -- a holder's segment meets its demand's segments by number (from the one holding its start
 -- to the one holding its end), not by an inequality join
 held_waited as (
     select
-        i.h, greatest(i.ts, w.ts) as p0, least(i.next_ts, w.next_ts) as p1,
+        i.h, i.d, i.holder_user, greatest(i.ts, w.ts) as p0, least(i.next_ts, w.next_ts) as p1,
         i.gpus as idle, w.gpus as waited
     from (
         select
-            i.h, i.ts, i.next_ts, i.gpus, i.d,
+            i.h, i.ts, i.next_ts, i.gpus, i.d, i.holder_user,
             unnest(range(coalesce(d0.idx, 1), coalesce(d1.idx, 0) + 1)) as idx
         from (
-            select s.h, s.ts, s.next_ts, s.gpus, o.d
+            select s.h, s.ts, s.next_ts, s.gpus, o.d, o.holder_user
             from holder_segments as s
             join holder_demand as o using (h)
             where s.gpus > 0 and s.next_ts is not null
@@ -300,17 +316,16 @@ holder_total as (
         sum(epoch(p.p1 - p.p0) * least(p.idle, d.gpus)) filter (where d.gpus > 0)
             as own_blocked_gpu_s
     from held_waited as p
-    asof left join user_demand as d on d.h = p.h and d.ts <= p.p0
+    asof left join user_demand as d
+        on d.d = p.d and d."user" = p.holder_user and d.ts <= p.p0
     group by p.h
 ),
 
-named as (
+-- each pair's numbers: whose waits they are (same_user) decides which total it shares
+pair_rows as materialized (
     select
-        w.job_id, w.attempt, w."user", w.vc, w.gpus, w.wait_start, w.wait_end, w.wait_s,
-        o.holder_user, o.holder_vc,
-        o.holder_vc = w.vc as same_vc,
-        o.holder_user = w."user" as same_user,
-        p.idle_gpu_s, coalesce(b.bound_gpu_s, 0) as bound_gpu_s, p.h
+        p.w, p.h, p.idle_gpu_s, coalesce(b.bound_gpu_s, 0) as bound_gpu_s,
+        o.holder_user = w."user" as same_user
     from pairs as p
     left join bounded as b using (w, h)
     join waits as w using (w)
@@ -320,28 +335,34 @@ named as (
 -- each holder's bounds over the stretches of other users and over its own user's, the
 -- shares' denominators
 bounds as (
+    select h, same_user, sum(bound_gpu_s) as bound_sum
+    from pair_rows
+    group by h, same_user
+),
+
+shared as (
     select
-        h,
-        sum(if(same_user, 0, bound_gpu_s)) as bound_sum,
-        sum(if(same_user, bound_gpu_s, 0)) as own_bound_sum
-    from named
-    group by h
+        p.w, p.h, p.idle_gpu_s, p.same_user,
+        coalesce(
+            if(p.same_user, t.own_blocked_gpu_s, t.blocked_gpu_s)
+                * p.bound_gpu_s / nullif(b.bound_sum, 0),
+            0
+        ) as blocked_gpu_s
+    from pair_rows as p
+    join bounds as b using (h, same_user)
+    left join holder_total as t using (h)
 ),
 
 final as (
     select
-        p.* exclude (bound_gpu_s, h),
-        coalesce(
-            if(
-                p.same_user,
-                t.own_blocked_gpu_s * p.bound_gpu_s / nullif(b.own_bound_sum, 0),
-                t.blocked_gpu_s * p.bound_gpu_s / nullif(b.bound_sum, 0)
-            ),
-            0
-        ) as blocked_gpu_s
-    from named as p
-    join bounds as b using (h)
-    left join holder_total as t using (h)
+        w.job_id, w.attempt, w."user", w.vc, w.gpus, w.wait_start, w.wait_end, w.wait_s,
+        o.holder_user, o.holder_vc,
+        o.holder_vc = w.vc as same_vc,
+        p.same_user,
+        p.idle_gpu_s, p.blocked_gpu_s
+    from shared as p
+    join waits as w using (w)
+    join holders as o using (h)
 )
 
 select * from final
