@@ -229,6 +229,7 @@ def main() -> None:
             for f, r in zip(floors, runs, strict=True)
         )
         print(f"each pair, analyze / floor: {pairs}")
+        print(f"analyze's peak RSS in each run: {', '.join(f'{r.peak:.2f}' for r in runs)} GiB")
     if len(results) > 2:
         print(f"pandas (b) / analyze: {results[2][1].wall / run.wall:.1f}x (target >= 5x)")
     print_new_analyses(runs)

@@ -16,6 +16,9 @@
 -- counted pieces of least(the holder's idle GPU-seconds, its GPUs x seconds). A user's own
 -- waits behind their own idle GPUs (same_user) share, by the same rule, the integral of
 -- least(the holder's idle GPUs, the GPUs the user's own jobs so wait for).
+-- Sums are exact: GPU-seconds are summed as whole micro-GPU-seconds (a holder's idle ones in each
+-- span of a stretch's pieces, each piece's bound, each segment of its total), so a result does not
+-- depend on the order DuckDB's threads add them in.
 with
 
 -- the stretches numbered (w), so that the pairs carry a number, not the stretch's columns
@@ -100,8 +103,9 @@ holder_segments as (
     )
 ),
 
--- the holders that held idle GPUs in each UTC hour a stretch waited (candidates; the integral
--- says how much), from the holder's segments with idle GPUs (fewer than its idle intervals)
+-- the holders that held idle GPUs in each UTC hour (candidates for the pieces of that hour;
+-- the integral says how much), from the holder's segments with idle GPUs (fewer than its idle
+-- intervals)
 holder_hours as (
     select distinct h, hour
     from (
@@ -115,58 +119,24 @@ holder_hours as (
     )
 ),
 
-candidates as (
-    select distinct w.w, h.h
-    from (
-        select
-            w,
-            unnest(
-                range(epoch(wait_start)::bigint // 3600, epoch(wait_end)::bigint // 3600 + 1)
-            ) as hour
-        from waits
-    ) as w
-    join holder_hours as h using (hour)
-),
-
--- each stretch's pieces whose idle GPUs count: every holder's in a capacity or fragmentation
--- piece (every_vc), its own VC's in a fair-share one (vc_only); none in an `other` one (left
--- out)
+-- each stretch's pieces (they tile it), and whose idle GPUs count in each: every holder's in a
+-- capacity or fragmentation piece (every_vc), its own VC's in a fair-share one (vc_only), none
+-- in an `other` one. The job's GPU-seconds in whole micro-GPU-seconds (gpu_us), as below.
 wait_pieces as materialized (
     select
-        w.w, w."user", w.gpus, p.x0, p.x1, w.gpus * epoch(p.x1 - p.x0) as gpu_s,
+        w.w, w."user", w.gpus, p.x0, p.x1,
+        round(w.gpus * (epoch_us(p.x1) - epoch_us(p.x0)))::bigint as gpu_us,
         p.cause in ('capacity', 'fragmentation') as every_vc,
         if(p.cause = 'fair-share', w.vc, null) as vc_only
     from queue_wait_pieces as p
     join waits as w using (job_id, attempt)
-    where p.cause in ('capacity', 'fragmentation', 'fair-share') and p.x1 > p.x0
-),
-
--- the holder's idle GPU-seconds in the stretch, and (below) in each piece it counts in: the
--- difference of the holder's integral at the two ends
-pairs as (
-    select * from (
-    select
-        c.w, c.h,
-        round(
-            coalesce(e1.before_s + e1.gpus * epoch(c.wait_end - e1.ts), 0)
-            - coalesce(e0.before_s + e0.gpus * epoch(c.wait_start - e0.ts), 0),
-            6
-        ) as idle_gpu_s
-    from (
-        select c.w, c.h, w.wait_start, w.wait_end
-        from candidates as c
-        join waits as w using (w)
-    ) as c
-    asof left join holder_segments as e0 on e0.h = c.h and e0.ts <= c.wait_start
-    asof left join holder_segments as e1 on e1.h = c.h and e1.ts <= c.wait_end
-    )
-    where idle_gpu_s > 0
+    where p.x1 > p.x0
 ),
 
 -- the pieces' spans (the pieces of many stretches of one class share one, cut at the same
 -- changes of occupancy), numbered, and the holders with idle GPUs in some UTC hour of each
--- (candidates, as for the stretches): a holder's idle GPU-seconds in a piece are looked up once
--- per span, not once per stretch x holder x piece
+-- (candidates): a holder's idle GPU-seconds in a piece are looked up once per span, not once
+-- per stretch x holder x piece
 spans as (
     select row_number() over (order by x0, x1) as s, x0, x1
     from (select distinct x0, x1 from wait_pieces)
@@ -193,27 +163,36 @@ idle_before as (
     asof left join holder_segments as e on e.h = x.h and e.ts <= x.ts
 ),
 
--- the holder's idle GPU-seconds in each span: the difference of its integral at the two ends;
--- a span where it had none (0: least(0, ...) adds nothing to a bound) is left out after the
--- joins (materialized: as a join condition DuckDB joins the two ends on the holder alone)
+-- the holder's idle GPU-seconds in each span: the difference of its integral at the two ends,
+-- in whole micro-GPU-seconds, so that the sums below are exact (the same whatever order the
+-- threads add them in); a span where it had none is left out after the joins (materialized:
+-- as a join condition DuckDB joins the two ends on the holder alone)
 span_idle as materialized (
-    select c.s, c.h, e1.before_s - e0.before_s as idle_s
+    select c.s, c.h, round((e1.before_s - e0.before_s) * 1e6)::bigint as idle_us
     from span_holders as c
     join idle_before as e0 on e0.h = c.h and e0.ts = c.x0
     join idle_before as e1 on e1.h = c.h and e1.ts = c.x1
 ),
 
--- each pair's bound: the sum over the pieces the holder counts in of least(its idle
--- GPU-seconds there, the job's GPUs x the piece's seconds); a pair that is not in `pairs` (no
--- idle GPU-seconds in the whole stretch) is dropped where the bound is joined to the pairs
-bounded as (
-    select p.w, i.h, sum(least(i.idle_s, p.gpu_s)) as bound_gpu_s
-    from wait_pieces as p
-    join spans as s using (x0, x1)
-    join span_idle as i using (s)
-    join holders as o using (h)
-    where i.idle_s <> 0 and (p.every_vc or p.vc_only = o.holder_vc)
-    group by p.w, i.h
+-- each pair of a stretch and a holder with idle GPU-seconds in it: those (the sum over the
+-- stretch's pieces), and its bound: the sum over the pieces the holder counts in of least(its
+-- idle GPU-seconds there, the job's GPUs x the piece's seconds)
+pairs as (
+    select w, h, idle_us / 1e6 as idle_gpu_s, coalesce(bound_us, 0) as bound_us
+    from (
+        select
+            p.w, i.h,
+            sum(i.idle_us) as idle_us,
+            sum(least(i.idle_us, p.gpu_us))
+                filter (where p.every_vc or p.vc_only = o.holder_vc) as bound_us
+        from wait_pieces as p
+        join spans as s using (x0, x1)
+        join span_idle as i using (s)
+        join holders as o using (h)
+        where i.idle_us <> 0
+        group by p.w, i.h
+    )
+    where idle_us > 0
 ),
 
 -- the GPUs waited for in counted pieces, from each change on, per demand d: d = 0 for a holder
@@ -260,25 +239,26 @@ demand as (
     )
 ),
 
+-- per user (a holder looks up its own user's)
 user_demand as (
-    select o.h, e.ts, round(sum(sum(e.n)) over (partition by o.h order by e.ts), 6) as gpus
-    from demand_events as e
-    join holder_demand as o on o.holder_user = e."user" and o.d = e.d
-    group by o.h, e.ts
+    select d, "user", ts, round(sum(sum(n)) over (partition by d, "user" order by ts), 6) as gpus
+    from demand_events
+    semi join holder_demand as o on o.holder_user = demand_events."user" and o.d = demand_events.d
+    group by d, "user", ts
 ),
 
 -- a holder's segment meets its demand's segments by number (from the one holding its start
 -- to the one holding its end), not by an inequality join
 held_waited as (
     select
-        i.h, greatest(i.ts, w.ts) as p0, least(i.next_ts, w.next_ts) as p1,
+        i.h, i.d, i.holder_user, greatest(i.ts, w.ts) as p0, least(i.next_ts, w.next_ts) as p1,
         i.gpus as idle, w.gpus as waited
     from (
         select
-            i.h, i.ts, i.next_ts, i.gpus, i.d,
+            i.h, i.ts, i.next_ts, i.gpus, i.d, i.holder_user,
             unnest(range(coalesce(d0.idx, 1), coalesce(d1.idx, 0) + 1)) as idx
         from (
-            select s.h, s.ts, s.next_ts, s.gpus, o.d
+            select s.h, s.ts, s.next_ts, s.gpus, o.d, o.holder_user
             from holder_segments as s
             join holder_demand as o using (h)
             where s.gpus > 0 and s.next_ts is not null
@@ -291,28 +271,27 @@ held_waited as (
 ),
 
 -- and, by the same rule, the integral of least(its idle GPUs, the GPUs its own user's jobs
--- waited for in the pieces it counts in): its total over its own user's stretches
+-- waited for in the pieces it counts in): its total over its own user's stretches. Each
+-- segment's GPU-seconds in whole micro-GPU-seconds, summed exactly.
 holder_total as (
     select
         p.h,
-        sum(epoch(p.p1 - p.p0) * least(p.idle, p.waited - coalesce(d.gpus, 0)))
-            filter (where p.waited - coalesce(d.gpus, 0) > 0) as blocked_gpu_s,
-        sum(epoch(p.p1 - p.p0) * least(p.idle, d.gpus)) filter (where d.gpus > 0)
-            as own_blocked_gpu_s
-    from held_waited as p
-    asof left join user_demand as d on d.h = p.h and d.ts <= p.p0
+        sum(round(p.s * least(p.idle, p.waited - coalesce(d.gpus, 0)) * 1e6)::bigint)
+            filter (where p.waited - coalesce(d.gpus, 0) > 0) / 1e6 as blocked_gpu_s,
+        sum(round(p.s * least(p.idle, d.gpus) * 1e6)::bigint)
+            filter (where d.gpus > 0) / 1e6 as own_blocked_gpu_s
+    from (select *, epoch(p1 - p0) as s from held_waited) as p
+    asof left join user_demand as d
+        on d.d = p.d and d."user" = p.holder_user and d.ts <= p.p0
     group by p.h
 ),
 
-named as (
+-- each pair's numbers: whose waits they are (same_user) decides which total it shares
+pair_rows as materialized (
     select
-        w.job_id, w.attempt, w."user", w.vc, w.gpus, w.wait_start, w.wait_end, w.wait_s,
-        o.holder_user, o.holder_vc,
-        o.holder_vc = w.vc as same_vc,
-        o.holder_user = w."user" as same_user,
-        p.idle_gpu_s, coalesce(b.bound_gpu_s, 0) as bound_gpu_s, p.h
+        p.w, p.h, p.idle_gpu_s, p.bound_us,
+        o.holder_user = w."user" as same_user
     from pairs as p
-    left join bounded as b using (w, h)
     join waits as w using (w)
     join holders as o using (h)
 ),
@@ -320,28 +299,34 @@ named as (
 -- each holder's bounds over the stretches of other users and over its own user's, the
 -- shares' denominators
 bounds as (
+    select h, same_user, sum(bound_us) as bound_sum
+    from pair_rows
+    group by h, same_user
+),
+
+shared as (
     select
-        h,
-        sum(if(same_user, 0, bound_gpu_s)) as bound_sum,
-        sum(if(same_user, bound_gpu_s, 0)) as own_bound_sum
-    from named
-    group by h
+        p.w, p.h, p.idle_gpu_s, p.same_user,
+        coalesce(
+            if(p.same_user, t.own_blocked_gpu_s, t.blocked_gpu_s)
+                * p.bound_us / nullif(b.bound_sum, 0),
+            0
+        ) as blocked_gpu_s
+    from pair_rows as p
+    join bounds as b using (h, same_user)
+    left join holder_total as t using (h)
 ),
 
 final as (
     select
-        p.* exclude (bound_gpu_s, h),
-        coalesce(
-            if(
-                p.same_user,
-                t.own_blocked_gpu_s * p.bound_gpu_s / nullif(b.own_bound_sum, 0),
-                t.blocked_gpu_s * p.bound_gpu_s / nullif(b.bound_sum, 0)
-            ),
-            0
-        ) as blocked_gpu_s
-    from named as p
-    join bounds as b using (h)
-    left join holder_total as t using (h)
+        w.job_id, w.attempt, w."user", w.vc, w.gpus, w.wait_start, w.wait_end, w.wait_s,
+        o.holder_user, o.holder_vc,
+        o.holder_vc = w.vc as same_vc,
+        p.same_user,
+        p.idle_gpu_s, p.blocked_gpu_s
+    from shared as p
+    join waits as w using (w)
+    join holders as o using (h)
 )
 
 select * from final
