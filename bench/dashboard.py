@@ -240,6 +240,7 @@ def _navigation(heading: str, icons: bool) -> str:
     )
 
 
+NAVIGATION = f"a heading in the navigation of {len(PAGES)} pages"
 KINDS: dict[str, tuple[str, Drawn]] = {
     "a heading and a chart": (
         f"st.title('a heading and a chart')\n{_ROWS}{_CHART}",
@@ -263,14 +264,8 @@ KINDS: dict[str, tuple[str, Drawn]] = {
         "for c in st.columns(3):\n    c.metric('Waits', '1,234 waits', help='A tile.')\n",
         Drawn(),
     ),
-    "a heading in the navigation of 8 pages with icons": (
-        _navigation("a heading in the navigation of 8 pages with icons", icons=True),
-        Drawn(),
-    ),
-    "a heading in the navigation of 8 pages": (
-        _navigation("a heading in the navigation of 8 pages", icons=False),
-        Drawn(),
-    ),
+    NAVIGATION + " with icons": (_navigation(NAVIGATION + " with icons", icons=True), Drawn()),
+    NAVIGATION: (_navigation(NAVIGATION, icons=False), Drawn()),
     "a heading and the sidebar filters": (
         "st.title('a heading and the sidebar filters')\n"
         "import datetime as dt\n"
