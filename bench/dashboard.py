@@ -2,7 +2,7 @@
 first visit after a server start included?
 
     .venv/bin/python bench/dashboard.py [--jobs 1000000] [--data-dir D] [--keep] [--no-browser]
-        [--browser-only] [--pages overview,queue] [--floor 5]
+        [--browser-only] [--pages overview,queue] [--floor 5] [--floor-kinds] [--floor-only]
 
 1. writes a synthetic result warehouse of that many jobs (bench/harness/result_warehouse.py:
    every result table the pages read, ~3 GPUs per job, idle slots and phases for every GPU, the
@@ -24,6 +24,8 @@ first visit after a server start included?
 4. the floor (--floor rounds): new tabs of one browser, alternated, of a trivial page (a heading
    and a line of text) served by the dashboard's own server and of each page on a running
    dashboard whose queries are cached: what a new tab costs that Streamlit itself does not.
+   --floor-kinds adds a floor page per element kind (a chart, one and four tables, a static
+   table, figure tiles, the sidebar's filters); --floor-only runs the floor alone.
 
 Prints markdown tables for bench/RESULTS.md. Median of --repeat runs for step 2.
 """
@@ -200,38 +202,114 @@ def timed_server(
 
 # The floor: what Streamlit itself costs a new tab, pages served by the dashboard's own server (its
 # options, its imports; no warehouse, so no warm-up): a heading and a line of text; the same with
-# one small Vega-Lite chart and one table (Streamlit loads its chart and table code on first use)
+# one small Vega-Lite chart and one table (Streamlit loads its chart and table code on first use).
+# --floor-kinds adds a page per element kind the dashboard's pages draw, each beside a heading:
+# what each kind adds to a new tab.
+_ROWS = "rows = [{'x': c, 'y': v} for c, v in zip('abcdef', [1, 3, 2, 5, 4, 6])]\n"
+_CHART = (
+    "st.vega_lite_chart({'title': 'Floor', 'data': {'values': rows}, 'mark': 'bar',\n"
+    "    'encoding': {'x': {'field': 'x', 'type': 'nominal'},\n"
+    "                 'y': {'field': 'y', 'type': 'quantitative'}}}, alt='Floor')\n"
+)
 FLOORS: dict[str, tuple[str, Drawn]] = {
     "a heading": ("st.title('a heading')\nst.write('One line of text.')\n", Drawn()),
     "a heading, a chart and a table": (
-        "st.title('a heading, a chart and a table')\n"
-        "rows = [{'x': c, 'y': v} for c, v in zip('abcdef', [1, 3, 2, 5, 4, 6])]\n"
-        "st.vega_lite_chart({'title': 'Floor', 'data': {'values': rows}, 'mark': 'bar',\n"
-        "    'encoding': {'x': {'field': 'x', 'type': 'nominal'},\n"
-        "                 'y': {'field': 'y', 'type': 'quantitative'}}}, alt='Floor')\n"
-        "st.dataframe(rows)\n",
+        f"st.title('a heading, a chart and a table')\n{_ROWS}{_CHART}st.dataframe(rows)\n",
         Drawn(charts=["Floor"], tables=1),
     ),
 }
 
 
+def _navigation(heading: str, icons: bool) -> str:
+    """A floor page in a navigation like the dashboard's (app.py: its pages in the sidebar, with
+    or without their Material icons), the page a heading and a line of text."""
+    others = [p for p in PAGES if not p.default]
+    defs = "".join(f"def {p.url_path}():\n    pass\n" for p in others)
+    pages = ", ".join(
+        f"st.Page({p.url_path}, title={p.title!r}, url_path={p.url_path!r}"
+        + (f", icon={p.icon!r}" if icons else "")
+        + ")"
+        for p in others
+    )
+    icon = f", icon={DEFAULT.icon!r}" if icons else ""
+    return (
+        "st.set_page_config(page_title='floor', layout='wide')\n"
+        f"def first():\n    st.title({heading!r})\n    st.write('One line of text.')\n{defs}"
+        f"st.navigation([st.Page(first, title={DEFAULT.title!r}, default=True{icon}), "
+        f"{pages}]).run()\n"
+    )
+
+
+NAVIGATION = f"a heading in the navigation of {len(PAGES)} pages"
+KINDS: dict[str, tuple[str, Drawn]] = {
+    "a heading and a chart": (
+        f"st.title('a heading and a chart')\n{_ROWS}{_CHART}",
+        Drawn(charts=["Floor"]),
+    ),
+    "a heading and a table (st.dataframe)": (
+        f"st.title('a heading and a table (st.dataframe)')\n{_ROWS}st.dataframe(rows)\n",
+        Drawn(tables=1),
+    ),
+    "a heading and four tables (st.dataframe)": (
+        f"st.title('a heading and four tables (st.dataframe)')\n{_ROWS}"
+        "for _ in range(4):\n    st.dataframe(rows)\n",
+        Drawn(tables=4),
+    ),
+    "a heading and a static table (st.table)": (
+        f"st.title('a heading and a static table (st.table)')\n{_ROWS}st.table(rows)\n",
+        Drawn(),
+    ),
+    "a heading and three figure tiles (st.metric)": (
+        "st.title('a heading and three figure tiles (st.metric)')\n"
+        "for c in st.columns(3):\n    c.metric('Waits', '1,234 waits', help='A tile.')\n",
+        Drawn(),
+    ),
+    NAVIGATION + " with icons": (_navigation(NAVIGATION + " with icons", icons=True), Drawn()),
+    NAVIGATION: (_navigation(NAVIGATION, icons=False), Drawn()),
+    "a heading and the sidebar filters": (
+        "st.title('a heading and the sidebar filters')\n"
+        "import datetime as dt\n"
+        "with st.sidebar:\n"
+        "    st.header('Filters')\n"
+        "    st.selectbox('Cluster', ['demo', 'other'], key='cluster', bind='query-params')\n"
+        "    st.multiselect('Virtual cluster', ['a', 'b'], placeholder='all VCs', key='vc',\n"
+        "                   bind='query-params')\n"
+        "    st.slider('Period (UTC days)', value=(dt.date(2026, 1, 1), dt.date(2026, 1, 9)),\n"
+        "              min_value=dt.date(2026, 1, 1), max_value=dt.date(2026, 1, 9),\n"
+        "              key='period', bind='query-params', format='YYYY-MM-DD', help='Days.')\n"
+        "    st.text_input('User', placeholder='all users', key='user', bind='query-params')\n"
+        "    st.multiselect('Job size (GPUs)', ['1', '2-4'], placeholder='all sizes', key='size',\n"
+        "                   bind='query-params')\n"
+        "    st.multiselect('Final state', ['passed', 'failed'], placeholder='all states',\n"
+        "                   key='state', bind='query-params')\n"
+        "    st.caption('The view lives in the URL.')\n",
+        Drawn(),
+    ),
+}
+
+
 def bench_floor(
-    data_dir: Path, job_id: str, pages: list[Page], drawn: dict[str, Drawn], repeat: int
+    data_dir: Path,
+    job_id: str,
+    pages: list[Page],
+    drawn: dict[str, Drawn],
+    repeat: int,
+    floors: dict[str, tuple[str, Drawn]],
 ) -> dict[str, list[Visit]]:
-    """New tabs of one browser, alternated: each of FLOORS and each page of `pages` on a running
-    dashboard (its warm-up done, the page visited once before: its queries cached), `repeat`
-    rounds. What a new tab of a page costs beyond Streamlit's own."""
+    """New tabs of one browser, alternated: each of `floors` and each page of `pages` on a
+    running dashboard (its warm-up done, the page visited once before: its queries cached),
+    `repeat` rounds. What a new tab of a page costs beyond Streamlit's own."""
     from harness.browser import browser_page
 
     folder = Path(tempfile.mkdtemp(prefix="gpuwaste-bench-floor-"))
     out: dict[str, list[Visit]] = {
-        **{name: [] for name in FLOORS},
+        **{name: [] for name in floors},
         **{p.url_path: [] for p in pages},
     }
     try:
         with contextlib.ExitStack() as stack:
             servers = {}
-            for i, (name, (body, _)) in enumerate(FLOORS.items()):
+            for i, (name, (body, _)) in enumerate(floors.items()):
                 (folder / str(i)).mkdir()
                 app = folder / str(i) / "floor.py"
                 app.write_text(f"import streamlit as st\n\n{body}")
@@ -243,7 +321,7 @@ def bench_floor(
             server.wait_warm()
 
             def tabs(metrics: bool) -> None:
-                for name, (_, seen) in FLOORS.items():
+                for name, (_, seen) in floors.items():
                     tab = first.context.new_page()
                     v = visit(servers[name], tab, "", name, seen, metrics=metrics)
                     if metrics:
@@ -374,6 +452,10 @@ def main() -> None:
     ap.add_argument("--pages", default="", help="url paths, comma-separated (default: every page)")
     ap.add_argument("--floor", type=int, default=5,
                     help="rounds of new tabs, a trivial page's and each page's (0: none)")  # fmt: skip
+    ap.add_argument("--floor-kinds", action="store_true",
+                    help="add a floor page per element kind (a chart, tables, tiles, filters)")  # fmt: skip
+    ap.add_argument("--floor-only", action="store_true",
+                    help="no page script timing, warm-up or browser scenarios: only --floor")  # fmt: skip
     args = ap.parse_args()
     pages = [BY_PATH[x] for x in args.pages.split(",") if x] or list(PAGES)
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="gpuwaste-bench-")) / "data"
@@ -403,24 +485,27 @@ def main() -> None:
                                   needed)  # fmt: skip
         for p in needed:
             print(f"  {p.title} draws {drawn[p.url_path]}", flush=True)
-        warm = warm_up_s(data_dir) if not args.no_browser else None
-        br = {} if args.no_browser else bench_browser(data_dir, job_id, pages, drawn)
+        scenarios = not (args.no_browser or args.floor_only)
+        warm = warm_up_s(data_dir) if scenarios else None
+        br = bench_browser(data_dir, job_id, pages, drawn) if scenarios else {}
         floor = {}
         if args.floor and not args.no_browser:
-            floor = bench_floor(data_dir, job_id, pages, drawn, args.floor)
+            floors = {**FLOORS, **(KINDS if args.floor_kinds else {})}
+            floor = bench_floor(data_dir, job_id, pages, drawn, args.floor, floors)
         print(f"\n{n:,} jobs; seconds; median of {args.repeat} for the page script")
         print(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         if warm:
             print(f"start-up warm-up alone: {warm[0]:.2f} s; the server's CPU from its start to "
                   f"the warm-up's end: {warm[1]:.2f} s")  # fmt: skip
-        print("\nBrowser: wall seconds (the server's CPU seconds meanwhile)\n")
-        print("| page | page script (AppTest), cold | " + " | ".join(SCENARIOS) + " |")
-        print("| --- " * (len(SCENARIOS) + 2) + "|")
-        for p in pages:
-            a_ = "-" if args.browser_only else f"{at[p.url_path]:.2f}"
-            b = br.get(p.url_path)
-            cells = " | ".join(_cell(v) for v in b) if b else " | ".join("-" * len(SCENARIOS))
-            print(f"| {p.title} | {a_} | {cells} |")
+        if br or not args.browser_only:
+            print("\nBrowser: wall seconds (the server's CPU seconds meanwhile)\n")
+            print("| page | page script (AppTest), cold | " + " | ".join(SCENARIOS) + " |")
+            print("| --- " * (len(SCENARIOS) + 2) + "|")
+            for p in pages:
+                a_ = "-" if args.browser_only else f"{at[p.url_path]:.2f}"
+                b = br.get(p.url_path)
+                cells = " | ".join(_cell(v) for v in b) if b else " | ".join("-" * len(SCENARIOS))
+                print(f"| {p.title} | {a_} | {cells} |")
         if br:
             print("\nFirst visits: the tab's main-thread task / script seconds (Chrome), queries "
                   "the server ran for the visit\n")  # fmt: skip
@@ -438,7 +523,7 @@ def main() -> None:
                   "seconds\n")  # fmt: skip
             print("| page | new tab | Chrome task / script |\n| --- | --- | --- |")
             for key, visits in floor.items():
-                title = key if key in FLOORS else BY_PATH[key].title
+                title = BY_PATH[key].title if key in BY_PATH else key
                 med = {a: statistics.median(float(getattr(v, a) or 0) for v in visits)
                        for a in ("wall_s", "server_cpu_s", "task_s", "script_s")}  # fmt: skip
                 print(

@@ -482,6 +482,7 @@ def demo(demo_warehouse: Path) -> Path:
     return demo_warehouse
 
 
+# per page (and URL parameters past the cluster, e.g. a section), the charts it must draw
 EXPECTED: dict[str | None, set[str]] = {
     None: {"Where the GPU hours went", "GPU hours per day", "Top users by GPU hours lost"},
     "cdfs": {
@@ -491,9 +492,9 @@ EXPECTED: dict[str | None, set[str]] = {
         "Per-minute GPU utilization by final status",
     },
     "waste": {"Idle-slot and never-used GPU time", "Jobs with at least one never-used GPU"},
-    "queue": {
-        "Waiting time by cause and job size",
-        "GPU hours waited behind idle GPUs, by the idle GPUs' VC",
+    "queue": {"Waiting time by cause and job size"},
+    "queue?section=Waits behind idle GPUs": {
+        "GPU hours waited behind idle GPUs, by the idle GPUs' VC"
     },
     "job": {"GPU utilization and memory per GPU"},
     "sql": set(),
@@ -514,8 +515,10 @@ def test_every_page_on_the_demo_warehouse(demo: Path, monkeypatch: pytest.Monkey
         assert clusters
         for cluster in sorted(clusters):
             top = q.top_jobs(con, Filters(cluster=cluster), 1)
-            for page, titles in EXPECTED.items():
+            for key, titles in EXPECTED.items():
+                page, _, query = key.partition("?") if key else (None, "", "")
                 params: dict[str, str | list[str]] = {"cluster": cluster}
+                params.update(dict(x.split("=") for x in query.split("&") if x))
                 if page == "job":
                     params["job"] = str(top["job_id"][0])
                 at = _open(AppTest.from_file(APP, default_timeout=TIMEOUT), page, **params)

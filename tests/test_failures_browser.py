@@ -1,7 +1,8 @@
 """The failures drill-down of the "Queue and failures" page in a real browser (Debian's chromium
 through Playwright) over a small generated cluster with job logs (`generate --logs`, read by the
-real `ingest slurm`, `ingest logs` and `analyze`): choosing a reason lists its failed attempts,
-each with the log line its reason was matched on. The demo has no logs
+real `ingest slurm`, `ingest logs` and `analyze`): the page's section control opens Table 7 (and
+its link reopens it), and choosing a reason lists its failed attempts, each with the log line its
+reason was matched on. The demo has no logs
 (tests/test_failures_view.py)."""
 
 from __future__ import annotations
@@ -70,6 +71,15 @@ def test_a_failed_attempt_shows_its_matched_log_line(
     lines = set(want["line"])
     assert len(lines) == 1 and None not in lines  # one planted line, matched in every log
     visit(page, f"{url}/queue?cluster={CLUSTER}", "Queue and failures", [])
+    # the page opens on Table 2; Table 7 is one click away, its section then in the URL
+    assert page.get_by_role("heading", name="Why jobs failed (Philly Table 7)").count() == 0
+    page.get_by_role("radio", name="Why jobs failed", exact=True).click()
+    failures = page.get_by_role("heading", name="Why jobs failed (Philly Table 7)")
+    failures.first.wait_for(timeout=30_000)
+    page.wait_for_url(lambda u: "section=Why+jobs+failed" in u, timeout=30_000)
+    assert page.get_by_role("heading", name="Why jobs waited (Philly Table 2)").count() == 0
+    visit(page, page.url, "Queue and failures", [])  # the link opens the same section
+    failures.first.wait_for(timeout=30_000)
     picker = page.locator('[data-testid="stSelectbox"]').filter(has_text="Failed attempts of")
     picker.scroll_into_view_if_needed(timeout=30_000)
     # to the top of the view: the list opens below it, and a list past the viewport's bottom

@@ -26,6 +26,8 @@ def test_table_7_and_the_attempts_of_a_reason(
     at.run()
     at.switch_page("views/queue.py").run()
     assert not at.exception, [e.value for e in at.exception]
+    at.segmented_control(key="section").set_value("Why jobs failed").run()  # Table 7's section
+    assert not at.exception, [e.value for e in at.exception]
     tables = [t.value for t in at.dataframe]
     table7 = next(t for t in tables if "Failure reason" in t.columns)
     assert {"Trials", "RTF p50 (min)", "Demand >4 GPUs", "Repeats per job"} <= set(table7.columns)

@@ -30,14 +30,26 @@ def test_queue_page_draws_table_2_and_the_waits_behind_idle_gpus(
     at.run()
     at.switch_page("views/queue.py").run()
     assert not at.exception, [e.value for e in at.exception]
-    charts = {json.loads(e.proto.spec)["title"]["text"] for e in at.get("vega_lite_chart")}
-    assert charts == {
-        "Waiting time by cause and job size",
-        "GPU hours waited behind idle GPUs, by the idle GPUs' VC",
-    }
+    # it opens on Table 2 alone: the other sections' elements are not built
+    (control,) = at.segmented_control
+    assert (control.key, control.value) == ("section", "Why jobs waited")
+    assert list(control.options) == [
+        "Why jobs waited",
+        "Waits behind idle GPUs",
+        "Why jobs failed",
+    ]
+    assert [h.value for h in at.subheader] == ["Why jobs waited (Philly Table 2)"]
+    assert _chart_titles(at) == ["Waiting time by cause and job size"]
+    assert [list(t.value.columns)[:2] for t in at.dataframe] == [["VC", "Job size (GPUs)"]]
     assert [m.label for m in at.metric] == ["Waits", "Hours waited", "Out-of-order starts"]
     # no quotas are configured for the demo: the page says fair-share was not judged
     assert any("Fair-share is not judged" in str(i.value) for i in at.info)
+    # one click to the waits behind idle GPUs: their chart and their holders, nothing of Table 2
+    control.set_value("Waits behind idle GPUs").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [h.value for h in at.subheader] == ["GPU hours waited behind idle GPUs"]
+    assert _chart_titles(at) == ["GPU hours waited behind idle GPUs, by the idle GPUs' VC"]
+    assert [t.value.columns[0] for t in at.dataframe] == ["User"] and not at.metric
     for page in ("overview", "waste"):  # one figure each
         at.switch_page(f"views/{page}.py").run()
         assert not at.exception, [e.value for e in at.exception]
@@ -45,6 +57,33 @@ def test_queue_page_draws_table_2_and_the_waits_behind_idle_gpus(
         assert len(shown) == 1, page
         hours = shown[0].value.replace(",", "")
         assert hours.endswith(" GPU h") and float(hours.removesuffix(" GPU h")) > 0, page
+
+
+def _chart_titles(at: AppTest) -> list[str]:
+    return [json.loads(e.proto.spec)["title"]["text"] for e in at.get("vega_lite_chart")]
+
+
+def test_a_link_opens_its_section_and_an_unknown_one_falls_back_with_a_warning(
+    demo_warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(DATA_DIR_ENV, str(demo_warehouse))
+    for section, heading in [("Why jobs failed", "Why jobs failed (Philly Table 7)"),
+                             ("nope", "Why jobs waited (Philly Table 2)")]:  # fmt: skip
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.query_params["cluster"] = "demo"
+        at.query_params["section"] = section
+        at.run()
+        at.switch_page("views/queue.py").run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert [h.value for h in at.subheader] == [heading]
+        warned = [str(w.value) for w in at.warning]
+        if section == "nope":
+            assert warned == [
+                "The link's section=`nope` is not a choice here: showing `the section Why jobs "
+                "waited` instead."
+            ]
+        else:
+            assert warned == [] and not at.get("vega_lite_chart")
 
 
 def test_report_by_user_has_the_hours_others_waited_while_they_idled(

@@ -1,5 +1,9 @@
 """Queue and failures: why jobs waited [Philly §3.1, Table 2], how many GPU hours they waited
-behind GPUs other jobs held idle, and (in its own section) why jobs failed."""
+behind GPUs other jobs held idle, and why jobs failed [Philly §4.2, Table 7]: one section at a
+time, chosen at the top (the section is in the URL). Only the chosen section's elements are built:
+a new tab builds every element of a page in the browser, each kind's code on its first use
+(bench/RESULTS.md, "Dashboard on 1 M jobs"), and the page opens on Table 2, what a reader needs
+first."""
 
 from __future__ import annotations
 
@@ -25,6 +29,81 @@ HOLDERS = {
     "blocked_gpu_h": "GPU hours others waited",
     "idle_gpu_h": "Idle GPU hours during those waits",
 }
+SECTION = "section"  # the section control's key and URL parameter
+# the sections, each its label and its URL value (a bound control's URL holds the label)
+WAITS, IDLE, FAILURES = SECTIONS = ("Why jobs waited", "Waits behind idle GPUs", "Why jobs failed")
+
+
+def waits_section(frames: dict[str, pl.DataFrame]) -> None:
+    """Table 2 with its figures and chart."""
+    st.subheader("Why jobs waited (Philly Table 2)")
+    st.caption(
+        "Each wait (submission to start, and between a job's attempts) is cut where the "
+        "cluster's occupancy changes, and each piece classified: fair-share (its VC held its "
+        "quota), capacity (fewer GPUs free than it ran on), fragmentation (enough free, not on few "
+        "enough hosts for its GPUs per host), other (room was there: the scheduler's order or "
+        "latency). A wait counts once, under the cause of most of its time; the waiting time "
+        "splits by cause."
+    )
+    summary = widgets.without_unsplit_model(frames["causes"])
+    shown = summary.filter(pl.col("vc") == summary["vc"].first()) if summary.height else summary
+    if shown.height:
+        every = shown.filter(pl.col("size_class") == "all").row(0, named=True)
+        cols = st.columns(3)
+        cols[0].metric("Waits", widgets.count(every["waits"] or 0, "wait"))
+        cols[1].metric("Hours waited", f"{(every['wait_s'] or 0) / 3600:,.0f} h")
+        cols[2].metric(
+            "Out-of-order starts",
+            f"{every['out_of_order_pct'] or 0:.1f}%",
+            help="Starts of a job while an earlier-submitted one, which the GPUs it took would "
+            "have fitted, waited (not for fair-share), as a share of all starts (Philly §3.1: "
+            "38.1 %).",
+        )
+        if fair_share_unjudged(shown).height:
+            st.info(fair_share_not_judged(), icon=":material/info:")
+        sized = shown.filter(pl.col("size_class") != "all")
+        widgets.plot(
+            charts.bars(sized, "size_class", "wait_pct", "cause",
+                        "Waiting time by cause and job size", "% of the size's waiting time"),
+            key="table2",
+        )  # fmt: skip
+    table2 = summary.select(c for c in ("vc", "gpu_model", *TABLE_2) if c in summary.columns)
+    widgets.table(
+        widgets.readable(table2, TABLE_2),
+        "No waits in this view (run `gpuwaste analyze` after ingesting jobs with start times).",
+        name="queue causes",
+    )
+
+
+def idle_section(frames: dict[str, pl.DataFrame]) -> None:
+    """The GPU hours waited behind idle GPUs per day and VC of the idle GPUs, and their holders."""
+    st.subheader("GPU hours waited behind idle GPUs")
+    st.caption(
+        "While a job waited for lack of room (its wait's cause capacity or fragmentation), other "
+        "users' jobs held GPUs allocated but idle (idle slots, never-used GPUs): the GPU hours of "
+        "waiting those idle GPUs could have served (at most the waiting job's own GPUs x that "
+        "wait), by the VC that held them. During a fair-share wait only its own VC's idle GPUs "
+        "count; while room was there (cause other), none. A user's idle GPUs behind their own "
+        "waits are not counted."
+    )
+    daily = frames["idle_daily"]
+    if daily.height:
+        widgets.plot(
+            charts.bars(daily, "day", "blocked_gpu_h", "holder_vc",
+                        "GPU hours waited behind idle GPUs, by the idle GPUs' VC", "GPU hours"),
+            key="queue_idle_daily",
+        )  # fmt: skip
+    widgets.table(
+        widgets.readable(frames["holders"], HOLDERS),
+        "No job waited while other users' GPUs were idle in this view.",
+        name="waiting behind idle GPUs",
+    )
+    st.markdown(
+        ":material/lightbulb: **What to do:** the users at the top kept their colleagues waiting "
+        "with GPUs they did not use: `gpuwaste notify` tells them, and an idle-job rule "
+        "(Policies page) would have released the GPUs."
+    )
+
 
 f = widgets.current_filters()
 frames = data.queue(f)
@@ -36,68 +115,15 @@ st.caption(
     f"The waits behind idle GPUs follow {widgets.WAITED_BEHIND_IDLE_FILTERS}. The failed "
     "attempts follow every filter."
 )
-
-st.subheader("Why jobs waited (Philly Table 2)")
-st.caption(
-    "Each wait (submission to start, and between a job's attempts) is cut where the cluster's "
-    "occupancy changes, and each piece classified: fair-share (its VC held its quota), capacity "
-    "(fewer GPUs free than it ran on), fragmentation (enough free, not on few enough hosts for "
-    "its GPUs per host), other (room was there: the scheduler's order or latency). A wait counts "
-    "once, under the cause of most of its time; the waiting time splits by cause."
-)
-summary = widgets.without_unsplit_model(frames["causes"])
-shown = summary.filter(pl.col("vc") == summary["vc"].first()) if summary.height else summary
-if shown.height:
-    every = shown.filter(pl.col("size_class") == "all").row(0, named=True)
-    cols = st.columns(3)
-    cols[0].metric("Waits", widgets.count(every["waits"] or 0, "wait"))
-    cols[1].metric("Hours waited", f"{(every['wait_s'] or 0) / 3600:,.0f} h")
-    cols[2].metric(
-        "Out-of-order starts",
-        f"{every['out_of_order_pct'] or 0:.1f}%",
-        help="Starts of a job while an earlier-submitted one, which the GPUs it took would have "
-        "fitted, waited (not for fair-share), as a share of all starts (Philly §3.1: 38.1 %).",
-    )
-    if fair_share_unjudged(shown).height:
-        st.info(fair_share_not_judged(), icon=":material/info:")
-    sized = shown.filter(pl.col("size_class") != "all")
-    widgets.plot(
-        charts.bars(sized, "size_class", "wait_pct", "cause",
-                    "Waiting time by cause and job size", "% of the size's waiting time"),
-        key="table2",
-    )  # fmt: skip
-table2 = summary.select(c for c in ("vc", "gpu_model", *TABLE_2) if c in summary.columns)
-widgets.table(
-    widgets.readable(table2, TABLE_2),
-    "No waits in this view (run `gpuwaste analyze` after ingesting jobs with start times).",
-    name="queue causes",
-)
-
-st.subheader("GPU hours waited behind idle GPUs")
-st.caption(
-    "While a job waited for lack of room (its wait's cause capacity or fragmentation), other "
-    "users' jobs held GPUs allocated but idle (idle slots, never-used GPUs): the GPU hours of "
-    "waiting those idle GPUs could have served (at most the waiting job's own GPUs x that "
-    "wait), by the VC that held them. During a fair-share wait only its own VC's idle GPUs "
-    "count; while room was there (cause other), none. A user's idle GPUs behind their own "
-    "waits are not counted."
-)
-daily = frames["idle_daily"]
-if daily.height:
-    widgets.plot(
-        charts.bars(daily, "day", "blocked_gpu_h", "holder_vc",
-                    "GPU hours waited behind idle GPUs, by the idle GPUs' VC", "GPU hours"),
-        key="queue_idle_daily",
-    )  # fmt: skip
-widgets.table(
-    widgets.readable(frames["holders"], HOLDERS),
-    "No job waited while other users' GPUs were idle in this view.",
-    name="waiting behind idle GPUs",
-)
-st.markdown(
-    ":material/lightbulb: **What to do:** the users at the top kept their colleagues waiting "
-    "with GPUs they did not use: `gpuwaste notify` tells them, and an idle-job rule "
-    "(Policies page) would have released the GPUs."
-)
-
-failures_section(f, frames)
+asked = widgets.link_values((SECTION,))
+section = st.segmented_control(
+    "Section", SECTIONS, default=WAITS, required=True, key=SECTION, bind="query-params",
+    label_visibility="collapsed",
+)  # fmt: skip
+widgets.warn_link_fallbacks(asked, {SECTION: f"the section {section or WAITS}"})
+if section == IDLE:
+    idle_section(frames)
+elif section == FAILURES:
+    failures_section(f, frames)
+else:
+    waits_section(frames)
