@@ -611,14 +611,15 @@ def test_waits_behind_idle_follow_the_user_as_the_holder(
                 and "not the GPU model, size or state" in c.value]  # fmt: skip
         nobody = page(name, user="nobody")
         assert WAITED not in [m.label for m in nobody.metric]
-    queue = page("queue", user=user)
+    idle = "Waits behind idle GPUs"  # the holders table is in that section of the page
+    queue = page("queue", user=user, section=idle)
     (holders,) = [d.value for d in queue.dataframe if "GPU hours others waited" in d.value.columns]
     assert set(holders["User"]) == {user}
     assert holders["GPU hours others waited"].sum() == pytest.approx(hours, abs=0.05 * 2)
     (note,) = [c.value for c in queue.caption if c.value.startswith("Tables 2 and 7")]
     assert "user, size and state filters do not apply to them" in note
     assert "failed attempts follow every filter" in note
-    nobody = page("queue", user="nobody")
+    nobody = page("queue", user="nobody", section=idle)
     assert not [d for d in nobody.dataframe if "GPU hours others waited" in d.value.columns]
 
 
