@@ -86,7 +86,7 @@ def test_every_sql_file_is_run_and_every_oracle_says_it_is_one() -> None:
     run |= {"staging/alloc_intervals", "staging/allocations", "staging/host_newest"}
     run |= {"staging/resolve_unknown_gpus"}
     run |= {f"staging/{s}" for a in ANALYSES for s in a.staging}  # views the summaries read
-    run |= {"reports/waste_by"}
+    run |= {"reports/waste_by", "reports/waited_by"}  # report --by; waited_by: notify too
     run |= set(POLICY_SQL)  # gpuwaste policy replay
     run |= set(PLAN_SQL)  # gpuwaste analyze: the jobs to recompute and their batches
     run |= {"exporter/window_hours", "exporter/gpu_seconds"}  # gpuwaste exporter

@@ -10,9 +10,11 @@ from typing import Any
 import polars as pl
 import pytest
 
-from gpuwaste.act.notify.digest import waited_sentence
+from gpuwaste.act.notify.digest import Window, waited_sentence, window_figures
 from gpuwaste.analyses.run import analyze
+from gpuwaste.analyses.waste_by import waste_by
 from gpuwaste.config import Settings
+from gpuwaste.warehouse.catalog import connect
 from gpuwaste.warehouse.store import Warehouse
 from tests.support.act_warehouse import add_job, with_low_data_job
 from tests.support.two_jobs import T0
@@ -86,6 +88,29 @@ def test_a_colleague_s_wait_is_not_also_the_vc_s_own(waited: tuple[Path, Any]) -
     assert overlap.filter(pl.col("same_user"))["blocked_gpu_s"].sum() == 0
     assert "Owners of VC vision" in r.stdout
     assert "could have run them" not in r.stdout
+
+
+@pytest.mark.parametrize("by", ["user", "vc"])
+def test_the_digest_s_waits_are_report_by_s(waited: tuple[Path, Any], by: str) -> None:
+    """The digests and `report --by user|vc` count the waits behind a holder's idle GPUs alike,
+    in the same window (one definition: sql/reports/waited_by.sql)."""
+    data_dir, _ = waited
+    window = Window(T0 - timedelta(hours=1), T0 + timedelta(days=1))
+    con = connect(data_dir)
+    try:
+        figures = window_figures(con, "c", window, 5)
+    finally:
+        con.close()
+    digest = figures.waited if by == "user" else figures.vc_waited
+    report = waste_by(Settings(data_dir=data_dir), by, cluster="c", since=window.start,
+                      until=window.end).filter(pl.col("others_waits").is_not_null())  # fmt: skip
+    assert report.height == digest.height == 2  # ann and bob; vision and speech
+    theirs = {r[by]: r for r in report.iter_rows(named=True)}
+    for row in digest.iter_rows(named=True):
+        mine = theirs[row["who"]]
+        assert row["waits"] == mine["others_waits"] > 0
+        assert row["waited_gpu_h"] == pytest.approx(mine["others_waited_gpu_h"])
+        assert row["own_waited_gpu_h"] == mine["own_blocked_gpu_h"]
 
 
 def test_the_own_waits_line_names_whose_gpus() -> None:

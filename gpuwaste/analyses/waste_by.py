@@ -3,7 +3,8 @@ per user, per account (VC) or per GPU model over a period, the list operators as
 
 Read from the per-job result tables (`job_gpu_usage`, `job_usage`) with
 `sql/reports/waste_by.sql`, which states the period rule; per user and per VC also the GPU hours
-other users' jobs waited while their GPUs were idle (`queue_idle_overlap`). The model is the device's
+other users' jobs waited while their GPUs were idle (`queue_idle_overlap`, read with
+`sql/reports/waited_by.sql`, as `notify`'s digests read it). The model is the device's
 (`job_gpu_usage.gpu_model`, `(unknown)` where no source names it).
 """
 
@@ -26,6 +27,8 @@ BY = ("user", "vc", "model")
 TITLE = "GPU hours lost per {by}, most first"
 BY_WORDS = {"user": "user", "vc": "VC", "model": "GPU model"}  # `by` as TITLE names it
 JOBS = "the jobs with GPU time"  # what the `jobs` column counts (sql/reports/waste_by.sql)
+# per user and VC, from sql/reports/waited_by.sql: the waits behind the group's idle GPUs
+WAITED_COLUMNS = ("others_waited_gpu_h", "others_waits", "own_blocked_gpu_h")
 
 
 def check_by(by: str) -> None:
@@ -71,6 +74,11 @@ def waste_by(
         }
         set_variables(con, variables)
         df = read_frame(con, load_sql("reports/waste_by"))
+        if by != "model":  # idle GPUs are held by users and VCs, not by models
+            waited = read_frame(con, load_sql("reports/waited_by")).select(
+                "cluster", "who", *WAITED_COLUMNS
+            )
+            df = df.join(waited, on=["cluster", "who"], how="left")
     finally:
         con.close()
     order = ["lost_gpu_h", "cluster", "who"]
@@ -90,8 +98,6 @@ def waste_by(
     # money columns only where [cost] prices some GPU; energy where some GPU reports power, its
     # CO2e and money where [energy] sets the factor or price
     df = df.drop(unpriced)
-    if by == "model":  # idle GPUs are held by users and VCs, not by models
-        df = df.drop("others_waited_gpu_h", "others_waits", "own_blocked_gpu_h")
     return df.sort(order, descending=[True, False, False], nulls_last=True).rename({"who": by})
 
 

@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from gpuwaste.dialects import dialect
 from gpuwaste.generate import params
+from gpuwaste.generate.timefmt import iso_z
 
 # Sample modes of a plan segment.
 IDLE = 0  # utilization 0 and memory 0: the GPU is not used at all
@@ -171,6 +172,14 @@ class Job:
     @property
     def state(self) -> str:
         return final_state(self.raw_state)
+
+    def iso_times(self, t0: int) -> dict[str, str | None]:
+        """Its submit, start and end as truth.json writes them (`end` None while running)."""
+        return {
+            "submit": iso_z(t0 + self.submit),
+            "start": iso_z(t0 + self.start),
+            "end": None if self.end is None else iso_z(t0 + self.end),
+        }
 
     @property
     def ran(self) -> bool:

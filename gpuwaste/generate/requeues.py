@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from gpuwaste.generate.model import Cluster, GeneratorSpec, Job
-from gpuwaste.generate.timefmt import iso_z
 
 
 def chains(jobs: list[Job]) -> list[list[Job]]:
@@ -73,9 +72,7 @@ def truth(cluster: Cluster) -> list[dict[str, Any]]:
             "runs": [
                 {
                     "attempt": job.run,
-                    "submit": iso_z(t0 + job.submit),
-                    "start": iso_z(t0 + job.start),
-                    "end": None if job.end is None else iso_z(t0 + job.end),
+                    **job.iso_times(t0),
                     "raw_state": job.raw_state,
                     "exit_code": job.exit_code,
                     "gpus": job.gpus,

@@ -215,9 +215,7 @@ def truth_dict(cluster: Cluster, philly: PhillyView, extra: dict[str, Any]) -> d
                 "raw_state": job.raw_state,
                 "exit_code": job.exit_code,
                 "is_debug": job.is_debug,
-                "submit": iso_z(t0 + job.submit),
-                "start": iso_z(t0 + job.start),
-                "end": None if job.end is None else iso_z(t0 + job.end),
+                **job.iso_times(t0),
                 "timelimit_s": job.timelimit_s,
                 "gpus": job.gpus,
                 "alloc": [

@@ -228,14 +228,25 @@ def edge_fit(wh: Warehouse, cluster: str) -> list[tuple[int, int, float]]:
                 order by abs(epoch(start_ts) - epoch(middle.t)), host, gpu, start_ts
                 limit $n
             ),
-            edges as (
+            moved as (
                 select host, gpu, gpu_instance, h, sign, t + to_hours(h) as t
                 from allocs,
                     (select unnest(range(-$hours, $hours + 1)) as h),
                     (select unnest([start_ts, end_ts]) as t, unnest([1, -1]) as sign)
             ),
+            -- each edge under every 2 * $edge bucket its window touches (at most two), so that
+            -- the join pairs a sample with the edges of its own bucket only, not with every
+            -- edge of its GPU
+            edges as (
+                select *, unnest(range(
+                    floor((epoch(t) - $edge) / (2 * $edge))::bigint,
+                    floor((epoch(t) + $edge) / (2 * $edge))::bigint + 1
+                )) as bucket
+                from moved
+            ),
             near as (
-                select host, gpu, gpu_instance, ts, util
+                select host, gpu, gpu_instance, ts, util,
+                    floor(epoch(ts) / (2 * $edge))::bigint as bucket
                 from read_parquet('{samples}', hive_partitioning = true, union_by_name = true)
                 where host in (select host from allocs)
                     and ts >= (select min(start_ts) from allocs) - to_hours($hours + 1)
@@ -246,7 +257,7 @@ def edge_fit(wh: Warehouse, cluster: str) -> list[tuple[int, int, float]]:
                     avg(s.util) filter (where s.ts >= e.t) - avg(s.util) filter (where s.ts < e.t)
                 ) as step
                 from edges as e join near as s
-                    on s.host = e.host and s.gpu = e.gpu
+                    on s.host = e.host and s.gpu = e.gpu and s.bucket = e.bucket
                     and s.gpu_instance is not distinct from e.gpu_instance
                     and s.ts >= e.t - to_seconds($edge) and s.ts < e.t + to_seconds($edge)
                 group by e.host, e.gpu, e.gpu_instance, e.h, e.sign, e.t

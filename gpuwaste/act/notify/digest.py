@@ -93,22 +93,23 @@ from worst as w
 join job_usage as j on j.cluster = getvariable('cluster') and j.job_id = w.job_id
 """
 
-# Other users' waits that overlap the window, behind each user's ($1 = 'user') or each VC's
-# ('vc') idle GPUs, and the holders' own waits behind their own idle GPUs (same_user, per VC
-# too: a colleague's wait is among others'; a wait counts whole, as in `report --by user|vc`:
-# sql/reports/waste_by.sql).
-WAITED = """
-select if($1 = 'user', holder_user, holder_vc) as who,
-       count(distinct (job_id, attempt)) filter (not same_user and blocked_gpu_s > 0) as waits,
-       sum(blocked_gpu_s) filter (not same_user) / 3600 as waited_gpu_h,
-       count(distinct (job_id, attempt)) filter (same_user and blocked_gpu_s > 0) as own_waits,
-       sum(blocked_gpu_s) filter (same_user) / 3600 as own_waited_gpu_h
-from queue_idle_overlap
-where cluster = getvariable('cluster')
-  and wait_end > getvariable('period_start')::timestamptz
-  and wait_start < getvariable('period_end')::timestamptz
-group by all
-"""
+# Per holder of idle GPUs, a user or a VC: other users' waits behind its idle GPUs that overlap
+# the window, and the holders' own waits behind their own idle GPUs, as `report --by user|vc`
+# counts them (sql/reports/waited_by.sql), under the names the digest's sentences use.
+WAITED = "reports/waited_by"
+WAITED_NAMES = {
+    "others_waits": "waits",
+    "others_waited_gpu_h": "waited_gpu_h",
+    "own_waits": "own_waits",
+    "own_blocked_gpu_h": "own_waited_gpu_h",
+}
+
+
+def _waited(con: duckdb.DuckDBPyConnection, by: str) -> pl.DataFrame:
+    """Per user (`by` 'user') or per VC ('vc') of the cluster set on `con`, in its window."""
+    set_variables(con, {"waste_by": by, "vc": None})
+    frame = read_frame(con, load_sql(WAITED))
+    return frame.select("who", *WAITED_NAMES).rename(WAITED_NAMES)
 
 
 def window_figures(
@@ -135,8 +136,8 @@ def window_figures(
         return WindowFigures(
             read_frame(con, GROUPS),
             read_frame(con, WORST, [n]),
-            read_frame(con, WAITED, ["user"]),
-            read_frame(con, WAITED, ["vc"]),
+            _waited(con, "user"),
+            _waited(con, "vc"),
         )
     finally:
         run(con, "drop table digest_jobs")

@@ -2,23 +2,16 @@
 --        the device's gpu_model, '(unknown)' where no source names it) with GPU time in the
 --        period [period_start, period_end): GPU hours allocated, busy, in idle slots, on
 --        never-used GPUs, lost, share lost %, GPU utilization %, jobs; money allocated and lost
---        ([cost]); per user and VC, others_waited_gpu_h, others_waits and own_blocked_gpu_h
---        (see below); energy
---        and energy lost, null where no GPU of the group has power (docs/definitions.md#energy).
--- sources: job_gpu_usage, job_usage, queue_idle_overlap.
+--        ([cost]); energy and energy lost, null where no GPU of the group has power
+--        (docs/definitions.md#energy). Per user and VC, `report --by` adds the waits behind
+--        the group's idle GPUs from sql/reports/waited_by.sql (same variables).
+-- sources: job_gpu_usage, job_usage.
 -- variables: waste_by ('user' | 'vc' | 'model'), cluster (null: every cluster), vc (null: every VC),
 --            period_start, period_end (timestamptz; null: all time).
 -- Period rule: a job is in the period when one of its GPU allocations overlaps it (a running
 -- job's allocation reaches the watermark it was analyzed up to); each allocation counts with the
 -- part of its figures inside the period, in proportion to its overlap (as waste_daily splits
 -- days: exact for allocated hours, the others assumed spread evenly).
--- others_waited_gpu_h, others_waits: per user and per VC, the GPU hours other users' jobs waited
--- while this user's (VC's) GPUs were allocated and idle (queue_idle_overlap's blocked_gpu_s)
--- and how many of their waits (those it kept waiting: blocked_gpu_s > 0); a wait counts whole
--- when it overlaps the period. own_blocked_gpu_h: the GPU hours this user's own jobs waited
--- while their own idle GPUs could have run them (same_user); per VC, the same over the VC's
--- holders (same_user too, not same_vc: a colleague's wait behind the VC's idle GPUs is already
--- among others' waits), so a VC's two figures are its users' and add up without overlap.
 with
 
 jobs as (
@@ -47,24 +40,7 @@ gpus as (
       and (getvariable('period_end') is null or start_ts < getvariable('period_end')::timestamptz)
 ),
 
-waited as (
-    select
-        cluster,
-        case getvariable('waste_by') when 'user' then holder_user else holder_vc end as who,
-        sum(blocked_gpu_s) filter (where not same_user) / 3600 as others_waited_gpu_h,
-        count(distinct (job_id, attempt)) filter (where not same_user and blocked_gpu_s > 0)
-            as others_waits,
-        sum(blocked_gpu_s) filter (where same_user) / 3600 as own_blocked_gpu_h
-    from queue_idle_overlap
-    where getvariable('waste_by') <> 'model'
-      and (getvariable('cluster') is null or cluster = getvariable('cluster'))
-      and (getvariable('vc') is null or holder_vc = getvariable('vc'))
-      and (getvariable('period_start') is null or wait_end > getvariable('period_start')::timestamptz)
-      and (getvariable('period_end') is null or wait_start < getvariable('period_end')::timestamptz)
-    group by all
-),
-
-lost as (
+final as (
     select
         j.cluster,
         case getvariable('waste_by')
@@ -90,12 +66,6 @@ lost as (
     from gpus as g
     join jobs as j using (cluster, job_id)
     group by all
-),
-
-final as (
-    select l.*, w.others_waited_gpu_h, w.others_waits, w.own_blocked_gpu_h
-    from lost as l
-    left join waited as w using (cluster, who)
 )
 
 select * from final
