@@ -495,7 +495,8 @@ ANALYSES: tuple[Analysis, ...] = (
         "Jobs and GPU hours lost per user",
         "gpuwaste (the Overview's top users; CloudBrain §IV-C's kinds)",
         ("job_usage",),
-        "Definition: per VC x GPU model of the job (each with '(all)') x user, the jobs, their "
+        "Definition (docs/definitions.md#lost-by-user): per VC x GPU model of the job (each "
+        "with '(all)') x user, the jobs, their "
         "GPU hours (job_usage.gpu_s) and those lost to idle slots and never-used GPUs "
         "[CloudBrain §IV-C] with their sum, and with `[cost]` prices the money and the money "
         "lost (null where no job of the row is priced). Grain: one row per VC x GPU model x "
