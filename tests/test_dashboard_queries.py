@@ -652,7 +652,7 @@ def test_lost_by_user_and_waits_behind_idle_by_hand() -> None:
             "t(cluster, job_id, attempt, holder_vc, blocked_gpu_s, same_user)"
         )
         waits = BY_NAME["waits_behind_idle"].compute(c).sort("vc")
-        assert waits.select("vc", "gpu_model", "waits", "blocked_gpu_h").rows() == [
+        assert waits.select("vc", "gpu_model", "blocked_waits", "blocked_wait_gpu_h").rows() == [
             (ALL_VCS, ALL_MODELS, 1, 1.5),  # w1 once, though behind both VCs; w3 is its own
             ("a", ALL_MODELS, 1, 1.0),
             ("b", ALL_MODELS, 1, 0.5),

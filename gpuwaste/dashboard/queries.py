@@ -571,8 +571,8 @@ def queue_idle_total(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame
     if one_place and f.cluster and _written(con, "waits_behind_idle", f.cluster):
         return _pl(
             con,
-            "SELECT coalesce(sum(waits), 0)::BIGINT AS waits, "
-            "coalesce(sum(blocked_gpu_h), 0) AS blocked_gpu_h "
+            "SELECT coalesce(sum(blocked_waits), 0)::BIGINT AS waits, "
+            "coalesce(sum(blocked_wait_gpu_h), 0) AS blocked_gpu_h "
             "FROM waits_behind_idle WHERE cluster = ? AND vc = ?",
             [f.cluster, f.summary_vcs[0]],
         )

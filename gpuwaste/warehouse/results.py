@@ -526,8 +526,8 @@ WAITS_BEHIND_IDLE = _summary(
     "that idle GPUs kept waiting, each counted once per row, and the GPU hours they waited "
     "behind them (queue_idle_overlap.blocked_gpu_s summed).",
     (),
-    waits=INT,
-    blocked_gpu_h=FLOAT,
+    blocked_waits=INT,
+    blocked_wait_gpu_h=FLOAT,
 )
 
 RESULT_TABLES: dict[str, Table] = {

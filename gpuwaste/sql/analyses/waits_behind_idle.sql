@@ -20,8 +20,8 @@ final as (
     select
         if(grouping(vc) = 1, getvariable('all_vcs'), vc) as vc,
         getvariable('all_models') as gpu_model,
-        count(distinct (job_id, attempt)) filter (where blocked_gpu_s > 0) as waits,
-        coalesce(sum(blocked_gpu_s), 0) / 3600 as blocked_gpu_h
+        count(distinct (job_id, attempt)) filter (where blocked_gpu_s > 0) as blocked_waits,
+        coalesce(sum(blocked_gpu_s), 0) / 3600 as blocked_wait_gpu_h
     from waits
     group by grouping sets ((vc), ())
 )
