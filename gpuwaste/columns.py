@@ -286,6 +286,8 @@ COLUMNS: dict[str, Column] = {
     "same_vc": _detail("Same VC"),
     "same_user": _detail("Same user"),
     "blocked_gpu_s": _gpu_h("GPU hours kept waiting", HOURS, Rank.HEADLINE),
+    "blocked_waits": _count("Others' waits behind idle GPUs", Rank.HEADLINE),
+    "blocked_wait_gpu_h": _gpu_h("GPU hours others waited behind idle GPUs", rank=Rank.HEADLINE),
     # failures [Philly §4.2, Table 7, Figure 9a]; RTF: runtime to failure
     "exit_code": _detail("Exit code"),
     "exit_signal": _detail("Signal"),

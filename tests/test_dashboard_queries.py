@@ -499,3 +499,165 @@ def test_sizes_sort_as_numbers() -> None:
     )  # fmt: skip
     bars = charts.bars(table5, "gpus_requested", "share_pct", "vc", "Table V", "%")
     assert bars["encoding"]["x"]["sort"] == ["1", "2", "4", "8", "16", "other"]
+
+
+# --- the Overview's sums over every job from the summaries analyze writes -------------------
+def _of_view(jobs: pl.DataFrame, f: Filters) -> pl.DataFrame:
+    """The jobs of a view without a period, size or state filter, by polars (its cluster too)."""
+    out = _expected(jobs.filter(pl.col("cluster") == f.cluster), f)
+    return out.filter(pl.col("gpu_model").is_in(f.models)) if f.models else out
+
+
+def _check_lost_by_user(con: duckdb.DuckDBPyConnection, jobs: pl.DataFrame, f: Filters) -> None:
+    """job_counts, top_users and top_vcs of view `f`, read from lost_by_user, equal the sums over
+    every job of the view (polars over job_usage's rows)."""
+    assert q._lost_by_user_where(con, f) is not None, f  # the summary answers this view
+    want = _of_view(jobs, f)
+    counts = q.job_counts(con, f).row(0, named=True)
+    assert counts["jobs"] == want.height, f
+    assert counts["users"] == want["user"].drop_nulls().n_unique(), f
+    assert counts["gpu_h"] == pytest.approx(want["gpu_s"].sum() / 3600, rel=1e-6), f
+    lost = pl.col("idle_slot_gpu_s") + pl.col("never_used_gpu_s")
+    assert counts["lost_gpu_h"] == pytest.approx(want.select(lost.sum())[0, 0] / 3600, rel=1e-6)
+    for who, fn in (("user", q.top_users), ("vc", q.top_vcs)):
+        per = (
+            want.group_by(who)
+            .agg(
+                pl.len().alias("jobs"),
+                (pl.col("gpu_s").sum() / 3600).alias("gpu_h"),
+                (lost.sum() / 3600).alias("lost_gpu_h"),
+                # SQL's sum: null where no job is priced
+                pl.when(pl.col("lost_cost").is_not_null().any())
+                .then(pl.col("lost_cost").sum())
+                .alias("lost_cost"),
+            )
+            .sort(pl.col("lost_gpu_h").round(2), who, descending=[True, False])
+        )
+        got = fn(con, f)
+        n = min(got.height, per.height)
+        assert n and got.height == min(per.height, 15 if who == "user" else 50), (f, who)
+        assert got[who].to_list() == per[who].head(n).to_list(), (f, who)
+        assert got["jobs"].to_list() == per["jobs"].head(n).to_list(), (f, who)
+        for column in ("gpu_h", "lost_gpu_h", "lost_cost"):
+            for a, b in zip(got[column], per[column].head(n), strict=True):
+                assert a == pytest.approx(b, abs=0.006) or a is b is None, (f, who, column)
+
+
+def _check_waits(con: duckdb.DuckDBPyConnection, overlap: pl.DataFrame, f: Filters) -> None:
+    """queue_idle_total of view `f` equals the distinct stretches and the hours of every row."""
+    rows = overlap.filter((pl.col("cluster") == f.cluster) & ~pl.col("same_user"))
+    if f.vcs:
+        rows = rows.filter(pl.col("holder_vc").is_in(f.vcs))
+    waits = rows.filter(pl.col("blocked_gpu_s") > 0).select("job_id", "attempt").n_unique()
+    got = q.queue_idle_total(con, f).row(0, named=True)
+    assert got["waits"] == waits, f
+    assert got["blocked_gpu_h"] == pytest.approx(rows["blocked_gpu_s"].sum() / 3600, rel=1e-6)
+
+
+def test_overview_sums_from_the_summaries_on_a_built_warehouse(
+    con: duckdb.DuckDBPyConnection, built: Built
+) -> None:
+    """The builder writes lost_by_user and waits_behind_idle by their SQL files."""
+    jobs = Warehouse(built.data_dir).read("job_usage")  # with the costs, null, as stored
+    model = jobs["gpu_model"][0]
+    for f in (
+        Filters(cluster="demo"),
+        Filters(cluster="demo", vcs=("nlp",)),
+        Filters(cluster="demo", vcs=("nlp", "speech"), models=(model,)),
+        Filters(cluster="demo", user=NASTY_USER),
+        Filters(cluster="demo", vcs=("vision",), user=jobs["user"][5]),
+    ):
+        _check_lost_by_user(con, jobs, f)
+    overlap = Warehouse(built.data_dir).read("queue_idle_overlap")
+    assert overlap.filter(pl.col("blocked_gpu_s") > 0).height
+    for f in (Filters(cluster="demo"), Filters(cluster="demo", vcs=("speech",))):
+        _check_waits(con, overlap, f)
+    # several VCs: a stretch behind holders of two of them counts once, from every row
+    _check_waits(con, overlap, Filters(cluster="demo", vcs=("nlp", "speech")))
+
+
+def test_overview_sums_from_the_summaries_on_the_demo(demo_warehouse: Path) -> None:
+    """`gpuwaste analyze` on the bundled sample writes them; the Overview's figures from them
+    equal those over every job, on both clusters."""
+    wh = Warehouse(demo_warehouse)
+    jobs, overlap = wh.read("job_usage"), wh.read("queue_idle_overlap")
+    c = read_only_connection(demo_warehouse)
+    try:
+        for cluster in jobs["cluster"].unique().sort():
+            here = jobs.filter(pl.col("cluster") == cluster)
+            vc, model = here["vc"][0], here["gpu_model"][0]
+            for f in (
+                Filters(cluster=cluster),
+                Filters(cluster=cluster, vcs=(vc,), models=(model,)),
+                Filters(cluster=cluster, user=here["user"][0]),
+            ):
+                _check_lost_by_user(c, jobs, f)
+            for f in (Filters(cluster=cluster), Filters(cluster=cluster, vcs=(vc,))):
+                _check_waits(c, overlap, f)
+    finally:
+        c.close()
+
+
+def test_views_the_summaries_cannot_answer_read_every_job(
+    con: duckdb.DuckDBPyConnection, built: Built
+) -> None:
+    """A period, size or state filter, or no cluster, reads job_usage; so does a cluster whose
+    analyze did not write lost_by_user (a warehouse analyzed before it existed)."""
+    for f in (
+        Filters(cluster="demo", start=date(2026, 10, 3), end=date(2026, 10, 4)),
+        Filters(cluster="demo", sizes=("1",)),
+        Filters(cluster="demo", states=("killed",)),
+        Filters(),
+        Filters(cluster="elsewhere"),
+    ):
+        assert q._lost_by_user_where(con, f) is None, f
+    assert not q._written(con, "waits_behind_idle", "elsewhere")
+
+
+def test_lost_by_user_and_waits_behind_idle_by_hand() -> None:
+    """Their SQL files over a few hand-written rows."""
+    from gpuwaste.analyses.registry import BY_NAME
+    from gpuwaste.analyses.sqlfiles import set_variables
+
+    c = duckdb.connect()
+    try:
+        set_variables(c, {"cluster": "c"})
+        c.execute(
+            'create table job_usage as select cluster, vc, gpu_model, "user", gpu_s, '
+            "idle_slot_gpu_s, never_used_gpu_s, gpu_cost::DOUBLE AS gpu_cost, "
+            "lost_cost::DOUBLE AS lost_cost from (values "
+            "('c', 'a', 'm1', 'u1', 3600.0, 1800.0, 0.0, 2.0, 1.0), "
+            "('c', 'a', 'm2', 'u1', 7200.0, 0.0, 3600.0, null, null), "
+            "('c', 'b', 'm1', 'u2', 3600.0, 0.0, 0.0, 1.0, 0.0), "
+            "('x', 'a', 'm1', 'u1', 9999.0, 9999.0, 0.0, 5.0, 5.0)) "
+            't(cluster, vc, gpu_model, "user", gpu_s, idle_slot_gpu_s, never_used_gpu_s, '
+            "gpu_cost, lost_cost)"
+        )
+        rows = {
+            (vc, m, u): (jobs, gpu_h, lost, cost)
+            for vc, m, u, jobs, gpu_h, lost, cost in BY_NAME["lost_by_user"]
+            .compute(c)
+            .select("vc", "gpu_model", "user", "jobs", "gpu_h", "lost_gpu_h", "cost")
+            .iter_rows()
+        }
+        assert rows[(ALL_VCS, ALL_MODELS, "u1")] == (2, 3.0, 1.5, 2.0)
+        assert rows[("a", "m2", "u1")] == (1, 2.0, 1.0, None)  # nothing priced: no money
+        assert rows[("b", ALL_MODELS, "u2")] == (1, 1.0, 0.0, 1.0)
+        assert len(rows) == 2 * 3 + 2 * 2  # u1: a, (all) x m1, m2, (all); u2: b, (all) x m1, (all)
+        c.execute(
+            "create table queue_idle_overlap as select * from (values "
+            "('c', 'w1', 0, 'a', 3600.0, false), ('c', 'w1', 0, 'b', 1800.0, false), "
+            "('c', 'w2', 0, 'a', 0.0, false), ('c', 'w3', 1, 'b', 7200.0, true), "
+            "('x', 'w9', 0, 'a', 3600.0, false)) "
+            "t(cluster, job_id, attempt, holder_vc, blocked_gpu_s, same_user)"
+        )
+        waits = BY_NAME["waits_behind_idle"].compute(c).sort("vc")
+        assert waits.select("vc", "gpu_model", "blocked_waits", "blocked_wait_gpu_h").rows() == [
+            (ALL_VCS, ALL_MODELS, 1, 1.5),  # w1 once, though behind both VCs; w3 is its own
+            ("a", ALL_MODELS, 1, 1.0),
+            ("b", ALL_MODELS, 1, 0.5),
+        ]
+        set_variables(c, {"cluster": "nothing waited"})
+        assert BY_NAME["waits_behind_idle"].compute(c).rows() == [(ALL_VCS, ALL_MODELS, 0, 0.0)]
+    finally:
+        c.close()

@@ -100,3 +100,33 @@ def test_the_warm_up_waits_while_a_page_runs(
     assert time.monotonic() - ended >= 0.45
     assert not warm.is_alive()
     assert {"queue_idle_holders", "failure_attempts"} <= set(ran)
+
+
+def test_after_the_overviews_queries_the_warm_up_waits_for_a_first_visitor(
+    warehouse: Built, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no page run yet (a just-started server whose first visitor's browser is loading the
+    app), the warm-up fills the Overview's queries, then waits `quiet_s` before another page's."""
+    import threading
+    import time
+
+    monkeypatch.setenv(DATA_DIR_ENV, str(warehouse.data_dir))
+    monkeypatch.setattr(data, "PAGE_RUNS", data.PageRuns(quiet_s=0.5))  # no run ended yet
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    ran: list[str] = []
+    for module in data.QUERY_MODULES.values():
+        for name, fn in list(vars(module).items()):
+            if callable(fn) and getattr(fn, "__module__", None) == module.__name__:
+                monkeypatch.setattr(module, name, _counted(ran, fn))
+    warm = threading.Thread(target=data.warm)
+    warm.start()
+    deadline = time.monotonic() + 120
+    while data.PAGE_RUNS.waiting == 0 and warm.is_alive() and time.monotonic() < deadline:
+        warm.join(timeout=0.01)
+    waited = time.monotonic()
+    assert warm.is_alive() and {"top_jobs", "queue_idle_total"} <= set(ran)
+    assert not {"queue_idle_holders", "failure_attempts"} & set(ran)
+    warm.join(timeout=120)
+    assert not warm.is_alive() and {"queue_idle_holders", "failure_attempts"} <= set(ran)
+    assert time.monotonic() - waited >= 0.3

@@ -62,6 +62,8 @@ ADDITIVE: dict[str, tuple[str, ...]] = {
     "waste_by_model": ("gpu_h", "busy_gpu_h", "idle_slot_gpu_h", "never_used_gpu_h", "lost_gpu_h"),
     "energy_daily": ("gpu_h", "measured_gpu_h", "energy_kwh", "lost_energy_kwh", "facility_kwh"),
     "idle_power": (),  # a percentile of each model's own samples, no '(all)' row
+    "lost_by_user": ("jobs", "gpu_h", "idle_slot_gpu_h", "never_used_gpu_h", "lost_gpu_h"),
+    "waits_behind_idle": (),  # per holder's VC: queue_idle_overlap has no holder's model
 }  # fmt: skip
 
 

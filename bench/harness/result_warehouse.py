@@ -28,6 +28,7 @@ from gpuwaste.analyses.sqlfiles import load_sql, set_variables
 from gpuwaste.ingest.logs.rules import shipped_rules
 from gpuwaste.warehouse.catalog import refresh_catalog
 from gpuwaste.warehouse.results import ALL_MODELS, ALL_VCS, ROLLUP_LABELS
+from gpuwaste.warehouse.schema import conform, table
 from gpuwaste.warehouse.store import Warehouse
 
 NASTY_USER = "<b>mallory</b>\x1b[31m"
@@ -615,12 +616,13 @@ def _failures(rng: np.random.Generator, jobs: pl.DataFrame) -> pl.DataFrame:
     )  # fmt: skip
 
 
-def _rolled_up(sql: str, table: str, rows: pl.DataFrame, cluster: str) -> pl.DataFrame:
+def _rolled_up(sql: str, name: str, rows: pl.DataFrame, cluster: str) -> pl.DataFrame:
     """A summary of the analyses (`analyses/<sql>.sql`, run as `gpuwaste analyze` runs it) over
-    synthetic rows of the table it reads."""
+    synthetic rows of the table `name` it reads, with that table's columns (those the builder
+    leaves out null, as the stored file has them)."""
     con = duckdb.connect()
     try:
-        con.register(table, rows.with_columns(cluster=pl.lit(cluster)))
+        con.register(name, conform(rows.with_columns(cluster=pl.lit(cluster)), table(name)))
         set_variables(con, {"cluster": cluster, **ROLLUP_LABELS})
         return con.sql(load_sql(f"analyses/{sql}")).pl()
     finally:
@@ -719,6 +721,10 @@ def build_result_warehouse(
         "failure_attempts": failed,
         "failure_reasons": _rolled_up("failure_reasons", "failure_attempts", failed, cluster),
         "energy_daily": _energy_daily(jgu, jobs, cluster),
+        "lost_by_user": _rolled_up("lost_by_user", "job_usage", jobs, cluster),
+        "waits_behind_idle": _rolled_up(
+            "waits_behind_idle", "queue_idle_overlap", queue["queue_idle_overlap"], cluster
+        ),
     }.items():
         wh.replace_file(name, cluster, KEY, df)
     if samples.height:

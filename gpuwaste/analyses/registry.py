@@ -506,6 +506,31 @@ ANALYSES: tuple[Analysis, ...] = (
         "samples. Grain: one row per GPU model, VC '(all)' (no '(all)' model row: a "
         "percentile over several models' samples is no model's idle power). Units: W.",
     ),
+    _summary(
+        "lost_by_user",
+        "Jobs and GPU hours lost per user",
+        "gpuwaste (the Overview's top users; CloudBrain §IV-C's kinds)",
+        ("job_usage",),
+        "Definition (docs/definitions.md#lost-by-user): per VC x GPU model of the job (each "
+        "with '(all)') x user, the jobs, their "
+        "GPU hours (job_usage.gpu_s) and those lost to idle slots and never-used GPUs "
+        "[CloudBrain §IV-C] with their sum, and with `[cost]` prices the money and the money "
+        "lost (null where no job of the row is priced). Grain: one row per VC x GPU model x "
+        "user. Units: GPU hours, currency.",
+        jobs="every job, those that never held a GPU too (under GPU model '(unknown)')",
+    ),
+    _summary(
+        "waits_behind_idle",
+        "Waits behind idle GPUs per holder's VC",
+        "gpuwaste (no study reports it)",
+        ("queue_idle_overlap",),
+        "Definition (docs/definitions.md#waiting-behind-idle-gpus): per VC of the holder (and "
+        "'(all)'), the waiting stretches of other users' jobs that idle GPUs kept waiting "
+        "(blocked_gpu_s > 0), each counted once per row (a stretch waiting behind holders of "
+        "two VCs counts in each VC's row and once in '(all)'), and the GPU hours they waited "
+        "behind them. Grain: one row per holder's VC (and '(all)'), GPU model '(all)' only "
+        "(queue_idle_overlap has no model of the holder). Units: GPU hours.",
+    ),
 )
 
 BY_NAME: dict[str, Analysis] = {a.name: a for a in ANALYSES}

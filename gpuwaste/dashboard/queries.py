@@ -136,10 +136,59 @@ def gpu_hours_daily(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
     )
 
 
+def _written(con: duckdb.DuckDBPyConnection, summary: str, cluster: str) -> bool:
+    """Whether `gpuwaste analyze` wrote `summary`'s rows of `cluster` (not before the version
+    that added it: the cluster was analyzed before, and the next analyze writes them)."""
+    n = _pl(con, f"SELECT count(*) AS n FROM {summary} WHERE cluster = ?", [cluster])["n"]
+    return bool(n.len() and n[0])
+
+
+def _lost_by_user_where(
+    con: duckdb.DuckDBPyConnection, f: Filters, vc_rows: bool = False
+) -> tuple[str, list[Any]] | None:
+    """WHERE over lost_by_user that selects view `f`'s jobs (its VCs, GPU models and user;
+    `vc_rows`: one row per VC, not the '(all)' rows, where no VC is selected), or None where
+    the table cannot answer: a period, size or state filter (it sums whole jobs per VC, model
+    and user), no cluster chosen, or a cluster whose last analyze did not write it."""
+    if f.start or f.end or f.sizes or f.states or not f.cluster:
+        return None
+    if not _written(con, "lost_by_user", f.cluster):
+        return None
+    clauses = ["cluster = ?", in_list("gpu_model", f.summary_models)]
+    params: list[Any] = [f.cluster, *f.summary_models]
+    if vc_rows and not f.vcs:
+        clauses.append("vc <> ?")
+        params.append(ALL_VCS)
+    else:
+        clauses.append(in_list("vc", f.summary_vcs))
+        params.extend(f.summary_vcs)
+    if f.user:
+        clauses.append('"user" = ?')
+        params.append(f.user)
+    return " AND ".join(clauses), params
+
+
 def _lost_by(con: duckdb.DuckDBPyConnection, f: Filters, who: str, limit: int) -> pl.DataFrame:
     """Per `who` (a job_usage column: "user" or vc), over jobs in the view: GPU hours, those lost
     to idle slots and never-used GPUs, and with [cost] prices the money (`cost`, `lost_cost`:
-    null where no GPU of the jobs is priced); most GPU hours lost first."""
+    null where no GPU of the jobs is priced); most GPU hours lost first. From lost_by_user's
+    few rows where it answers the view, else from every job."""
+    summary = _lost_by_user_where(con, f, vc_rows=who == "vc")
+    if summary is not None:
+        where, params = summary
+        return _pl(
+            con,
+            f"""
+            SELECT {who}, sum(jobs)::BIGINT AS jobs, round(sum(gpu_h), 2) AS gpu_h,
+                   round(sum(idle_slot_gpu_h), 2) AS idle_slot_gpu_h,
+                   round(sum(never_used_gpu_h), 2) AS never_used_gpu_h,
+                   round(sum(lost_gpu_h), 2) AS lost_gpu_h,
+                   round(sum(cost), 2) AS cost, round(sum(lost_cost), 2) AS lost_cost
+            FROM lost_by_user WHERE {where}
+            GROUP BY {who} ORDER BY lost_gpu_h DESC, {who} LIMIT {int(limit)}
+            """,
+            params,
+        )
     where, params = f.jobs_where()
     return _pl(
         con,
@@ -177,6 +226,18 @@ def top_jobs(con: duckdb.DuckDBPyConnection, f: Filters, limit: int = 25) -> pl.
 
 
 def job_counts(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
+    """One row: the view's jobs, users, GPU hours and GPU hours lost (idle slots, never-used
+    GPUs), from lost_by_user where it answers the view, else from every job."""
+    summary = _lost_by_user_where(con, f)
+    if summary is not None:
+        where, params = summary
+        return _pl(
+            con,
+            'SELECT coalesce(sum(jobs), 0)::BIGINT AS jobs, count(DISTINCT "user") AS users, '
+            "coalesce(sum(gpu_h), 0) AS gpu_h, coalesce(sum(lost_gpu_h), 0) AS lost_gpu_h "
+            f"FROM lost_by_user WHERE {where}",
+            params,
+        )
     where, params = f.jobs_where()
     return _pl(
         con,
@@ -507,7 +568,19 @@ def _queue_idle_where(f: Filters) -> tuple[str, list[Any]]:
 
 def queue_idle_total(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
     """One row: waiting stretches of other users' jobs that idle GPUs kept waiting (blocked_gpu_s
-    > 0), and the GPU hours they waited behind them (queue_idle_overlap.blocked_gpu_s)."""
+    > 0), and the GPU hours they waited behind them (queue_idle_overlap.blocked_gpu_s). From
+    waits_behind_idle's row of the view's cluster and VC where it answers the view (no period,
+    no user: the table is per holder's VC only, at most one VC: a stretch waiting behind two VCs'
+    holders is in both VCs' rows), else from every stretch."""
+    one_place = len(f.vcs) <= 1 and f.start is None and f.end is None and not f.user
+    if one_place and f.cluster and _written(con, "waits_behind_idle", f.cluster):
+        return _pl(
+            con,
+            "SELECT coalesce(sum(blocked_waits), 0)::BIGINT AS waits, "
+            "coalesce(sum(blocked_wait_gpu_h), 0) AS blocked_gpu_h "
+            "FROM waits_behind_idle WHERE cluster = ? AND vc = ?",
+            [f.cluster, f.summary_vcs[0]],
+        )
     where, params = _queue_idle_where(f)
     return _pl(
         con,

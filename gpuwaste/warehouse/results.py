@@ -504,6 +504,32 @@ IDLE_POWER = _summary(
     samples=INT,
 )
 
+LOST_BY_USER = _summary(
+    "lost_by_user",
+    "Per VC x GPU model of the job x user: jobs, GPU hours, those lost to idle slots and "
+    "never-used GPUs (and their sum), and with [cost] prices the money (null where nothing is "
+    "priced): the dashboard Overview's job and user counts and top users and VCs.",
+    ("user",),
+    user=STRING,
+    jobs=INT,
+    gpu_h=FLOAT,
+    idle_slot_gpu_h=FLOAT,
+    never_used_gpu_h=FLOAT,
+    lost_gpu_h=FLOAT,
+    cost=FLOAT,
+    lost_cost=FLOAT,
+)
+
+WAITS_BEHIND_IDLE = _summary(
+    "waits_behind_idle",
+    "Per VC of the holder (and '(all)'; GPU model '(all)' only): other users' waiting stretches "
+    "that idle GPUs kept waiting, each counted once per row, and the GPU hours they waited "
+    "behind them (queue_idle_overlap.blocked_gpu_s summed).",
+    (),
+    blocked_waits=INT,
+    blocked_wait_gpu_h=FLOAT,
+)
+
 RESULT_TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -532,6 +558,8 @@ RESULT_TABLES: dict[str, Table] = {
         FAILURE_RETRIES,
         ENERGY_DAILY,
         IDLE_POWER,
+        LOST_BY_USER,
+        WAITS_BEHIND_IDLE,
     )
 }
 
