@@ -62,6 +62,11 @@ class Analysis:
     # and those where it reads 0 in its unit are counted in a note instead (render.most_first);
     # CSV and JSON keep every row in key order
     most_first: str = ""
+    # the column that dates a row of a table of whole events (waits, failed attempts):
+    # `gpuwaste report --since` keeps its stored rows dated at or after the time instead of
+    # recomputing it over the jobs that started since, which would judge them against a cluster
+    # emptied of the jobs that started before (occupancy, retries)
+    dated_by: str = ""
 
     @property
     def sql_file(self) -> str:
@@ -108,6 +113,7 @@ def _summary(
     kind: Kind = "summary",
     jobs: str = "",
     most_first: str = "",
+    dated_by: str = "",
 ) -> Analysis:
     return Analysis(
         name,
@@ -119,6 +125,7 @@ def _summary(
         staging=staging,
         jobs=jobs,
         most_first=most_first,
+        dated_by=dated_by,
     )
 
 
@@ -386,6 +393,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "while an earlier-submitted job waited (not for fair-share) that the started job's GPUs "
         "would have fitted. Grain: one row per start of an attempt. Units: seconds, GPUs.",
         staging=("queue_wait_pieces",),
+        dated_by="wait_end",  # the start its wait ended in
     ),
     _summary(
         "queue_cause_summary",
@@ -414,6 +422,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "holder (user, VC). Units: GPU-seconds.",
         staging=("queue_wait_pieces",),
         most_first="blocked_gpu_s",
+        dated_by="wait_end",
     ),
     _summary(
         "waste_daily",
@@ -454,6 +463,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "signature rule matched, root causes before implicit ones), then from the signal of a "
         "FAILED job (core dump, killed by a signal), else 'no signature'. Grain: one row per "
         "failed attempt, with the job's own VC and GPU model. Units: seconds.",
+        dated_by="start_ts",
     ),
     _summary(
         "failure_reasons",

@@ -69,6 +69,25 @@ def _since_views(con: duckdb.DuckDBPyConnection, wh: Warehouse, since: datetime)
         )
 
 
+def _dated_rows(name: str, cluster: str, since: datetime) -> str:
+    """The stored rows of table `name` (of whole events: its `dated_by`) dated since `since`."""
+    column = BY_NAME[name].dated_by
+    return (
+        f"select * from \"{name}\" where cluster = '{cluster}' "
+        f"and {column} >= '{since.isoformat()}'::timestamptz"
+    )
+
+
+def _since_inputs(con: duckdb.DuckDBPyConnection, name: str, cluster: str, since: datetime) -> None:
+    """The tables of events that summary `name` reads (waits_behind_idle: queue_idle_overlap;
+    failure_reasons: failure_attempts), their stored rows dated since `since`, registered in place
+    of their views, as analyze registers a run's new rows: else a summary of a period would read
+    its inputs' rows of all time."""
+    for i in BY_NAME[name].inputs:
+        if i in BY_NAME and BY_NAME[i].dated_by:
+            con.register(i, read_frame(con, _dated_rows(i, cluster, since)))
+
+
 MAX_LISTED = 20
 EACH_MODEL = "each"  # `--model each`: the rows of every model, and of '(all)'
 
@@ -200,7 +219,9 @@ def report(
             _since_views(con, wh, since)
         frames = []
         for c in clusters:
-            if since is not None and name in (*SUMMARY_TABLES, *CLUSTER_ROW_TABLES):
+            if since is not None and name in BY_NAME and BY_NAME[name].dated_by:
+                df = read_frame(con, _dated_rows(name, c, since))
+            elif since is not None and name in (*SUMMARY_TABLES, *CLUSTER_ROW_TABLES):
                 set_variables(
                     con,
                     {
@@ -212,6 +233,7 @@ def report(
                         "as_of": _analyzed_as_of(data_dir, c),
                     },
                 )
+                _since_inputs(con, name, c, since)
                 df = BY_NAME[name].compute(con).with_columns(pl.lit(c).alias("cluster"))
             else:
                 df = read_frame(con, f'select * from "{name}" where cluster = $1', [c])
