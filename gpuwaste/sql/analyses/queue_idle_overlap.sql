@@ -88,7 +88,7 @@ holder_segments as (
     select
         *,
         coalesce(
-            sum(gpus * epoch(next_ts - ts)) over (
+            sum(gpus * ((epoch_us(next_ts) - epoch_us(ts)) / 1e6)) over (
                 partition by h order by ts rows between unbounded preceding and 1 preceding
             ),
             0
@@ -158,7 +158,7 @@ span_holders as (
 idle_before as (
     select
         x.h, x.ts,
-        coalesce(e.before_s + e.gpus * epoch(x.ts - e.ts), 0) as before_s
+        coalesce(e.before_s + e.gpus * ((epoch_us(x.ts) - epoch_us(e.ts)) / 1e6), 0) as before_s
     from (select h, x0 as ts from span_holders union select h, x1 from span_holders) as x
     asof left join holder_segments as e on e.h = x.h and e.ts <= x.ts
 ),
@@ -280,7 +280,7 @@ holder_total as (
             filter (where p.waited - coalesce(d.gpus, 0) > 0) / 1e6 as blocked_gpu_s,
         sum(round(p.s * least(p.idle, d.gpus) * 1e6)::bigint)
             filter (where d.gpus > 0) / 1e6 as own_blocked_gpu_s
-    from (select *, epoch(p1 - p0) as s from held_waited) as p
+    from (select *, (epoch_us(p1) - epoch_us(p0)) / 1e6 as s from held_waited) as p
     asof left join user_demand as d
         on d.d = p.d and d."user" = p.holder_user and d.ts <= p.p0
     group by p.h
