@@ -96,8 +96,8 @@ def prepare(con: duckdb.DuckDBPyConnection) -> None:
     planned as a nested loop. DuckDB plans an ASOF join whose left side it estimates at
     `asof_loop_join_threshold` rows or fewer (64) as a loop over both sides; the left sides of
     the queue analyses' ASOF joins come out of joins and filters it estimates far too low (57
-    rows for 60,847 in queue_idle_overlap's `idle_before` over the run's temp table of pieces:
-    13 M pairs looped), and their right sides are small."""
+    rows for 60,847 in one of queue_idle_overlap's lookups of a holder's idle GPU-seconds over the
+    run's temp table of pieces: 13 M pairs looped), and their right sides are small."""
     set_variables(con, ROLLUP_LABELS)
     define_macros(con)
     run(con, "set asof_loop_join_threshold = 0")

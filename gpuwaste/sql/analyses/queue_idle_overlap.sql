@@ -88,7 +88,7 @@ holder_segments as (
     select
         *,
         coalesce(
-            sum(gpus * epoch(next_ts - ts)) over (
+            sum(gpus * ((epoch_us(next_ts) - epoch_us(ts)) / 1e6)) over (
                 partition by h order by ts rows between unbounded preceding and 1 preceding
             ),
             0
@@ -153,25 +153,23 @@ span_holders as (
     join holder_hours as h using (hour)
 ),
 
--- a holder's idle GPU-seconds before each end of a span: looked up once per holder and moment,
--- as the spans share their ends (the changes of occupancy)
-idle_before as (
-    select
-        x.h, x.ts,
-        coalesce(e.before_s + e.gpus * epoch(x.ts - e.ts), 0) as before_s
-    from (select h, x0 as ts from span_holders union select h, x1 from span_holders) as x
-    asof left join holder_segments as e on e.h = x.h and e.ts <= x.ts
-),
-
--- the holder's idle GPU-seconds in each span: the difference of its integral at the two ends,
--- in whole micro-GPU-seconds, so that the sums below are exact (the same whatever order the
--- threads add them in); a span where it had none is left out after the joins (materialized:
--- as a join condition DuckDB joins the two ends on the holder alone)
+-- the holder's idle GPU-seconds in each span: the difference of its integral at the two ends
+-- (each end looked up by ASOF join, two per candidate: cheaper than looking each holder and
+-- moment up once and joining them back), in whole micro-GPU-seconds, so that the sums below are
+-- exact (the same whatever order the threads add them in); a span where it had none is left
+-- out after the joins
 span_idle as materialized (
-    select c.s, c.h, round((e1.before_s - e0.before_s) * 1e6)::bigint as idle_us
+    select
+        c.s, c.h,
+        round(
+            (
+                coalesce(e1.before_s + e1.gpus * ((epoch_us(c.x1) - epoch_us(e1.ts)) / 1e6), 0)
+                - coalesce(e0.before_s + e0.gpus * ((epoch_us(c.x0) - epoch_us(e0.ts)) / 1e6), 0)
+            ) * 1e6
+        )::bigint as idle_us
     from span_holders as c
-    join idle_before as e0 on e0.h = c.h and e0.ts = c.x0
-    join idle_before as e1 on e1.h = c.h and e1.ts = c.x1
+    asof left join holder_segments as e0 on e0.h = c.h and e0.ts <= c.x0
+    asof left join holder_segments as e1 on e1.h = c.h and e1.ts <= c.x1
 ),
 
 -- each pair of a stretch and a holder with idle GPU-seconds in it: those (the sum over the
@@ -280,7 +278,7 @@ holder_total as (
             filter (where p.waited - coalesce(d.gpus, 0) > 0) / 1e6 as blocked_gpu_s,
         sum(round(p.s * least(p.idle, d.gpus) * 1e6)::bigint)
             filter (where d.gpus > 0) / 1e6 as own_blocked_gpu_s
-    from (select *, epoch(p1 - p0) as s from held_waited) as p
+    from (select *, (epoch_us(p1) - epoch_us(p0)) / 1e6 as s from held_waited) as p
     asof left join user_demand as d
         on d.d = p.d and d."user" = p.holder_user and d.ts <= p.p0
     group by p.h
