@@ -544,10 +544,17 @@ def _check_lost_by_user(con: duckdb.DuckDBPyConnection, jobs: pl.DataFrame, f: F
 
 
 def _check_waits(con: duckdb.DuckDBPyConnection, overlap: pl.DataFrame, f: Filters) -> None:
-    """queue_idle_total of view `f` equals the distinct stretches and the hours of every row."""
+    """queue_idle_total of view `f` equals the distinct stretches and the hours of every row
+    (its holders' VCs and user; the stretches that overlap its period)."""
     rows = overlap.filter((pl.col("cluster") == f.cluster) & ~pl.col("same_user"))
     if f.vcs:
         rows = rows.filter(pl.col("holder_vc").is_in(f.vcs))
+    if f.user:
+        rows = rows.filter(pl.col("holder_user") == f.user)
+    if f.period_start is not None and f.period_end is not None:
+        rows = rows.filter(
+            (pl.col("wait_start") < f.period_end) & (pl.col("wait_end") >= f.period_start)
+        )
     waits = rows.filter(pl.col("blocked_gpu_s") > 0).select("job_id", "attempt").n_unique()
     got = q.queue_idle_total(con, f).row(0, named=True)
     assert got["waits"] == waits, f
@@ -594,6 +601,17 @@ def test_overview_sums_from_the_summaries_on_the_demo(demo_warehouse: Path) -> N
                 _check_lost_by_user(c, jobs, f)
             for f in (Filters(cluster=cluster), Filters(cluster=cluster, vcs=(vc,))):
                 _check_waits(c, overlap, f)
+            # a user (as the idle GPUs' holder) or a period: waits_behind_idle, per holder's
+            # VC over all time, cannot answer; every stretch is read
+            held = overlap.filter((pl.col("cluster") == cluster) & (pl.col("blocked_gpu_s") > 0))
+            if held.height:
+                holder = held.sort("blocked_gpu_s")["holder_user"][-1]
+                day = held.sort("blocked_gpu_s")["wait_start"][-1].date()
+                for f in (
+                    Filters(cluster=cluster, user=holder),
+                    Filters(cluster=cluster, start=day, end=day),
+                ):
+                    _check_waits(c, overlap, f)
     finally:
         c.close()
 

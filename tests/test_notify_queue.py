@@ -123,3 +123,31 @@ def test_the_own_waits_line_names_whose_gpus() -> None:
         "idle and could have run them.",
     ]
     assert waited_sentence(None, *args) == []
+
+
+def test_a_report_since_counts_the_waits_dated_since(waited: tuple[Path, Any]) -> None:
+    """`report --since` of a summary over waits (waits_behind_idle, queue_cause_summary) counts
+    the stored waits that ended since the time (Analysis.dated_by), as `report queue_causes
+    --since` lists them: dan's wait ended at T0 + 20 min, so it counts from a period starting
+    then, not from one starting a second later (before: both printed the all-time rows)."""
+    from gpuwaste.analyses.report import report
+
+    data_dir, _ = waited
+    settings = Settings(data_dir=data_dir)
+    ended = T0 + timedelta(seconds=1200)
+
+    def figures(since: Any) -> tuple[int, int, int]:
+        waits = report(settings, "waits_behind_idle", cluster="c", since=since)
+        every = waits.filter(pl.col("vc") == "(all)").row(0, named=True)
+        causes = report(settings, "queue_causes", cluster="c", since=since)
+        summary = report(settings, "queue_cause_summary", cluster="c", since=since)
+        started = summary.filter(pl.col("size_class") == "all")["waits"]
+        return every["blocked_waits"], causes.height, int(started.max() or 0)
+
+    stored = Warehouse(data_dir).read("queue_causes", "c")
+    assert stored.filter(pl.col("job_id") == "w")["wait_end"].to_list() == [ended]
+    assert figures(None)[0] == figures(ended)[0] == 1
+    dated = stored.filter(pl.col("wait_end") >= ended).height
+    assert 0 < dated < stored.height
+    assert figures(ended)[1:] == (dated, dated)
+    assert figures(ended + timedelta(seconds=1)) == (0, 0, 0)

@@ -171,8 +171,9 @@ def _lost_by_user_where(
 def _lost_by(con: duckdb.DuckDBPyConnection, f: Filters, who: str, limit: int) -> pl.DataFrame:
     """Per `who` (a job_usage column: "user" or vc), over jobs in the view: GPU hours, those lost
     to idle slots and never-used GPUs, and with [cost] prices the money (`cost`, `lost_cost`:
-    null where no GPU of the jobs is priced); most GPU hours lost first. From lost_by_user's
-    few rows where it answers the view, else from every job."""
+    null where no GPU of the jobs is priced); most GPU hours lost first; jobs without one under
+    '(none)', as lost_by_user has them. From lost_by_user's few rows where it answers the view,
+    else from every job."""
     summary = _lost_by_user_where(con, f, vc_rows=who == "vc")
     if summary is not None:
         where, params = summary
@@ -193,7 +194,8 @@ def _lost_by(con: duckdb.DuckDBPyConnection, f: Filters, who: str, limit: int) -
     return _pl(
         con,
         f"""
-        SELECT {who}, count(*) AS jobs, round(sum(gpu_s) / 3600, 2) AS gpu_h,
+        SELECT coalesce({who}, '(none)') AS {who}, count(*) AS jobs,
+               round(sum(gpu_s) / 3600, 2) AS gpu_h,
                round(sum(idle_slot_gpu_s) / 3600, 2) AS idle_slot_gpu_h,
                round(sum(never_used_gpu_s) / 3600, 2) AS never_used_gpu_h,
                round(sum(idle_slot_gpu_s + never_used_gpu_s) / 3600, 2) AS lost_gpu_h,

@@ -110,8 +110,9 @@ frames = data.queue(f)
 st.title("Queue and failures")
 widgets.show_view(f)
 st.caption(
-    "Tables 2 and 7 are per cluster, VC and GPU model over the analyzed window (`gpuwaste "
-    "analyze --since` narrows it): the period, user, size and state filters do not apply to them. "
+    "Tables 2 and 7 are per cluster, VC and GPU model over all the analyzed data (`gpuwaste "
+    "report queue_cause_summary --since` and `failure_reasons --since` give them for a period): "
+    "the period, user, size and state filters do not apply to them. "
     f"The waits behind idle GPUs follow {widgets.WAITED_BEHIND_IDLE_FILTERS}. The failed "
     "attempts follow every filter."
 )

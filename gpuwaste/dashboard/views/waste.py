@@ -35,8 +35,9 @@ f = widgets.current_filters()
 st.title("Waste tables")
 widgets.show_view(f)
 st.caption(
-    "The studies' tables are computed per cluster, VC and GPU model over the analyzed window "
-    "(`gpuwaste analyze --since` narrows it); the period, user, size and state filters apply to the "
+    "The studies' tables are computed per cluster, VC and GPU model over all the analyzed data "
+    "(`gpuwaste report NAME --since` gives one for a period); the period, user, size and state "
+    "filters apply to the "
     "job lists. GPU time in GPU hours."
 )
 
