@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from harness.result_warehouse import KEY, MODELS, Built, build_result_warehouse
+from harness.result_warehouse import KEY, MODELS, Built, build_result_warehouse, rolled_up
 from streamlit.testing.v1 import AppTest
 
 import gpuwaste.dashboard
@@ -34,7 +34,11 @@ def priced(tmp_path_factory: pytest.TempPathFactory) -> Built:
         gpu_cost=pl.col("gpu_s") / 3600 * price,
         lost_cost=(pl.col("idle_slot_gpu_s") + pl.col("never_used_gpu_s")) / 3600 * price,
     )
-    Warehouse(built.data_dir).replace_file("job_usage", built.cluster, KEY, jobs)
+    wh = Warehouse(built.data_dir)
+    wh.replace_file("job_usage", built.cluster, KEY, jobs)
+    # the Overview's sums per VC, model and user with the money, as analyze writes them beside
+    lost = rolled_up("lost_by_user", "job_usage", jobs, built.cluster)
+    wh.replace_file("lost_by_user", built.cluster, KEY, lost)
     refresh_catalog(built.data_dir, force=True)
     return Built(**{**built.__dict__, "jobs": jobs.with_columns(cluster=pl.lit(built.cluster))})
 

@@ -616,7 +616,7 @@ def _failures(rng: np.random.Generator, jobs: pl.DataFrame) -> pl.DataFrame:
     )  # fmt: skip
 
 
-def _rolled_up(sql: str, name: str, rows: pl.DataFrame, cluster: str) -> pl.DataFrame:
+def rolled_up(sql: str, name: str, rows: pl.DataFrame, cluster: str) -> pl.DataFrame:
     """A summary of the analyses (`analyses/<sql>.sql`, run as `gpuwaste analyze` runs it) over
     synthetic rows of the table `name` it reads, with that table's columns (those the builder
     leaves out null, as the stored file has them)."""
@@ -715,14 +715,14 @@ def build_result_warehouse(
         "stable_phases": pl.concat([phases, bulk_phases], how="diagonal_relaxed"),
         **_summaries(jobs, start, days),
         **queue,
-        "queue_cause_summary": _rolled_up(
+        "queue_cause_summary": rolled_up(
             "queue_cause_summary", "queue_causes", queue["queue_causes"], cluster
         ),
         "failure_attempts": failed,
-        "failure_reasons": _rolled_up("failure_reasons", "failure_attempts", failed, cluster),
+        "failure_reasons": rolled_up("failure_reasons", "failure_attempts", failed, cluster),
         "energy_daily": _energy_daily(jgu, jobs, cluster),
-        "lost_by_user": _rolled_up("lost_by_user", "job_usage", jobs, cluster),
-        "waits_behind_idle": _rolled_up(
+        "lost_by_user": rolled_up("lost_by_user", "job_usage", jobs, cluster),
+        "waits_behind_idle": rolled_up(
             "waits_behind_idle", "queue_idle_overlap", queue["queue_idle_overlap"], cluster
         ),
     }.items():

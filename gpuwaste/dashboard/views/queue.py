@@ -111,7 +111,7 @@ st.title("Queue and failures")
 widgets.show_view(f)
 st.caption(
     "Tables 2 and 7 are per cluster, VC and GPU model over all the analyzed data (`gpuwaste "
-    "report queue_cause_summary --since` and `failure_reasons --since` give them for a period): "
+    "report` gives them for a period with `--since`): "
     "the period, user, size and state filters do not apply to them. "
     f"The waits behind idle GPUs follow {widgets.WAITED_BEHIND_IDLE_FILTERS}. The failed "
     "attempts follow every filter."
