@@ -39,6 +39,16 @@ def _counted(ran: list[str], fn: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def _count_queries(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every query function of the dashboard's query modules, counted by name as it runs."""
+    ran: list[str] = []
+    for module in data.QUERY_MODULES.values():
+        for name, fn in list(vars(module).items()):
+            if callable(fn) and getattr(fn, "__module__", None) == module.__name__:
+                monkeypatch.setattr(module, name, _counted(ran, fn))
+    return ran
+
+
 @pytest.mark.parametrize(
     ("page", "warmed"), [(None, True), ("queue", True), ("policies", True), ("cdfs", False)]
 )
@@ -49,11 +59,7 @@ def test_after_the_warm_up_the_warmed_pages_run_no_query(
     st.cache_data.clear()
     st.cache_resource.clear()
     data.warm()
-    ran: list[str] = []
-    for module in data.QUERY_MODULES.values():
-        for name, fn in list(vars(module).items()):
-            if callable(fn) and getattr(fn, "__module__", None) == module.__name__:
-                monkeypatch.setattr(module, name, _counted(ran, fn))
+    ran = _count_queries(monkeypatch)
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
     at.run()  # the default page: the Overview
     if page:
@@ -78,11 +84,7 @@ def test_the_warm_up_waits_while_a_page_runs(
     monkeypatch.setenv(DATA_DIR_ENV, str(warehouse.data_dir))
     st.cache_data.clear()
     st.cache_resource.clear()
-    ran: list[str] = []
-    for module in data.QUERY_MODULES.values():
-        for name, fn in list(vars(module).items()):
-            if callable(fn) and getattr(fn, "__module__", None) == module.__name__:
-                monkeypatch.setattr(module, name, _counted(ran, fn))
+    ran = _count_queries(monkeypatch)
     monkeypatch.setattr(data.PAGE_RUNS, "quiet_s", 0.5)
     warm = threading.Thread(target=data.warm)
     with data.PAGE_RUNS.running():
@@ -114,11 +116,7 @@ def test_after_the_overviews_queries_the_warm_up_waits_for_a_first_visitor(
     monkeypatch.setattr(data, "PAGE_RUNS", data.PageRuns(quiet_s=0.5))  # no run ended yet
     st.cache_data.clear()
     st.cache_resource.clear()
-    ran: list[str] = []
-    for module in data.QUERY_MODULES.values():
-        for name, fn in list(vars(module).items()):
-            if callable(fn) and getattr(fn, "__module__", None) == module.__name__:
-                monkeypatch.setattr(module, name, _counted(ran, fn))
+    ran = _count_queries(monkeypatch)
     warm = threading.Thread(target=data.warm)
     warm.start()
     deadline = time.monotonic() + 120
