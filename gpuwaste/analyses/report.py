@@ -69,12 +69,13 @@ def _since_views(con: duckdb.DuckDBPyConnection, wh: Warehouse, since: datetime)
         )
 
 
-def _dated_rows(name: str, cluster: str, since: datetime) -> str:
+def _dated_rows(
+    con: duckdb.DuckDBPyConnection, name: str, cluster: str, since: datetime
+) -> pl.DataFrame:
     """The stored rows of table `name` (of whole events: its `dated_by`) dated since `since`."""
     column = BY_NAME[name].dated_by
-    return (
-        f"select * from \"{name}\" where cluster = '{cluster}' "
-        f"and {column} >= '{since.isoformat()}'::timestamptz"
+    return read_frame(
+        con, f'select * from "{name}" where cluster = ? and {column} >= ?', [cluster, since]
     )
 
 
@@ -85,7 +86,7 @@ def _since_inputs(con: duckdb.DuckDBPyConnection, name: str, cluster: str, since
     its inputs' rows of all time."""
     for i in BY_NAME[name].inputs:
         if i in BY_NAME and BY_NAME[i].dated_by:
-            con.register(i, read_frame(con, _dated_rows(i, cluster, since)))
+            con.register(i, _dated_rows(con, i, cluster, since))
 
 
 MAX_LISTED = 20
@@ -220,7 +221,7 @@ def report(
         frames = []
         for c in clusters:
             if since is not None and name in BY_NAME and BY_NAME[name].dated_by:
-                df = read_frame(con, _dated_rows(name, c, since))
+                df = _dated_rows(con, name, c, since)
             elif since is not None and name in (*SUMMARY_TABLES, *CLUSTER_ROW_TABLES):
                 set_variables(
                     con,
