@@ -679,3 +679,36 @@ def test_lost_by_user_and_waits_behind_idle_by_hand() -> None:
         assert BY_NAME["waits_behind_idle"].compute(c).rows() == [(ALL_VCS, ALL_MODELS, 0, 0.0)]
     finally:
         c.close()
+
+
+def test_jobs_without_a_vc_are_none_in_both_ways_of_reading() -> None:
+    """Top VCs label the jobs without a VC '(none)', from lost_by_user and from every job."""
+    from gpuwaste.analyses.registry import BY_NAME
+    from gpuwaste.analyses.sqlfiles import set_variables
+
+    c = duckdb.connect()
+    try:
+        set_variables(c, {"cluster": "c"})
+        c.execute(
+            'create table job_usage as select cluster, vc, gpu_model, "user", gpu_s, '
+            "idle_slot_gpu_s, never_used_gpu_s, gpu_cost::DOUBLE AS gpu_cost, "
+            "lost_cost::DOUBLE AS lost_cost, start_ts::TIMESTAMP AS start_ts, "
+            "end_ts::TIMESTAMP AS end_ts from (values "
+            "('c', 'a', 'm1', 'u1', 3600.0, 1800.0, 0.0, null, null, "
+            "'2026-10-03 01:00', '2026-10-03 02:00'), "
+            "('c', null, 'm1', 'u2', 7200.0, 0.0, 7200.0, null, null, "
+            "'2026-10-03 03:00', '2026-10-03 05:00')) "
+            't(cluster, vc, gpu_model, "user", gpu_s, idle_slot_gpu_s, never_used_gpu_s, '
+            "gpu_cost, lost_cost, start_ts, end_ts)"
+        )
+        c.register("lost_rows", BY_NAME["lost_by_user"].compute(c))
+        c.execute("create table lost_by_user as select 'c' as cluster, * from lost_rows")
+        whole = Filters(cluster="c")
+        assert q._lost_by_user_where(c, whole) is not None  # read from the summary
+        day = Filters(cluster="c", start=date(2026, 10, 3), end=date(2026, 10, 3))
+        assert q._lost_by_user_where(c, day) is None  # a period: read from every job
+        for f in (whole, day):
+            got = q.top_vcs(c, f).select("vc", "jobs", "lost_gpu_h").rows()
+            assert got == [("(none)", 1, 2.0), ("a", 1, 0.5)], f
+    finally:
+        c.close()
