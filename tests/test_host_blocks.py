@@ -4,6 +4,7 @@ tables while a batch names only its hosts' blocks."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -257,14 +258,17 @@ def test_analyze_over_blocks_gives_the_same_tables_and_a_batch_names_its_blocks(
     read = read_ahead.job_samples.read
 
     def range_spy(
-        con: duckdb.DuckDBPyConnection, alloc: pl.DataFrame, source: str = "gpu_samples"
+        con: duckdb.DuckDBPyConnection,
+        alloc: pl.DataFrame,
+        source: str = "gpu_samples",
+        readings: Sequence[str] = read_ahead.job_samples.PASSED_ON,
     ) -> pl.DataFrame:
         span = read_ahead.date_span(alloc)
         if span is not None and str(blocked) in source:
             hosts = alloc["host"].unique().to_list()
             blocks = Warehouse(blocked).day_files("gpu_samples", "c", *span, hosts)
             ranges.append((source.count(".parquet'"), len(blocks)))
-        return read(con, alloc, source)
+        return read(con, alloc, source, readings)
 
     monkeypatch.setattr(per_job, "narrow_dated_views", spy)
     monkeypatch.setattr(read_ahead.job_samples, "read", range_spy)

@@ -14,6 +14,7 @@ from gpuwaste.analyses import read_ahead
 from gpuwaste.analyses.host_ranges import RANGE_MAX_SAMPLES, HostRanges, host_costs
 from gpuwaste.analyses.run import analyze
 from gpuwaste.config import Settings
+from gpuwaste.warehouse.footers import Footers
 from tests.support.generated_warehouse import six_hosts, write_generated
 from tests.support.per_job_tables import per_job_tables
 
@@ -113,8 +114,9 @@ def test_the_bound_holds_and_the_tables_do_not_depend_on_the_cut(
         alloc: pl.DataFrame,
         r: tuple[str, str],
         data_dir: Path | None = None,
+        footers: Footers | None = None,
     ) -> tuple[pl.DataFrame, pl.DataFrame]:
-        out = range_samples(con, cluster, alloc, r, data_dir)
+        out = range_samples(con, cluster, alloc, r, data_dir, footers)
         read.append((r, out[1].height))
         return out
 

@@ -36,6 +36,7 @@ from gpuwaste.analyses.host_ranges import HostRanges
 from gpuwaste.analyses.sqlfiles import define_macros, load_sql, set_variables, threshold_variables
 from gpuwaste.config import Thresholds
 from gpuwaste.warehouse.catalog import connect, cursor
+from gpuwaste.warehouse.footers import Footers
 from tests.support.generated_warehouse import write_generated
 
 ORACLES = Path(__file__).parent / "oracles"
@@ -395,6 +396,7 @@ def test_a_pass_that_stops_early_interrupts_the_read_ahead(
         alloc: pl.DataFrame,
         r: tuple[str, str],
         data_dir: Path | None,
+        footers: Footers | None,
     ) -> tuple[pl.DataFrame, pl.DataFrame]:
         if r[0] == "a":
             return alloc, pl.DataFrame({"n": [1]})

@@ -29,7 +29,7 @@ RUNS_OR_READS = frozenset(
         "fetch_record_batch", "record_batch", "arrow", "pl", "df", "to_df", "to_arrow_table",
         "show", "read_parquet", "from_parquet", "read_csv", "from_csv_auto", "read_json",
         "scan_parquet", "read_parquet_schema", "read_parquet_metadata", "read_table",
-        "ParquetFile",
+        "ParquetFile", "read_metadata",
     }
 )  # fmt: skip
 # Modules whose own names for those are the same calls (`from duckdb import sql`).
@@ -63,6 +63,9 @@ WRITERS: dict[str, str] = {
     "warehouse/catalog.py::refresh_catalog": "writes the catalog file (views only)",
     "warehouse/catalog.py::stored_columns": "polars reads each footer in one open; a file "
     "replaced or removed under it is skipped, and the views' own read is retried (`reading.run`)",
+    "warehouse/footers.py::file_values": "pyarrow reads one footer in one open; a file "
+    "replaced or removed under it, or damaged, counts as holding every column, and the read of "
+    "its rows is retried (analyze's batch connection)",
     "warehouse/readonly.py::read_only_connection": "sets the guard's settings; reads no file",
     "warehouse/readonly.py::hide_paths": "sets two settings; reads no file",
     "warehouse/readonly.py::limit_memory": "sets the memory and spill bounds; reads no file",

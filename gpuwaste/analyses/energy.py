@@ -33,6 +33,7 @@ from __future__ import annotations
 import polars as pl
 
 from gpuwaste.analyses.idle_slots import ALLOC_COLUMNS
+from gpuwaste.analyses.job_samples import reading
 from gpuwaste.dialects import MAX_W, power_limit_w
 
 SCHEMA: dict[str, pl.DataType] = {
@@ -91,21 +92,24 @@ def compute(
     range_alloc: pl.DataFrame,
     batch_held_idle: pl.DataFrame,
 ) -> pl.DataFrame:
-    """Pure: sample_flags rows (alloc_id, ts, idle, held, covered_s, tail_covered_s, power_w and
-    optionally energy_j, is_first, gap_before), gpu_sample_stats (alloc_id, never_used), the
-    range's idle slots and allocations (with their `device_model` where known), its held-idle
+    """Pure: sample_flags rows (alloc_id, ts, idle, held, covered_s, tail_covered_s, is_first,
+    gap_before, and power_w and energy_j where read), gpu_sample_stats (alloc_id, never_used),
+    the range's idle slots and allocations (with their `device_model` where known), its held-idle
     stretches -> per allocation with a reading, its joules, the joules lost, those in held-idle
     stretches and the counter increases set aside (`SCHEMA`)."""
-    if "power_w" not in sample_flags.columns or not sample_flags.height:
-        return pl.DataFrame(schema=SCHEMA)
-    cols = ["alloc_id", "ts", "idle", "covered_s", "tail_covered_s", "power_w", "is_first"]
-    cols += ["held"] if "held" in sample_flags.columns else []
-    # a counter with no reading (most dialects' files: the column, all null) is no counter
+    # a counter with no reading (most dialects' files: the column, all null, or not read at
+    # all) is no counter; no power read is power null throughout (`reading`)
     counted = "energy_j" in sample_flags.columns and (
         sample_flags["energy_j"].null_count() < sample_flags.height
     )
+    if not sample_flags.height or ("power_w" not in sample_flags.columns and not counted):
+        return pl.DataFrame(schema=SCHEMA)
+    cols = ["alloc_id", "ts", "idle", "covered_s", "tail_covered_s", "is_first"]
+    cols += ["held"] if "held" in sample_flags.columns else []
     cols += ["gap_before"] + (["energy_j"] if counted else [])
-    flags = sample_flags.select(cols).with_columns(pl.col("alloc_id").cast(pl.Int64))
+    flags = sample_flags.select(*cols, reading(sample_flags, "power_w")).with_columns(
+        pl.col("alloc_id").cast(pl.Int64)
+    )
     if "energy_j" in flags.columns:
         flags = flags.join(limit_w(range_alloc), on="alloc_id", how="left", maintain_order="left")
     read = pl.col("power_w").is_not_null()

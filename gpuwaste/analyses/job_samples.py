@@ -20,6 +20,7 @@ ASOF join's and the window's):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 import duckdb
@@ -29,18 +30,28 @@ from gpuwaste.config import Thresholds
 from gpuwaste.warehouse.damaged import read_retrying
 from gpuwaste.warehouse.store import sorted_by
 
+# The readings passed on as they are, for the steps that read them: power and the energy counter
+# (energy.py), the coarse busy metric and the fine activities (looks_busy.py). A host range reads
+# only those its files can hold a value of (read_ahead.range_samples: most clusters have no
+# energy counter or fine activity, and an all-null column costs its read and every step it goes
+# through), so the steps take a reading absent from their frame as null throughout (`reading`).
+PASSED_ON = ("power_w", "energy_j", "gpu_util", "sm_active", "tensor_active")
+
 GPU_KEY_SPAN = 1 << 16  # gpu key = (position of the host in the batch's host list) * span + gpu
 INSTANCE_SPAN = 64  # device_key = gpu key * span + (MIG instance + 1, or 0 for a whole GPU)
 
 
-def _samples_sql(source: str) -> str:
-    """The query of `read` over `source`: the view `gpu_samples`, or a parenthesized SELECT of
-    its columns over some of its files."""
+def _samples_sql(source: str, readings: Sequence[str]) -> str:
+    """The query of `read` over `source` (the view `gpu_samples`, or a parenthesized SELECT of
+    its columns over some of its files), with the columns `readings` of `PASSED_ON`."""
+    unknown = [r for r in readings if r not in PASSED_ON]
+    if unknown:
+        raise ValueError(f"job_samples reads no column {unknown}: it passes on {list(PASSED_ON)}")
+    passed = "".join(f", {r}" for r in PASSED_ON if r in readings)
     return f"""
 select ((list_position($1::varchar[], host) * {GPU_KEY_SPAN} + gpu) * {INSTANCE_SPAN}
         + coalesce(gpu_instance + 1, 0))::bigint as device_key,
-       ts, util, mem_used_mib, mem_total_mib, power_w, energy_j, gpu_util, sm_active,
-       tensor_active
+       ts, util, mem_used_mib, mem_total_mib{passed}
 from {source} as gpu_samples
 where cluster = getvariable('cluster')
   and date between getvariable('date_lo')::date and getvariable('date_hi')::date
@@ -49,6 +60,19 @@ where cluster = getvariable('cluster')
   and ts >= ($2::timestamptz[])[list_position($1::varchar[], host)]
   and ts < ($3::timestamptz[])[list_position($1::varchar[], host)]
 """
+
+
+def _passed_on(frame: pl.DataFrame) -> list[str]:
+    """The columns of `PASSED_ON` that `frame` has."""
+    return [c for c in PASSED_ON if c in frame.columns]
+
+
+def reading(frame: pl.DataFrame, name: str) -> pl.Expr:
+    """Reading `name` of `PASSED_ON` in `frame`, or null throughout where the frame has none
+    (its host range's files hold no value of it, so it was not read)."""
+    if name not in PASSED_ON:
+        raise ValueError(f"{name!r} is not a reading job_samples passes on ({list(PASSED_ON)})")
+    return pl.col(name) if name in frame.columns else pl.lit(None, pl.Float64).alias(name)
 
 
 def _seconds(delta: pl.Expr) -> pl.Expr:
@@ -98,16 +122,6 @@ def _keyed_allocations(alloc: pl.DataFrame) -> tuple[list[str], pl.DataFrame]:
     known = alloc.filter(pl.col("gpu") >= 0)
     hosts = sorted(known["host"].unique().to_list())
     return hosts, _keyed(known, hosts)
-
-
-# The readings passed on as they are, for the steps that read them: power and the energy counter
-# (energy.py), the coarse busy metric and the fine activities (looks_busy.py).
-PASSED_ON = ("power_w", "energy_j", "gpu_util", "sm_active", "tensor_active")
-
-
-def _passed_on(frame: pl.DataFrame) -> list[str]:
-    """The columns of `PASSED_ON` that `frame` has."""
-    return [c for c in PASSED_ON if c in frame.columns]
 
 
 def _compute_keyed(
@@ -200,16 +214,20 @@ def _read_params(hosts: list[str], alloc_keyed: pl.DataFrame) -> list[list[str] 
 
 
 def read(
-    con: duckdb.DuckDBPyConnection, alloc: pl.DataFrame, source: str = "gpu_samples"
+    con: duckdb.DuckDBPyConnection,
+    alloc: pl.DataFrame,
+    source: str = "gpu_samples",
+    readings: Sequence[str] = PASSED_ON,
 ) -> pl.DataFrame:
     """The samples `compute` reads for `alloc` (the allocations of one host range): those of
     the variables' cluster, dates and hosts in stored order, keyed by GPU in SQL (no strings
     cross into polars), each host's over the span of its allocations. `source` is what they
     are read from: the view `gpu_samples`, or a parenthesized SELECT of the same columns over
-    the files that hold these hosts' days (`catalog.view_sql`)."""
+    the files that hold these hosts' days (`catalog.view_sql`); `readings`, the columns of
+    `PASSED_ON` read with them (the others are left out of the frame)."""
     hosts, alloc_keyed = _keyed_allocations(alloc)
     params = _read_params(hosts, alloc_keyed)
-    sql = _samples_sql(source)
+    sql = _samples_sql(source, readings)
     con.execute("set session preserve_insertion_order = true")
     try:
         return read_retrying(lambda: con.sql(sql, params=params).pl())

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from gpuwaste.analyses.job_samples import reading
 from gpuwaste.config import Thresholds
 
 # The column of `range_alloc` with the idle power of the allocation's model (W; null: none
@@ -58,11 +59,13 @@ SCHEMA: dict[str, pl.DataType] = {
 
 
 def evidence(job_samples: pl.DataFrame, range_alloc: pl.DataFrame, t: Thresholds) -> pl.DataFrame:
-    """Pure: job_samples rows (alloc_id, `READINGS`) and the range's allocations (alloc_id,
-    job_id, gpu_instance, `IDLE_POWER`) -> per job, the evidence of this range (`RANGE_SCHEMA`).
-    """
-    if not job_samples.height or any(c not in job_samples.columns for c in READINGS):
+    """Pure: job_samples rows (alloc_id, `READINGS` where read) and the range's allocations
+    (alloc_id, job_id, gpu_instance, `IDLE_POWER`) -> per job, the evidence of this range
+    (`RANGE_SCHEMA`)."""
+    # no coarse metric read: no sample to judge (a fine metric or power not read is null)
+    if not job_samples.height or "gpu_util" not in job_samples.columns:
         return pl.DataFrame(schema=RANGE_SCHEMA)
+    read = {c: reading(job_samples, c) for c in READINGS}
     alloc = range_alloc.select(
         pl.col("alloc_id").cast(pl.Int64),
         "job_id",
@@ -79,9 +82,9 @@ def evidence(job_samples: pl.DataFrame, range_alloc: pl.DataFrame, t: Thresholds
         job_samples.lazy()
         .select(
             pl.col("alloc_id").cast(pl.Int64),
-            "gpu_util",
-            "power_w",
-            pl.max_horizontal("sm_active", "tensor_active").alias("fine"),
+            read["gpu_util"],
+            read["power_w"],
+            pl.max_horizontal(read["sm_active"], read["tensor_active"]).alias("fine"),
         )
         .filter(pl.col("gpu_util").is_not_null())
         .join(alloc.lazy(), on="alloc_id", how="inner")

@@ -19,6 +19,7 @@ from gpuwaste.analyses import job_samples
 from gpuwaste.analyses.host_ranges import HostRanges
 from gpuwaste.analyses.sqlfiles import set_variables
 from gpuwaste.warehouse.catalog import cursor, view_sql
+from gpuwaste.warehouse.footers import Footers
 from gpuwaste.warehouse.schema import GPU_SAMPLES
 from gpuwaste.warehouse.store import Warehouse
 
@@ -53,21 +54,27 @@ def range_samples(
     alloc_all: pl.DataFrame,
     host_range: tuple[str, str],
     data_dir: Path | None = None,
+    footers: Footers | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The allocations of `alloc_all` on the hosts of `host_range`, and their samples
     (`job_samples.read`, over the days `date_span` gives them). With `data_dir` (the warehouse
     of `con`), they are read from the files of those days that hold the range's hosts only
     (`Warehouse.day_files`), not through the batch's views, which name the files of every host
-    the batch reaches: a range binds the footers of its own blocks."""
+    the batch reaches: a range binds the footers of its own blocks. And of the readings
+    `job_samples.PASSED_ON`, only those these files can hold a value of, by their footers
+    (`footers`: the batch's, each file's read once; the steps take a reading not read as
+    null); without `data_dir`, every one."""
     alloc = range_allocations(alloc_all, host_range)
     span = date_span(alloc)
     if span is None:
         return alloc, pl.DataFrame()  # no allocation: the range's steps read nothing either
     source = "gpu_samples"
+    readings: tuple[str, ...] = job_samples.PASSED_ON
     if data_dir is not None:
         wh = Warehouse(data_dir)
         files = wh.day_files(GPU_SAMPLES.name, cluster, *span, alloc["host"].unique().to_list())
         source = f"({view_sql(wh, GPU_SAMPLES, only=files)})"
+        readings = (footers or Footers(job_samples.PASSED_ON)).may_hold_values(files)
     set_variables(
         con,
         {
@@ -78,7 +85,7 @@ def range_samples(
             "date_hi": span[1],
         },
     )
-    return alloc, job_samples.read(con, alloc, source)
+    return alloc, job_samples.read(con, alloc, source, readings)
 
 
 def read_ahead(
@@ -97,11 +104,16 @@ def read_ahead(
     caller stops early, the read in flight is interrupted and waited for, and the cursor
     closed."""
     reader = cursor(con)
+    footers = Footers(job_samples.PASSED_ON)
     try:
         with ThreadPoolExecutor(1, thread_name_prefix="gpuwaste-read") as pool:
             host_range = ranges.next()
             ahead = (
-                [pool.submit(range_samples, reader, cluster, alloc_all, host_range, data_dir)]
+                [
+                    pool.submit(
+                        range_samples, reader, cluster, alloc_all, host_range, data_dir, footers
+                    )
+                ]
                 if host_range is not None
                 else []
             )
@@ -113,7 +125,13 @@ def read_ahead(
                     if following is not None:
                         ahead.append(
                             pool.submit(
-                                range_samples, reader, cluster, alloc_all, following, data_dir
+                                range_samples,
+                                reader,
+                                cluster,
+                                alloc_all,
+                                following,
+                                data_dir,
+                                footers,
                             )
                         )
                     yield host_range, alloc, samples
