@@ -25,7 +25,8 @@ first visit after a server start included?
    and a line of text) served by the dashboard's own server and of each page on a running
    dashboard whose queries are cached: what a new tab costs that Streamlit itself does not.
    --floor-kinds adds a floor page per element kind (a chart, one and four tables, a static
-   table, figure tiles, the sidebar's filters); --floor-only runs the floor alone.
+   table, figure tiles, the sidebar's filters, in the sidebar or in its popover); --floor-only
+   runs the floor alone.
 
 Prints markdown tables for bench/RESULTS.md. Median of --repeat runs for step 2.
 """
@@ -240,6 +241,22 @@ def _navigation(heading: str, icons: bool) -> str:
     )
 
 
+# the dashboard's filters (widgets.sidebar_filters), each line indented for a `with` block (the
+# body imports `datetime as dt` first)
+_FILTERS = (
+    "    st.selectbox('Cluster', ['demo', 'other'], key='cluster', bind='query-params')\n"
+    "    st.multiselect('Virtual cluster', ['a', 'b'], placeholder='all VCs', key='vc',\n"
+    "                   bind='query-params')\n"
+    "    st.slider('Period (UTC days)', value=(dt.date(2026, 1, 1), dt.date(2026, 1, 9)),\n"
+    "              min_value=dt.date(2026, 1, 1), max_value=dt.date(2026, 1, 9),\n"
+    "              key='period', bind='query-params', format='YYYY-MM-DD', help='Days.')\n"
+    "    st.text_input('User', placeholder='all users', key='user', bind='query-params')\n"
+    "    st.multiselect('Job size (GPUs)', ['1', '2-4'], placeholder='all sizes', key='size',\n"
+    "                   bind='query-params')\n"
+    "    st.multiselect('Final state', ['passed', 'failed'], placeholder='all states',\n"
+    "                   key='state', bind='query-params')\n"
+    "    st.caption('The view lives in the URL.')\n"
+)
 NAVIGATION = f"a heading in the navigation of {len(PAGES)} pages"
 KINDS: dict[str, tuple[str, Drawn]] = {
     "a heading and a chart": (
@@ -271,18 +288,15 @@ KINDS: dict[str, tuple[str, Drawn]] = {
         "import datetime as dt\n"
         "with st.sidebar:\n"
         "    st.header('Filters')\n"
-        "    st.selectbox('Cluster', ['demo', 'other'], key='cluster', bind='query-params')\n"
-        "    st.multiselect('Virtual cluster', ['a', 'b'], placeholder='all VCs', key='vc',\n"
-        "                   bind='query-params')\n"
-        "    st.slider('Period (UTC days)', value=(dt.date(2026, 1, 1), dt.date(2026, 1, 9)),\n"
-        "              min_value=dt.date(2026, 1, 1), max_value=dt.date(2026, 1, 9),\n"
-        "              key='period', bind='query-params', format='YYYY-MM-DD', help='Days.')\n"
-        "    st.text_input('User', placeholder='all users', key='user', bind='query-params')\n"
-        "    st.multiselect('Job size (GPUs)', ['1', '2-4'], placeholder='all sizes', key='size',\n"
-        "                   bind='query-params')\n"
-        "    st.multiselect('Final state', ['passed', 'failed'], placeholder='all states',\n"
-        "                   key='state', bind='query-params')\n"
-        "    st.caption('The view lives in the URL.')\n",
+        f"{_FILTERS}",
+        Drawn(),
+    ),
+    # the dashboard's own (widgets.sidebar_filters): a new tab builds them only once opened
+    "a heading and the filters in a sidebar popover": (
+        "st.title('a heading and the filters in a sidebar popover')\n"
+        "import datetime as dt\n"
+        "with st.sidebar.popover('Filters', width='stretch'):\n"
+        f"{_FILTERS}",
         Drawn(),
     ),
 }

@@ -492,7 +492,7 @@ EXPECTED: dict[str | None, set[str]] = {
         "Per-minute GPU utilization by final status",
     },
     "waste": {"Idle-slot and never-used GPU time", "Jobs with at least one never-used GPU"},
-    "queue": {"Waiting time by cause and job size"},
+    "queue?chart=true": {"Waiting time by cause and job size"},
     "queue?section=Waits behind idle GPUs": {
         "GPU hours waited behind idle GPUs, by the idle GPUs' VC"
     },

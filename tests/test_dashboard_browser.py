@@ -204,6 +204,27 @@ def test_a_link_reproduces_the_view(session: tuple[str, Any], warehouse: Path) -
     assert "vc=" in page.url and "threshold=30" in page.url
 
 
+def test_the_filters_open_from_the_sidebar_and_stay_open_while_set(
+    session: tuple[str, Any], warehouse: Path
+) -> None:
+    """The filters are in a popover (a new tab does not build them until it opens): opened,
+    a VC chosen, the page follows, the URL keeps it and the popover stays open for the next."""
+    url, page = session
+    vc = _first_vc(warehouse)
+    visit(page, f"{url}/", "Overview", ["Where the GPU hours went"])
+    sizes = page.get_by_text("Job size (GPUs)", exact=True)
+    assert sizes.count() == 0  # closed: not built
+    page.locator('[data-testid="stSidebar"]').get_by_role("button", name="Filters").click()
+    sizes.first.wait_for(timeout=30_000)
+    box = page.locator('[data-testid="stMultiSelect"]').filter(has_text="Virtual cluster")
+    box.locator("input").click()
+    page.keyboard.type(vc)
+    page.get_by_role("option", name=vc, exact=True).click()
+    page.wait_for_url(lambda u: f"vc={vc}" in u, timeout=30_000)
+    page.get_by_text(re.compile(f"; VC {re.escape(vc)}$")).first.wait_for(timeout=30_000)
+    assert sizes.first.is_visible()  # still open
+
+
 def test_selecting_a_job_row_opens_the_job(session: tuple[str, Any], warehouse: Path) -> None:
     url, page = session
     vc = _first_vc(warehouse)

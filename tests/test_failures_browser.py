@@ -13,7 +13,14 @@ from typing import Any
 
 import polars as pl
 import pytest
-from harness.browser import dashboard_session, require_browser, table_with, visit
+from harness.browser import (
+    charts,
+    dashboard_session,
+    require_browser,
+    table_with,
+    visit,
+    wait_for_charts,
+)
 
 from gpuwaste import generate
 from gpuwaste.analyses.run import analyze
@@ -71,7 +78,16 @@ def test_a_failed_attempt_shows_its_matched_log_line(
     lines = set(want["line"])
     assert len(lines) == 1 and None not in lines  # one planted line, matched in every log
     visit(page, f"{url}/queue?cluster={CLUSTER}", "Queue and failures", [])
-    # the page opens on Table 2; Table 7 is one click away, its section then in the URL
+    # the page opens on Table 2, its shares by cause drawn in the table's cells, its chart one
+    # click away (not built before: a new tab loads no chart code), the click then in the URL
+    table2 = table_with(page, "Waiting time (%)")
+    shares = [row[table2["header"].index("Waiting time (%)")] for row in table2["cells"]]
+    assert shares and all(0 <= float(x) <= 100 for x in shares), shares
+    assert charts(page) == []
+    page.get_by_text("Waiting time by cause and job size, as a chart").click()
+    wait_for_charts(page, ["Waiting time by cause and job size"])
+    page.wait_for_url(lambda u: "chart=true" in u, timeout=30_000)
+    # Table 7 is one click away, its section then in the URL
     assert page.get_by_role("heading", name="Why jobs failed (Philly Table 7)").count() == 0
     page.get_by_role("radio", name="Why jobs failed", exact=True).click()
     failures = page.get_by_role("heading", name="Why jobs failed (Philly Table 7)")

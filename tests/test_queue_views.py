@@ -39,11 +39,23 @@ def test_queue_page_draws_table_2_and_the_waits_behind_idle_gpus(
         "Why jobs failed",
     ]
     assert [h.value for h in at.subheader] == ["Why jobs waited (Philly Table 2)"]
-    assert _chart_titles(at) == ["Waiting time by cause and job size"]
-    assert [list(t.value.columns)[:2] for t in at.dataframe] == [["VC", "Job size (GPUs)"]]
+    (table2,) = at.dataframe
+    assert list(table2.value.columns)[:2] == ["VC", "Job size (GPUs)"]
+    # the shares by cause are bars in the table's cells; its chart is not built until asked for
+    shares = json.loads(table2.proto.columns)
+    assert {shares[c]["type_config"]["type"] for c in ("Occurrences (%)", "Waiting time (%)")} == {
+        "progress"
+    }
+    assert _chart_titles(at) == []
     assert [m.label for m in at.metric] == ["Waits", "Hours waited", "Out-of-order starts"]
     # no quotas are configured for the demo: the page says fair-share was not judged
     assert any("Fair-share is not judged" in str(i.value) for i in at.info)
+    (chart,) = at.expander
+    assert chart.label == "Waiting time by cause and job size, as a chart"
+    at.query_params["chart"] = "true"  # the expander opened (its link)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert _chart_titles(at) == ["Waiting time by cause and job size"]
     # one click to the waits behind idle GPUs: their chart and their holders, nothing of Table 2
     control.set_value("Waits behind idle GPUs").run()
     assert not at.exception, [e.value for e in at.exception]

@@ -86,13 +86,17 @@ def _listed(what: str, values: Sequence[object], none: str) -> str:
 
 
 def sidebar_filters() -> Filters:
-    """Draw the filters in the sidebar; their keys are the URL query parameters. A value in the
-    URL that no filter can take (an unknown cluster, a bad day) gets a warning on the page."""
+    """Draw the filters in the sidebar, in a popover; their keys are the URL query parameters.
+    A value in the URL that no filter can take (an unknown cluster, a bad day) gets a warning on
+    the page.
+
+    In a popover because the browser builds its content only once it is opened, while the
+    script still runs every filter (their values, their URL): a new tab of any page then skips
+    building six widgets it rarely needs (bench/RESULTS.md, "Dashboard on 1 M jobs")."""
     asked = link_values(FILTER_KEYS)
     opts = data.fetch(queries.filter_options)
     clusters = opts["cluster"].unique(maintain_order=True).to_list()
-    with st.sidebar:
-        st.header("Filters")
+    with st.sidebar.popover("Filters", icon=":material/filter_list:", width="stretch"):
         _prune(CLUSTER, clusters)
         cluster = st.selectbox("Cluster", clusters, key=CLUSTER, bind="query-params")
         mine = opts.filter(pl.col("cluster") == cluster)

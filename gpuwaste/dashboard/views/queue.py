@@ -29,13 +29,16 @@ HOLDERS = {
     "blocked_gpu_h": "GPU hours others waited",
     "idle_gpu_h": "Idle GPU hours during those waits",
 }
+# a share as a bar in its cell, drawn by the table itself (no chart code to load in a new tab)
+SHARE = st.column_config.ProgressColumn(format="%.1f%%", min_value=0, max_value=100)
+CHART = "chart"  # the key and URL parameter of the expander of Table 2's chart
 SECTION = "section"  # the section control's key and URL parameter
 # the sections, each its label and its URL value (a bound control's URL holds the label)
 WAITS, IDLE, FAILURES = SECTIONS = ("Why jobs waited", "Waits behind idle GPUs", "Why jobs failed")
 
 
 def waits_section(frames: dict[str, pl.DataFrame]) -> None:
-    """Table 2 with its figures and chart."""
+    """Table 2 with its figures, its shares drawn in its cells and its chart on demand."""
     st.subheader("Why jobs waited (Philly Table 2)")
     st.caption(
         "Each wait (submission to start, and between a job's attempts) is cut where the "
@@ -61,17 +64,25 @@ def waits_section(frames: dict[str, pl.DataFrame]) -> None:
         )
         if fair_share_unjudged(shown).height:
             st.info(fair_share_not_judged(), icon=":material/info:")
-        sized = shown.filter(pl.col("size_class") != "all")
-        widgets.plot(
-            charts.bars(sized, "size_class", "wait_pct", "cause",
-                        "Waiting time by cause and job size", "% of the size's waiting time"),
-            key="table2",
-        )  # fmt: skip
+        # the shares are drawn in the table's cells; the chart waits until its expander is
+        # opened (a bound expander's content runs only when open; `?chart=true` opens it)
+        chart = st.expander("Waiting time by cause and job size, as a chart", key=CHART,
+                            bind="query-params")  # fmt: skip
+        if chart.open:
+            sized = shown.filter(pl.col("size_class") != "all")
+            with chart:
+                widgets.plot(
+                    charts.bars(sized, "size_class", "wait_pct", "cause",
+                                "Waiting time by cause and job size",
+                                "% of the size's waiting time"),
+                    key="table2",
+                )  # fmt: skip
     table2 = summary.select(c for c in ("vc", "gpu_model", *TABLE_2) if c in summary.columns)
     widgets.table(
         widgets.readable(table2, TABLE_2),
         "No waits in this view (run `gpuwaste analyze` after ingesting jobs with start times).",
         name="queue causes",
+        column_config={TABLE_2[c]: SHARE for c in ("stretches_pct", "wait_pct")},
     )
 
 
