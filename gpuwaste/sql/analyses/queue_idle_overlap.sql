@@ -63,11 +63,13 @@ held_by as (
 
 -- the holders numbered: h per user and VC; every join and window below is on
 -- these numbers, not on the names. Numbered by VC first: a VC's holders are one range of
--- numbers, which a fair-share piece names (piece_spans)
+-- numbers, which a fair-share piece names (piece_spans); key_order is their order in the
+-- table's key (final)
 holders as (
     select
         holder_user, holder_vc,
-        row_number() over (order by holder_vc, holder_user) as h
+        row_number() over (order by holder_vc, holder_user) as h,
+        row_number() over (order by holder_user, holder_vc) as key_order
     from (select distinct holder_user, holder_vc from held_by)
 ),
 
@@ -370,6 +372,9 @@ final as (
     from shared as p
     join waits as w using (w)
     join holders as o using (h)
+    -- in the table's key order (job_id, attempt, holder_user, holder_vc), by numbers: the
+    -- writer (store.replace_file) finds it sorted and does not sort it by its strings again
+    order by w.w, o.key_order
 )
 
 select * from final
