@@ -276,39 +276,21 @@ user_demand as (
     group by d, "user", ts
 ),
 
--- each holder's idle GPUs and its own user's GPUs waited for (in the pieces it counts in), from
--- each change of either on (one series per holder: no lookup of its user's at each piece
--- below). Its user's change only where its demand does (their events are some of the
--- demand's), so each piece below, cut at the demand's changes, holds both constant.
-holder_own as (
-    select
-        h, d, holder_user, ts,
-        lead(ts) over (partition by h order by ts) as next_ts,
-        last_value(idle ignore nulls) over (partition by h order by ts) as idle,
-        last_value(own ignore nulls) over (partition by h order by ts) as own
-    from (
-        select s.h, o.d, o.holder_user, s.ts, s.gpus as idle, null::double as own
-        from holder_segments as s
-        join holder_demand as o using (h)
-        union all
-        select o.h, o.d, o.holder_user, u.ts, null, u.gpus
-        from user_demand as u
-        join holder_demand as o on o.d = u.d and o.holder_user = u."user"
-    )
-),
-
 -- a holder's segment meets its demand's segments by number (from the one holding its start
 -- to the one holding its end), not by an inequality join
 held_waited as (
     select
-        i.h, greatest(i.ts, w.ts) as p0, least(i.next_ts, w.next_ts) as p1,
-        i.idle, w.gpus as waited, i.own
+        i.h, i.d, i.holder_user, greatest(i.ts, w.ts) as p0, least(i.next_ts, w.next_ts) as p1,
+        i.gpus as idle, w.gpus as waited
     from (
         select
-            i.h, i.ts, i.next_ts, i.idle, i.own, i.d,
+            i.h, i.ts, i.next_ts, i.gpus, i.d, i.holder_user,
             unnest(range(coalesce(d0.idx, 1), coalesce(d1.idx, 0) + 1)) as idx
         from (
-            select * from holder_own where idle > 0 and next_ts > ts
+            select s.h, s.ts, s.next_ts, s.gpus, o.d, o.holder_user
+            from holder_segments as s
+            join holder_demand as o using (h)
+            where s.gpus > 0 and s.next_ts is not null
         ) as i
         asof left join demand as d0 on d0.d = i.d and d0.ts <= i.ts
         asof left join demand as d1 on d1.d = i.d and d1.ts < i.next_ts
@@ -323,11 +305,13 @@ held_waited as (
 holder_total as (
     select
         p.h,
-        sum(round(p.s * least(p.idle, p.waited - coalesce(p.own, 0)) * 1e6)::bigint)
-            filter (where p.waited - coalesce(p.own, 0) > 0) / 1e6 as blocked_gpu_s,
-        sum(round(p.s * least(p.idle, p.own) * 1e6)::bigint)
-            filter (where p.own > 0) / 1e6 as own_blocked_gpu_s
+        sum(round(p.s * least(p.idle, p.waited - coalesce(d.gpus, 0)) * 1e6)::bigint)
+            filter (where p.waited - coalesce(d.gpus, 0) > 0) / 1e6 as blocked_gpu_s,
+        sum(round(p.s * least(p.idle, d.gpus) * 1e6)::bigint)
+            filter (where d.gpus > 0) / 1e6 as own_blocked_gpu_s
     from (select *, (epoch_us(p1) - epoch_us(p0)) / 1e6 as s from held_waited) as p
+    asof left join user_demand as d
+        on d.d = p.d and d."user" = p.holder_user and d.ts <= p.p0
     group by p.h
 ),
 
