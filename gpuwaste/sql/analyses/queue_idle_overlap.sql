@@ -62,11 +62,14 @@ held_by as (
 ),
 
 -- the holders numbered: h per user and VC; every join and window below is on
--- these numbers, not on the names
+-- these numbers, not on the names. Numbered by VC first: a VC's holders are one range of
+-- numbers, which a fair-share piece names (piece_spans); key_order is their order in the
+-- table's key (final)
 holders as (
     select
         holder_user, holder_vc,
-        row_number() over (order by holder_user, holder_vc) as h
+        row_number() over (order by holder_vc, holder_user) as h,
+        row_number() over (order by holder_user, holder_vc) as key_order
     from (select distinct holder_user, holder_vc from held_by)
 ),
 
@@ -142,6 +145,20 @@ spans as (
     from (select distinct x0, x1 from wait_pieces)
 ),
 
+-- each piece with its span's number and the range of holder numbers h0..h1 whose idle GPUs
+-- count in it (every_vc: all; a fair-share piece: its VC's; none: an empty range)
+piece_spans as (
+    select
+        p.w, p.gpu_us, s.s,
+        if(p.every_vc, 1, coalesce(v.h0, 1)) as h0,
+        if(p.every_vc, (select max(h) from holders), coalesce(v.h1, 0)) as h1
+    from wait_pieces as p
+    join spans as s using (x0, x1)
+    left join (
+        select holder_vc, min(h) as h0, max(h) as h1 from holders group by holder_vc
+    ) as v on v.holder_vc = p.vc_only
+),
+
 span_holders as (
     select distinct s.s, s.x0, s.x1, h.h
     from (
@@ -153,23 +170,40 @@ span_holders as (
     join holder_hours as h using (hour)
 ),
 
--- the holder's idle GPU-seconds in each span: the difference of its integral at the two ends
--- (each end looked up by ASOF join, two per candidate: cheaper than looking each holder and
--- moment up once and joining them back), in whole micro-GPU-seconds, so that the sums below are
--- exact (the same whatever order the threads add them in); a span where it had none is left
--- out after the joins
-span_idle as materialized (
+-- the holder's idle GPU-seconds in each span: the difference of its integral at the two ends,
+-- in whole micro-GPU-seconds, so that the sums below are exact (the same whatever order the
+-- threads add them in); a span where it had none is left out. Each end is looked up by ASOF
+-- join: the start's for every candidate, the end's only where it is past the segment holding
+-- the start (most spans are shorter than a holder's segment; there both ends are in one
+-- segment, and one where it held no idle GPU is left out at once)
+span_start as materialized (
+    select c.s, c.h, c.x0, c.x1, e.ts, e.gpus, e.before_s, e.next_ts
+    from span_holders as c
+    asof left join holder_segments as e on e.h = c.h and e.ts <= c.x0
+),
+
+span_idle as (
     select
         c.s, c.h,
         round(
             (
                 coalesce(e1.before_s + e1.gpus * ((epoch_us(c.x1) - epoch_us(e1.ts)) / 1e6), 0)
-                - coalesce(e0.before_s + e0.gpus * ((epoch_us(c.x0) - epoch_us(e0.ts)) / 1e6), 0)
+                - coalesce(c.before_s + c.gpus * ((epoch_us(c.x0) - epoch_us(c.ts)) / 1e6), 0)
             ) * 1e6
         )::bigint as idle_us
-    from span_holders as c
-    asof left join holder_segments as e0 on e0.h = c.h and e0.ts <= c.x0
+    from (select * from span_start where ts is null or next_ts <= x1) as c
     asof left join holder_segments as e1 on e1.h = c.h and e1.ts <= c.x1
+    union all
+    select
+        s, h,
+        round(
+            (
+                (before_s + gpus * ((epoch_us(x1) - epoch_us(ts)) / 1e6))
+                - (before_s + gpus * ((epoch_us(x0) - epoch_us(ts)) / 1e6))
+            ) * 1e6
+        )::bigint as idle_us
+    from span_start
+    where ts is not null and (next_ts is null or next_ts > x1) and gpus <> 0
 ),
 
 -- each pair of a stretch and a holder with idle GPU-seconds in it: those (the sum over the
@@ -181,12 +215,9 @@ pairs as (
         select
             p.w, i.h,
             sum(i.idle_us) as idle_us,
-            sum(least(i.idle_us, p.gpu_us))
-                filter (where p.every_vc or p.vc_only = o.holder_vc) as bound_us
-        from wait_pieces as p
-        join spans as s using (x0, x1)
+            sum(least(i.idle_us, p.gpu_us)) filter (where i.h between p.h0 and p.h1) as bound_us
+        from piece_spans as p
         join span_idle as i using (s)
-        join holders as o using (h)
         where i.idle_us <> 0
         group by p.w, i.h
     )
@@ -325,6 +356,9 @@ final as (
     from shared as p
     join waits as w using (w)
     join holders as o using (h)
+    -- in the table's key order (job_id, attempt, holder_user, holder_vc), by numbers: the
+    -- writer (store.replace_file) finds it sorted and does not sort it by its strings again
+    order by w.w, o.key_order
 )
 
 select * from final
