@@ -17,10 +17,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from gpuwaste.analyses.registry import BY_NAME
 from gpuwaste.analyses.run import analyze
 from gpuwaste.cli import app
 from gpuwaste.config import (
@@ -378,6 +380,30 @@ def test_retried_attempts_are_failed_attempts_without_a_log(retried: Path) -> No
     assert (ns["trials"], ns["jobs"], ns["users"]) == (4, 2, 1)
     assert (ns["per_job"], ns["per_user"]) == (2.0, 4.0)
     assert ns["rtf_p50_s"] == pytest.approx(900)  # of 600, 600, 1200, 1800
+
+
+def test_repetition_on_the_all_row_counts_distinct_job_and_user_reason_pairs() -> None:
+    """Job a failed twice for two reasons, b and c once for X (vc v); d once for Y in vc w, by
+    u1 as a: the 'all' row's repetitions are trials / distinct (job, reason) and (user,
+    reason) pairs within its cell, not trials / jobs or users."""
+    attempts = pl.DataFrame({
+        "cluster": ["c"] * 5, "vc": ["v", "v", "v", "v", "w"], "gpu_model": ["m"] * 5,
+        "job_id": ["a", "a", "b", "c", "d"], "user": ["u1", "u1", "u1", "u2", "u1"],
+        "reason": ["X", "Y", "X", "X", "Y"], "sources": ["U"] * 5,
+        "runtime_s": [60] * 5, "gpus": [1] * 5, "gpu_s": [60] * 5,
+    })  # fmt: skip
+    con = duckdb.connect()
+    con.register("failure_attempts", attempts)
+    con.execute("set variable cluster = 'c'")
+    df = BY_NAME["failure_reasons"].compute(con)
+    got = {
+        (r["vc"], r["reason"]): (r["trials"], r["jobs"], r["users"], r["per_job"], r["per_user"])
+        for r in df.filter(pl.col("gpu_model") == "m").iter_rows(named=True)
+    }
+    assert got[("v", "all")] == (4, 3, 2, 1.0, 4 / 3)
+    assert got[("v", "X")] == (3, 3, 2, 1.0, 1.5)
+    assert got[("(all)", "all")] == (5, 4, 2, 1.0, 5 / 3)  # (u1, Y) in v and w: one pair
+    assert got[("(all)", "Y")] == (2, 2, 1, 1.0, 2.0)
 
 
 def test_retries_by_job_size(retried: Path) -> None:
