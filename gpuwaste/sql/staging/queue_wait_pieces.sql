@@ -301,18 +301,31 @@ pieces as (
     cross join total as t
 ),
 
-classified as (
-    select
-        p.k, p.s0, p.s1,
-        case
-            when p.quota is not null and coalesce(v.used, 0) >= p.quota then 'fair-share'
-            when p.free < p.gpus then 'capacity'
-            when coalesce(h.hosts, 0) < p.hosts then 'fragmentation'
-            else 'other'
-        end as cause
+-- each piece's VC and GPUs judged first; the hosts with its GPUs per host free are looked up
+-- only for the pieces they decide (a piece that waited for quota or GPUs needs none), and a
+-- VC's occupancy only for a class with a quota
+judged as (
+    select p.*, coalesce(v.used, 0) >= p.quota as fair
     from pieces as p
     asof left join vc_used as v on v.vc = p.vc and v.ts <= p.s0
+    where p.quota is not null
+    union all
+    select p.*, false as fair
+    from pieces as p
+    where p.quota is null
+),
+
+classified as (
+    select k, s0, s1, if(fair, 'fair-share', 'capacity') as cause
+    from judged
+    where fair or coalesce(free < gpus, false)
+    union all
+    select
+        p.k, p.s0, p.s1,
+        if(coalesce(h.hosts, 0) < p.hosts, 'fragmentation', 'other') as cause
+    from judged as p
     asof left join hosts_with as h on h.g = p.per_host and h.ts <= p.s0
+    where not (p.fair or coalesce(p.free < p.gpus, false))
 ),
 
 -- consecutive pieces of one cause merged into a run
