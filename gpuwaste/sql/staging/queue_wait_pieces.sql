@@ -328,20 +328,21 @@ classified as (
     where not (p.fair or coalesce(p.free < p.gpus, false))
 ),
 
--- consecutive pieces of one cause merged into a run
+-- consecutive pieces of one cause merged into a run: the pieces that start a run (not
+-- contiguous with the one before, or of another cause) and those that end one are few, and
+-- a start's run ends at itself or at the next of them
 runs as (
-    select k, cause, min(s0) as r0, max(s1) as r1
+    select k, cause, s0 as r0, if(is_end, s1, lead(s1) over (partition by k order by s0)) as r1
     from (
-        select *, sum(changed::int) over (partition by k order by s0) as run
-        from (
-            select *,
-                s0 <> coalesce(lag(s1) over w, s0 - interval 1 second)
-                or cause <> coalesce(lag(cause) over w, '') as changed
-            from classified
-            window w as (partition by k order by s0)
-        )
+        select k, cause, s0, s1,
+            s0 <> coalesce(lag(s1) over w, s0 - interval 1 second)
+                or cause <> coalesce(lag(cause) over w, '') as is_start,
+            coalesce(lead(s0) over w <> s1 or lead(cause) over w <> cause, true) as is_end
+        from classified
+        window w as (partition by k order by s0)
     )
-    group by k, cause, run
+    where is_start or is_end
+    qualify is_start
 ),
 
 -- each stretch's part of each run of its class
