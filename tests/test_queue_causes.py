@@ -243,6 +243,16 @@ def test_fewer_free_gpus_than_asked_is_capacity() -> None:
     assert (big["cause"], big["capacity_s"]) == ("capacity", 900)
 
 
+def test_a_job_without_a_submit_time_still_occupies_its_gpus() -> None:
+    """The filler's submit time is unknown (it cannot wait, but it holds 6 GPUs on each host):
+    the 16-GPU job still waits for capacity, and for fair-share over its VC's quota."""
+    c = five_hosts_half_held(held_per_host=6)
+    c.jobs[0]["submit_ts"] = None
+    assert stretch(c.analyze(), "big")["cause"] == "capacity"
+    assert stretch(c.analyze(quotas={"v": 40}), "big")["cause"] == "capacity"
+    assert stretch(c.analyze(quotas={"v": 30}), "big")["cause"] == "fair-share"
+
+
 def test_a_stretch_is_cut_where_occupancy_changes() -> None:
     """10 GPUs free until 400 s (capacity), then 20 in 4-GPU pieces (fragmentation)."""
     c = five_hosts_half_held()

@@ -91,6 +91,13 @@ alloc as (
     select * from untied
 ),
 
+job_vc as (
+    select job_id, coalesce(vc, '(none)') as vc
+    from job_usage
+    where cluster = getvariable('cluster')
+),
+
+-- the jobs that can wait: those with a submit time (every job occupies its GPUs: job_vc)
 job as (
     select job_id, "user", coalesce(vc, '(none)') as vc, gpu_model, size_class, submit_ts
     from job_usage
@@ -174,9 +181,9 @@ starts as (
 waits as (select * from starts where wait_end > wait_start),
 
 events as (
-    select a.start_ts as ts, a.host, j.vc, a.w as d from alloc as a join job as j using (job_id)
+    select a.start_ts as ts, a.host, j.vc, a.w as d from alloc as a join job_vc as j using (job_id)
     union all
-    select a.end_ts, a.host, j.vc, -a.w from alloc as a join job as j using (job_id)
+    select a.end_ts, a.host, j.vc, -a.w from alloc as a join job_vc as j using (job_id)
 ),
 
 -- occupancy of the cluster from each change on, until the next
