@@ -149,12 +149,14 @@ def _reads_as_words_for_people(page: Any) -> None:
     """No caption names an internal table, no column title is snake_case, and every chart's
     title lies inside its frame (a title above it is cut off)."""
     grids = page.locator('[data-testid="stDataFrame"]:visible')
-    for i in range(grids.count()):  # a table draws its header once scrolled into view
-        grids.nth(i).scroll_into_view_if_needed()
     said = words(page)
-    for _ in range(60):
+    for _ in range(120):
         if said["headers"] or not grids.count():
             break
+        # a table draws its header once in view; a page still drawing (a loaded machine) may
+        # move it out of view again, so each try scrolls them back
+        for i in range(grids.count()):
+            grids.nth(i).scroll_into_view_if_needed()
         page.wait_for_timeout(250)
         said = words(page)
     assert [c for c in said["captions"] if INTERNAL.search(c)] == []
