@@ -632,25 +632,37 @@ def test_views_the_summaries_cannot_answer_read_every_job(
     assert not q._written(con, "waits_behind_idle", "elsewhere")
 
 
+def _hand_job_usage(rows: str) -> duckdb.DuckDBPyConnection:
+    """A DuckDB with the variable cluster 'c' and a job_usage of hand-written `rows` (cluster,
+    vc, gpu_model, user, gpu_s, idle_slot_gpu_s, never_used_gpu_s, gpu_cost, lost_cost,
+    start_ts, end_ts)."""
+    from gpuwaste.analyses.sqlfiles import set_variables
+
+    c = duckdb.connect()
+    set_variables(c, {"cluster": "c"})
+    c.execute(
+        'create table job_usage as select cluster, vc, gpu_model, "user", gpu_s, '
+        "idle_slot_gpu_s, never_used_gpu_s, gpu_cost::DOUBLE AS gpu_cost, "
+        "lost_cost::DOUBLE AS lost_cost, start_ts::TIMESTAMP AS start_ts, "
+        f"end_ts::TIMESTAMP AS end_ts from (values {rows}) "
+        't(cluster, vc, gpu_model, "user", gpu_s, idle_slot_gpu_s, never_used_gpu_s, '
+        "gpu_cost, lost_cost, start_ts, end_ts)"
+    )
+    return c
+
+
 def test_lost_by_user_and_waits_behind_idle_by_hand() -> None:
     """Their SQL files over a few hand-written rows."""
     from gpuwaste.analyses.registry import BY_NAME
     from gpuwaste.analyses.sqlfiles import set_variables
 
-    c = duckdb.connect()
+    c = _hand_job_usage(
+        "('c', 'a', 'm1', 'u1', 3600.0, 1800.0, 0.0, 2.0, 1.0, null, null), "
+        "('c', 'a', 'm2', 'u1', 7200.0, 0.0, 3600.0, null, null, null, null), "
+        "('c', 'b', 'm1', 'u2', 3600.0, 0.0, 0.0, 1.0, 0.0, null, null), "
+        "('x', 'a', 'm1', 'u1', 9999.0, 9999.0, 0.0, 5.0, 5.0, null, null)"
+    )
     try:
-        set_variables(c, {"cluster": "c"})
-        c.execute(
-            'create table job_usage as select cluster, vc, gpu_model, "user", gpu_s, '
-            "idle_slot_gpu_s, never_used_gpu_s, gpu_cost::DOUBLE AS gpu_cost, "
-            "lost_cost::DOUBLE AS lost_cost from (values "
-            "('c', 'a', 'm1', 'u1', 3600.0, 1800.0, 0.0, 2.0, 1.0), "
-            "('c', 'a', 'm2', 'u1', 7200.0, 0.0, 3600.0, null, null), "
-            "('c', 'b', 'm1', 'u2', 3600.0, 0.0, 0.0, 1.0, 0.0), "
-            "('x', 'a', 'm1', 'u1', 9999.0, 9999.0, 0.0, 5.0, 5.0)) "
-            't(cluster, vc, gpu_model, "user", gpu_s, idle_slot_gpu_s, never_used_gpu_s, '
-            "gpu_cost, lost_cost)"
-        )
         rows = {
             (vc, m, u): (jobs, gpu_h, lost, cost)
             for vc, m, u, jobs, gpu_h, lost, cost in BY_NAME["lost_by_user"]
@@ -684,23 +696,14 @@ def test_lost_by_user_and_waits_behind_idle_by_hand() -> None:
 def test_jobs_without_a_vc_are_none_in_both_ways_of_reading() -> None:
     """Top VCs label the jobs without a VC '(none)', from lost_by_user and from every job."""
     from gpuwaste.analyses.registry import BY_NAME
-    from gpuwaste.analyses.sqlfiles import set_variables
 
-    c = duckdb.connect()
+    c = _hand_job_usage(
+        "('c', 'a', 'm1', 'u1', 3600.0, 1800.0, 0.0, null, null, "
+        "'2026-10-03 01:00', '2026-10-03 02:00'), "
+        "('c', null, 'm1', 'u2', 7200.0, 0.0, 7200.0, null, null, "
+        "'2026-10-03 03:00', '2026-10-03 05:00')"
+    )
     try:
-        set_variables(c, {"cluster": "c"})
-        c.execute(
-            'create table job_usage as select cluster, vc, gpu_model, "user", gpu_s, '
-            "idle_slot_gpu_s, never_used_gpu_s, gpu_cost::DOUBLE AS gpu_cost, "
-            "lost_cost::DOUBLE AS lost_cost, start_ts::TIMESTAMP AS start_ts, "
-            "end_ts::TIMESTAMP AS end_ts from (values "
-            "('c', 'a', 'm1', 'u1', 3600.0, 1800.0, 0.0, null, null, "
-            "'2026-10-03 01:00', '2026-10-03 02:00'), "
-            "('c', null, 'm1', 'u2', 7200.0, 0.0, 7200.0, null, null, "
-            "'2026-10-03 03:00', '2026-10-03 05:00')) "
-            't(cluster, vc, gpu_model, "user", gpu_s, idle_slot_gpu_s, never_used_gpu_s, '
-            "gpu_cost, lost_cost, start_ts, end_ts)"
-        )
         c.register("lost_rows", BY_NAME["lost_by_user"].compute(c))
         c.execute("create table lost_by_user as select 'c' as cluster, * from lost_rows")
         whole = Filters(cluster="c")
