@@ -194,8 +194,6 @@ span_idle as (
     from (select * from span_start where ts is null or next_ts <= x1) as c
     asof left join holder_segments as e1 on e1.h = c.h and e1.ts <= c.x1
     union all
-    -- both ends in the start's segment: still the difference of the two ends' integrals, as
-    -- above (not gpus x the span), so that both ways round alike
     select
         s, h,
         round(
