@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import logging
 import math
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -24,7 +26,7 @@ from typing import Any
 import polars as pl
 import pytest
 import requests
-from harness.components import require
+from harness.components import free_port, require
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpuwaste.analyses import reads, state
@@ -415,6 +417,15 @@ def test_a_read_started_at_start_serves_the_first_scrape(planted: Path) -> None:
     assert c.reads == 1
 
 
+def test_closing_waits_for_the_running_read_and_starts_no_other(planted: Path) -> None:
+    c = WasteCollector(planted, cache_seconds=0, clock=Clock(T.timestamp()))
+    c.start_reading()
+    assert c.close(60)
+    assert not c.reading_in_background and c.reads == 1
+    c.start_reading()  # a scrape of a closed exporter does not start another
+    assert not c.reading_in_background and c.reads == 1
+
+
 def test_concurrent_first_scrapes_read_the_figures_once(planted: Path) -> None:
     c = WasteCollector(planted, cache_seconds=60, clock=Clock(T.timestamp()))
     with ThreadPoolExecutor(4) as pool:
@@ -518,6 +529,28 @@ def test_the_command_refuses_a_port_in_use_in_one_sentence(planted: Path) -> Non
     assert done.returncode == 1
     assert done.stderr.splitlines()[-1].startswith(f"gpuwaste: cannot listen on 127.0.0.1:{port}: ")
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("after_s", [0.0, 0.1, 0.3])
+def test_the_command_stops_cleanly_on_sigterm_while_reading(planted: Path, after_s: float) -> None:
+    """SIGTERM at, or just after, the announcement, while the first read of the figures runs:
+    the process once aborted (SIGABRT) when it exited with that read still in DuckDB, or died
+    of the signal when it came before the handler."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpuwaste", "exporter", "--data-dir", str(planted),
+         "--port", str(free_port())],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    try:
+        banner = proc.stderr.readline()
+        assert banner.startswith("gpuwaste exporter on http://127.0.0.1:"), banner
+        time.sleep(after_s)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert (proc.returncode, err) == (0, "")
 
 
 def test_the_exporter_section_of_the_configuration() -> None:

@@ -60,6 +60,7 @@ class WasteCollector:
         self._read_at: float | None = None
         self._lock = threading.Lock()
         self._refresher: threading.Thread | None = None
+        self._closed = False
 
     def refresh(self) -> None:
         """Read the figures now (blocking); keep them, or the reason they could not be read."""
@@ -109,13 +110,23 @@ class WasteCollector:
         return self._read_at is None or now - self._read_at >= self.cache_seconds
 
     def start_reading(self) -> None:
-        """Read the figures in a background thread (unless a read is running)."""
-        if self.reading_in_background:
+        """Read the figures in a background thread (unless a read is running, or closed)."""
+        if self._closed or self.reading_in_background:
             return
         self._refresher = threading.Thread(
             target=self.refresh, name="gpuwaste-refresh", daemon=True
         )
         self._refresher.start()
+
+    def close(self, timeout_s: float) -> bool:
+        """Start no more background reads and wait up to `timeout_s` for a running one; True
+        when none runs. A process must not exit while one runs: the interpreter's finalization
+        stops the thread inside DuckDB or Arrow, and that aborts the process (SIGABRT)."""
+        self._closed = True
+        refresher = self._refresher
+        if refresher is not None:
+            refresher.join(timeout_s)
+        return not self.reading_in_background
 
     def collect(self) -> Iterable[Metric]:
         now = self.clock()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import socket
 import sys
@@ -35,6 +36,7 @@ BACKLOG = 1024  # connections the kernel queues before the loop accepts them
 WORKERS = 4  # threads that build responses; a scrape of cached figures takes milliseconds
 IDLE_TIMEOUT_S = 10.0  # a connection's request must arrive, and its answer leave, within this
 MAX_HEAD_BYTES = 16 * 1024  # request line and headers; a longer head is dropped
+STOP_WAIT_S = 10.0  # on a stop, how long a running read of the figures may take to end
 
 _REASONS = {400: "Bad Request", 500: "Internal Server Error"}
 # What the app's answer depends on: requests alike in these share one answer (`_answer`).
@@ -248,18 +250,32 @@ def serve_forever(
 ) -> None:
     """Serve until SIGTERM, SIGHUP or Ctrl-C; the first read of the figures starts at once."""
     raise_open_files_limit()
-    httpd = start(collector, host, port, idle_timeout_s)
-    print(f"gpuwaste exporter on http://{host}:{httpd.server_port}/metrics over "
-          f"{collector.data_dir} (Ctrl-C to stop)", file=sys.stderr)  # fmt: skip
-    collector.start_reading()
     stop = threading.Event()
+    # handled before the address is announced, so that a stop sent as soon as it is is a clean
+    # stop; Ctrl-C too, so that it waits for a running read like the others (`close`)
     previous = {
-        sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGHUP)
+        sig: signal.signal(sig, lambda *_: stop.set())
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
     }
     try:
-        while not stop.wait(1.0):
-            pass
+        httpd = start(collector, host, port, idle_timeout_s)
+        try:
+            print(f"gpuwaste exporter on http://{host}:{httpd.server_port}/metrics over "
+                  f"{collector.data_dir} (Ctrl-C to stop)", file=sys.stderr)  # fmt: skip
+            collector.start_reading()
+            while not stop.wait(1.0):
+                pass
+        finally:
+            httpd.server_close()
+            stopped = collector.close(STOP_WAIT_S)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        httpd.server_close()
+    if not stopped:
+        # exiting the interpreter now would abort the process (see WasteCollector.close); the
+        # read is read-only, so leaving it unfinished loses nothing
+        log.warning(
+            "still reading the figures after %.0f s: stopping without waiting longer", STOP_WAIT_S
+        )
+        sys.stderr.flush()
+        os._exit(0)
