@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from gpuwaste.columns import title
 from tests.conftest import REPO
 
 README = (REPO / "README.md").read_text()
@@ -108,6 +109,11 @@ def test_sql_examples(site: Path) -> None:
     # query that does not pick the roll-up rows shows each VC several times.
     vcs = [line.split("│")[1].strip() for line in outputs[0].splitlines() if line.startswith("│")]
     assert sorted(vcs) == ["(all)", "nlp", "rl", "speech", "vision"], outputs[0]
+
+
+def test_the_report_column_it_quotes_is_the_reports() -> None:
+    """The README quotes `report --by user`'s column of the hours others waited: its title."""
+    assert f'--by user`: "{title("others_waited_gpu_h")}"' in " ".join(README.split())
 
 
 def test_one_cluster_one_name() -> None:
