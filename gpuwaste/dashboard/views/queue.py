@@ -121,11 +121,13 @@ frames = data.queue(f)
 st.title("Queue and failures")
 widgets.show_view(f)
 st.caption(
-    "Tables 2 and 7 are per cluster, VC and GPU model over all the analyzed data (`gpuwaste "
-    "report` gives them for a period with `--since`): "
-    "the period, user, size and state filters do not apply to them. "
+    "Tables 2 and 7, and the figures above Table 2, follow the cluster, VC, GPU model, period "
+    "and user filters: a wait is in the period when it ended in it (the start it waited for) "
+    "and a failed attempt when it started in it, as `gpuwaste report --since` counts them; "
+    "with a user, the waits and failed attempts of that user's jobs. The size and state "
+    "filters do not apply to them (Table 2 has a row per size). "
     f"The waits behind idle GPUs follow {widgets.WAITED_BEHIND_IDLE_FILTERS}. The failed "
-    "attempts follow every filter."
+    "attempts follow every filter, the period as Table 7's."
 )
 asked = widgets.link_values((SECTION,))
 section = st.segmented_control(
