@@ -35,6 +35,8 @@ CHART = "chart"  # the key and URL parameter of the expander of Table 2's chart
 SECTION = "section"  # the section control's key and URL parameter
 # the sections, each its label and its URL value (a bound control's URL holds the label)
 WAITS, IDLE, FAILURES = SECTIONS = ("Why jobs waited", "Waits behind idle GPUs", "Why jobs failed")
+# the frames of data.queue each section draws
+FRAMES = {WAITS: ("causes",), IDLE: ("idle_daily", "holders"), FAILURES: ("reasons", "attempts")}
 
 
 def waits_section(frames: dict[str, pl.DataFrame]) -> None:
@@ -117,7 +119,6 @@ def idle_section(frames: dict[str, pl.DataFrame]) -> None:
 
 
 f = widgets.current_filters()
-frames = data.queue(f)
 st.title("Queue and failures")
 widgets.show_view(f)
 st.caption(
@@ -135,6 +136,7 @@ section = st.segmented_control(
     label_visibility="collapsed",
 )  # fmt: skip
 widgets.warn_link_fallbacks(asked, {SECTION: f"the section {section or WAITS}"})
+frames = data.queue(f, only=FRAMES[section or WAITS])
 if section == IDLE:
     idle_section(frames)
 elif section == FAILURES:
