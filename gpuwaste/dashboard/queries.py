@@ -459,7 +459,7 @@ def failure_attempts(
     where, params = replace(f, start=None, end=None).jobs_where("u")
     started, bounds = in_period("failure_attempts", f.period_start, f.period_end, "a")
     where += f" AND {started}"
-    params.extend(bounds)
+    params.extend(bounds.values())
     if reason is not None:
         where += " AND a.reason = ?"
         params.append(reason)
