@@ -86,9 +86,9 @@ def register_dated_inputs(
     failure_reasons: failure_attempts; waits_behind_idle: queue_idle_overlap) made temp views
     on `con` in place of their views, of their stored rows of `cluster` in the period (of
     `user`'s jobs when given): else a summary of a period would read its inputs' rows of all
-    time. Views over the stored ones, not frames: the summary's SQL reads only the columns and
-    rows it needs (a quarter of the time of a copy for Table 2 on 1 M waits, bench/RESULTS.md
-    "Tables 2 and 7 of a period"); the bounds are variables of `con`, never spliced text."""
+    time. Views over the stored ones, not copies: the summary's SQL reads only the columns and
+    rows it needs (bench/RESULTS.md, "Dashboard on 1 M jobs": Tables 2 and 7 of a period); the
+    bounds are variables of `con`, never spliced text."""
     database = read_rows(con, "select current_database()")[0][0]
     for i in BY_NAME[name].inputs:
         if not _dated(i):
