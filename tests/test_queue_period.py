@@ -160,6 +160,9 @@ def test_table_2_of_a_period_and_of_a_user(con: duckdb.DuckDBPyConnection) -> No
     assert _row(theirs, size_class="all", cause="fragmentation")["decisions"] == 2  # j2, j4
     nobody = Filters(cluster="c", start=date(2026, 10, 5), end=date(2026, 10, 6))
     assert q.summary(con, nobody, "queue_cause_summary").is_empty()
+    # a user's name is a value, never SQL (the sidebar's text field)
+    nasty = Filters(cluster="c", user="u1' or '1'='1")
+    assert q.summary(con, nasty, "queue_cause_summary").is_empty()
 
 
 def test_table_7_of_a_period_and_its_attempts(con: duckdb.DuckDBPyConnection) -> None:
