@@ -617,7 +617,8 @@ def test_waits_behind_idle_follow_the_user_as_the_holder(
     assert set(holders["User"]) == {user}
     assert holders["GPU hours others waited"].sum() == pytest.approx(hours, abs=0.05 * 2)
     (note,) = [c.value for c in queue.caption if c.value.startswith("Tables 2 and 7")]
-    assert "user, size and state filters do not apply to them" in note
+    assert "follow the cluster, VC, GPU model, period and user filters" in note
+    assert "The size and state filters do not apply to them" in note
     assert "failed attempts follow every filter" in note
     nobody = page("queue", user="nobody", section=idle)
     assert not [d for d in nobody.dataframe if "GPU hours others waited" in d.value.columns]

@@ -41,3 +41,44 @@ def test_table_7_and_the_attempts_of_a_reason(
     assert set(attempts["Failure reason"]) == {reason}
     # the demo has no job logs: the page says where the lines come from
     assert any("gpuwaste ingest logs" in str(i.value) for i in at.info)
+
+
+def test_the_period_filter_gives_tables_2_and_7_of_report_since(
+    demo_warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the sidebar's period (the demo's last day, through the end of its data), the page's
+    figure tiles, Table 2 and Table 7 are `gpuwaste report --since` that day's, and not the
+    whole window's as analyze stored them."""
+    from datetime import UTC, datetime
+
+    from gpuwaste.analyses.report import report
+    from gpuwaste.config import Settings
+
+    day = "2026-11-01"  # the demo: jobs from 10-31 12:00 to 11-01 12:00 UTC
+    since = datetime.fromisoformat(day).replace(tzinfo=UTC)
+    settings = Settings(data_dir=demo_warehouse)
+    causes = report(settings, "queue_cause_summary", cluster="demo", vc="(all)", since=since)
+    every = causes.filter(causes["size_class"] == "all").row(0, named=True)
+    reasons = report(settings, "failure_reasons", cluster="demo", vc="(all)", since=since)
+    trials = reasons.filter(reasons["reason"] == "all")["trials"][0]
+    stored = report(settings, "failure_reasons", cluster="demo", vc="(all)")
+    assert 0 < trials < stored.filter(stored["reason"] == "all")["trials"][0]
+    monkeypatch.setenv(DATA_DIR_ENV, str(demo_warehouse))
+
+    def page(section: str) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.query_params.update(cluster="demo", period=[day, day], section=section)
+        at.run()
+        at.switch_page("views/queue.py").run()
+        assert not at.exception, [e.value for e in at.exception]
+        return at
+
+    waits = page("Why jobs waited")
+    tiles = {m.label: m.value for m in waits.metric}
+    assert tiles["Waits"] == f"{every['waits']:,} waits"
+    assert tiles["Out-of-order starts"] == f"{every['out_of_order_pct']:.1f}%"
+    table2 = next(t.value for t in waits.dataframe if "Cause" in t.value.columns)
+    assert int(table2["Waits"].sum()) == causes["stretches"].sum()
+    table7 = next(t.value for t in page("Why jobs failed").dataframe
+                  if "Failure reason" in t.value.columns)  # fmt: skip
+    assert int(table7[table7["Failure reason"] == "all"]["Trials"].iloc[0]) == trials

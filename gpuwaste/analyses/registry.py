@@ -35,7 +35,7 @@ import duckdb
 import polars as pl
 
 from gpuwaste.analyses.sqlfiles import define_macros, load_sql, set_variables
-from gpuwaste.warehouse.reading import read_frame, run
+from gpuwaste.warehouse.reading import read_frame, read_rows, run
 from gpuwaste.warehouse.results import RESULT_TABLES, ROLLUP_LABELS
 from gpuwaste.warehouse.schema import Table
 
@@ -97,10 +97,13 @@ def prepare(con: duckdb.DuckDBPyConnection) -> None:
     `asof_loop_join_threshold` rows or fewer (64) as a loop over both sides; the left sides of
     the queue analyses' ASOF joins come out of joins and filters it estimates far too low (57
     rows for 60,847 in one of queue_idle_overlap's lookups of a holder's idle GPU-seconds over the
-    run's temp table of pieces: 13 M pairs looped), and their right sides are small."""
+    run's temp table of pieces: 13 M pairs looped), and their right sides are small. Not on a
+    connection whose settings are locked (the dashboard's read-only one): the summaries it
+    recomputes (period_summary.EVENT_SUMMARIES) join nothing by ASOF."""
     set_variables(con, ROLLUP_LABELS)
     define_macros(con)
-    run(con, "set asof_loop_join_threshold = 0")
+    if read_rows(con, "select current_setting('lock_configuration')")[0][0] is not True:
+        run(con, "set asof_loop_join_threshold = 0")
 
 
 def _summary(

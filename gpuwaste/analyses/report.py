@@ -21,6 +21,7 @@ import duckdb
 import polars as pl
 
 from gpuwaste.analyses.freshness import freshness
+from gpuwaste.analyses.period_summary import dated_rows, register_dated_inputs
 from gpuwaste.analyses.registry import (
     ANALYSES,
     BY_NAME,
@@ -67,26 +68,6 @@ def _since_views(con: duckdb.DuckDBPyConnection, wh: Warehouse, since: datetime)
             f"create or replace view {name} as select * from ({inner}) as t "
             "where (t.cluster, t.job_id) in (select cluster, job_id from job_usage)",
         )
-
-
-def _dated_rows(
-    con: duckdb.DuckDBPyConnection, name: str, cluster: str, since: datetime
-) -> pl.DataFrame:
-    """The stored rows of table `name` (of whole events: its `dated_by`) dated since `since`."""
-    column = BY_NAME[name].dated_by
-    return read_frame(
-        con, f'select * from "{name}" where cluster = ? and {column} >= ?', [cluster, since]
-    )
-
-
-def _since_inputs(con: duckdb.DuckDBPyConnection, name: str, cluster: str, since: datetime) -> None:
-    """The tables of events that summary `name` reads (waits_behind_idle: queue_idle_overlap;
-    failure_reasons: failure_attempts), their stored rows dated since `since`, registered in place
-    of their views, as analyze registers a run's new rows: else a summary of a period would read
-    its inputs' rows of all time."""
-    for i in BY_NAME[name].inputs:
-        if i in BY_NAME and BY_NAME[i].dated_by:
-            con.register(i, _dated_rows(con, i, cluster, since))
 
 
 MAX_LISTED = 20
@@ -221,7 +202,7 @@ def report(
         frames = []
         for c in clusters:
             if since is not None and name in BY_NAME and BY_NAME[name].dated_by:
-                df = _dated_rows(con, name, c, since)
+                df = dated_rows(con, name, c, since)
             elif since is not None and name in (*SUMMARY_TABLES, *CLUSTER_ROW_TABLES):
                 set_variables(
                     con,
@@ -234,7 +215,7 @@ def report(
                         "as_of": _analyzed_as_of(data_dir, c),
                     },
                 )
-                _since_inputs(con, name, c, since)
+                register_dated_inputs(con, name, c, since)
                 df = BY_NAME[name].compute(con).with_columns(pl.lit(c).alias("cluster"))
             else:
                 df = read_frame(con, f'select * from "{name}" where cluster = $1', [c])

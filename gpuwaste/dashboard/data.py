@@ -289,17 +289,22 @@ def overview(f: Filters) -> dict[str, pl.DataFrame]:
     }
 
 
-def queue(f: Filters, reason: str | None = None) -> dict[str, pl.DataFrame]:
+def queue(
+    f: Filters, reason: str | None = None, only: tuple[str, ...] | None = None
+) -> dict[str, pl.DataFrame]:
     """The Queue and failures page's frames for view `f`, its failed attempts of `reason` (None:
     every reason, as the page opens): Table 2, the waits behind idle GPUs per day and per holder,
-    Table 7 and the attempts (its page draws them; `warm` fetches them ahead)."""
-    return {
-        "causes": fetch(queries.summary, f, "queue_cause_summary"),
-        "idle_daily": fetch(queries.queue_idle_daily, f),
-        "holders": fetch(queries.queue_idle_holders, f),
-        "reasons": fetch(queries.summary, f, "failure_reasons"),
-        "attempts": fetch(queries.failure_attempts, f, reason),
+    Table 7 and the attempts (its page draws them; `warm` fetches them ahead). `only`: those of
+    these names (a section's): with a period or a user, Tables 2 and 7 are each recomputed
+    (queries.summary), and a section waits for no other's."""
+    frames: dict[str, Callable[[], pl.DataFrame]] = {
+        "causes": lambda: fetch(queries.summary, f, "queue_cause_summary"),
+        "idle_daily": lambda: fetch(queries.queue_idle_daily, f),
+        "holders": lambda: fetch(queries.queue_idle_holders, f),
+        "reasons": lambda: fetch(queries.summary, f, "failure_reasons"),
+        "attempts": lambda: fetch(queries.failure_attempts, f, reason),
     }
+    return {name: get() for name, get in frames.items() if only is None or name in only}
 
 
 def warm() -> None:

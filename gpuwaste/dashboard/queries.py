@@ -10,15 +10,23 @@ or count jobs at or below a few hundred values of a result column to draw its CD
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import duckdb
 import polars as pl
 
-from gpuwaste.analyses.registry import CLUSTER_ROW_TABLES, PER_JOB_TABLES, SUMMARY_TABLES
+from gpuwaste.analyses.period_summary import EVENT_SUMMARIES, event_summary, in_period
+from gpuwaste.analyses.registry import (
+    BY_NAME,
+    CLUSTER_ROW_TABLES,
+    PER_JOB_TABLES,
+    SUMMARY_TABLES,
+)
 from gpuwaste.dashboard.filters import Filters, in_list
 from gpuwaste.warehouse.reading import read_frame as _pl
 from gpuwaste.warehouse.results import ALL_VCS, FAILURE_REASONS_ORDER
+from gpuwaste.warehouse.schema import table as result_table
 
 CDF_POINTS = 201  # CDF at x = 0, 0.5, ..., 100 %: one curve is 201 points whatever the job count
 
@@ -366,13 +374,45 @@ SUMMARY_ORDER: dict[str, str] = {
 
 
 def summary(con: duckdb.DuckDBPyConnection, f: Filters, table: str) -> pl.DataFrame:
-    """Rows of one per-(cluster, VC) summary table for the view's cluster and VCs."""
+    """Rows of one per-(cluster, VC) summary table for the view's cluster and VCs. A summary of
+    whole events (EVENT_SUMMARIES: Tables 2 and 7) with a period or a user in the view is
+    recomputed by its own SQL over the stored events of the period and user
+    (`period_events`); without, read as analyze stored it."""
     if table not in SUMMARY_ORDER:
         raise ValueError(f"{table} is not a summary table")
     where, params = f.summary_where(by_model=table == "waste_by_model")
-    return _pl(
-        con, f"SELECT * FROM {table} WHERE {where} ORDER BY cluster, {SUMMARY_ORDER[table]}", params
+    sql = f"SELECT * FROM {table} WHERE {where} ORDER BY cluster, {SUMMARY_ORDER[table]}"
+    if table not in EVENT_SUMMARIES or not period_events(f):
+        return _pl(con, sql, params)
+    # the view's rows of the recomputed summary, selected and ordered as the stored ones are
+    cur = con.cursor()
+    try:
+        cur.register(table, _event_summary(cur, f, table))
+        return _pl(cur, sql, params)
+    finally:
+        cur.close()
+
+
+def period_events(f: Filters) -> bool:
+    """Whether view `f` narrows the summaries of whole events (EVENT_SUMMARIES) to some of their
+    events: a period (the events dated in it, `period_summary`) or a user (the events of their
+    jobs)."""
+    return f.period_start is not None or f.user is not None
+
+
+def _event_summary(con: duckdb.DuckDBPyConnection, f: Filters, table: str) -> pl.DataFrame:
+    """Summary `table` of the view's cluster (every cluster with events, when none is chosen)
+    over the events dated in its period, of its user's jobs."""
+    (source,) = (i for i in BY_NAME[table].inputs if BY_NAME[i].dated_by)
+    clusters = (
+        [f.cluster]
+        if f.cluster
+        else _pl(con, f"SELECT DISTINCT cluster FROM {source} ORDER BY cluster")["cluster"]
     )
+    frames = [event_summary(con, table, c, f.period_start, f.period_end, f.user) for c in clusters]
+    if not frames:
+        return _pl(con, f"SELECT * FROM {table} LIMIT 0")
+    return pl.concat(frames, how="diagonal_relaxed").select(list(result_table(table).columns))
 
 
 def job_lists(
@@ -413,8 +453,13 @@ def failure_attempts(
     con: duckdb.DuckDBPyConnection, f: Filters, reason: str | None, limit: int = 500
 ) -> pl.DataFrame:
     """Failed attempts of the view's jobs (failure_attempts; the filters over the job's
-    job_usage row), of one reason or all, the most GPU time first: the drill-down of Table 7."""
-    where, params = f.jobs_where("u")
+    job_usage row, but the period: the attempts that started in it, those Table 7 counts,
+    `period_summary`), of one reason or all, the most GPU time first: the drill-down of
+    Table 7."""
+    where, params = replace(f, start=None, end=None).jobs_where("u")
+    started, bounds = in_period("failure_attempts", f.period_start, f.period_end, "a")
+    where += f" AND {started}"
+    params.extend(bounds.values())
     if reason is not None:
         where += " AND a.reason = ?"
         params.append(reason)

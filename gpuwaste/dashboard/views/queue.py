@@ -35,6 +35,8 @@ CHART = "chart"  # the key and URL parameter of the expander of Table 2's chart
 SECTION = "section"  # the section control's key and URL parameter
 # the sections, each its label and its URL value (a bound control's URL holds the label)
 WAITS, IDLE, FAILURES = SECTIONS = ("Why jobs waited", "Waits behind idle GPUs", "Why jobs failed")
+# the frames of data.queue each section draws
+FRAMES = {WAITS: ("causes",), IDLE: ("idle_daily", "holders"), FAILURES: ("reasons", "attempts")}
 
 
 def waits_section(frames: dict[str, pl.DataFrame]) -> None:
@@ -117,15 +119,16 @@ def idle_section(frames: dict[str, pl.DataFrame]) -> None:
 
 
 f = widgets.current_filters()
-frames = data.queue(f)
 st.title("Queue and failures")
 widgets.show_view(f)
 st.caption(
-    "Tables 2 and 7 are per cluster, VC and GPU model over all the analyzed data (`gpuwaste "
-    "report` gives them for a period with `--since`): "
-    "the period, user, size and state filters do not apply to them. "
+    "Tables 2 and 7, and the figures above Table 2, follow the cluster, VC, GPU model, period "
+    "and user filters: a wait is in the period when it ended in it (the start it waited for) "
+    "and a failed attempt when it started in it, as `gpuwaste report --since` counts them; "
+    "with a user, the waits and failed attempts of that user's jobs. The size and state "
+    "filters do not apply to them (Table 2 has a row per size). "
     f"The waits behind idle GPUs follow {widgets.WAITED_BEHIND_IDLE_FILTERS}. The failed "
-    "attempts follow every filter."
+    "attempts follow every filter, the period as Table 7's."
 )
 asked = widgets.link_values((SECTION,))
 section = st.segmented_control(
@@ -133,6 +136,7 @@ section = st.segmented_control(
     label_visibility="collapsed",
 )  # fmt: skip
 widgets.warn_link_fallbacks(asked, {SECTION: f"the section {section or WAITS}"})
+frames = data.queue(f, only=FRAMES[section or WAITS])
 if section == IDLE:
     idle_section(frames)
 elif section == FAILURES:
