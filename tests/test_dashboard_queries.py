@@ -553,7 +553,7 @@ def _check_waits(con: duckdb.DuckDBPyConnection, overlap: pl.DataFrame, f: Filte
         rows = rows.filter(pl.col("holder_user") == f.user)
     if f.period_start is not None and f.period_end is not None:
         rows = rows.filter(
-            (pl.col("wait_start") < f.period_end) & (pl.col("wait_end") >= f.period_start)
+            (pl.col("wait_start") < f.period_end) & (pl.col("wait_end") > f.period_start)
         )
     waits = rows.filter(pl.col("blocked_gpu_s") > 0).select("job_id", "attempt").n_unique()
     got = q.queue_idle_total(con, f).row(0, named=True)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import duckdb
+import polars as pl
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -118,6 +119,30 @@ def test_report_by_user_has_the_hours_others_waited_while_they_idled(
     }
     assert have == pytest.approx(want)
     assert "others_waited_gpu_h" not in waste_by(Settings(data_dir=demo_warehouse), "model").columns
+
+
+@pytest.mark.parametrize("cluster", ["demo", "philly-sample"])
+def test_the_holders_table_per_user_is_report_by_users(demo_warehouse: Path, cluster: str) -> None:
+    """The page's holders, summed per user, give `report --by user`'s GPU hours others waited
+    behind the user's idle GPUs and those the user waited behind their own."""
+    con = read_only_connection(demo_warehouse)
+    try:
+        holders = queue_idle_holders(con, Filters(cluster=cluster), limit=10_000)
+    finally:
+        con.close()
+    have = holders.group_by("user").agg(pl.col("blocked_gpu_h", "own_blocked_gpu_h").sum())
+    by_user = waste_by(Settings(data_dir=demo_warehouse), "user", cluster=cluster)
+    want = by_user.select(
+        "user",
+        pl.col("others_waited_gpu_h").fill_null(0).alias("blocked_gpu_h"),
+        pl.col("own_blocked_gpu_h").fill_null(0),
+    ).filter((pl.col("blocked_gpu_h") > 0) | (pl.col("own_blocked_gpu_h") > 0))
+    assert want["own_blocked_gpu_h"].sum() > 0 and want["blocked_gpu_h"].sum() > 0
+    got = have.filter((pl.col("blocked_gpu_h") > 0) | (pl.col("own_blocked_gpu_h") > 0))
+    got_by, want_by = ({u: (a, b) for u, a, b in t.rows()} for t in (got, want))
+    assert got_by.keys() == want_by.keys()
+    for user, figures in want_by.items():
+        assert got_by[user] == pytest.approx(figures), user
 
 
 @pytest.mark.parametrize("cluster", ["demo", "philly-sample"])

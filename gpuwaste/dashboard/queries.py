@@ -596,19 +596,21 @@ def job_gpu_hours(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame:
 
 
 # ----------------------------------------------------------------- waiting behind idle GPUs
-def _queue_idle_where(f: Filters) -> tuple[str, list[Any]]:
+def _queue_idle_where(f: Filters, others_only: bool = True) -> tuple[str, list[Any]]:
     """queue_idle_overlap rows of the view: the cluster, the holders' VCs and user (the user
-    filter reads as `report --by user`'s "others waited while you idled"), stretches that waited
-    in the period; other users' waits only (a user's own idle GPUs holding up their own job are
-    not counted against them). A holder's idle GPUs span its jobs of every GPU model, size and
-    state: those filters do not apply (widgets.WAITED_BEHIND_IDLE_FILTERS says so on the pages)."""
+    filter reads as `report --by user`'s "others waited while you idled"), stretches that
+    overlap the period (as sql/reports/waited_by.sql counts them for `report --by` and the
+    digests); other users' waits only unless `others_only` is False (a user's own idle GPUs
+    holding up their own job are not counted against them). A holder's idle GPUs span its jobs
+    of every GPU model, size and state: those filters do not apply
+    (widgets.WAITED_BEHIND_IDLE_FILTERS says so on the pages)."""
     place, params = f.place().jobs_where(vc="holder_vc")
-    clauses = ["NOT same_user", place]
+    clauses = ["NOT same_user", place] if others_only else [place]
     if f.user:
         clauses.append("holder_user = ?")
         params.append(f.user)
     if f.period_start is not None and f.period_end is not None:
-        clauses.append("wait_start < ? AND wait_end >= ?")
+        clauses.append("wait_start < ? AND wait_end > ?")
         params.extend([f.period_end, f.period_start])
     return " AND ".join(clauses), params
 
@@ -651,15 +653,19 @@ def queue_idle_daily(con: duckdb.DuckDBPyConnection, f: Filters) -> pl.DataFrame
 
 def queue_idle_holders(con: duckdb.DuckDBPyConnection, f: Filters, limit: int = 25) -> pl.DataFrame:
     """Per holder (user, VC): the other users' waits their idle GPUs kept waiting and the GPU
-    hours those waited behind them, and the idle GPU hours inside the waits, most first. A wait
-    has one row per holder (the table's key), so a holder's rows count its waits: no distinct
-    count over every row (5x the time on 1 M jobs, bench/RESULTS.md "Dashboard on 1 M jobs")."""
-    where, params = _queue_idle_where(f)
+    hours those waited behind them, the idle GPU hours inside the waits, and the GPU hours the
+    holder's own jobs waited behind their own idle GPUs (`report --by user`'s
+    own_blocked_gpu_h), most of others' first. A wait has one row per holder (the table's
+    key), so a holder's rows count its waits: no distinct count over every row (5x the time on
+    1 M jobs, bench/RESULTS.md "Dashboard on 1 M jobs")."""
+    where, params = _queue_idle_where(f, others_only=False)
     return _pl(
         con,
         'SELECT holder_user AS "user", holder_vc AS vc, '
-        "count(*) FILTER (blocked_gpu_s > 0) AS waits_behind, "
-        "sum(blocked_gpu_s) / 3600 AS blocked_gpu_h, sum(idle_gpu_s) / 3600 AS idle_gpu_h "
+        "count(*) FILTER (NOT same_user AND blocked_gpu_s > 0) AS waits_behind, "
+        "coalesce(sum(blocked_gpu_s) FILTER (NOT same_user), 0) / 3600 AS blocked_gpu_h, "
+        "coalesce(sum(idle_gpu_s) FILTER (NOT same_user), 0) / 3600 AS idle_gpu_h, "
+        "coalesce(sum(blocked_gpu_s) FILTER (same_user), 0) / 3600 AS own_blocked_gpu_h "
         f"FROM queue_idle_overlap WHERE {where} GROUP BY ALL "
         f'ORDER BY blocked_gpu_h DESC, "user" LIMIT {int(limit)}',
         params,

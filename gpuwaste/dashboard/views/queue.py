@@ -28,6 +28,7 @@ HOLDERS = {
     "waits_behind": "Others' waits behind them",
     "blocked_gpu_h": "GPU hours others waited",
     "idle_gpu_h": "Idle GPU hours during those waits",
+    "own_blocked_gpu_h": "GPU hours they waited behind their own idle GPUs",
 }
 # a share as a bar in its cell, drawn by the table itself (no chart code to load in a new tab)
 SHARE = st.column_config.ProgressColumn(format="%.1f%%", min_value=0, max_value=100)
@@ -96,8 +97,9 @@ def idle_section(frames: dict[str, pl.DataFrame]) -> None:
         "users' jobs held GPUs allocated but idle (idle slots, never-used GPUs): the GPU hours of "
         "waiting those idle GPUs could have served (at most the waiting job's own GPUs x that "
         "wait), by the VC that held them. During a fair-share wait only its own VC's idle GPUs "
-        "count; while room was there (cause other), none. A user's idle GPUs behind their own "
-        "waits are not counted."
+        "count; while room was there (cause other), none. The chart and the holders' first "
+        "figures count other users' waits; a holder's own waits behind their own idle GPUs "
+        "are in the last column."
     )
     daily = frames["idle_daily"]
     if daily.height:
