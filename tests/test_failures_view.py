@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 import gpuwaste.dashboard
 from gpuwaste.config import DATA_DIR_ENV
+from gpuwaste.dashboard import queries
 from gpuwaste.warehouse.store import Warehouse
 
 APP = str(Path(gpuwaste.dashboard.__file__).parent / "app.py")
@@ -41,6 +43,32 @@ def test_table_7_and_the_attempts_of_a_reason(
     assert set(attempts["Failure reason"]) == {reason}
     # the demo has no job logs: the page says where the lines come from
     assert any("gpuwaste ingest logs" in str(i.value) for i in at.info)
+    assert not [c for c in at.caption if "attempts that burned the most" in c.value]
+
+
+def test_a_drill_down_cut_short_says_so(
+    demo_warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shown = 3
+    assert Warehouse(demo_warehouse).read("failure_attempts", "demo").height > shown
+    monkeypatch.setattr(queries, "FAILED_ATTEMPTS_SHOWN", shown)
+    monkeypatch.setenv(DATA_DIR_ENV, str(demo_warehouse))
+    st.cache_data.clear()  # the attempts cached in full by an earlier test, and these after
+    try:
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.query_params["cluster"] = "demo"
+        at.query_params["section"] = "Why jobs failed"
+        at.run()
+        at.switch_page("views/queue.py").run()
+    finally:
+        st.cache_data.clear()
+    assert not at.exception, [e.value for e in at.exception]
+    attempts = next(t for t in (t.value for t in at.dataframe) if "Matched log line" in t.columns)
+    assert len(attempts) == shown
+    assert [c.value for c in at.caption if "attempts that burned the most" in c.value] == [
+        "The 3 attempts that burned the most GPU time; narrow the view (period, user, VC) or "
+        "query `failure_attempts` on the SQL page for every one."
+    ]
 
 
 def test_the_period_filter_gives_tables_2_and_7_of_report_since(

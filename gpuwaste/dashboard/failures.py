@@ -75,5 +75,10 @@ def failures_section(f: Filters, frames: dict[str, pl.DataFrame]) -> None:
         key="failure_attempts_table",
         open_jobs=True,
     )
+    if attempts.height >= q.FAILED_ATTEMPTS_SHOWN:
+        st.caption(
+            f"The {attempts.height:,} attempts that burned the most GPU time; narrow the view "
+            "(period, user, VC) or query `failure_attempts` on the SQL page for every one."
+        )
     if attempts.height and attempts["line"].null_count() == attempts.height:
         st.info(f"No attempt here has a matched log line: {LOGS_HINT}.", icon=":material/info:")

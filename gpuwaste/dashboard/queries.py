@@ -449,13 +449,17 @@ JOB_LISTS: dict[str, tuple[str, str]] = {  # name: (condition, order), over JOB_
 }
 
 
+FAILED_ATTEMPTS_SHOWN = 500  # the drill-down's rows: the most GPU time first
+
+
 def failure_attempts(
-    con: duckdb.DuckDBPyConnection, f: Filters, reason: str | None, limit: int = 500
+    con: duckdb.DuckDBPyConnection, f: Filters, reason: str | None, limit: int | None = None
 ) -> pl.DataFrame:
     """Failed attempts of the view's jobs (failure_attempts; the filters over the job's
     job_usage row, but the period: the attempts that started in it, those Table 7 counts,
-    `period_summary`), of one reason or all, the most GPU time first: the drill-down of
-    Table 7."""
+    `period_summary`), of one reason or all, the most GPU time first, at most `limit`
+    (default FAILED_ATTEMPTS_SHOWN): the drill-down of Table 7."""
+    limit = FAILED_ATTEMPTS_SHOWN if limit is None else limit
     where, params = replace(f, start=None, end=None).jobs_where("u")
     started, bounds = in_period("failure_attempts", f.period_start, f.period_end, "a")
     where += f" AND {started}"
