@@ -467,10 +467,16 @@ def test_every_planted_failure_gets_its_reason(generated: tuple[Path, Path]) -> 
     out, data_dir = generated
     truth = json.loads((out / "truth.json").read_text())["failure_logs"]
     want = {t["job_id"]: t["reason"] for t in truth}
-    have = {j: r["reason"] for j, r in _attempts(data_dir, "g").items()}
+    attempts = _attempts(data_dir, "g")
+    have = {j: r["reason"] for j, r in attempts.items()}
     assert have == want
     assert set(PLANTED) <= set(want.values())  # every reason of Table 7 and 'no signature'
-    lines = {j: r["line"] for j, r in _attempts(data_dir, "g").items() if r["origin"] == "log"}
+    # and a script's command killed by a signal (exit code 128 + N, e.g. 134:0), no log to say
+    by_code = [
+        r for r in attempts.values() if r["origin"] == "exit status" and not r["exit_signal"]
+    ]
+    assert by_code and all(128 < r["exit_code"] <= 192 for r in by_code)
+    lines = {j: r["line"] for j, r in attempts.items() if r["origin"] == "log"}
     assert any("CUDA out of memory. Tried to allocate" in line for line in lines.values())
 
 
