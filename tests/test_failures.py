@@ -224,6 +224,13 @@ SACCT = """JobID|JobIDRaw|User|Account|State|ExitCode|Submit|Start|End|AllocTRES
 13|13|cy|w|FAILED|1:0|{s}|{a}|{e}|gres/gpu=4|n1
 20_3|21|dan|w|FAILED|1:0|{s}|{a}|{e}|gres/gpu=1|n1
 22|22|dan|w|DEADLINE|0:0|{s}|{a}|{e}|gres/gpu=1|n1
+23|23|eve|w|FAILED|139:0|{s}|{a}|{e}|gres/gpu=1|n1
+24|24|eve|w|FAILED|134:0|{s}|{a}|{e}|gres/gpu=1|n1
+25|25|eve|w|FAILED|137:0|{s}|{a}|{e}|gres/gpu=1|n1
+26|26|eve|w|FAILED|255:0|{s}|{a}|{e}|gres/gpu=1|n1
+27|27|eve|w|FAILED|128:0|{s}|{a}|{e}|gres/gpu=1|n1
+28|28|eve|w|FAILED|193:0|{s}|{a}|{e}|gres/gpu=1|n1
+29|29|eve|w|FAILED|139:0|{s}|{a}|{e}|gres/gpu=1|n1
 """
 
 
@@ -245,6 +252,8 @@ def by_hand(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     (logs / "slurm-4.out").write_text("ImportError: cannot import name 'x'\n")
     (logs / "slurm-20_3.out").write_text("RuntimeError: CUDA error: an illegal memory access\n")
+    # job 29 (FAILED 139:0): its log outranks its exit code
+    (logs / "slurm-29.out").write_text("torch.OutOfMemoryError: CUDA out of memory.\n")
     settings = Settings(
         data_dir=root / "wh",
         clusters=[
@@ -277,6 +286,14 @@ def test_the_scheduler_gives_the_reason_first_then_the_log_then_the_signal(by_ha
         "13": ("no signature", "none", None),  # FAILED 1:0, no log
         "21": ("invalid memory access", "log", "U"),  # slurm-20_3.out
         "22": ("deadline", "scheduler", "U"),
+        # the script's exit code 128 + N: a command it ran killed by signal N (bash's status)
+        "23": ("core dump", "exit status", "AE,U"),  # 139 = 128 + SIGSEGV
+        "24": ("core dump", "exit status", "AE,U"),  # 134 = 128 + SIGABRT
+        "25": ("killed by a signal", "exit status", None),  # 137 = 128 + SIGKILL
+        "26": ("no signature", "none", None),  # 255 (`exit -1`): no signal
+        "27": ("no signature", "none", None),  # 128: no signal 0
+        "28": ("no signature", "none", None),  # 193 = 128 + 65: past the last signal, 64
+        "29": ("GPU OOM", "log", "U"),  # 139:0, but slurm-29.out says why
     }  # job 12 COMPLETED: no failed attempt
     row = _attempts(by_hand)["6"]
     assert (row["log_path"], row["line_no"], row["exit_code"], row["exit_signal"]) == (
@@ -294,17 +311,20 @@ def test_table_7_figures_by_hand(by_hand: Path) -> None:
     every = df.filter((pl.col("vc") == "(all)") & (pl.col("gpu_model") == "(all)"))
     rows = {r["reason"]: r for r in every.iter_rows(named=True)}
     total = rows["all"]
-    assert (total["trials"], total["jobs"], total["users"]) == (14, 14, 4)
-    # GPUs: 1,1,2,8,1,1,1,1,1,1,1,4,1,1: demand 1 -> 11, 2-4 -> 2, >4 -> 1
-    assert (total["trials_1gpu"], total["trials_2_4gpu"], total["trials_gt4gpu"]) == (11, 2, 1)
-    assert total["gpu_h"] == pytest.approx(25 * 0.5)
+    assert (total["trials"], total["jobs"], total["users"]) == (21, 21, 5)
+    # GPUs: 1,1,2,8,1,1,1,1,1,1,1,4,1,1 and jobs 23-29 1 each: demand 1 -> 18, 2-4 -> 2, >4 -> 1
+    assert (total["trials_1gpu"], total["trials_2_4gpu"], total["trials_gt4gpu"]) == (18, 2, 1)
+    assert total["gpu_h"] == pytest.approx(32 * 0.5)
     assert total["rtf_p50_s"] == 1800
     admin = rows["cancelled by admin"]
     assert (admin["trials"], admin["users"], admin["sources"]) == (2, 1, "IF")
-    assert admin["rtf_pct"] == pytest.approx(100 * 2 / 14)
-    assert admin["rtf_x_demand_pct"] == pytest.approx(100 * 2 / 25)
-    assert rows["time limit"]["rtf_x_demand_pct"] == pytest.approx(100 * 8 / 25)
-    assert sum(r["trials"] for k, r in rows.items() if k != "all") == 14
+    assert admin["rtf_pct"] == pytest.approx(100 * 2 / 21)
+    assert admin["rtf_x_demand_pct"] == pytest.approx(100 * 2 / 32)
+    assert rows["time limit"]["rtf_x_demand_pct"] == pytest.approx(100 * 8 / 32)
+    # jobs 7, 23, 24; 8, 25; 13, 26, 27, 28
+    assert (rows["core dump"]["trials"], rows["core dump"]["users"]) == (3, 2)
+    assert rows["killed by a signal"]["trials"] == 2 and rows["no signature"]["trials"] == 4
+    assert sum(r["trials"] for k, r in rows.items() if k != "all") == 21
 
 
 def test_report_lists_the_reasons_by_trials_and_all_last(by_hand: Path) -> None:
@@ -318,9 +338,12 @@ def test_report_lists_the_reasons_by_trials_and_all_last(by_hand: Path) -> None:
     reasons = [r["reason"] for r in rows]
     assert reasons[-1] == "all" and reasons.count("all") == 1
     trials = [r["trials"] for r in rows[:-1]]
-    assert trials == sorted(trials, reverse=True) and trials[0] == 2
-    # 2 trials, then 1 each by name, whatever its case
-    assert reasons[:4] == ["cancelled by admin", "cancelled by user", "core dump", "CPU OOM"]
+    assert trials == sorted(trials, reverse=True) and trials[:4] == [4, 3, 2, 2]
+    # 4, 3 and 2 trials, then 1 each by name, whatever its case
+    assert reasons[:6] == [
+        "no signature", "core dump", "cancelled by admin", "killed by a signal",
+        "cancelled by user", "CPU OOM",
+    ]  # fmt: skip
     # the dashboard lists them in the same order (one order, warehouse/results.py's)
     con = read_only_connection(by_hand)
     try:
@@ -444,10 +467,16 @@ def test_every_planted_failure_gets_its_reason(generated: tuple[Path, Path]) -> 
     out, data_dir = generated
     truth = json.loads((out / "truth.json").read_text())["failure_logs"]
     want = {t["job_id"]: t["reason"] for t in truth}
-    have = {j: r["reason"] for j, r in _attempts(data_dir, "g").items()}
+    attempts = _attempts(data_dir, "g")
+    have = {j: r["reason"] for j, r in attempts.items()}
     assert have == want
     assert set(PLANTED) <= set(want.values())  # every reason of Table 7 and 'no signature'
-    lines = {j: r["line"] for j, r in _attempts(data_dir, "g").items() if r["origin"] == "log"}
+    # and a script's command killed by a signal (exit code 128 + N, e.g. 134:0), no log to say
+    by_code = [
+        r for r in attempts.values() if r["origin"] == "exit status" and not r["exit_signal"]
+    ]
+    assert by_code and all(128 < r["exit_code"] <= 192 for r in by_code)
+    lines = {j: r["line"] for j, r in attempts.items() if r["origin"] == "log"}
     assert any("CUDA out of memory. Tried to allocate" in line for line in lines.values())
 
 

@@ -464,7 +464,8 @@ ANALYSES: tuple[Analysis, ...] = (
         "BOOT_FAIL, OUT_OF_MEMORY, TIMEOUT, DEADLINE, PREEMPTED, CANCELLED by an admin uid in "
         "`[failures] admin_uids` or by a user), then from the job's logs (the most specific "
         "signature rule matched, root causes before implicit ones), then from the signal of a "
-        "FAILED job (core dump, killed by a signal), else 'no signature'. Grain: one row per "
+        "FAILED job (ExitCode's signal, else an exit code 128 + N as signal N: core dump, "
+        "killed by a signal), else 'no signature'. Grain: one row per "
         "failed attempt, with the job's own VC and GPU model. Units: seconds.",
         dated_by="start_ts",
     ),

@@ -152,7 +152,9 @@ def scheduler_reason(job: Job, admin_uids: tuple[int, ...] = (0,)) -> str | None
 
 
 def _signal_reason(exit_code: str) -> str:
-    signal = int(exit_code.split(":")[1])
+    code, signal = (int(part) for part in exit_code.split(":"))
+    if not signal and 128 < code <= 128 + 64:  # bash's status for a command killed by a signal
+        signal = code - 128
     if signal in _CORE_SIGNALS:
         return "core dump"
     return "killed by a signal" if signal else NO_SIGNATURE

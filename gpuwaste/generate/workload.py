@@ -176,7 +176,9 @@ class Workload:
             return "0:125"
         if kind == "NODE_FAIL":
             return "0:0"
-        return ("1:0", "1:0", "2:0", "127:0", "0:9", "0:6")[int(self.rng.integers(6))]
+        # 139:0 and 134:0: the script's command killed by SIGSEGV / SIGABRT (bash's 128 + N);
+        # 0:9 and 0:6: the batch shell itself killed
+        return ("1:0", "139:0", "134:0", "127:0", "0:9", "0:6")[int(self.rng.integers(6))]
 
     # --- submissions ---------------------------------------------------------------------------
     def fresh(self, t: int, vc: str, seq: int, chain: int) -> list[Submission]:

@@ -17,8 +17,11 @@
 --      and maybe the attempt): the most specific signature over the attempt's files (.out,
 --      .err); a file whose name gives no attempt (Slurm's default slurm-<id>.out, one file for
 --      all of a requeued job's runs) is the job's last attempt's: the last run wrote its end;
---   3. the signal of a FAILED attempt (ExitCode `code:signal`): a core-dumping signal (SIGILL 4,
---      SIGABRT 6, SIGBUS 7, SIGFPE 8, SIGSEGV 11) is a core dump, another one a kill by signal;
+--   3. the signal of a FAILED attempt: ExitCode's `code:signal` signal (the batch shell itself
+--      killed), else an exit code 128 + N, N 1..64 (a command of the script killed by signal N:
+--      bash's status for it; a choice, docs/definitions.md#failures); a core-dumping signal
+--      (SIGILL 4, SIGABRT 6, SIGBUS 7, SIGFPE 8, SIGSEGV 11) is a core dump, another one a kill
+--      by signal;
 --   4. 'no signature'.
 with
 
@@ -147,19 +150,28 @@ reasoned as (
         case
             when s.reason is not null then s.reason
             when m.reason is not null then m.reason
-            when f.base_state = 'FAILED' and f.exit_signal in (4, 6, 7, 8, 11)
-                then 'core dump'
-            when f.base_state = 'FAILED' and f.exit_signal > 0
-                then 'killed by a signal'
+            when f.base_state = 'FAILED' and f.signal in (4, 6, 7, 8, 11) then 'core dump'
+            when f.base_state = 'FAILED' and f.signal > 0 then 'killed by a signal'
             else 'no signature'
         end as reason,
         case
             when s.reason is not null then 'scheduler'
             when m.reason is not null then 'log'
-            when f.base_state = 'FAILED' and f.exit_signal > 0 then 'exit status'
+            when f.base_state = 'FAILED' and f.signal > 0 then 'exit status'
             else 'none'
         end as origin
-    from failed f
+    from (
+        -- the signal that ended the attempt: sacct's signal field when the batch shell itself was
+        -- killed (`0:11`), else the shell's 128 + N for a command it ran that signal N killed
+        -- (`139:0`); 128 itself, 193-255 (`exit -1` is 255) are plain exit codes
+        select
+            *,
+            case
+                when exit_signal > 0 then exit_signal
+                when exit_code between 129 and 192 then exit_code - 128
+            end as signal
+        from failed
+    ) f
     join scheduler s using (job_id, attempt)
     left join log_match m using (job_id, attempt)
 ),
