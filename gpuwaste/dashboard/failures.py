@@ -52,7 +52,8 @@ def failures_section(f: Filters, frames: dict[str, pl.DataFrame]) -> None:
         "Each failed attempt (an attempt that was retried, or the last of a failed or killed "
         "job) gets one reason: the scheduler's (node failure, time limit, CPU OOM, preempted, "
         "cancelled by a user or an admin), else the job's logs (`gpuwaste ingest logs`: the most "
-        "specific signature rule matched), else a FAILED job's signal, else 'no signature'. RTF: "
+        "specific signature rule matched), else a FAILED job's signal (after the colon of its "
+        "exit code, or an exit status of 128 + N read as signal N), else 'no signature'. RTF: "
         "runtime to failure; RTF x demand: the GPU time the failures burned. Sources: IF "
         "infrastructure, AE AI engine, U user."
     )
