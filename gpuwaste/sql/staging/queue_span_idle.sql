@@ -58,7 +58,7 @@ span_start as materialized (
     asof left join holder_segments as e on e.h = c.h and e.ts <= c.x0
 ),
 
-final as (
+span_idle as (
     select
         c.s, c.x0, c.x1, c.h,
         round(
@@ -80,6 +80,10 @@ final as (
         )::bigint as idle_us
     from span_start
     where ts is not null and (next_ts is null or next_ts > x1) and gpus <> 0
-)
+),
+
+-- in span order: the reader's sums over the pieces of each span, joined to these rows, take
+-- fewer CPU seconds than the sort costs here (bench/RESULTS.md, issue #45's analyses)
+final as (select * from span_idle order by s)
 
 select * from final
