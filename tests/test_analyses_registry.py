@@ -22,10 +22,10 @@ from gpuwaste.analyses.registry import (
     ANALYSES,
     CLUSTER_ROW_TABLES,
     PER_JOB_TABLES,
-    SHARED_STAGING,
+    STAGING_TABLES,
     SUMMARY_TABLES,
     Analysis,
-    shared_staging,
+    staging_tables,
     summary_order,
 )
 from gpuwaste.analyses.report import REPORTS, TITLES
@@ -75,18 +75,21 @@ def test_summaries_run_after_the_summaries_they_read() -> None:
     assert [a.name for a in summary_order(declared)] == ["a", "d", "b", "c"]
 
 
-def test_a_staging_query_several_analyses_read_is_shared_in_their_run_order() -> None:
-    """Only the staging relations read by more than one analysis are shared, each with its
-    readers in run order (the first makes it, the last drops it); analyze's are the two that
-    docs/architecture.md names."""
+def test_each_staging_query_is_made_once_for_its_readers_in_their_run_order() -> None:
+    """Every staging relation, each with its readers in run order (the first makes it, the
+    last drops it), in the order they are first read (one reader's in the order it declares
+    them: one may read another); analyze's are those docs/architecture.md names."""
     declared = (
         Analysis("a", "summary", "a", "", (), "", staging=("x", "y")),
         Analysis("b", "summary", "b", "", (), "", staging=("z",)),
         Analysis("c", "summary", "c", "", (), "", staging=("x",)),
     )
-    assert shared_staging(declared) == {"x": ("a", "c")}
-    assert SHARED_STAGING == {
+    assert staging_tables(declared) == {"x": ("a", "c"), "y": ("a",), "z": ("b",)}
+    assert list(staging_tables(declared)) == ["x", "y", "z"]
+    assert STAGING_TABLES == {
         "queue_wait_pieces": ("queue_causes", "queue_idle_overlap"),
+        "queue_idle_holders": ("queue_idle_overlap",),
+        "queue_span_idle": ("queue_idle_overlap",),
         "allocation_days": ("waste_daily", "energy_daily"),
     }
 

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from gpuwaste.analyses.registry import BY_NAME
+from gpuwaste.analyses.registry import BY_NAME, drop_staging_tables, make_staging_tables
 from gpuwaste.analyses.sqlfiles import set_variables
 from gpuwaste.cli import app
 from gpuwaste.warehouse.mig import MODEL_PROFILES, parse_profile
@@ -157,8 +157,11 @@ class Cluster:
         quotas: dict[str, float] | None = None,
         as_of: float | None = None,
         threads: int | None = None,
+        staged: bool = False,
     ) -> dict[str, pl.DataFrame]:
-        """Run the three queue analyses as `gpuwaste analyze` does (each after those it reads)."""
+        """Run the three queue analyses as `gpuwaste analyze` does (each after those it reads);
+        their staging queries temp views, or (staged) temp tables made before the first reader
+        and dropped after the last, as analyze makes them."""
         con = duckdb.connect()
         if threads is not None:
             con.sql(f"set threads = {threads}")
@@ -187,7 +190,11 @@ class Cluster:
         set_variables(con, variables)
         out = {}
         for name in ("queue_causes", "queue_cause_summary", "queue_idle_overlap"):
+            if staged:
+                make_staging_tables(con, name)
             out[name] = BY_NAME[name].compute(con)
+            if staged:
+                drop_staging_tables(con, name)
             con.register(name, out[name].with_columns(pl.lit(CLUSTER).alias("cluster")))
         return out
 
@@ -593,6 +600,26 @@ def test_a_fair_share_wait_is_kept_waiting_only_by_its_own_vcs_idle_gpus() -> No
     assert stretch(out, "W")["cause"] == "fair-share"
     rows = out["queue_idle_overlap"].select("holder_vc", "same_vc", "idle_gpu_s", "blocked_gpu_s")
     assert sorted(rows.iter_rows()) == [("a", True, 800, 400), ("b", False, 800, 0)]
+
+
+def test_analyzes_staging_tables_give_the_rows_of_the_views() -> None:
+    """The fair-share case above and a wait of VC b's, with the staging queries made temp tables
+    first as `gpuwaste analyze` makes them (queue_idle_overlap's holders and their idle
+    GPU-seconds per span, each in its own query, one reading the other): the same rows in every
+    table as over the views."""
+    c = Cluster()
+    c.host("h", 10)
+    c.job("Ha", 0, {"h": [0, 1, 2, 3]}, 0, 1000, user="u1", vc="a", never_used=True)
+    c.job("Hb", 0, {"h": [4, 5, 6, 7]}, 0, 1000, user="u3", vc="b", never_used=True)
+    c.job("W", 100, {"h": [8, 9]}, 300, 400, user="u2", vc="a")
+    c.job("W2", 150, {"h": [8]}, 400, 500, user="u1", vc="b")
+    views = c.analyze(quotas={"a": 4})
+    staged = c.analyze(quotas={"a": 4}, staged=True)
+    for name, rows in views.items():
+        assert staged[name].sort(pl.all()).equals(rows.sort(pl.all())), name
+    rows = staged["queue_idle_overlap"].filter(pl.col("job_id") == "W")
+    got = rows.select("holder_vc", "idle_gpu_s", "blocked_gpu_s").sort("holder_vc").rows()
+    assert got == [("a", 800, 400), ("b", 800, 0)]
 
 
 def test_a_never_used_gpu_with_half_its_time_observed_is_idle_half_the_time() -> None:

@@ -51,9 +51,9 @@ class Analysis:
     inputs: tuple[str, ...]  # tables and batch relations its SQL reads (its header's sources)
     definition: str  # what it computes, in words (docs/definitions.md for the full rule)
     sql: str = ""  # file under gpuwaste/sql/, without .sql (default: analyses/<name>)
-    # staging queries its SQL reads by name (gpuwaste/sql/staging/<name>.sql, over its inputs):
-    # made temp views first, so that a definition several summaries share has one home (a run
-    # computes one that several of its analyses read once: `SHARED_STAGING`)
+    # staging queries its SQL reads by name (gpuwaste/sql/staging/<name>.sql, over its inputs and
+    # the staging queries before it): made temp views first, so that a definition several
+    # summaries share has one home (a run computes each once, a temp table: `STAGING_TABLES`)
     staging: tuple[str, ...] = ()
     # which jobs its `jobs` column counts, where its table has one: tables count different jobs
     # (those that held a GPU, that started, ...), so `gpuwaste report` says it under the table
@@ -84,7 +84,7 @@ class Analysis:
         """Its SQL over `con` (a summary: over the result tables of the cluster in the variable
         `cluster`, the thresholds set). The labels of its roll-up rows are set here, from
         the one definition in warehouse/results.py. A staging relation already on `con` (a
-        run's shared one, `make_shared_staging`) is read as it is."""
+        run's temp table, `make_staging_tables`) is read as it is."""
         prepare(con)
         for name in self.staging:
             run(con, f"create temp view if not exists {name} as {load_sql(f'staging/{name}')}")
@@ -423,7 +423,7 @@ ANALYSES: tuple[Analysis, ...] = (
         "other users wait for at each moment and, apart, by the same rule, at most the GPUs "
         "its own user's jobs wait for (same_user). Grain: one row per waiting stretch x "
         "holder (user, VC). Units: GPU-seconds.",
-        staging=("queue_wait_pieces",),
+        staging=("queue_wait_pieces", "queue_idle_holders", "queue_span_idle"),
         most_first="blocked_gpu_s",
         dated_by="wait_end",
     ),
@@ -580,34 +580,36 @@ CLUSTER_ROW_TABLES: tuple[str, ...] = tuple(a.name for a in ANALYSES if a.kind =
 AFTER_PER_JOB: tuple[Analysis, ...] = summary_order(kinds=("summary", "cluster_rows"))
 
 
-def shared_staging(order: tuple[Analysis, ...]) -> dict[str, tuple[str, ...]]:
-    """The staging relations that more than one analysis of `order` reads, each with its
-    readers in that order."""
+def staging_tables(order: tuple[Analysis, ...]) -> dict[str, tuple[str, ...]]:
+    """The staging relations the analyses of `order` read, in the order they are first read
+    (each reader's in its declared order), each with its readers in that order."""
     readers: dict[str, list[str]] = {}
     for a in order:
         for name in a.staging:
             readers.setdefault(name, []).append(a.name)
-    return {name: tuple(r) for name, r in readers.items() if len(r) > 1}
+    return {name: tuple(r) for name, r in readers.items()}
 
 
 # Those of `gpuwaste analyze`: computed once per cluster, as a temp table of the run's
 # connection, before the first of its readers (its time counted in that one's) and dropped after
-# the last; a view would be computed again by every reader.
-SHARED_STAGING: dict[str, tuple[str, ...]] = shared_staging(AFTER_PER_JOB)
+# the last. A view would be computed again by every reader; and one reader's query would hold
+# the staging query's intermediate rows while it runs (queue_idle_overlap's lookups of idle
+# GPU-seconds, queue_span_idle: DuckDB then spills at analyze's memory limit).
+STAGING_TABLES: dict[str, tuple[str, ...]] = staging_tables(AFTER_PER_JOB)
 
 
-def make_shared_staging(con: duckdb.DuckDBPyConnection, analysis: str) -> None:
-    """Before `analysis` runs: the shared staging relations it reads first, made temp tables
-    (over the variables set on `con`: one cluster's)."""
-    for name, readers in SHARED_STAGING.items():
+def make_staging_tables(con: duckdb.DuckDBPyConnection, analysis: str) -> None:
+    """Before `analysis` runs: the staging relations it reads first, made temp tables (over the
+    variables set on `con`: one cluster's)."""
+    for name, readers in STAGING_TABLES.items():
         if readers[0] == analysis:
             prepare(con)
             run(con, f"create or replace temp table {name} as {load_sql(f'staging/{name}')}")
 
 
-def drop_shared_staging(con: duckdb.DuckDBPyConnection, analysis: str) -> None:
-    """After `analysis` ran: the shared staging relations it was the last to read, dropped."""
-    for name, readers in SHARED_STAGING.items():
+def drop_staging_tables(con: duckdb.DuckDBPyConnection, analysis: str) -> None:
+    """After `analysis` ran: the staging relations it was the last to read, dropped."""
+    for name, readers in STAGING_TABLES.items():
         if readers[-1] == analysis:
             run(con, f"drop table if exists {name}")
 
@@ -618,12 +620,12 @@ __all__ = [
     "BY_NAME",
     "CLUSTER_ROW_TABLES",
     "PER_JOB_TABLES",
-    "SHARED_STAGING",
+    "STAGING_TABLES",
     "SUMMARY_TABLES",
     "Analysis",
-    "drop_shared_staging",
-    "make_shared_staging",
+    "drop_staging_tables",
+    "make_staging_tables",
     "per_job",
-    "shared_staging",
+    "staging_tables",
     "summary_order",
 ]

@@ -49,8 +49,8 @@ from gpuwaste.analyses.plan import (
 )
 from gpuwaste.analyses.registry import (
     AFTER_PER_JOB,
-    drop_shared_staging,
-    make_shared_staging,
+    drop_staging_tables,
+    make_staging_tables,
 )
 from gpuwaste.analyses.sqlfiles import (
     device_variables,
@@ -338,9 +338,9 @@ def analyze_cluster(
                 )
                 for name, compute in SUMMARIES.items():
                     cpu_start = time.process_time()
-                    make_shared_staging(con, name)
+                    make_staging_tables(con, name)
                     rows = stable(computed[name] if name in computed else compute(con))
-                    drop_shared_staging(con, name)
+                    drop_staging_tables(con, name)
                     run.rows[name] = wh.replace_file(name, cluster, FILE_KEY, rows)
                     if name in READ_BY_SUMMARIES:
                         # the catalog's view was made before this run wrote the table: the

@@ -4,7 +4,9 @@
 --        GPU-seconds that kept it waiting (blocked_gpu_s). docs/definitions.md#waiting-behind-idle-gpus.
 -- sources: queue_causes, queue_wait_pieces (staging/queue_wait_pieces.sql: each stretch's
 --          pieces of one cause, over job_gpu_usage, job_gpus, job_usage, gpu_samples),
---          idle_slots, job_gpu_usage, job_usage.
+--          queue_idle_holders (staging: the holders' idle GPUs over time, over idle_slots,
+--          job_gpu_usage, job_usage), queue_span_idle (staging: their idle GPU-seconds in each
+--          span of the pieces).
 -- variables: cluster.
 -- blocked_gpu_s: idle GPUs kept a job waiting only in the pieces of its wait when there was no
 -- room for it that they could have made: capacity and fragmentation (any holder), fair-share
@@ -30,97 +32,11 @@ waits as (
     where cluster = getvariable('cluster') and wait_s > 0
 ),
 
-devices as (
-    select job_id, attempt, host, gpu, gpu_instance, start_ts, end_ts, never_used,
-        coalesce(gpu_weight, 1.0) as w,
-        -- a never-used GPU's idle time is its observed time (never_used_s), taken as spread
-        -- evenly over its allocation
-        coalesce(gpu_weight, 1.0) * never_used_s / nullif(alloc_s, 0) as w_never
-    from job_gpu_usage
-    where cluster = getvariable('cluster')
-),
+-- the holders (staging/queue_idle_holders.sql: numbered, h) and their idle GPUs from each change
+-- on (holder_segments)
+holders as (select distinct h, holder_user, holder_vc, key_order from queue_idle_holders),
 
-idle as (
-    select i.job_id, i.start_ts, i.end_ts, d.w
-    from idle_slots as i
-    join devices as d
-        on d.job_id = i.job_id and d.attempt = i.attempt and d.host = i.host
-        and d.gpu = i.gpu and d.gpu_instance is not distinct from i.gpu_instance
-    where i.cluster = getvariable('cluster')
-    union all
-    select job_id, start_ts, end_ts, w_never
-    from devices
-    where never_used and end_ts > start_ts and w_never > 0
-),
-
--- a holder without a user meets no stretch (no equality holds on a null user): left out
-held_by as (
-    select i.*, j."user" as holder_user, coalesce(j.vc, '(none)') as holder_vc
-    from idle as i
-    join job_usage as j on j.cluster = getvariable('cluster') and j.job_id = i.job_id
-    where j."user" is not null
-),
-
--- the holders numbered: h per user and VC; every join and window below is on
--- these numbers, not on the names. Numbered by VC first: a VC's holders are one range of
--- numbers, which a fair-share piece names (piece_spans); key_order is their order in the
--- table's key (final)
-holders as (
-    select
-        holder_user, holder_vc,
-        row_number() over (order by holder_vc, holder_user) as h,
-        row_number() over (order by holder_user, holder_vc) as key_order
-    from (select distinct holder_user, holder_vc from held_by)
-),
-
-held as (
-    select o.h, i.start_ts, i.end_ts, i.w
-    from held_by as i
-    join holders as o using (holder_user, holder_vc)
-),
-
--- each holder's idle GPUs from each change on, and its idle GPU-seconds before: a stretch's
--- idle GPU-seconds of a holder are the difference of that integral at its two ends
-holder_events as (
-    select h, start_ts as ts, w as d from held
-    union all
-    select h, end_ts, -w from held
-),
-
-holder_segments as (
-    select
-        *,
-        coalesce(
-            sum(gpus * ((epoch_us(next_ts) - epoch_us(ts)) / 1e6)) over (
-                partition by h order by ts rows between unbounded preceding and 1 preceding
-            ),
-            0
-        ) as before_s
-    from (
-        select
-            h, ts,
-            lead(ts) over (partition by h order by ts) as next_ts,
-            round(sum(sum(d)) over (partition by h order by ts), 6) as gpus
-        from holder_events
-        group by h, ts
-    )
-),
-
--- the holders that held idle GPUs in each UTC hour (candidates for the pieces of that hour;
--- the integral says how much), from the holder's segments with idle GPUs (fewer than its idle
--- intervals)
-holder_hours as (
-    select distinct h, hour
-    from (
-        select
-            h,
-            unnest(
-                range(epoch(ts)::bigint // 3600, epoch(coalesce(next_ts, ts))::bigint // 3600 + 1)
-            ) as hour
-        from holder_segments
-        where gpus > 0
-    )
-),
+holder_segments as (select h, ts, next_ts, gpus, before_s from queue_idle_holders),
 
 -- each stretch's pieces (they tile it), and whose idle GPUs count in each: every holder's in a
 -- capacity or fragmentation piece (every_vc), its own VC's in a fair-share one (vc_only), none
@@ -136,14 +52,9 @@ wait_pieces as materialized (
     where p.x1 > p.x0
 ),
 
--- the pieces' spans (the pieces of many stretches of one class share one, cut at the same
--- changes of occupancy), numbered, and the holders with idle GPUs in some UTC hour of each
--- (candidates): a holder's idle GPU-seconds in a piece are looked up once per span, not once
--- per stretch x holder x piece
-spans as (
-    select row_number() over (order by x0, x1) as s, x0, x1
-    from (select distinct x0, x1 from wait_pieces)
-),
+-- the pieces' spans, numbered as staging/queue_span_idle.sql numbers them (a span where no
+-- holder held idle GPUs is not there: nothing to sum in it)
+spans as (select distinct s, x0, x1 from queue_span_idle),
 
 -- each piece with its span's number and the range of holder numbers h0..h1 whose idle GPUs
 -- count in it (every_vc: all; a fair-share piece: its VC's; none: an empty range)
@@ -159,53 +70,6 @@ piece_spans as (
     ) as v on v.holder_vc = p.vc_only
 ),
 
-span_holders as (
-    select distinct s.s, s.x0, s.x1, h.h
-    from (
-        select
-            s, x0, x1,
-            unnest(range(epoch(x0)::bigint // 3600, epoch(x1)::bigint // 3600 + 1)) as hour
-        from spans
-    ) as s
-    join holder_hours as h using (hour)
-),
-
--- the holder's idle GPU-seconds in each span: the difference of its integral at the two ends,
--- in whole micro-GPU-seconds, so that the sums below are exact (the same whatever order the
--- threads add them in); a span where it had none is left out. Each end is looked up by ASOF
--- join: the start's for every candidate, the end's only where it is past the segment holding
--- the start (most spans are shorter than a holder's segment; there both ends are in one
--- segment, and one where it held no idle GPU is left out at once)
-span_start as materialized (
-    select c.s, c.h, c.x0, c.x1, e.ts, e.gpus, e.before_s, e.next_ts
-    from span_holders as c
-    asof left join holder_segments as e on e.h = c.h and e.ts <= c.x0
-),
-
-span_idle as (
-    select
-        c.s, c.h,
-        round(
-            (
-                coalesce(e1.before_s + e1.gpus * ((epoch_us(c.x1) - epoch_us(e1.ts)) / 1e6), 0)
-                - coalesce(c.before_s + c.gpus * ((epoch_us(c.x0) - epoch_us(c.ts)) / 1e6), 0)
-            ) * 1e6
-        )::bigint as idle_us
-    from (select * from span_start where ts is null or next_ts <= x1) as c
-    asof left join holder_segments as e1 on e1.h = c.h and e1.ts <= c.x1
-    union all
-    select
-        s, h,
-        round(
-            (
-                (before_s + gpus * ((epoch_us(x1) - epoch_us(ts)) / 1e6))
-                - (before_s + gpus * ((epoch_us(x0) - epoch_us(ts)) / 1e6))
-            ) * 1e6
-        )::bigint as idle_us
-    from span_start
-    where ts is not null and (next_ts is null or next_ts > x1) and gpus <> 0
-),
-
 -- each pair of a stretch and a holder with idle GPU-seconds in it: those (the sum over the
 -- stretch's pieces), and its bound: the sum over the pieces the holder counts in of least(its
 -- idle GPU-seconds there, the job's GPUs x the piece's seconds)
@@ -217,7 +81,7 @@ pairs as (
             sum(i.idle_us) as idle_us,
             sum(least(i.idle_us, p.gpu_us)) filter (where i.h between p.h0 and p.h1) as bound_us
         from piece_spans as p
-        join span_idle as i using (s)
+        join queue_span_idle as i using (s)
         where i.idle_us <> 0
         group by p.w, i.h
     )

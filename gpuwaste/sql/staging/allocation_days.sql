@@ -6,7 +6,7 @@
 -- The one split of allocations into UTC days, read by the daily summaries (waste_daily.sql,
 -- energy_daily.sql): the analyses make it the temp view `allocation_days` before they run
 -- (`Analysis.staging` in gpuwaste/analyses/registry.py); `gpuwaste analyze` makes it once, a
--- temp table that both read (`registry.SHARED_STAGING`). A day's share is the allocation's
+-- temp table that both read (`registry.STAGING_TABLES`). A day's share is the allocation's
 -- overlap with the day / its wall time: exact for the allocated GPU seconds (alloc_s, weighted
 -- by a MIG slice), an even spread for the other figures. The job's GPU model is
 -- job_usage.gpu_model (docs/analyses.md#split-by-gpu-model).

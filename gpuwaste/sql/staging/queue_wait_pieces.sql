@@ -14,7 +14,7 @@
 -- causes, the out-of-order starts) and queue_idle_overlap.sql (which pieces idle GPUs kept
 -- waiting): the analyses make it the temp view `queue_wait_pieces` before they run
 -- (`Analysis.staging` in gpuwaste/analyses/registry.py); `gpuwaste analyze` makes it once, a
--- temp table that both read (`registry.SHARED_STAGING`).
+-- temp table that both read (`registry.STAGING_TABLES`).
 -- Occupancy: every allocation, of known devices (job_gpu_usage, slice-weighted: a MIG
 -- allocation occupies its slice's share of its GPU, gpu_weight) or not: a job whose GPU indices
 -- no source gave and no telemetry label resolved (Slurm from sacct alone: job_gpus gpu = -1,
