@@ -144,14 +144,14 @@ user_demand as (
 -- to the one holding its end), not by an inequality join
 held_waited as (
     select
-        i.h, i.d, i.holder_user, greatest(i.ts, w.ts) as p0, least(i.next_ts, w.next_ts) as p1,
+        i.h, i.d, greatest(i.ts, w.ts) as p0, least(i.next_ts, w.next_ts) as p1,
         i.gpus as idle, w.gpus as waited
     from (
         select
-            i.h, i.ts, i.next_ts, i.gpus, i.d, i.holder_user,
+            i.h, i.ts, i.next_ts, i.gpus, i.d,
             unnest(range(coalesce(d0.idx, 1), coalesce(d1.idx, 0) + 1)) as idx
         from (
-            select s.h, s.ts, s.next_ts, s.gpus, o.d, o.holder_user
+            select s.h, s.ts, s.next_ts, s.gpus, o.d
             from holder_segments as s
             join holder_demand as o using (h)
             where s.gpus > 0 and s.next_ts is not null
@@ -174,8 +174,13 @@ holder_total as (
         sum(round(p.s * least(p.idle, d.gpus) * 1e6)::bigint)
             filter (where d.gpus > 0) / 1e6 as own_blocked_gpu_s
     from (select *, (epoch_us(p1) - epoch_us(p0)) / 1e6 as s from held_waited) as p
-    asof left join user_demand as d
-        on d.d = p.d and d."user" = p.holder_user and d.ts <= p.p0
+    -- its user's series by the holder's number: an ASOF join on one integer, not on (d, user)
+    asof left join (
+        select o.h, u.ts, u.gpus
+        from user_demand as u
+        join holder_demand as o on o.d = u.d and o.holder_user = u."user"
+    ) as d
+        on d.h = p.h and d.ts <= p.p0
     group by p.h
 ),
 
