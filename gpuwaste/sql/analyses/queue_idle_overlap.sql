@@ -99,7 +99,11 @@ fair_share_vcs as (
 ),
 
 holder_demand as (
-    select o.h, o.holder_user, coalesce(f.d, 0) as d
+    select
+        o.h, o.holder_user, coalesce(f.d, 0) as d,
+        -- its user's demand series, numbered: one per (d, user), however many VCs the user
+        -- holds idle GPUs in, looked up by one integer
+        dense_rank() over (order by coalesce(f.d, 0), o.holder_user) as u
     from holders as o
     left join fair_share_vcs as f on f.vc = o.holder_vc
 ),
@@ -134,24 +138,25 @@ demand as (
 
 -- per user (a holder looks up its own user's)
 user_demand as (
-    select d, "user", ts, round(sum(sum(n)) over (partition by d, "user" order by ts), 6) as gpus
-    from demand_events
-    semi join holder_demand as o on o.holder_user = demand_events."user" and o.d = demand_events.d
-    group by d, "user", ts
+    select o.u, e.ts, round(sum(sum(e.n)) over (partition by o.u order by e.ts), 6) as gpus
+    from demand_events as e
+    join (select distinct u, d, holder_user from holder_demand) as o
+        on o.holder_user = e."user" and o.d = e.d
+    group by o.u, e.ts
 ),
 
 -- a holder's segment meets its demand's segments by number (from the one holding its start
 -- to the one holding its end), not by an inequality join
 held_waited as (
     select
-        i.h, i.d, greatest(i.ts, w.ts) as p0, least(i.next_ts, w.next_ts) as p1,
+        i.h, i.u, greatest(i.ts, w.ts) as p0, least(i.next_ts, w.next_ts) as p1,
         i.gpus as idle, w.gpus as waited
     from (
         select
-            i.h, i.ts, i.next_ts, i.gpus, i.d,
+            i.h, i.u, i.ts, i.next_ts, i.gpus, i.d,
             unnest(range(coalesce(d0.idx, 1), coalesce(d1.idx, 0) + 1)) as idx
         from (
-            select s.h, s.ts, s.next_ts, s.gpus, o.d
+            select s.h, s.ts, s.next_ts, s.gpus, o.d, o.u
             from holder_segments as s
             join holder_demand as o using (h)
             where s.gpus > 0 and s.next_ts is not null
@@ -174,13 +179,7 @@ holder_total as (
         sum(round(p.s * least(p.idle, d.gpus) * 1e6)::bigint)
             filter (where d.gpus > 0) / 1e6 as own_blocked_gpu_s
     from (select *, (epoch_us(p1) - epoch_us(p0)) / 1e6 as s from held_waited) as p
-    -- its user's series by the holder's number: an ASOF join on one integer, not on (d, user)
-    asof left join (
-        select o.h, u.ts, u.gpus
-        from user_demand as u
-        join holder_demand as o on o.d = u.d and o.holder_user = u."user"
-    ) as d
-        on d.h = p.h and d.ts <= p.p0
+    asof left join user_demand as d on d.u = p.u and d.ts <= p.p0
     group by p.h
 ),
 
