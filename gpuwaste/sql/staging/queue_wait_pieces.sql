@@ -204,17 +204,20 @@ vc_used as (
     group by vc, ts
 ),
 
+-- each host's free GPUs from each change on (the hosts numbered: the windows partition by an
+-- integer)
 host_free as (
     select
-        f.host, f.ts, f.free,
-        lag(f.free, 1, c.gpus) over (partition by f.host order by f.ts) as prev_free
+        f.n, f.ts, f.free,
+        lag(f.free, 1, f.gpus) over (partition by f.n order by f.ts) as prev_free
     from (
-        select host, ts, round(c.gpus - sum(sum(d)) over (partition by host order by ts), 6) as free
+        select
+            c.n, ts, c.gpus,
+            round(c.gpus - sum(sum(d)) over (partition by c.n order by ts), 6) as free
         from events
-        join capacity as c using (host)
-        group by host, ts, c.gpus
+        join (select *, row_number() over (order by host) as n from capacity) as c using (host)
+        group by c.n, ts, c.gpus
     ) as f
-    join capacity as c using (host)
 ),
 
 per_host_needs as (select distinct per_host as g from waits),
